@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+int rblk_log_level = LOG_WARN;
+static const char *log_prefix = "rblk";
+
+void log_set_level(int level)
+{
+	rblk_log_level = level;
+}
+
+void log_set_prefix(const char *prefix)
+{
+	log_prefix = prefix;
+}
+
+int log_parse_level(const char *s)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+
+	for (int i = 0; i < 4; i++)
+		if (!strcasecmp(s, names[i]))
+			return i;
+	if (s[0] >= '0' && s[0] <= '3' && !s[1])
+		return s[0] - '0';
+	return -EINVAL;
+}
+
+void log_msg(int level, const char *fmt, ...)
+{
+	static const char *const tags[] = { "error", "warning", "info", "debug" };
+	char line[1024];
+	struct timespec ts;
+	struct tm tm;
+	va_list ap;
+	int n;
+
+	if (level > rblk_log_level)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld %s: %s: ",
+		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+		     log_prefix, tags[level < 0 ? 0 : level > 3 ? 3 : level]);
+	va_start(ap, fmt);
+	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	line[n++] = '\n';
+	/* one write per line so concurrent threads do not interleave */
+	if (write(STDERR_FILENO, line, (size_t)n) < 0)
+		(void)0;
+}

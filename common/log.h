@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Leveled logging to stderr. Thread-safe (one write(2) per line).
+ */
+#ifndef RBLK_COMMON_LOG_H
+#define RBLK_COMMON_LOG_H
+
+enum log_level {
+	LOG_ERR = 0,
+	LOG_WARN = 1,
+	LOG_INFO = 2,
+	LOG_DEBUG = 3,
+};
+
+extern int rblk_log_level;
+
+void log_set_level(int level);
+/* Parse "error|warn|info|debug" or a digit; returns level or -EINVAL. */
+int log_parse_level(const char *s);
+void log_set_prefix(const char *prefix);
+
+void log_msg(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)                                  \
+	do {                                           \
+		if (rblk_log_level >= LOG_INFO)        \
+			log_msg(LOG_INFO, __VA_ARGS__); \
+	} while (0)
+#define log_debug(...)                                  \
+	do {                                            \
+		if (rblk_log_level >= LOG_DEBUG)        \
+			log_msg(LOG_DEBUG, __VA_ARGS__); \
+	} while (0)
+
+#endif

@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: MIT */
+#include "proto.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "util.h"
+
+
+_Static_assert(sizeof(struct rblk_wire_hdr) == 8, "hdr size");
+_Static_assert(sizeof(struct rblk_wire_hello) == RBLK_HELLO_SIZE, "hello size");
+_Static_assert(sizeof(struct rblk_wire_login) == RBLK_LOGIN_SIZE, "login size");
+_Static_assert(sizeof(struct rblk_wire_cmd) == RBLK_CMD_SIZE, "cmd size");
+_Static_assert(sizeof(struct rblk_wire_resp) == RBLK_RESP_SIZE, "resp size");
+_Static_assert(sizeof(struct rblk_wire_cm_req) == RBLK_CM_REQ_SIZE, "cm req");
+_Static_assert(sizeof(struct rblk_wire_cm_rej) == RBLK_CM_REJ_SIZE, "cm rej");
+_Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a receive buffer");
+_Static_assert(RBLK_MAX_QD <= 65536, "tags are 16 bits on the wire");
+_Static_assert(RBLK_CM_REQ_SIZE <= 56, "rdma_cm REQ private data limit");
+
+static const char *const status_names[] = {
+	[RBLK_S_OK] = "success",
+	[RBLK_S_INVALID] = "malformed message",
+	[RBLK_S_BAD_VERSION] = "protocol version mismatch",
+	[RBLK_S_NO_EXPORT] = "no such export",
+	[RBLK_S_READ_ONLY] = "volume is read-only",
+	[RBLK_S_OUT_OF_RANGE] = "offset or length beyond the end of the volume",
+	[RBLK_S_IO_ERROR] = "I/O error on the target",
+	[RBLK_S_NOT_SUPPORTED] = "operation not supported by this volume",
+	[RBLK_S_BAD_TAG] = "tag out of range or in use",
+	[RBLK_S_NO_SPACE] = "no space left on the target",
+	[RBLK_S_ACCESS_DENIED] = "access denied",
+	[RBLK_S_NO_RESOURCES] = "target out of resources",
+	[RBLK_S_BAD_STATE] = "message not valid in this state",
+	[RBLK_S_SHUTDOWN] = "target is shutting down",
+	[RBLK_S_MISALIGNED] = "offset or length not aligned to the block size",
+	[RBLK_S_TOO_LARGE] = "length zero or above the maximum I/O size",
+};
+
+const char *rblk_status_str(int status)
+{
+	if (status < 0 || status > RBLK_S_MAX_)
+		return "unknown status";
+	return status_names[status];
+}
+
+int rblk_status_to_errno(int status)
+{
+	switch (status) {
+	case RBLK_S_OK:
+		return 0;
+	case RBLK_S_BAD_VERSION:
+		return -EPROTONOSUPPORT;
+	case RBLK_S_NO_EXPORT:
+		return -ENOENT;
+	case RBLK_S_READ_ONLY:
+		return -EROFS;
+	case RBLK_S_OUT_OF_RANGE:
+		return -ERANGE;
+	case RBLK_S_IO_ERROR:
+		return -EIO;
+	case RBLK_S_NOT_SUPPORTED:
+		return -EOPNOTSUPP;
+	case RBLK_S_NO_SPACE:
+		return -ENOSPC;
+	case RBLK_S_ACCESS_DENIED:
+		return -EACCES;
+	case RBLK_S_NO_RESOURCES:
+		return -ENOMEM;
+	case RBLK_S_SHUTDOWN:
+		return -ESHUTDOWN;
+	case RBLK_S_TOO_LARGE:
+		return -E2BIG;
+	case RBLK_S_BAD_TAG:
+	case RBLK_S_BAD_STATE:
+		return -EPROTO;
+	case RBLK_S_INVALID:
+	case RBLK_S_MISALIGNED:
+	default:
+		return -EINVAL;
+	}
+}
+
+int rblk_errno_to_status(int neg_errno)
+{
+	switch (neg_errno) {
+	case 0:
+		return RBLK_S_OK;
+	case -ENOSPC:
+	case -EDQUOT:
+		return RBLK_S_NO_SPACE;
+	case -EOPNOTSUPP:
+		return RBLK_S_NOT_SUPPORTED;
+	case -EROFS:
+	case -EPERM:
+		return RBLK_S_READ_ONLY;
+	case -ENOMEM:
+		return RBLK_S_NO_RESOURCES;
+	default:
+		return RBLK_S_IO_ERROR;
+	}
+}
+
+const char *rblk_opcode_str(int opcode)
+{
+	static const char *const names[] = {
+		[RBLK_OP_READ] = "READ",   [RBLK_OP_WRITE] = "WRITE",
+		[RBLK_OP_FLUSH] = "FLUSH", [RBLK_OP_TRIM] = "TRIM",
+		[RBLK_OP_WRITE_ZEROES] = "WRITE_ZEROES",
+		[RBLK_OP_DISCONNECT] = "DISCONNECT",
+		[RBLK_OP_KEEPALIVE] = "KEEPALIVE",
+	};
+
+	if (opcode <= 0 || opcode > RBLK_OP_MAX_)
+		return "UNKNOWN";
+	return names[opcode];
+}
+
+static void hdr_encode(struct rblk_wire_hdr *h, uint8_t type, uint16_t len)
+{
+	h->magic = htole32(RBLK_MAGIC);
+	h->version = RBLK_PROTO_VERSION;
+	h->type = type;
+	h->length = htole16(len);
+}
+
+static int hdr_check(const void *buf, size_t len, uint8_t type, size_t want)
+{
+	const struct rblk_wire_hdr *h = buf;
+
+	if (len < sizeof(*h) || le32toh(h->magic) != RBLK_MAGIC)
+		return RBLK_S_INVALID;
+	if (h->version != RBLK_PROTO_VERSION)
+		return RBLK_S_BAD_VERSION;
+	if (h->type != type || len != want || le16toh(h->length) != want)
+		return RBLK_S_INVALID;
+	return RBLK_S_OK;
+}
+
+int rblk_msg_type(const void *buf, size_t len)
+{
+	const struct rblk_wire_hdr *h = buf;
+
+	if (len < sizeof(*h) || le32toh(h->magic) != RBLK_MAGIC ||
+	    h->version != RBLK_PROTO_VERSION)
+		return -1;
+	return h->type;
+}
+
+/* A name field must hold a NUL inside it and nothing but printable bytes. */
+static int name_decode(char *dst, const char *src, bool allow_empty)
+{
+	size_t n = strnlen(src, RBLK_NAME_MAX);
+
+	if (n == RBLK_NAME_MAX || (!allow_empty && n == 0))
+		return RBLK_S_INVALID;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)src[i] < 0x20 || (unsigned char)src[i] > 0x7e)
+			return RBLK_S_INVALID;
+	for (size_t i = n; i < RBLK_NAME_MAX; i++)
+		if (src[i])
+			return RBLK_S_INVALID;
+	memcpy(dst, src, n + 1);
+	return RBLK_S_OK;
+}
+
+size_t rblk_hello_encode(void *buf, const struct rblk_hello *h)
+{
+	struct rblk_wire_hello *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_HELLO, RBLK_HELLO_SIZE);
+	w->queue_depth = htole16(h->queue_depth);
+	w->queue_id = htole16(h->queue_id);
+	w->max_io = htole32(h->max_io);
+	w->flags = htole32(h->flags);
+	/* w is zeroed: names stay NUL-terminated and NUL-padded */
+	memcpy(w->export_name, h->export_name,
+	       strnlen(h->export_name, RBLK_NAME_MAX - 1));
+	memcpy(w->host_name, h->host_name,
+	       strnlen(h->host_name, RBLK_NAME_MAX - 1));
+	return RBLK_HELLO_SIZE;
+}
+
+int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out)
+{
+	const struct rblk_wire_hello *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_HELLO, RBLK_HELLO_SIZE);
+
+	if (st)
+		return st;
+	out->queue_depth = le16toh(w->queue_depth);
+	out->queue_id = le16toh(w->queue_id);
+	out->max_io = le32toh(w->max_io);
+	out->flags = le32toh(w->flags);
+	if (out->queue_depth == 0 || out->queue_depth > RBLK_MAX_QD)
+		return RBLK_S_INVALID;
+	if (out->max_io < RBLK_MIN_MAX_IO || !IS_POW2(out->max_io))
+		return RBLK_S_INVALID;
+	if (out->flags & ~RBLK_HELLO_F_READ_ONLY || w->reserved)
+		return RBLK_S_INVALID;
+	if (name_decode(out->export_name, w->export_name, false) ||
+	    name_decode(out->host_name, w->host_name, true))
+		return RBLK_S_INVALID;
+	return RBLK_S_OK;
+}
+
+size_t rblk_login_encode(void *buf, const struct rblk_login *l)
+{
+	struct rblk_wire_login *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_LOGIN, RBLK_LOGIN_SIZE);
+	w->status = htole32(l->status);
+	w->queue_depth = htole16(l->queue_depth);
+	w->max_io = htole32(l->max_io);
+	w->block_size = htole32(l->block_size);
+	w->size = htole64(l->size);
+	w->features = htole32(l->features);
+	w->slot_rkey = htole32(l->slot_rkey);
+	w->slot_addr = htole64(l->slot_addr);
+	w->slot_len = htole64(l->slot_len);
+	w->session_id = htole64(l->session_id);
+	return RBLK_LOGIN_SIZE;
+}
+
+int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out)
+{
+	const struct rblk_wire_login *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_LOGIN, RBLK_LOGIN_SIZE);
+
+	if (st)
+		return st;
+	memset(out, 0, sizeof(*out));
+	out->status = le32toh(w->status);
+	if (out->status > RBLK_S_MAX_ || w->reserved0)
+		return RBLK_S_INVALID;
+	if (out->status != RBLK_S_OK)
+		return RBLK_S_OK; /* a refusal carries only its status */
+	out->queue_depth = le16toh(w->queue_depth);
+	out->max_io = le32toh(w->max_io);
+	out->block_size = le32toh(w->block_size);
+	out->size = le64toh(w->size);
+	out->features = le32toh(w->features);
+	out->slot_rkey = le32toh(w->slot_rkey);
+	out->slot_addr = le64toh(w->slot_addr);
+	out->slot_len = le64toh(w->slot_len);
+	out->session_id = le64toh(w->session_id);
+	if (out->queue_depth == 0 || out->queue_depth > RBLK_MAX_QD)
+		return RBLK_S_INVALID;
+	if (out->block_size < 512 || out->block_size > 65536 ||
+	    !IS_POW2(out->block_size))
+		return RBLK_S_INVALID;
+	if (out->max_io < out->block_size || out->max_io > RBLK_MAX_MAX_IO ||
+	    !IS_POW2(out->max_io))
+		return RBLK_S_INVALID;
+	if (out->features & ~RBLK_F_ALL || out->size % out->block_size)
+		return RBLK_S_INVALID;
+	if (out->slot_len < (uint64_t)out->queue_depth * out->max_io ||
+	    out->slot_addr + out->slot_len < out->slot_addr)
+		return RBLK_S_INVALID;
+	return RBLK_S_OK;
+}
+
+size_t rblk_cmd_encode(void *buf, const struct rblk_cmd *c)
+{
+	struct rblk_wire_cmd *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_CMD, RBLK_CMD_SIZE);
+	w->tag = htole16(c->tag);
+	w->opcode = c->opcode;
+	w->flags = c->flags;
+	w->length = htole32(c->length);
+	w->offset = htole64(c->offset);
+	w->addr = htole64(c->addr);
+	w->rkey = htole32(c->rkey);
+	return RBLK_CMD_SIZE;
+}
+
+int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth)
+{
+	const struct rblk_wire_cmd *w = buf;
+	uint16_t tag;
+
+	if (hdr_check(buf, len, RBLK_MSG_CMD, RBLK_CMD_SIZE))
+		return -1;
+	tag = le16toh(w->tag);
+	return tag < queue_depth ? tag : -1;
+}
+
+static bool is_write_class(uint8_t op)
+{
+	return op == RBLK_OP_WRITE || op == RBLK_OP_TRIM ||
+	       op == RBLK_OP_WRITE_ZEROES;
+}
+
+int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
+		    struct rblk_cmd *out)
+{
+	const struct rblk_wire_cmd *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_CMD, RBLK_CMD_SIZE);
+	uint64_t end;
+
+	if (st)
+		return st;
+	out->tag = le16toh(w->tag);
+	out->opcode = w->opcode;
+	out->flags = w->flags;
+	out->length = le32toh(w->length);
+	out->offset = le64toh(w->offset);
+	out->addr = le64toh(w->addr);
+	out->rkey = le32toh(w->rkey);
+
+	if (out->tag >= lim->queue_depth)
+		return RBLK_S_BAD_TAG;
+	for (size_t i = 0; i < ARRAY_SIZE(w->reserved); i++)
+		if (w->reserved[i])
+			return RBLK_S_INVALID;
+	if (out->opcode == 0 || out->opcode > RBLK_OP_MAX_)
+		return RBLK_S_INVALID;
+	if (out->flags & ~RBLK_CMD_F_ALL)
+		return RBLK_S_INVALID;
+	if ((out->flags & RBLK_CMD_F_PUSH) && out->opcode != RBLK_OP_READ)
+		return RBLK_S_INVALID;
+	if (!(out->flags & RBLK_CMD_F_PUSH) && (out->addr || out->rkey))
+		return RBLK_S_INVALID;
+	if ((out->flags & RBLK_CMD_F_FUA) && out->opcode != RBLK_OP_WRITE &&
+	    out->opcode != RBLK_OP_WRITE_ZEROES)
+		return RBLK_S_INVALID;
+
+	switch (out->opcode) {
+	case RBLK_OP_FLUSH:
+	case RBLK_OP_DISCONNECT:
+	case RBLK_OP_KEEPALIVE:
+		if (out->offset || out->length)
+			return RBLK_S_INVALID;
+		if (out->opcode == RBLK_OP_FLUSH &&
+		    !(lim->features & RBLK_F_FLUSH))
+			return RBLK_S_NOT_SUPPORTED;
+		return RBLK_S_OK;
+	default:
+		break;
+	}
+
+	if (is_write_class(out->opcode) && (lim->features & RBLK_F_READ_ONLY))
+		return RBLK_S_READ_ONLY;
+	if ((out->flags & RBLK_CMD_F_FUA) && !(lim->features & RBLK_F_FUA))
+		return RBLK_S_NOT_SUPPORTED;
+	if ((out->flags & RBLK_CMD_F_PUSH) && !(lim->features & RBLK_F_PUSH))
+		return RBLK_S_NOT_SUPPORTED;
+	if (out->opcode == RBLK_OP_TRIM && !(lim->features & RBLK_F_TRIM))
+		return RBLK_S_NOT_SUPPORTED;
+	if (out->opcode == RBLK_OP_WRITE_ZEROES &&
+	    !(lim->features & RBLK_F_ZEROES))
+		return RBLK_S_NOT_SUPPORTED;
+	if (out->length == 0)
+		return RBLK_S_TOO_LARGE;
+	if ((out->opcode == RBLK_OP_READ || out->opcode == RBLK_OP_WRITE) &&
+	    out->length > lim->max_io)
+		return RBLK_S_TOO_LARGE;
+	if (out->offset % lim->block_size || out->length % lim->block_size)
+		return RBLK_S_MISALIGNED;
+	end = out->offset + out->length;
+	if (end < out->offset || end > lim->size)
+		return RBLK_S_OUT_OF_RANGE;
+	return RBLK_S_OK;
+}
+
+size_t rblk_resp_encode(void *buf, const struct rblk_resp *r)
+{
+	struct rblk_wire_resp *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_RESP, RBLK_RESP_SIZE);
+	w->tag = htole16(r->tag);
+	w->status = htole32(r->status);
+	w->length = htole32(r->length);
+	return RBLK_RESP_SIZE;
+}
+
+int rblk_resp_decode(const void *buf, size_t len, uint16_t queue_depth,
+		     struct rblk_resp *out)
+{
+	const struct rblk_wire_resp *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_RESP, RBLK_RESP_SIZE);
+
+	if (st)
+		return st;
+	out->tag = le16toh(w->tag);
+	out->status = le32toh(w->status);
+	out->length = le32toh(w->length);
+	if (out->tag >= queue_depth)
+		return RBLK_S_BAD_TAG;
+	if (out->status > RBLK_S_MAX_ || w->reserved0)
+		return RBLK_S_INVALID;
+	for (size_t i = 0; i < ARRAY_SIZE(w->reserved); i++)
+		if (w->reserved[i])
+			return RBLK_S_INVALID;
+	return RBLK_S_OK;
+}
+
+size_t rblk_cm_req_encode(void *buf, uint16_t queue_depth)
+{
+	struct rblk_wire_cm_req *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	w->magic = htole32(RBLK_MAGIC);
+	w->version = RBLK_PROTO_VERSION;
+	w->queue_depth = htole16(queue_depth);
+	return RBLK_CM_REQ_SIZE;
+}
+
+int rblk_cm_req_decode(const void *buf, size_t len, uint16_t *queue_depth)
+{
+	const struct rblk_wire_cm_req *w = buf;
+
+	/* rdma_cm may pad private data with zeroes up to its own limit */
+	if (len < RBLK_CM_REQ_SIZE || le32toh(w->magic) != RBLK_MAGIC)
+		return RBLK_S_INVALID;
+	if (w->version != RBLK_PROTO_VERSION)
+		return RBLK_S_BAD_VERSION;
+	if (w->reserved0 || w->reserved[0] || w->reserved[1])
+		return RBLK_S_INVALID;
+	*queue_depth = le16toh(w->queue_depth);
+	if (*queue_depth == 0 || *queue_depth > RBLK_MAX_QD)
+		return RBLK_S_INVALID;
+	return RBLK_S_OK;
+}
+
+size_t rblk_cm_rej_encode(void *buf, uint32_t status)
+{
+	struct rblk_wire_cm_rej *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	w->magic = htole32(RBLK_MAGIC);
+	w->version = RBLK_PROTO_VERSION;
+	w->status = htole32(status);
+	return RBLK_CM_REJ_SIZE;
+}
+
+int rblk_cm_rej_decode(const void *buf, size_t len)
+{
+	const struct rblk_wire_cm_rej *w = buf;
+	uint32_t st;
+
+	if (len < RBLK_CM_REJ_SIZE || le32toh(w->magic) != RBLK_MAGIC)
+		return RBLK_S_INVALID;
+	st = le32toh(w->status);
+	return st > RBLK_S_MAX_ ? RBLK_S_INVALID : (int)st;
+}

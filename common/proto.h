@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rblk wire protocol: message layouts, constants, status codes, and the
+ * one decoder that validates every field crossing the wire.
+ *
+ * Every multi-byte field is little-endian on the wire. The structs named
+ * rblk_wire_* are the exact wire images (packed, fixed size, checked by
+ * _Static_assert); nothing outside proto.c reads them. Code elsewhere uses
+ * the host-order structs (struct rblk_cmd, struct rblk_hello, ...) that the
+ * decoders fill only after validation. docs/PROTOCOL.md is the prose
+ * version of this file; keep them in step.
+ */
+#ifndef RBLK_COMMON_PROTO_H
+#define RBLK_COMMON_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RBLK_MAGIC 0x4b4c4252u /* "RBLK" read as a little-endian u32 */
+#define RBLK_PROTO_VERSION 1
+#define RBLK_DEFAULT_PORT 7441
+
+#define RBLK_NAME_MAX 128 /* export and host names, including NUL */
+#define RBLK_MAX_QD 1024 /* tags are 16 bits on the wire; we allow 1024 */
+#define RBLK_MIN_MAX_IO 4096
+#define RBLK_MAX_MAX_IO (8u << 20)
+#define RBLK_DEFAULT_MAX_IO (1u << 20)
+#define RBLK_DEFAULT_QD 64
+/* Every receive buffer holds at least this much; the largest message fits. */
+#define RBLK_MSG_MAX 512
+
+/* Message types (rblk_wire_hdr.type). */
+enum rblk_msg_type {
+	RBLK_MSG_HELLO = 1, /* initiator -> target, first message */
+	RBLK_MSG_LOGIN = 2, /* target -> initiator, answer to HELLO */
+	RBLK_MSG_CMD = 3, /* initiator -> target, a command capsule */
+	RBLK_MSG_RESP = 4, /* target -> initiator, a response capsule */
+};
+
+/* Command opcodes (rblk_wire_cmd.opcode). Stable numbers. */
+enum rblk_opcode {
+	RBLK_OP_READ = 1,
+	RBLK_OP_WRITE = 2,
+	RBLK_OP_FLUSH = 3,
+	RBLK_OP_TRIM = 4,
+	RBLK_OP_WRITE_ZEROES = 5,
+	RBLK_OP_DISCONNECT = 6,
+	RBLK_OP_KEEPALIVE = 7,
+	RBLK_OP_MAX_ = 7,
+};
+
+/* Command flags (rblk_wire_cmd.flags). */
+#define RBLK_CMD_F_FUA 0x01u /* WRITE, WRITE_ZEROES: durable before response */
+#define RBLK_CMD_F_PUSH 0x02u /* READ: target RDMA WRITEs into addr/rkey */
+#define RBLK_CMD_F_ALL (RBLK_CMD_F_FUA | RBLK_CMD_F_PUSH)
+
+/* Volume feature flags (login). */
+#define RBLK_F_READ_ONLY 0x01u
+#define RBLK_F_FLUSH 0x02u /* volatile cache: FLUSH is meaningful */
+#define RBLK_F_FUA 0x04u
+#define RBLK_F_TRIM 0x08u
+#define RBLK_F_ZEROES 0x10u
+#define RBLK_F_PUSH 0x20u /* READ with RBLK_CMD_F_PUSH is accepted */
+#define RBLK_F_ALL 0x3fu
+
+/* HELLO flags. */
+#define RBLK_HELLO_F_READ_ONLY 0x01u /* initiator asks for a read-only login */
+
+/*
+ * Status codes: in RESP.status, LOGIN.status and the rdma_cm reject private
+ * data. The numbers are part of the protocol and never change meaning.
+ */
+enum rblk_status {
+	RBLK_S_OK = 0,
+	RBLK_S_INVALID = 1, /* malformed message or field */
+	RBLK_S_BAD_VERSION = 2, /* protocol version not spoken here */
+	RBLK_S_NO_EXPORT = 3, /* no export of that name */
+	RBLK_S_READ_ONLY = 4, /* write-class command on a read-only volume */
+	RBLK_S_OUT_OF_RANGE = 5, /* offset + length beyond the volume */
+	RBLK_S_IO_ERROR = 6, /* the backend failed the I/O */
+	RBLK_S_NOT_SUPPORTED = 7, /* opcode/flag not offered by this volume */
+	RBLK_S_BAD_TAG = 8, /* tag out of range or still in use */
+	RBLK_S_NO_SPACE = 9, /* backend out of space */
+	RBLK_S_ACCESS_DENIED = 10, /* host not allowed */
+	RBLK_S_NO_RESOURCES = 11, /* target out of memory or registrations */
+	RBLK_S_BAD_STATE = 12, /* message not valid in this connection state */
+	RBLK_S_SHUTDOWN = 13, /* target is shutting down */
+	RBLK_S_MISALIGNED = 14, /* offset/length not a multiple of block size */
+	RBLK_S_TOO_LARGE = 15, /* length above max_io, or zero */
+	RBLK_S_MAX_ = 15,
+};
+
+const char *rblk_status_str(int status);
+/* Status -> negative errno, for librblk callers. */
+int rblk_status_to_errno(int status);
+/* Negative errno from a backend -> status. */
+int rblk_errno_to_status(int neg_errno);
+const char *rblk_opcode_str(int opcode);
+
+/* ---- wire images ------------------------------------------------------ */
+
+struct rblk_wire_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t type;
+	uint16_t length; /* whole message length in bytes */
+} __attribute__((packed));
+
+struct rblk_wire_hello {
+	struct rblk_wire_hdr hdr;
+	uint16_t queue_depth; /* requested; target may grant less */
+	uint16_t queue_id; /* index of this connection among the session's */
+	uint32_t max_io; /* requested; target may grant less */
+	uint32_t flags; /* RBLK_HELLO_F_* */
+	uint32_t reserved;
+	char export_name[RBLK_NAME_MAX];
+	char host_name[RBLK_NAME_MAX];
+} __attribute__((packed));
+
+struct rblk_wire_login {
+	struct rblk_wire_hdr hdr;
+	uint32_t status;
+	uint16_t queue_depth; /* granted */
+	uint16_t reserved0;
+	uint32_t max_io; /* granted; also the slot size */
+	uint32_t block_size;
+	uint64_t size; /* volume size in bytes */
+	uint32_t features; /* RBLK_F_* */
+	uint32_t slot_rkey;
+	uint64_t slot_addr; /* slot[i] = slot_addr + i * max_io */
+	uint64_t slot_len;
+	uint64_t session_id;
+} __attribute__((packed));
+
+struct rblk_wire_cmd {
+	struct rblk_wire_hdr hdr;
+	uint16_t tag;
+	uint8_t opcode;
+	uint8_t flags;
+	uint32_t length;
+	uint64_t offset;
+	uint64_t addr; /* PUSH only: initiator buffer address */
+	uint32_t rkey; /* PUSH only: its rkey */
+	uint32_t reserved[7];
+} __attribute__((packed));
+
+struct rblk_wire_resp {
+	struct rblk_wire_hdr hdr;
+	uint16_t tag;
+	uint16_t reserved0;
+	uint32_t status;
+	uint32_t length; /* bytes transferred */
+	uint32_t reserved[3];
+} __attribute__((packed));
+
+/* Carried in rdma_cm (or tcp CONNECT) private data; must stay <= 56 bytes. */
+struct rblk_wire_cm_req {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t reserved0;
+	uint16_t queue_depth;
+	uint32_t reserved[2];
+} __attribute__((packed));
+
+struct rblk_wire_cm_rej {
+	uint32_t magic;
+	uint8_t version; /* the version the target speaks */
+	uint8_t reserved0;
+	uint16_t reserved1;
+	uint32_t status;
+} __attribute__((packed));
+
+#define RBLK_HELLO_SIZE 280
+#define RBLK_LOGIN_SIZE 64
+#define RBLK_CMD_SIZE 64
+#define RBLK_RESP_SIZE 32
+#define RBLK_CM_REQ_SIZE 16
+#define RBLK_CM_REJ_SIZE 12
+
+/* ---- host-order views, filled by the decoders ------------------------- */
+
+struct rblk_hello {
+	uint16_t queue_depth;
+	uint16_t queue_id;
+	uint32_t max_io;
+	uint32_t flags;
+	char export_name[RBLK_NAME_MAX];
+	char host_name[RBLK_NAME_MAX];
+};
+
+struct rblk_login {
+	uint32_t status;
+	uint16_t queue_depth;
+	uint32_t max_io;
+	uint32_t block_size;
+	uint64_t size;
+	uint32_t features;
+	uint32_t slot_rkey;
+	uint64_t slot_addr;
+	uint64_t slot_len;
+	uint64_t session_id;
+};
+
+struct rblk_cmd {
+	uint16_t tag;
+	uint8_t opcode;
+	uint8_t flags;
+	uint32_t length;
+	uint64_t offset;
+	uint64_t addr;
+	uint32_t rkey;
+};
+
+struct rblk_resp {
+	uint16_t tag;
+	uint32_t status;
+	uint32_t length;
+};
+
+/* What a command is validated against: the volume as granted at login. */
+struct rblk_limits {
+	uint16_t queue_depth;
+	uint32_t max_io;
+	uint32_t block_size;
+	uint64_t size;
+	uint32_t features;
+};
+
+/*
+ * Encoders write exactly RBLK_*_SIZE bytes into buf and return that size.
+ * Decoders return RBLK_S_OK or the status that says what is wrong; on
+ * failure *out is left unspecified and must not be used.
+ */
+size_t rblk_hello_encode(void *buf, const struct rblk_hello *h);
+int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out);
+
+size_t rblk_login_encode(void *buf, const struct rblk_login *l);
+int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out);
+
+size_t rblk_cmd_encode(void *buf, const struct rblk_cmd *c);
+/*
+ * The one validator for commands: header, tag < queue_depth, opcode, flags
+ * allowed for the opcode and offered by the volume, offset/length aligned to
+ * the block size, 0 < length <= max_io for data commands, offset + length
+ * inside the volume (overflow-safe), write-class ops on a read-only volume,
+ * reserved fields zero. On failure *out->tag is still filled when the tag
+ * itself was valid, so the target can answer that tag.
+ */
+int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
+		    struct rblk_cmd *out);
+/* Tag of a capsule whose header is sane, or -1; used to answer bad commands. */
+int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth);
+
+size_t rblk_resp_encode(void *buf, const struct rblk_resp *r);
+/* Validates header and tag < queue_depth; status must be a known code. */
+int rblk_resp_decode(const void *buf, size_t len, uint16_t queue_depth,
+		     struct rblk_resp *out);
+
+size_t rblk_cm_req_encode(void *buf, uint16_t queue_depth);
+int rblk_cm_req_decode(const void *buf, size_t len, uint16_t *queue_depth);
+size_t rblk_cm_rej_encode(void *buf, uint32_t status);
+/* Returns the status carried by a reject, or RBLK_S_INVALID if unparseable. */
+int rblk_cm_rej_decode(const void *buf, size_t len);
+
+/* Message type of a buffer with a valid header, or -1. */
+int rblk_msg_type(const void *buf, size_t len);
+
+#endif

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int parse_uint(const char *s, unsigned long min, unsigned long max,
+	       unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	/* strtoul would accept leading blanks, '+' and '-' */
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end)
+		return errno == ERANGE ? -ERANGE : -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMGTP";
+	char *end;
+	unsigned long long v;
+	const char *u;
+	int shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (*end) {
+		u = strchr(units, *end >= 'a' ? *end - 32 : *end);
+		if (!u || !*u)
+			return -EINVAL;
+		shift = 10 * (int)(u - units + 1);
+		end++;
+		if (*end && strcasecmp(end, "iB") && strcasecmp(end, "B"))
+			return -EINVAL;
+	}
+	if (shift && v > (~0ULL >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int write_full(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int read_full(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void random_bytes(void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = getrandom(p, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			abort(); /* no entropy source: nothing safe to do */
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}

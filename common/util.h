@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers shared by every part of rblk. No I/O here.
+ */
+#ifndef RBLK_COMMON_UTIL_H
+#define RBLK_COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
+#define IS_POW2(x) ((x) != 0 && ((x) & ((x) - 1)) == 0)
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Monotonic clock in nanoseconds / milliseconds. */
+uint64_t now_ns(void);
+static inline uint64_t now_ms(void)
+{
+	return now_ns() / 1000000u;
+}
+
+/*
+ * Parse a size with an optional binary suffix (K, M, G, T; "KiB" and "k"
+ * accepted). Returns 0 or -EINVAL / -ERANGE.
+ */
+int parse_size(const char *s, uint64_t *out);
+
+/* Parse an unsigned decimal integer within [min, max]. 0 or -EINVAL/-ERANGE. */
+int parse_uint(const char *s, unsigned long min, unsigned long max,
+	       unsigned long *out);
+
+/* Write/read exactly len bytes on a blocking fd; 0 or -errno (-EPIPE on EOF). */
+int write_full(int fd, const void *buf, size_t len);
+int read_full(int fd, void *buf, size_t len);
+
+/* Fill buf with cryptographically strong random bytes (getrandom). */
+void random_bytes(void *buf, size_t len);
+
+#endif

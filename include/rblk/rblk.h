@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librblk - the rblk initiator library.
+ *
+ * A session (struct rblk) is one export on one target, reached through N
+ * queues. Each queue is one connection (one RC QP or one TCP socket) with its
+ * own tags and buffers; a queue is used by one thread at a time and takes no
+ * locks, so the fast way to use the library is one thread per queue.
+ *
+ *   struct rblk_opts o;
+ *   struct rblk *r;
+ *   rblk_opts_init(&o);
+ *   o.queues = 4;
+ *   if (rblk_open("rdma://192.0.2.1/vol0", &o, &r) < 0)
+ *           fprintf(stderr, "%s\n", rblk_last_error());
+ *
+ * Every function returns 0 (or a count) on success and a negative errno on
+ * failure; rblk_last_error() then holds a sentence saying what went wrong
+ * (per thread). Errors that come from the target map as follows: -ENOENT
+ * no such export, -EROFS read-only volume, -ERANGE beyond the end,
+ * -EINVAL misaligned or malformed, -EOPNOTSUPP not offered by the volume,
+ * -EIO backend failure, -ENOSPC target out of space, -ECONNREFUSED refused,
+ * -EPROTONOSUPPORT version mismatch, -ENOTCONN the queue's connection died.
+ */
+#ifndef RBLK_RBLK_H
+#define RBLK_RBLK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RBLK_VERSION_STRING "0.1.0"
+
+struct rblk;
+struct rblk_queue;
+
+/* rblk_opts.flags */
+#define RBLK_OPEN_READ_ONLY (1u << 0) /* log in read-only */
+#define RBLK_OPEN_PUSH_READS (1u << 1) /* target RDMA WRITEs read data */
+
+struct rblk_opts {
+	size_t opts_size; /* set by rblk_opts_init(); lets the struct grow */
+	unsigned int queues; /* connections to open; default 1 */
+	unsigned int queue_depth; /* requested per queue; default 64 */
+	unsigned int max_io; /* requested bytes per command; default 1 MiB */
+	int timeout_ms; /* connect and login timeout; default 10000 */
+	const char *host_name; /* identifies us to the target; default hostname */
+	unsigned int flags; /* RBLK_OPEN_* */
+};
+
+void rblk_opts_init(struct rblk_opts *opts);
+
+/* Volume features (rblk_info.features). */
+#define RBLK_FEAT_READ_ONLY 0x01u
+#define RBLK_FEAT_FLUSH 0x02u
+#define RBLK_FEAT_FUA 0x04u
+#define RBLK_FEAT_TRIM 0x08u
+#define RBLK_FEAT_ZEROES 0x10u
+#define RBLK_FEAT_PUSH 0x20u
+
+struct rblk_info {
+	uint64_t size; /* bytes */
+	uint32_t block_size; /* offsets and lengths must be multiples */
+	uint32_t max_io; /* larger I/O is split by the library */
+	uint32_t queue_depth; /* granted, per queue */
+	uint32_t queues;
+	uint32_t features; /* RBLK_FEAT_* */
+	const char *transport; /* "tcp" or "rdma" */
+	const char *export_name;
+	const char *host; /* target host as given in the URL */
+	uint16_t port;
+};
+
+/*
+ * Open URL "tcp://host[:port]/export" or "rdma://host[:port]/export"
+ * (IPv6 hosts in brackets). Connects and logs in every queue.
+ */
+int rblk_open(const char *url, const struct rblk_opts *opts, struct rblk **out);
+/* Disconnects every queue; I/O still in flight is abandoned. */
+void rblk_close(struct rblk *r);
+const struct rblk_info *rblk_get_info(const struct rblk *r);
+struct rblk_queue *rblk_get_queue(struct rblk *r, unsigned int index);
+
+/* Human-readable reason for the last failure on this thread. */
+const char *rblk_last_error(void);
+
+/* ---- asynchronous I/O, per queue ------------------------------------- */
+
+enum rblk_io_op {
+	RBLK_IO_READ = 1,
+	RBLK_IO_WRITE = 2,
+	RBLK_IO_FLUSH = 3,
+	RBLK_IO_TRIM = 4,
+	RBLK_IO_WRITE_ZEROES = 5,
+};
+
+#define RBLK_IO_FUA (1u << 0) /* WRITE, WRITE_ZEROES: durable on completion */
+
+struct rblk_completion {
+	void *user_data;
+	int result; /* 0 or -errno */
+};
+
+/*
+ * Register [addr, addr+len) with the queue's connection so I/O on buffers
+ * inside it moves by RDMA directly to or from it (zero copy). I/O on other
+ * buffers goes through the queue's own registered bounce slots (one copy).
+ * Register once at setup; it costs a memory registration.
+ */
+int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len);
+int rblk_unregister_buffer(struct rblk_queue *q, void *addr);
+
+/*
+ * Queue one I/O. len and offset must be multiples of block_size; len may
+ * exceed max_io (the library splits it). buf is unused for FLUSH, TRIM,
+ * WRITE_ZEROES. Returns 0, -EBUSY when queue_depth I/Os are already in
+ * flight (reap some first), -EINVAL/-ERANGE for bad arguments, -ENOTCONN.
+ * The buffer must stay valid until the I/O completes.
+ */
+int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
+		uint64_t offset, uint64_t len, unsigned int flags,
+		void *user_data);
+
+/*
+ * Reap up to max completions, waiting up to timeout_ms (0: do not wait,
+ * -1: forever) for the first. Returns the count (0 on timeout) or -ENOTCONN
+ * once the connection has failed and every I/O has been completed.
+ */
+int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
+	      int timeout_ms);
+
+/*
+ * For external event loops: a descriptor that becomes readable when
+ * rblk_poll() may return something. Before sleeping on it call
+ * rblk_queue_arm(); if that returns > 0, poll again instead of sleeping.
+ */
+int rblk_queue_fd(struct rblk_queue *q);
+int rblk_queue_arm(struct rblk_queue *q);
+/* I/Os submitted and not yet reaped. */
+unsigned int rblk_queue_inflight(const struct rblk_queue *q);
+
+/* ---- synchronous helpers -------------------------------------------- */
+
+/* Submit one I/O on q and wait for it. q must have nothing else in flight. */
+int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
+		  uint64_t offset, uint64_t len, unsigned int flags);
+
+/* The same on queue 0. */
+int rblk_pread(struct rblk *r, void *buf, uint64_t len, uint64_t offset);
+int rblk_pwrite(struct rblk *r, const void *buf, uint64_t len, uint64_t offset,
+		unsigned int flags);
+int rblk_flush(struct rblk *r);
+int rblk_trim(struct rblk *r, uint64_t len, uint64_t offset);
+int rblk_write_zeroes(struct rblk *r, uint64_t len, uint64_t offset,
+		      unsigned int flags);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
