@@ -1,0 +1,679 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rblk-target configuration: INI files through libinih, and the --export /
+ * --listen command-line forms. Every value is checked here, so the daemon
+ * only ever sees a configuration that makes sense.
+ *
+ * libinih does the INI syntax (comments, "key = value", stripping); a reader
+ * of our own feeds it the file one line at a time so that we always know the
+ * line being parsed. The reader also
+ *   - strips leading whitespace, so indented keys are keys and never become
+ *     libinih's multi-line continuations of the previous value;
+ *   - sees section headers ([target], [export NAME]) itself, so a section
+ *     with no keys is still checked;
+ *   - refuses lines longer than libinih's line buffer instead of letting
+ *     libinih split them silently.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/url.h"
+#include "../common/util.h"
+
+#define CFG_MAX_WORKERS 1024
+
+static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return ret;
+}
+
+void cfg_init(struct cfg_target *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->engine, sizeof(cfg->engine), "io_uring");
+	cfg->log_level = -1;
+	cfg->max_queue_depth = 128;
+	cfg->max_io = RBLK_DEFAULT_MAX_IO;
+}
+
+/* ---- value checks, shared by the file, the options and cfg_validate ---- */
+
+/* 1..127 bytes of printable ASCII, no '/', no whitespace. */
+static int check_export_name(const char *name, char *err, size_t errlen)
+{
+	size_t n = strnlen(name, RBLK_NAME_MAX);
+
+	if (n == 0)
+		return fail(err, errlen, -EINVAL, "empty export name");
+	if (n >= RBLK_NAME_MAX)
+		return fail(err, errlen, -EINVAL,
+			    "export name longer than %d bytes", RBLK_NAME_MAX - 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (c < 0x21 || c > 0x7e || c == '/')
+			return fail(err, errlen, -EINVAL,
+				    "export name '%.*s' holds a bad character (0x%02x): use printable ASCII without '/' or spaces",
+				    (int)n, name, c);
+	}
+	return 0;
+}
+
+/* A path, or "ram:SIZE" with SIZE > 0 and a multiple of 4096. */
+static int check_export_path(const char *path, char *err, size_t errlen)
+{
+	uint64_t size;
+
+	if (!*path)
+		return fail(err, errlen, -EINVAL, "empty path");
+	if (strnlen(path, PATH_MAX) >= PATH_MAX)
+		return fail(err, errlen, -EINVAL, "path longer than %d bytes",
+			    PATH_MAX - 1);
+	if (strncmp(path, "ram:", 4))
+		return 0;
+	if (parse_size(path + 4, &size))
+		return fail(err, errlen, -EINVAL,
+			    "bad RAM size '%s' (want ram:SIZE, e.g. ram:1G)",
+			    path + 4);
+	if (size == 0 || size % 4096)
+		return fail(err, errlen, -EINVAL,
+			    "RAM size '%s' must be a positive multiple of 4096",
+			    path + 4);
+	return 0;
+}
+
+/* 0 (choose) or a power of two in 512..65536. */
+static int check_block_size(uint64_t bs, char *err, size_t errlen)
+{
+	if (bs == 0 || (IS_POW2(bs) && bs >= 512 && bs <= 65536))
+		return 0;
+	return fail(err, errlen, -EINVAL,
+		    "block size %llu is not 0 or a power of two from 512 to 65536",
+		    (unsigned long long)bs);
+}
+
+static int check_max_io(uint64_t v, char *err, size_t errlen)
+{
+	if (IS_POW2(v) && v >= RBLK_MIN_MAX_IO && v <= RBLK_MAX_MAX_IO)
+		return 0;
+	return fail(err, errlen, -EINVAL,
+		    "max_io %llu is not a power of two from 4K to 8M",
+		    (unsigned long long)v);
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "yes", "true", "1", "on" };
+	static const char *const no[] = { "no", "false", "0", "off" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (!strcasecmp(s, yes[i])) {
+			*out = true;
+			return 0;
+		}
+		if (!strcasecmp(s, no[i])) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static struct cfg_export *find_export(const struct cfg_target *cfg,
+				      const char *name)
+{
+	for (unsigned int i = 0; i < cfg->nr_exports; i++)
+		if (!strcmp(cfg->exports[i].name, name))
+			return (struct cfg_export *)&cfg->exports[i];
+	return NULL;
+}
+
+/* Append an export named name with no path yet; the caller fills it. */
+static struct cfg_export *new_export(struct cfg_target *cfg, const char *name,
+				     char *err, size_t errlen, int *ret)
+{
+	struct cfg_export *e;
+
+	*ret = check_export_name(name, err, errlen);
+	if (*ret)
+		return NULL;
+	if (find_export(cfg, name)) {
+		*ret = fail(err, errlen, -EINVAL, "export '%s' defined twice",
+			    name);
+		return NULL;
+	}
+	if (cfg->nr_exports >= CFG_MAX_EXPORTS) {
+		*ret = fail(err, errlen, -ENOSPC, "more than %d exports",
+			    CFG_MAX_EXPORTS);
+		return NULL;
+	}
+	e = &cfg->exports[cfg->nr_exports++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	return e;
+}
+
+int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,
+		   size_t errlen)
+{
+	struct rblk_url u, o;
+	char why[256];
+
+	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &u, why, sizeof(why)))
+		return fail(err, errlen, -EINVAL, "listen: %s", why);
+	if (strcmp(u.scheme, "tcp") && strcmp(u.scheme, "rdma"))
+		return fail(err, errlen, -EINVAL,
+			    "listen '%s': scheme must be tcp:// or rdma://", url);
+	if (u.export_name[0] || strchr(url + strlen(u.scheme) + 3, '/'))
+		return fail(err, errlen, -EINVAL,
+			    "listen '%s': a listen URL names no export (drop the '/...')",
+			    url);
+	if (strlen(url) >= sizeof(cfg->listen[0]))
+		return fail(err, errlen, -EINVAL, "listen '%s': URL too long",
+			    url);
+	for (unsigned int i = 0; i < cfg->nr_listen; i++) {
+		if (rblk_url_parse(cfg->listen[i], RBLK_DEFAULT_PORT, &o, NULL,
+				   0))
+			continue;
+		if (!strcmp(o.scheme, u.scheme) && !strcmp(o.host, u.host) &&
+		    o.port == u.port)
+			return fail(err, errlen, -EINVAL,
+				    "listen '%s' given twice", url);
+	}
+	if (cfg->nr_listen >= CFG_MAX_LISTEN)
+		return fail(err, errlen, -ENOSPC, "more than %d listen URLs",
+			    CFG_MAX_LISTEN);
+	snprintf(cfg->listen[cfg->nr_listen++], sizeof(cfg->listen[0]), "%s",
+		 url);
+	return 0;
+}
+
+/* The work of cfg_add_export_arg(); the reason goes to why. */
+static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
+		      size_t whylen)
+{
+	char buf[RBLK_NAME_MAX + PATH_MAX + 64];
+	struct cfg_export *e;
+	char *eq, *path, *opts, *opt;
+	bool ro = false;
+	uint64_t bs = 0;
+	int ret;
+
+	if (strlen(arg) >= sizeof(buf))
+		return fail(why, whylen, -EINVAL, "argument too long");
+	snprintf(buf, sizeof(buf), "%s", arg);
+	eq = strchr(buf, '=');
+	if (!eq || eq == buf)
+		return fail(why, whylen, -EINVAL,
+			    "expected NAME=PATH[,ro][,bs=N]");
+	*eq = 0;
+	path = eq + 1;
+	opts = strchr(path, ',');
+	if (opts)
+		*opts++ = 0;
+	ret = check_export_name(buf, why, whylen);
+	if (ret)
+		return ret;
+	ret = check_export_path(path, why, whylen);
+	if (ret)
+		return ret;
+	while (opts) {
+		opt = strsep(&opts, ",");
+		if (!strcmp(opt, "ro")) {
+			ro = true;
+		} else if (!strcmp(opt, "rw")) {
+			ro = false;
+		} else if (!strncmp(opt, "bs=", 3)) {
+			if (parse_size(opt + 3, &bs) ||
+			    check_block_size(bs, NULL, 0))
+				return fail(why, whylen, -EINVAL,
+					    "bad bs '%.32s' (0 or a power of two from 512 to 65536)",
+					    opt + 3);
+		} else {
+			return fail(why, whylen, -EINVAL,
+				    "%s option '%.32s' (known: ro, rw, bs=N)",
+				    *opt ? "unknown" : "empty", opt);
+		}
+	}
+	e = new_export(cfg, buf, why, whylen, &ret);
+	if (!e)
+		return ret;
+	snprintf(e->path, sizeof(e->path), "%s", path);
+	e->read_only = ro;
+	e->block_size = (uint32_t)bs;
+	return 0;
+}
+
+int cfg_add_export_arg(struct cfg_target *cfg, const char *arg, char *err,
+		       size_t errlen)
+{
+	char why[512];
+	int ret = export_arg(cfg, arg, why, sizeof(why));
+
+	if (ret)
+		fail(err, errlen, ret, "--export '%.80s%s': %s", arg,
+		     strlen(arg) > 80 ? "..." : "", why);
+	return ret;
+}
+
+/* ---- the INI file ------------------------------------------------------ */
+
+enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
+       KEY_MAX_IO, NR_TARGET_KEYS };
+enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, NR_EXPORT_KEYS };
+
+static const char *const target_keys[NR_TARGET_KEYS] = {
+	[KEY_LISTEN] = "listen",	  [KEY_WORKERS] = "workers",
+	[KEY_ENGINE] = "engine",	  [KEY_LOG_LEVEL] = "log_level",
+	[KEY_MAX_QD] = "max_queue_depth", [KEY_MAX_IO] = "max_io",
+};
+static const char *const export_keys[NR_EXPORT_KEYS] = {
+	[KEY_PATH] = "path",
+	[KEY_READ_ONLY] = "read_only",
+	[KEY_BLOCK_SIZE] = "block_size",
+};
+
+enum section { SEC_NONE, SEC_TARGET, SEC_EXPORT };
+
+struct parse_ctx {
+	struct cfg_target *cfg; /* a scratch copy, committed on success */
+	FILE *f;
+	char *line; /* getline buffer */
+	size_t line_cap;
+	int lineno; /* the line libinih is working on */
+	enum section sec;
+	unsigned int exp; /* SEC_EXPORT: index into cfg->exports */
+	unsigned int first_new; /* exports below this came from the caller */
+	int target_seen[NR_TARGET_KEYS]; /* line of first use, 0: none */
+	int export_seen[CFG_MAX_EXPORTS][NR_EXPORT_KEYS];
+	int export_line[CFG_MAX_EXPORTS]; /* line of [export NAME] */
+	int err_line; /* first error found by us, 0: none */
+	char err[512];
+};
+
+static int ctx_fail(struct parse_ctx *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Record the first error; returns 0 so a handler can return it to inih. */
+static int ctx_fail(struct parse_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->err_line)
+		return 0;
+	c->err_line = c->lineno;
+	va_start(ap, fmt);
+	vsnprintf(c->err, sizeof(c->err), fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+/* "[target]" or "[export NAME]" on line c->lineno; text is inside [ ]. */
+static void section_begin(struct parse_ctx *c, char *text)
+{
+	struct cfg_export *e;
+	char why[256];
+	char *name;
+	int ret;
+
+	text = trim(text);
+	if (!strcmp(text, "target")) {
+		c->sec = SEC_TARGET;
+		return;
+	}
+	if (strncmp(text, "export", 6) ||
+	    (text[6] && !isspace((unsigned char)text[6]))) {
+		c->sec = SEC_NONE;
+		ctx_fail(c, "unknown section [%s] (known: [target], [export NAME])",
+			 text);
+		return;
+	}
+	name = trim(text + 6);
+	if (!*name) {
+		ctx_fail(c, "[export] needs a name: [export NAME]");
+		return;
+	}
+	e = find_export(c->cfg, name);
+	if (e) {
+		unsigned int i = (unsigned int)(e - c->cfg->exports);
+
+		if (i >= c->first_new)
+			ctx_fail(c, "export '%s' defined twice (first on line %d)",
+				 name, c->export_line[i]);
+		else
+			ctx_fail(c, "export '%s' is already defined", name);
+		return;
+	}
+	e = new_export(c->cfg, name, why, sizeof(why), &ret);
+	if (!e) {
+		ctx_fail(c, "[export %s]: %s", name, why);
+		return;
+	}
+	c->sec = SEC_EXPORT;
+	c->exp = (unsigned int)(e - c->cfg->exports);
+	c->export_line[c->exp] = c->lineno;
+}
+
+/*
+ * fgets-style reader for ini_parse_stream(): one whole line per call, with
+ * leading whitespace removed. Stops the parse (returns NULL) once an error
+ * has been recorded.
+ */
+static char *ctx_read_line(char *str, int num, void *stream)
+{
+	struct parse_ctx *c = stream;
+	ssize_t n;
+	char *s, *end;
+
+	if (c->err_line)
+		return NULL;
+	n = getline(&c->line, &c->line_cap, c->f);
+	if (n < 0)
+		return NULL;
+	c->lineno++;
+	if (memchr(c->line, 0, (size_t)n)) {
+		ctx_fail(c, "NUL byte in line");
+		return NULL;
+	}
+	s = c->line;
+	if (c->lineno == 1 && !strncmp(s, "\xef\xbb\xbf", 3))
+		s += 3; /* a UTF-8 byte order mark */
+	while (*s == ' ' || *s == '\t')
+		s++;
+	n -= s - c->line;
+	if (num < 2 || n > num - 1) {
+		ctx_fail(c, "line too long (at most %d characters)", num - 2);
+		return NULL;
+	}
+	memcpy(str, s, (size_t)n + 1);
+	if (*s == '[') {
+		end = strchr(s, ']');
+		if (end) {
+			char *rest = trim(end + 1);
+
+			if (*rest && *rest != ';' && *rest != '#') {
+				ctx_fail(c, "unexpected '%s' after ']'", rest);
+				return NULL;
+			}
+			*end = 0;
+			section_begin(c, s + 1);
+			if (c->err_line)
+				return NULL;
+		}
+		/* without ']', libinih reports the syntax error */
+	}
+	return str;
+}
+
+/* Line of an earlier use of a key that may appear once, else records it. */
+static bool seen_before(struct parse_ctx *c, int *seen, const char *key)
+{
+	if (*seen) {
+		ctx_fail(c, "'%s' given twice (first on line %d)", key, *seen);
+		return true;
+	}
+	*seen = c->lineno;
+	return false;
+}
+
+static int target_key(struct parse_ctx *c, int key, const char *value)
+{
+	struct cfg_target *cfg = c->cfg;
+	unsigned long v;
+	uint64_t size;
+	char why[256];
+	int lvl;
+
+	if (key != KEY_LISTEN && seen_before(c, &c->target_seen[key],
+					     target_keys[key]))
+		return 0;
+	switch (key) {
+	case KEY_LISTEN:
+		if (cfg_add_listen(cfg, value, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		return 1;
+	case KEY_WORKERS:
+		if (parse_uint(value, 0, CFG_MAX_WORKERS, &v))
+			return ctx_fail(c, "workers: '%s' is not a number from 0 (one per CPU) to %d",
+					value, CFG_MAX_WORKERS);
+		cfg->workers = (unsigned int)v;
+		return 1;
+	case KEY_ENGINE:
+		if (strcmp(value, "io_uring") && strcmp(value, "libaio"))
+			return ctx_fail(c, "engine: '%s' is not io_uring or libaio",
+					value);
+		snprintf(cfg->engine, sizeof(cfg->engine), "%s", value);
+		return 1;
+	case KEY_LOG_LEVEL:
+		lvl = log_parse_level(value);
+		if (lvl < 0)
+			return ctx_fail(c, "log_level: '%s' is not error, warn, info or debug",
+					value);
+		cfg->log_level = lvl;
+		return 1;
+	case KEY_MAX_QD:
+		if (parse_uint(value, 1, RBLK_MAX_QD, &v))
+			return ctx_fail(c, "max_queue_depth: '%s' is not a number from 1 to %d",
+					value, RBLK_MAX_QD);
+		cfg->max_queue_depth = (unsigned int)v;
+		return 1;
+	case KEY_MAX_IO:
+		if (parse_size(value, &size))
+			return ctx_fail(c, "max_io: '%s' is not a size", value);
+		if (check_max_io(size, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		cfg->max_io = (uint32_t)size;
+		return 1;
+	}
+	return ctx_fail(c, "internal error: key %d", key);
+}
+
+static int export_key(struct parse_ctx *c, int key, const char *value)
+{
+	struct cfg_export *e = &c->cfg->exports[c->exp];
+	uint64_t bs;
+	char why[256];
+	bool b;
+
+	if (seen_before(c, &c->export_seen[c->exp][key], export_keys[key]))
+		return 0;
+	switch (key) {
+	case KEY_PATH:
+		if (check_export_path(value, why, sizeof(why)))
+			return ctx_fail(c, "export '%s': %s", e->name, why);
+		snprintf(e->path, sizeof(e->path), "%s", value);
+		return 1;
+	case KEY_READ_ONLY:
+		if (parse_bool(value, &b))
+			return ctx_fail(c, "read_only: '%s' is not yes/no, true/false, on/off or 1/0",
+					value);
+		e->read_only = b;
+		return 1;
+	case KEY_BLOCK_SIZE:
+		if (parse_size(value, &bs))
+			return ctx_fail(c, "block_size: '%s' is not a size",
+					value);
+		if (check_block_size(bs, why, sizeof(why)))
+			return ctx_fail(c, "export '%s': %s", e->name, why);
+		e->block_size = (uint32_t)bs;
+		return 1;
+	}
+	return ctx_fail(c, "internal error: key %d", key);
+}
+
+static int lookup_key(const char *const *keys, int nr, const char *name)
+{
+	for (int i = 0; i < nr; i++)
+		if (!strcmp(keys[i], name))
+			return i;
+	return -1;
+}
+
+/* libinih callback: one "name = value" of the line at c->lineno. */
+static int ini_handler_cb(void *user, const char *section, const char *name,
+			  const char *value)
+{
+	struct parse_ctx *c = user;
+	int key;
+
+	(void)section; /* we track sections ourselves, see ctx_read_line() */
+	if (c->err_line)
+		return 0;
+	/* libinih also splits at ':', so "listen tcp://h" arrives here */
+	if (!*name || strpbrk(name, " \t"))
+		return ctx_fail(c, "syntax error: expected key = value");
+	if (!*value)
+		return ctx_fail(c, "'%s' has no value", name);
+	switch (c->sec) {
+	case SEC_NONE:
+		return ctx_fail(c, "'%s' outside a section ([target] or [export NAME])",
+				name);
+	case SEC_TARGET:
+		key = lookup_key(target_keys, NR_TARGET_KEYS, name);
+		if (key < 0)
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io)",
+					name);
+		return target_key(c, key, value);
+	case SEC_EXPORT:
+		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
+		if (key < 0)
+			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size)",
+					name, c->cfg->exports[c->exp].name);
+		return export_key(c, key, value);
+	}
+	return ctx_fail(c, "internal error: section %d", c->sec);
+}
+
+int cfg_load(struct cfg_target *cfg, const char *path, char *err,
+	     size_t errlen)
+{
+	struct parse_ctx *c;
+	int ret, line;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+	c->cfg = malloc(sizeof(*c->cfg));
+	if (!c->cfg) {
+		ret = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+		goto out_free_ctx;
+	}
+	memcpy(c->cfg, cfg, sizeof(*cfg));
+	c->first_new = cfg->nr_exports;
+	c->f = fopen(path, "re");
+	if (!c->f) {
+		ret = -errno;
+		fail(err, errlen, ret, "%s: %s", path, strerror(-ret));
+		goto out_free_cfg;
+	}
+
+	line = ini_parse_stream(ctx_read_line, c, ini_handler_cb, c);
+	if (ferror(c->f)) {
+		ret = fail(err, errlen, -EIO, "%s:%d: read error", path,
+			   c->lineno + 1);
+		goto out_close;
+	}
+	if (line < 0) {
+		ret = fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+		goto out_close;
+	}
+	if (line > 0 && (!c->err_line || line < c->err_line)) {
+		/* inih found a line it could not parse before we objected */
+		ret = fail(err, errlen, -EINVAL,
+			   "%s:%d: syntax error (expected [section], key = value, or a ; comment)",
+			   path, line);
+		goto out_close;
+	}
+	if (c->err_line) {
+		ret = fail(err, errlen, -EINVAL, "%s:%d: %s", path, c->err_line,
+			   c->err);
+		goto out_close;
+	}
+	for (unsigned int i = c->first_new; i < c->cfg->nr_exports; i++) {
+		if (!c->cfg->exports[i].path[0]) {
+			ret = fail(err, errlen, -EINVAL,
+				   "%s:%d: export '%s' has no path", path,
+				   c->export_line[i], c->cfg->exports[i].name);
+			goto out_close;
+		}
+	}
+	memcpy(cfg, c->cfg, sizeof(*cfg));
+	ret = 0;
+out_close:
+	fclose(c->f);
+	free(c->line);
+out_free_cfg:
+	free(c->cfg);
+out_free_ctx:
+	free(c);
+	return ret;
+}
+
+int cfg_validate(const struct cfg_target *cfg, char *err, size_t errlen)
+{
+	char why[256];
+
+	if (cfg->nr_exports == 0)
+		return fail(err, errlen, -EINVAL,
+			    "no export: give --export NAME=PATH or an [export NAME] section");
+	if (cfg->nr_listen == 0)
+		return fail(err, errlen, -EINVAL,
+			    "no listener: give --listen tcp://HOST[:PORT] or rdma://HOST[:PORT]");
+	if (cfg->nr_exports > CFG_MAX_EXPORTS || cfg->nr_listen > CFG_MAX_LISTEN)
+		return fail(err, errlen, -EINVAL, "too many exports or listeners");
+	for (unsigned int i = 0; i < cfg->nr_exports; i++) {
+		const struct cfg_export *e = &cfg->exports[i];
+
+		if (check_export_name(e->name, why, sizeof(why)) ||
+		    check_export_path(e->path, why, sizeof(why)) ||
+		    check_block_size(e->block_size, why, sizeof(why)))
+			return fail(err, errlen, -EINVAL, "export '%.*s': %s",
+				    RBLK_NAME_MAX - 1, e->name, why);
+		for (unsigned int j = 0; j < i; j++)
+			if (!strcmp(cfg->exports[j].name, e->name))
+				return fail(err, errlen, -EINVAL,
+					    "export '%s' defined twice",
+					    e->name);
+	}
+	if (cfg->max_queue_depth < 1 || cfg->max_queue_depth > RBLK_MAX_QD)
+		return fail(err, errlen, -EINVAL,
+			    "max_queue_depth %u is not from 1 to %d",
+			    cfg->max_queue_depth, RBLK_MAX_QD);
+	if (check_max_io(cfg->max_io, why, sizeof(why)))
+		return fail(err, errlen, -EINVAL, "%s", why);
+	if (strcmp(cfg->engine, "io_uring") && strcmp(cfg->engine, "libaio"))
+		return fail(err, errlen, -EINVAL,
+			    "engine '%.15s' is not io_uring or libaio",
+			    cfg->engine);
+	return 0;
+}
