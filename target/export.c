@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Exports and their backends: regular files and block devices (through the
+ * worker's I/O engine, O_DIRECT where the file system allows it), and RAM.
+ */
+#include "target.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+
+#define DEFAULT_BLOCK_SIZE 512u
+
+/* ---- file and block device backend -------------------------------------- */
+
+static uint32_t probe_dio_align(int fd, const char *path)
+{
+#ifdef STATX_DIOALIGN
+	struct statx stx;
+
+	if (!statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) &&
+	    (stx.stx_mask & STATX_DIOALIGN)) {
+		if (!stx.stx_dio_offset_align)
+			return 0; /* file system says: no O_DIRECT */
+		return stx.stx_dio_offset_align;
+	}
+#endif
+	(void)fd;
+	(void)path;
+	return DEFAULT_BLOCK_SIZE;
+}
+
+static int file_open(struct export *e, const struct cfg_export *cfg)
+{
+	int flags = e->read_only ? O_RDONLY : O_RDWR;
+	struct stat st;
+	int ret;
+
+	e->fd = open(cfg->path, flags | O_CLOEXEC);
+	if (e->fd < 0) {
+		ret = -errno;
+		log_err("export %s: open %s: %s", e->name, cfg->path,
+			strerror(errno));
+		return ret;
+	}
+	if (fstat(e->fd, &st)) {
+		ret = -errno;
+		log_err("export %s: fstat %s: %s", e->name, cfg->path,
+			strerror(errno));
+		goto out_close_fd;
+	}
+	e->block_size = cfg->block_size ? cfg->block_size : DEFAULT_BLOCK_SIZE;
+	if (S_ISBLK(st.st_mode)) {
+		int lbs = 0;
+
+		e->kind = EXPORT_BDEV;
+		if (ioctl(e->fd, BLKGETSIZE64, &e->size) ||
+		    ioctl(e->fd, BLKSSZGET, &lbs)) {
+			ret = -errno;
+			log_err("export %s: ioctl(BLKGETSIZE64/BLKSSZGET) %s: %s",
+				e->name, cfg->path, strerror(errno));
+			goto out_close_fd;
+		}
+		if ((uint32_t)lbs > e->block_size) {
+			if (cfg->block_size) {
+				log_err("export %s: block size %u is below the device's logical block size %d",
+					e->name, cfg->block_size, lbs);
+				ret = -EINVAL;
+				goto out_close_fd;
+			}
+			e->block_size = (uint32_t)lbs;
+		}
+		e->dio_align = e->block_size;
+	} else if (S_ISREG(st.st_mode)) {
+		e->kind = EXPORT_FILE;
+		e->size = (uint64_t)st.st_size;
+		e->dio_align = probe_dio_align(e->fd, cfg->path);
+	} else {
+		log_err("export %s: %s is neither a regular file nor a block device",
+			e->name, cfg->path);
+		ret = -EINVAL;
+		goto out_close_fd;
+	}
+	if (e->size % e->block_size) {
+		log_warn("export %s: size %llu is not a multiple of the block size %u; the tail is not exported",
+			 e->name, (unsigned long long)e->size, e->block_size);
+		e->size -= e->size % e->block_size;
+	}
+	if (e->size == 0) {
+		log_err("export %s: %s is empty", e->name, cfg->path);
+		ret = -EINVAL;
+		goto out_close_fd;
+	}
+
+	e->fd_direct = -1;
+	if (e->dio_align && e->dio_align <= e->block_size) {
+		e->fd_direct = open(cfg->path, flags | O_DIRECT | O_CLOEXEC);
+		if (e->fd_direct < 0)
+			log_info("export %s: O_DIRECT refused (%s); using buffered I/O",
+				 e->name, strerror(errno));
+	} else {
+		log_info("export %s: O_DIRECT alignment %u unsuitable for block size %u; using buffered I/O",
+			 e->name, e->dio_align, e->block_size);
+	}
+	e->features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES;
+	return 0;
+
+out_close_fd:
+	close(e->fd);
+	e->fd = -1;
+	return ret;
+}
+
+static void file_close(struct export *e)
+{
+	if (e->fd_direct >= 0)
+		close(e->fd_direct);
+	if (e->fd >= 0)
+		close(e->fd);
+	e->fd = e->fd_direct = -1;
+}
+
+/*
+ * TRIM and WRITE_ZEROES are metadata operations on files and cheap on
+ * block devices; they run synchronously on the worker. Both must read back
+ * as zeroes afterwards (we advertise that), so TRIM punches a hole and
+ * WRITE_ZEROES prefers ZERO_RANGE (keeps the blocks allocated).
+ */
+static int file_zero_range(struct export *e, uint64_t off, uint64_t len,
+			   bool trim)
+{
+	if (e->kind == EXPORT_BDEV) {
+		/* BLKZEROOUT unmaps where the device can and reads back zero */
+		uint64_t range[2] = { off, len };
+
+		return ioctl(e->fd, BLKZEROOUT, range) ? -errno : 0;
+	}
+	if (!trim && !fallocate(e->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+				(off_t)off, (off_t)len))
+		return 0;
+	if (!fallocate(e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		       (off_t)off, (off_t)len))
+		return 0;
+	if (errno != EOPNOTSUPP)
+		return -errno;
+	/* neither supported: write zeroes */
+	{
+		static const char zero[65536];
+
+		while (len) {
+			size_t n = MIN(len, sizeof(zero));
+			ssize_t w = pwrite(e->fd, zero, n, (off_t)off);
+
+			if (w < 0)
+				return -errno;
+			off += (uint64_t)w;
+			len -= (uint64_t)w;
+		}
+	}
+	return 0;
+}
+
+static int file_submit(struct worker *w, struct treq *r)
+{
+	struct export *e = r->conn->exp;
+	const struct rblk_cmd *cmd = &r->cmd;
+	bool write = cmd->opcode == RBLK_OP_WRITE;
+	int fd, flags = 0, ret;
+
+	switch (cmd->opcode) {
+	case RBLK_OP_READ:
+	case RBLK_OP_WRITE:
+		r->direct = e->fd_direct >= 0 &&
+			    !atomic_load_explicit(&e->direct_failed,
+						  memory_order_relaxed) &&
+			    !(cmd->offset % e->dio_align) &&
+			    !(cmd->length % e->dio_align);
+		fd = r->direct ? e->fd_direct : e->fd;
+		if (write && (cmd->flags & RBLK_CMD_F_FUA))
+			flags = RWF_DSYNC;
+		ret = w->engine->queue_rw(w, r, fd, write, r->slot, cmd->length,
+					  cmd->offset, flags,
+					  r->conn->buf_index);
+		break;
+	case RBLK_OP_FLUSH:
+		ret = w->engine->queue_fdatasync(w, r, e->fd);
+		break;
+	case RBLK_OP_TRIM:
+	case RBLK_OP_WRITE_ZEROES:
+		r->result = file_zero_range(e, cmd->offset, cmd->length,
+					    cmd->opcode == RBLK_OP_TRIM);
+		if (!r->result && (cmd->flags & RBLK_CMD_F_FUA) &&
+		    fdatasync(e->fd))
+			r->result = -errno;
+		return 1;
+	default:
+		r->result = -EOPNOTSUPP;
+		return 1;
+	}
+	if (ret == -EBUSY)
+		return ret;
+	if (ret) {
+		r->result = ret;
+		return 1;
+	}
+	return 0;
+}
+
+const struct backend_ops backend_file_ops = {
+	.name = "file",
+	.open = file_open,
+	.close = file_close,
+	.submit = file_submit,
+};
+
+/* ---- RAM backend -------------------------------------------------------- */
+
+static int ram_open(struct export *e, const struct cfg_export *cfg)
+{
+	uint64_t size;
+
+	if (parse_size(cfg->path + 4, &size) || size == 0 || size % 4096) {
+		log_err("export %s: bad RAM size '%s' (want ram:SIZE, a multiple of 4 KiB)",
+			e->name, cfg->path);
+		return -EINVAL;
+	}
+	e->ram = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (e->ram == MAP_FAILED) {
+		e->ram = NULL;
+		log_err("export %s: mmap %llu bytes: %s", e->name,
+			(unsigned long long)size, strerror(errno));
+		return -ENOMEM;
+	}
+	e->kind = EXPORT_RAM;
+	e->size = size;
+	e->block_size = cfg->block_size ? cfg->block_size : DEFAULT_BLOCK_SIZE;
+	/* no volatile cache: FLUSH and FUA are not offered */
+	e->features = RBLK_F_TRIM | RBLK_F_ZEROES;
+	return 0;
+}
+
+static void ram_close(struct export *e)
+{
+	if (e->ram)
+		munmap(e->ram, e->size);
+	e->ram = NULL;
+}
+
+static int ram_submit(struct worker *w, struct treq *r)
+{
+	struct export *e = r->conn->exp;
+	char *p = (char *)e->ram + r->cmd.offset;
+
+	switch (r->cmd.opcode) {
+	case RBLK_OP_READ:
+		memcpy(r->slot, p, r->cmd.length);
+		break;
+	case RBLK_OP_WRITE:
+		memcpy(p, r->slot, r->cmd.length);
+		break;
+	case RBLK_OP_TRIM:
+	case RBLK_OP_WRITE_ZEROES:
+		memset(p, 0, r->cmd.length);
+		break;
+	default:
+		r->result = -EOPNOTSUPP;
+		return 1;
+	}
+	r->result = 0;
+	return 1;
+}
+
+const struct backend_ops backend_ram_ops = {
+	.name = "ram",
+	.open = ram_open,
+	.close = ram_close,
+	.submit = ram_submit,
+};
+
+/* ---- exports ------------------------------------------------------------ */
+
+int export_open(struct export *e, const struct cfg_export *cfg)
+{
+	int ret;
+
+	memset(e, 0, sizeof(*e));
+	snprintf(e->name, sizeof(e->name), "%s", cfg->name);
+	snprintf(e->path, sizeof(e->path), "%s", cfg->path);
+	e->read_only = cfg->read_only;
+	e->fd = e->fd_direct = -1;
+	e->ops = strncmp(cfg->path, "ram:", 4) ? &backend_file_ops :
+						 &backend_ram_ops;
+	ret = e->ops->open(e, cfg);
+	if (ret)
+		return ret;
+	if (e->read_only)
+		e->features |= RBLK_F_READ_ONLY;
+	log_info("export %s: %s %s, %llu bytes, block size %u%s%s", e->name,
+		 e->ops->name, e->path, (unsigned long long)e->size,
+		 e->block_size, e->read_only ? ", read-only" : "",
+		 e->fd_direct >= 0 ? ", O_DIRECT" : "");
+	return 0;
+}
+
+void export_close(struct export *e)
+{
+	if (e->ops)
+		e->ops->close(e);
+	e->ops = NULL;
+}

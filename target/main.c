@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rblk-target: export files, block devices and RAM volumes over RDMA (and
+ * over TCP for hosts without an RDMA device).
+ *
+ * The main thread parses the configuration, opens the exports, starts the
+ * workers, then listens: it takes connection requests, checks the private
+ * data (protocol version, queue depth), accepts and hands each connection to
+ * a worker, round robin. SIGINT/SIGTERM end it cleanly.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/url.h"
+#include "../common/util.h"
+#include "target.h"
+
+#include <rblk/rblk.h> /* RBLK_VERSION_STRING */
+
+struct listener {
+	struct xp_listener *xl;
+	char url[256];
+};
+
+const struct engine_ops *engine_find(const char *name)
+{
+	static const struct engine_ops *const engines[] = {
+		&engine_uring_ops,
+		&engine_aio_ops,
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(engines); i++)
+		if (!strcmp(engines[i]->name, name))
+			return engines[i];
+	return NULL;
+}
+
+struct export *target_find_export(struct target *t, const char *name)
+{
+	for (unsigned int i = 0; i < t->nr_exports; i++)
+		if (!strcmp(t->exports[i].name, name))
+			return &t->exports[i];
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: rblk-target [OPTIONS]\n"
+		"Export files, block devices and RAM volumes over RDMA or TCP.\n"
+		"\n"
+		"  -l, --listen URL          listen on tcp://HOST[:PORT] or rdma://HOST[:PORT]\n"
+		"                            (repeatable; default port %d)\n"
+		"  -e, --export NAME=PATH[,ro][,bs=N]\n"
+		"                            export a file, block device or ram:SIZE\n"
+		"                            (repeatable)\n"
+		"  -c, --config FILE         read an INI configuration (rblk-target.conf(5))\n"
+		"  -w, --workers N           worker threads (default: online CPUs)\n"
+		"      --engine NAME         io_uring (default) or libaio\n"
+		"      --max-queue-depth N   cap on the queue depth initiators get (default 128)\n"
+		"      --max-io SIZE         cap on the bytes per command (default 1M)\n"
+		"  -L, --log-level LEVEL     error, warn, info (default) or debug\n"
+		"  -h, --help                show this help\n"
+		"  -V, --version             show the version\n"
+		"\n"
+		"Example:\n"
+		"  rblk-target --listen tcp://127.0.0.1:7441 --export vol0=/srv/vol0.img\n"
+		"  rblk-target --listen rdma://192.0.2.1 --export scratch=ram:1G\n",
+		RBLK_DEFAULT_PORT);
+}
+
+static int parse_args(int argc, char **argv, struct cfg_target *cfg)
+{
+	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO };
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "export", required_argument, NULL, 'e' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "engine", required_argument, NULL, OPT_ENGINE },
+		{ "max-queue-depth", required_argument, NULL, OPT_MAXQD },
+		{ "max-io", required_argument, NULL, OPT_MAXIO },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	char err[512];
+	unsigned long v;
+	uint64_t size;
+	int c, level;
+
+	/* command-line options apply on top of -c, wherever it appears */
+	for (int i = 1; i < argc - 1; i++) {
+		if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
+			if (cfg_load(cfg, argv[i + 1], err, sizeof(err))) {
+				fprintf(stderr, "rblk-target: %s\n", err);
+				return 1;
+			}
+		}
+	}
+	while ((c = getopt_long(argc, argv, "l:e:c:w:L:hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			if (cfg_add_listen(cfg, optarg, err, sizeof(err)))
+				goto bad;
+			break;
+		case 'e':
+			if (cfg_add_export_arg(cfg, optarg, err, sizeof(err)))
+				goto bad;
+			break;
+		case 'c':
+			break; /* loaded above */
+		case 'w':
+			if (parse_uint(optarg, 1, 1024, &v)) {
+				snprintf(err, sizeof(err),
+					 "--workers: '%s' is not a number in 1..1024",
+					 optarg);
+				goto bad;
+			}
+			cfg->workers = (unsigned int)v;
+			break;
+		case OPT_ENGINE:
+			if (!engine_find(optarg)) {
+				snprintf(err, sizeof(err),
+					 "--engine: unknown engine '%s' (io_uring, libaio)",
+					 optarg);
+				goto bad;
+			}
+			snprintf(cfg->engine, sizeof(cfg->engine), "%s", optarg);
+			break;
+		case OPT_MAXQD:
+			if (parse_uint(optarg, 1, RBLK_MAX_QD, &v)) {
+				snprintf(err, sizeof(err),
+					 "--max-queue-depth: '%s' is not a number in 1..%d",
+					 optarg, RBLK_MAX_QD);
+				goto bad;
+			}
+			cfg->max_queue_depth = (unsigned int)v;
+			break;
+		case OPT_MAXIO:
+			if (parse_size(optarg, &size) || size < RBLK_MIN_MAX_IO ||
+			    size > RBLK_MAX_MAX_IO || !IS_POW2(size)) {
+				snprintf(err, sizeof(err),
+					 "--max-io: '%s' is not a power of two in 4K..8M",
+					 optarg);
+				goto bad;
+			}
+			cfg->max_io = (uint32_t)size;
+			break;
+		case 'L':
+			level = log_parse_level(optarg);
+			if (level < 0) {
+				snprintf(err, sizeof(err),
+					 "--log-level: '%s' is not error, warn, info or debug",
+					 optarg);
+				goto bad;
+			}
+			cfg->log_level = level;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("rblk-target %s (protocol %d)\n",
+			       RBLK_VERSION_STRING, RBLK_PROTO_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "rblk-target: unexpected argument '%s'\n",
+			argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (cfg_validate(cfg, err, sizeof(err))) {
+		fprintf(stderr, "rblk-target: %s\n", err);
+		fprintf(stderr, "Try 'rblk-target --help'.\n");
+		return 2;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "rblk-target: %s\n", err);
+	return 2;
+}
+
+/* Take every pending connection request on l. */
+static void accept_requests(struct target *t, struct listener *l,
+			    unsigned int *next_worker)
+{
+	for (;;) {
+		char priv[XP_PRIV_MAX], rej[RBLK_CM_REJ_SIZE];
+		struct xp_conn_attr attr;
+		size_t priv_len = sizeof(priv);
+		struct xp_conn *xc;
+		struct tconn *c;
+		uint16_t qd;
+		int st, ret;
+
+		/*
+		 * The connection is created for the largest queue depth we
+		 * grant; the login may settle on less.
+		 */
+		tconn_attr((uint16_t)t->cfg.max_queue_depth, &attr);
+		ret = l->xl->ops->get_request(l->xl, &attr, &xc, priv,
+					      &priv_len);
+		if (ret == -EAGAIN)
+			return;
+		if (ret) {
+			log_warn("%s: taking a connection request failed: %s",
+				 l->url, strerror(-ret));
+			return;
+		}
+		st = rblk_cm_req_decode(priv, priv_len, &qd);
+		if (st) {
+			log_warn("%s: rejecting %s: %s", l->url,
+				 xp_peer_name(xc), rblk_status_str(st));
+			xc->ops->reject(xc, rej, rblk_cm_rej_encode(rej, st));
+			continue;
+		}
+		qd = (uint16_t)MIN(qd, t->cfg.max_queue_depth);
+		c = tconn_accept(t, xc, qd);
+		if (!c)
+			continue;
+		worker_adopt(&t->workers[*next_worker], c);
+		*next_worker = (*next_worker + 1) % t->nr_workers;
+	}
+}
+
+static int open_listeners(struct target *t, struct listener *ls, int epfd)
+{
+	for (unsigned int i = 0; i < t->cfg.nr_listen; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ls[i] };
+		const struct xp_ops *ops;
+		struct rblk_url u;
+		char err[256];
+		const char *host;
+		int ret;
+
+		snprintf(ls[i].url, sizeof(ls[i].url), "%s", t->cfg.listen[i]);
+		if (rblk_url_parse(ls[i].url, RBLK_DEFAULT_PORT, &u, err,
+				   sizeof(err))) {
+			log_err("%s", err);
+			return -EINVAL;
+		}
+		ops = xp_find(u.scheme);
+		if (!ops) {
+			log_err("%s: unknown transport '%s' (tcp, rdma)",
+				ls[i].url, u.scheme);
+			return -EINVAL;
+		}
+		host = strcmp(u.host, "*") ? u.host : NULL;
+		ret = ops->listen(host, u.port, &ls[i].xl);
+		if (ret) {
+			log_err("cannot listen on %s: %s", ls[i].url,
+				strerror(-ret));
+			return ret;
+		}
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ops->listener_fd(ls[i].xl),
+			      &ev)) {
+			log_err("epoll_ctl: %s", strerror(errno));
+			return -errno;
+		}
+		/* scripts wait for this line */
+		log_msg(LOG_INFO, "listening on %s://%s:%u", u.scheme, u.host,
+			u.port);
+	}
+	return 0;
+}
+
+static int serve(struct target *t, struct listener *ls)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	unsigned int next_worker = 0;
+	int epfd, sfd, ret = 0;
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (sfd < 0 || epfd < 0) {
+		log_err("signalfd/epoll_create1: %s", strerror(errno));
+		ret = -errno;
+		goto out_close;
+	}
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, sfd, &ev)) {
+		ret = -errno;
+		log_err("epoll_ctl: %s", strerror(errno));
+		goto out_close;
+	}
+	ret = open_listeners(t, ls, epfd);
+	if (ret)
+		goto out_close;
+	for (;;) {
+		struct epoll_event evs[16];
+		int n = epoll_wait(epfd, evs, 16, 1000);
+
+		if (n < 0 && errno != EINTR) {
+			ret = -errno;
+			log_err("epoll_wait: %s", strerror(errno));
+			break;
+		}
+		if (n == 0) {
+			/* idle: let transports expire half-open handshakes */
+			for (unsigned int i = 0; i < t->cfg.nr_listen; i++)
+				accept_requests(t, &ls[i], &next_worker);
+			continue;
+		}
+		for (int i = 0; i < n; i++) {
+			if (!evs[i].data.ptr) {
+				struct signalfd_siginfo si;
+
+				if (read(sfd, &si, sizeof(si)) > 0)
+					log_msg(LOG_INFO,
+						"%s received; shutting down",
+						strsignal((int)si.ssi_signo));
+				goto out_close;
+			}
+			accept_requests(t, evs[i].data.ptr, &next_worker);
+		}
+	}
+out_close:
+	if (epfd >= 0)
+		close(epfd);
+	if (sfd >= 0)
+		close(sfd);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	static struct target t; /* large (config): keep it off the stack */
+	struct listener *ls = NULL;
+	sigset_t mask;
+	unsigned int i;
+	int ret;
+
+	log_set_prefix("rblk-target");
+	log_set_level(LOG_INFO);
+	cfg_init(&t.cfg);
+	ret = parse_args(argc, argv, &t.cfg);
+	if (ret)
+		return ret;
+	if (t.cfg.log_level >= 0)
+		log_set_level(t.cfg.log_level);
+	t.engine = engine_find(t.cfg.engine);
+	if (!t.engine) {
+		log_err("unknown engine '%s'", t.cfg.engine);
+		return 2;
+	}
+	/* block the signals in every thread; the main thread reads signalfd */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	t.exports = calloc(t.cfg.nr_exports, sizeof(*t.exports));
+	ls = calloc(t.cfg.nr_listen, sizeof(*ls));
+	if (!t.exports || !ls) {
+		log_err("out of memory");
+		ret = 1;
+		goto out_free;
+	}
+	for (i = 0; i < t.cfg.nr_exports; i++) {
+		if (export_open(&t.exports[i], &t.cfg.exports[i])) {
+			ret = 1;
+			goto out_close_exports;
+		}
+		t.nr_exports++;
+	}
+	t.nr_workers = t.cfg.workers;
+	if (!t.nr_workers) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		t.nr_workers = n > 0 ? (unsigned int)n : 1;
+	}
+	t.workers = calloc(t.nr_workers, sizeof(*t.workers));
+	if (!t.workers) {
+		ret = 1;
+		goto out_close_exports;
+	}
+	for (i = 0; i < t.nr_workers; i++) {
+		if (worker_start(&t.workers[i], &t, i)) {
+			t.nr_workers = i;
+			ret = 1;
+			goto out_stop_workers;
+		}
+	}
+	log_info("%u worker%s, %s engine", t.nr_workers,
+		 t.nr_workers == 1 ? "" : "s", t.engine->name);
+	ret = serve(&t, ls) ? 1 : 0;
+
+out_stop_workers:
+	for (i = 0; i < t.nr_workers; i++)
+		worker_stop(&t.workers[i]);
+	free(t.workers);
+	for (i = 0; i < t.cfg.nr_listen; i++)
+		if (ls[i].xl)
+			ls[i].xl->ops->listener_destroy(ls[i].xl);
+out_close_exports:
+	for (i = 0; i < t.nr_exports; i++)
+		export_close(&t.exports[i]);
+out_free:
+	free(ls);
+	free(t.exports);
+	if (!ret)
+		log_info("stopped");
+	return ret;
+}

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rblk-target internals: exports, workers, connections, requests, I/O
+ * engines. See docs/ARCHITECTURE.md for the picture.
+ *
+ * Threads: the main thread owns the listeners, accepts connections and
+ * hands each to a worker. A worker owns its connections, their requests
+ * and one I/O engine instance (an io_uring or a libaio context) and runs
+ * them to completion without locks. Exports are shared read-only by all.
+ */
+#ifndef RBLK_TARGET_H
+#define RBLK_TARGET_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "../common/proto.h"
+#include "../config/config.h"
+#include "../transport/transport.h"
+
+struct worker;
+struct tconn;
+struct treq;
+
+/* ---- exports and their backends ------------------------------------- */
+
+enum export_kind {
+	EXPORT_FILE,
+	EXPORT_BDEV,
+	EXPORT_RAM,
+};
+
+struct export {
+	char name[RBLK_NAME_MAX];
+	char path[4096];
+	enum export_kind kind;
+	const struct backend_ops *ops;
+	uint64_t size;
+	uint32_t block_size;
+	uint32_t features; /* RBLK_F_* offered */
+	bool read_only;
+	int fd; /* buffered descriptor (files, block devices) */
+	int fd_direct; /* O_DIRECT descriptor, or -1 when refused */
+	uint32_t dio_align; /* offset/length alignment O_DIRECT needs */
+	atomic_bool direct_failed; /* O_DIRECT gave EINVAL once: stop using */
+	void *ram; /* EXPORT_RAM memory */
+	atomic_uint sessions; /* live logins */
+};
+
+/*
+ * A backend executes a request's storage operation on one export.
+ * Called on the worker thread that owns the request.
+ */
+struct backend_ops {
+	const char *name;
+	/* Open the storage named by cfg into e (size, block size, features). */
+	int (*open)(struct export *e, const struct cfg_export *cfg);
+	void (*close)(struct export *e);
+	/*
+	 * Start r's operation. Returns 0 when it was handed to the worker's
+	 * engine (completion arrives through treq_backend_done()), or 1 when
+	 * it finished synchronously with r->result set.
+	 */
+	int (*submit)(struct worker *w, struct treq *r);
+};
+
+extern const struct backend_ops backend_file_ops; /* files and block devices */
+extern const struct backend_ops backend_ram_ops;
+
+int export_open(struct export *e, const struct cfg_export *cfg);
+void export_close(struct export *e);
+
+/* ---- I/O engines ----------------------------------------------------- */
+
+/*
+ * An engine does asynchronous file I/O for one worker. All ops are
+ * required and run on the worker thread.
+ */
+struct engine_ops {
+	const char *name; /* "io_uring", "libaio" */
+	int (*init)(struct worker *w, unsigned int depth);
+	void (*fini)(struct worker *w);
+	/* Readable (eventfd) when completions are ready. */
+	int (*fd)(struct worker *w);
+	/*
+	 * Register a buffer the engine may use for I/O without pinning per
+	 * request (io_uring fixed buffers). Returns an index >= 0, or -errno
+	 * when unsupported/exhausted (callers then pass index -1).
+	 */
+	int (*register_buf)(struct worker *w, void *addr, size_t len);
+	void (*unregister_buf)(struct worker *w, int index);
+	/* Queue ops for r; nothing reaches the kernel before submit(). */
+	int (*queue_rw)(struct worker *w, struct treq *r, int fd, bool write,
+			void *buf, uint32_t len, uint64_t off, int rw_flags,
+			int buf_index);
+	int (*queue_fdatasync)(struct worker *w, struct treq *r, int fd);
+	int (*submit)(struct worker *w);
+	/* Complete finished ops through treq_backend_done(); returns count. */
+	int (*reap)(struct worker *w);
+};
+
+extern const struct engine_ops engine_uring_ops;
+extern const struct engine_ops engine_aio_ops;
+const struct engine_ops *engine_find(const char *name);
+
+/* ---- requests -------------------------------------------------------- */
+
+/*
+ * One command slot of a connection; tag i uses slot i. States, in order:
+ */
+enum treq_state {
+	TREQ_FREE, /* tag not in use */
+	TREQ_EXEC, /* decoded command; start the backend operation */
+	TREQ_BACKEND, /* engine operation in flight */
+	TREQ_RESPOND, /* result known; waiting for send-queue credits */
+};
+
+struct treq {
+	struct tconn *conn;
+	struct rblk_cmd cmd;
+	enum treq_state state;
+	int result; /* 0 or -errno from the backend */
+	int status; /* RBLK_S_* to send back */
+	bool direct; /* current attempt used the O_DIRECT descriptor */
+	bool fua_pending; /* FUA emulated: fdatasync after the write */
+	void *slot; /* this tag's slot in the registered region */
+	void *resp_buf; /* this tag's response capsule buffer */
+	struct treq *next_wait; /* on conn's send-credit wait list */
+};
+
+/* Called by engines (worker thread) when r's operation finished. */
+void treq_backend_done(struct treq *r, int res);
+
+/* ---- connections ----------------------------------------------------- */
+
+enum tconn_state {
+	TCONN_LOGIN, /* accepted; waiting for HELLO */
+	TCONN_LIVE, /* logged in; serving commands */
+	TCONN_CLOSING, /* failed or finished; waiting for backend I/O to end */
+};
+
+struct tconn {
+	struct xp_conn *xc;
+	struct worker *worker;
+	enum tconn_state state;
+	uint64_t id; /* for logs */
+	char peer[96];
+	uint16_t cm_qd; /* queue depth asked for in the connect request */
+	struct export *exp;
+	struct rblk_limits lim; /* what commands are validated against */
+
+	/* receive buffers (nr_recv) then send buffers (qd + 1 for LOGIN) */
+	void *msg_mem;
+	struct xp_mr *msg_mr;
+	unsigned int nr_recv;
+
+	void *slots; /* qd * max_io, registered for remote read/write */
+	size_t slots_len;
+	struct xp_mr *slot_mr;
+	int buf_index; /* engine registration of slots, or -1 */
+
+	struct treq *reqs; /* qd of them */
+	unsigned int sq_free; /* send-queue credits */
+	struct treq *wait_head, *wait_tail; /* waiting for credits */
+	unsigned int backend_inflight;
+	bool login_sent_close; /* close once the LOGIN refusal is sent */
+	uint64_t login_deadline_ms; /* TCONN_LOGIN: fail if still here then */
+
+	struct tconn *next; /* worker's list */
+};
+
+/* ---- workers --------------------------------------------------------- */
+
+struct target;
+
+struct worker {
+	struct target *tgt;
+	unsigned int index;
+	pthread_t thread;
+	int epfd;
+	int mailbox_fd; /* eventfd: new connections or stop */
+	pthread_mutex_t mailbox_lock;
+	struct tconn *mailbox; /* handed over by the main thread */
+	struct tconn *conns; /* owned */
+	unsigned int nr_conns;
+	atomic_bool stop;
+
+	const struct engine_ops *engine;
+	void *engine_priv;
+	struct treq *busy_head, *busy_tail; /* waiting for engine room */
+};
+
+struct target {
+	struct cfg_target cfg;
+	struct export *exports;
+	unsigned int nr_exports;
+	struct worker *workers;
+	unsigned int nr_workers;
+	const struct engine_ops *engine;
+	atomic_uint_fast64_t next_conn_id;
+};
+
+struct export *target_find_export(struct target *t, const char *name);
+
+int worker_start(struct worker *w, struct target *t, unsigned int index);
+void worker_stop(struct worker *w);
+/* Main thread: give c to w. w takes ownership. */
+void worker_adopt(struct worker *w, struct tconn *c);
+
+/*
+ * Main thread: set up a freshly requested connection (message buffers,
+ * receives posted) and accept it. Returns the tconn, or NULL after having
+ * rejected/destroyed xc.
+ */
+struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd);
+/* Transport sizes for a connection of queue depth qd. */
+void tconn_attr(uint16_t qd, struct xp_conn_attr *attr);
+
+#endif
