@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Subcommands of the `rblk` command line. Each takes argv starting at the
+ * subcommand name (argv[0] == "nbd", ...) and returns the process exit code.
+ */
+#ifndef RBLK_INITIATOR_CLI_H
+#define RBLK_INITIATOR_CLI_H
+
+int cmd_info(int argc, char **argv);
+int cmd_nbd(int argc, char **argv); /* initiator/nbd_server.c */
+
+#endif

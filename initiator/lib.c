@@ -1,0 +1,1108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librblk: sessions, queues, submit/poll. See include/rblk/rblk.h.
+ *
+ * Each queue is one transport connection with granted queue depth QD. Tag i
+ * owns the target's slot i (slot_addr + i * max_io) from the moment we post
+ * its command until we post the next command with that tag: no release
+ * message is needed.
+ *
+ *   WRITE: RDMA WRITE (our buffer -> slot) and the command SEND, chained in
+ *          one post; RC ordering places the data before the command.
+ *   READ (pull, default): command SEND; on the response, RDMA READ
+ *          (slot -> our buffer); the part completes with the READ.
+ *   READ (push): the command carries our buffer's address and rkey; the
+ *          target RDMA WRITEs it before sending the response.
+ *
+ * A user I/O (struct io) larger than max_io is split into parts, one tag
+ * each; parts waiting for a tag sit on the queue's pending list in order.
+ */
+#include <rblk/rblk.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/proto.h"
+#include "../common/url.h"
+#include "../common/util.h"
+#include "../transport/transport.h"
+
+#define CMD_BUF_SIZE 64
+#define POLL_BATCH 32
+/* TRIM / WRITE_ZEROES carry a 32-bit length: split them at 1 GiB */
+#define NODATA_SPLIT (1u << 30)
+
+_Static_assert(RBLK_CMD_SIZE <= CMD_BUF_SIZE, "command fits its buffer");
+_Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
+_Static_assert((int)RBLK_IO_READ == RBLK_OP_READ &&
+		       (int)RBLK_IO_WRITE == RBLK_OP_WRITE &&
+		       (int)RBLK_IO_FLUSH == RBLK_OP_FLUSH &&
+		       (int)RBLK_IO_TRIM == RBLK_OP_TRIM &&
+		       (int)RBLK_IO_WRITE_ZEROES == RBLK_OP_WRITE_ZEROES,
+	       "public opcodes are the wire opcodes");
+_Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
+		       RBLK_FEAT_FLUSH == RBLK_F_FLUSH &&
+		       RBLK_FEAT_FUA == RBLK_F_FUA &&
+		       RBLK_FEAT_TRIM == RBLK_F_TRIM &&
+		       RBLK_FEAT_ZEROES == RBLK_F_ZEROES &&
+		       RBLK_FEAT_PUSH == RBLK_F_PUSH,
+	       "public feature bits are the wire bits");
+
+/* ---- errors -------------------------------------------------------------- */
+
+static __thread char last_error[512];
+
+const char *rblk_last_error(void)
+{
+	return last_error[0] ? last_error : "no error";
+}
+
+__attribute__((format(printf, 2, 3))) static int set_error(int err,
+							     const char *fmt,
+							     ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+/* ---- structures ------------------------------------------------------------ */
+
+struct io {
+	void *user_data;
+	uint8_t op;
+	unsigned int flags;
+	char *buf;
+	uint64_t next_off; /* next part starts here */
+	uint64_t end;
+	unsigned int parts_inflight;
+	int result; /* first error */
+	struct io *next;
+};
+
+enum ireq_state {
+	IREQ_FREE,
+	IREQ_CMD, /* command posted; waiting for the response */
+	IREQ_NEED_READ, /* response OK; RDMA READ waits for send credits */
+	IREQ_READ, /* RDMA READ posted */
+};
+
+struct ireq {
+	enum ireq_state state;
+	uint16_t tag;
+	struct io *io;
+	uint8_t op;
+	uint32_t len;
+	char *buf; /* user buffer for this part */
+	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
+	struct ireq *next; /* free list or credit wait list */
+};
+
+struct user_mr {
+	char *addr;
+	size_t len;
+	struct xp_mr *mr;
+};
+
+struct rblk_queue {
+	struct rblk *r;
+	unsigned int index;
+	struct xp_conn *xc;
+	bool dead;
+
+	uint16_t qd; /* granted */
+	uint32_t max_io;
+	uint64_t slot_addr;
+	uint32_t slot_rkey;
+	uint32_t features;
+
+	/* receive buffers (nr_recv), command buffers (qd), HELLO */
+	void *msg_mem;
+	struct xp_mr *msg_mr;
+	unsigned int nr_recv;
+	unsigned int cmd_bufs; /* command buffers (requested qd) */
+
+	void *bounce; /* qd * max_io */
+	struct xp_mr *bounce_mr;
+
+	struct ireq *reqs;
+	struct ireq *free_tags;
+	struct ireq *wait_head, *wait_tail; /* RDMA READs waiting for credits */
+	unsigned int sq_free;
+
+	struct io *ios;
+	struct io *free_ios;
+	struct io *pend_head, *pend_tail; /* ios with parts not yet issued */
+	unsigned int inflight; /* ios submitted, not reaped */
+
+	struct rblk_completion *done; /* ring of qd */
+	unsigned int done_head, done_count;
+
+	struct user_mr *umrs; /* sorted by addr */
+	unsigned int nr_umrs, cap_umrs;
+};
+
+struct rblk {
+	struct rblk_info info;
+	struct rblk_url url;
+	const struct xp_ops *ops;
+	unsigned int nr_queues;
+	struct rblk_queue *queues;
+	char host_name[RBLK_NAME_MAX];
+};
+
+/* Work request ids: kind in the top byte, tag and credit count below. */
+enum wrid_kind {
+	WRID_RECV = 1,
+	WRID_CMD = 2, /* the command SEND of a tag (+ chained RDMA WRITE) */
+	WRID_READ = 3, /* RDMA READ of a tag */
+	WRID_HELLO = 4,
+};
+
+static inline uint64_t wrid_make(enum wrid_kind kind, uint32_t tag,
+				 uint32_t credits)
+{
+	return (uint64_t)kind << 56 | (uint64_t)credits << 32 | tag;
+}
+
+static inline enum wrid_kind wrid_kind(uint64_t w)
+{
+	return (enum wrid_kind)(w >> 56);
+}
+
+static inline uint32_t wrid_tag(uint64_t w)
+{
+	return (uint32_t)w;
+}
+
+static inline uint32_t wrid_credits(uint64_t w)
+{
+	return (uint32_t)(w >> 32) & 0xffffff;
+}
+
+static void *recv_buf(struct rblk_queue *q, unsigned int i)
+{
+	return (char *)q->msg_mem + (size_t)i * RBLK_MSG_MAX;
+}
+
+static void *cmd_buf(struct rblk_queue *q, unsigned int tag)
+{
+	return (char *)q->msg_mem + (size_t)q->nr_recv * RBLK_MSG_MAX +
+	       (size_t)tag * CMD_BUF_SIZE;
+}
+
+static void *hello_buf(struct rblk_queue *q)
+{
+	return cmd_buf(q, q->cmd_bufs);
+}
+
+static int post_recv_buf(struct rblk_queue *q, unsigned int i)
+{
+	struct xp_sge sge = {
+		.addr = recv_buf(q, i),
+		.length = RBLK_MSG_MAX,
+		.mr = q->msg_mr,
+	};
+
+	return xp_post_recv(q->xc, wrid_make(WRID_RECV, i, 0), &sge);
+}
+
+/* ---- options ----------------------------------------------------------------- */
+
+void rblk_opts_init(struct rblk_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->opts_size = sizeof(*o);
+	o->queues = 1;
+	o->queue_depth = RBLK_DEFAULT_QD;
+	o->max_io = RBLK_DEFAULT_MAX_IO;
+	o->timeout_ms = 10000;
+}
+
+/* ---- user buffer registrations ------------------------------------------------ */
+
+static struct xp_mr *umr_find(struct rblk_queue *q, const char *addr,
+			      uint32_t len)
+{
+	unsigned int lo = 0, hi = q->nr_umrs;
+
+	while (lo < hi) {
+		unsigned int mid = (lo + hi) / 2;
+		struct user_mr *u = &q->umrs[mid];
+
+		if (addr < u->addr) {
+			hi = mid;
+		} else if (addr >= u->addr + u->len) {
+			lo = mid + 1;
+		} else {
+			return (size_t)(addr - u->addr) + len <= u->len ?
+				       u->mr :
+				       NULL;
+		}
+	}
+	return NULL;
+}
+
+static int mr_access(struct rblk_queue *q)
+{
+	/* push reads need the target to RDMA WRITE into our memory */
+	return XP_ACCESS_LOCAL_WRITE |
+	       ((q->features & RBLK_F_PUSH) &&
+				(q->r->info.features & RBLK_F_PUSH) ?
+			XP_ACCESS_REMOTE_WRITE :
+			0);
+}
+
+int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
+{
+	struct xp_mr *mr;
+	unsigned int i;
+	int ret;
+
+	if (!addr || !len)
+		return set_error(-EINVAL, "register: empty buffer");
+	if (q->dead)
+		return set_error(-ENOTCONN, "register: queue %u is disconnected",
+				 q->index);
+	for (i = 0; i < q->nr_umrs; i++) {
+		struct user_mr *u = &q->umrs[i];
+
+		if ((char *)addr < u->addr + u->len &&
+		    u->addr < (char *)addr + len)
+			return set_error(-EEXIST,
+					 "register: buffer overlaps one already registered");
+	}
+	if (q->nr_umrs == q->cap_umrs) {
+		unsigned int cap = q->cap_umrs ? q->cap_umrs * 2 : 16;
+		struct user_mr *n = realloc(q->umrs, cap * sizeof(*n));
+
+		if (!n)
+			return set_error(-ENOMEM, "register: out of memory");
+		q->umrs = n;
+		q->cap_umrs = cap;
+	}
+	ret = xp_reg_mr(q->xc, addr, len, mr_access(q), &mr);
+	if (ret)
+		return set_error(ret, "register: memory registration failed: %s",
+				 strerror(-ret));
+	for (i = q->nr_umrs; i > 0 && q->umrs[i - 1].addr > (char *)addr; i--)
+		q->umrs[i] = q->umrs[i - 1];
+	q->umrs[i] = (struct user_mr){ .addr = addr, .len = len, .mr = mr };
+	q->nr_umrs++;
+	return 0;
+}
+
+int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
+{
+	for (unsigned int i = 0; i < q->nr_umrs; i++) {
+		if (q->umrs[i].addr != addr)
+			continue;
+		for (unsigned int t = 0; t < q->qd; t++)
+			if (q->reqs[t].state != IREQ_FREE &&
+			    q->reqs[t].mr == q->umrs[i].mr)
+				return set_error(-EBUSY,
+						 "unregister: buffer has I/O in flight");
+		xp_dereg_mr(q->umrs[i].mr);
+		memmove(&q->umrs[i], &q->umrs[i + 1],
+			(q->nr_umrs - i - 1) * sizeof(*q->umrs));
+		q->nr_umrs--;
+		return 0;
+	}
+	return set_error(-ENOENT, "unregister: buffer not registered");
+}
+
+/* ---- completion of parts and ios ------------------------------------------------ */
+
+static void io_complete(struct rblk_queue *q, struct io *io)
+{
+	unsigned int slot = (q->done_head + q->done_count) % q->qd;
+
+	q->done[slot].user_data = io->user_data;
+	q->done[slot].result = io->result;
+	q->done_count++;
+	io->next = q->free_ios;
+	q->free_ios = io;
+}
+
+static void pump_pending(struct rblk_queue *q);
+
+/* A part finished with result res (0 or -errno): free its tag. */
+static void part_done(struct rblk_queue *q, struct ireq *rq, int res)
+{
+	struct io *io = rq->io;
+
+	if (res == 0 && rq->op == RBLK_OP_READ && !rq->mr)
+		memcpy(rq->buf, (char *)q->bounce + (size_t)rq->tag * q->max_io,
+		       rq->len);
+	if (res && !io->result)
+		io->result = res;
+	rq->state = IREQ_FREE;
+	rq->io = NULL;
+	rq->next = q->free_tags;
+	q->free_tags = rq;
+	io->parts_inflight--;
+	if (!io->parts_inflight && io->next_off >= io->end)
+		io_complete(q, io);
+}
+
+/* The connection is gone: fail everything in flight and pending. */
+static void queue_fail(struct rblk_queue *q, const char *why)
+{
+	struct io *io;
+
+	if (q->dead)
+		return;
+	q->dead = true;
+	log_warn("queue %u (%s): %s", q->index, xp_peer_name(q->xc), why);
+	xp_disconnect(q->xc);
+	for (unsigned int t = 0; t < q->qd; t++)
+		if (q->reqs[t].state != IREQ_FREE)
+			part_done(q, &q->reqs[t], -ENOTCONN);
+	q->wait_head = q->wait_tail = NULL;
+	while ((io = q->pend_head)) {
+		q->pend_head = io->next;
+		io->next_off = io->end;
+		if (!io->result)
+			io->result = -ENOTCONN;
+		if (!io->parts_inflight)
+			io_complete(q, io);
+	}
+	q->pend_tail = NULL;
+}
+
+/* ---- posting --------------------------------------------------------------- */
+
+static int post_read(struct rblk_queue *q, struct ireq *rq)
+{
+	struct xp_send_wr wr = { 0 }, *bad;
+	int ret;
+
+	if (q->sq_free < 1)
+		return -EAGAIN;
+	wr.wr_id = wrid_make(WRID_READ, rq->tag, 1);
+	wr.opcode = XP_WR_RDMA_READ;
+	wr.flags = XP_SEND_SIGNALED;
+	wr.sge.length = rq->len;
+	if (rq->mr) {
+		wr.sge.addr = rq->buf;
+		wr.sge.mr = rq->mr;
+	} else {
+		wr.sge.addr = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+		wr.sge.mr = q->bounce_mr;
+	}
+	wr.remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
+	wr.rkey = q->slot_rkey;
+	ret = xp_post_send(q->xc, &wr, &bad);
+	if (ret)
+		return ret;
+	q->sq_free--;
+	rq->state = IREQ_READ;
+	return 0;
+}
+
+/* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
+static int issue_part(struct rblk_queue *q, struct io *io)
+{
+	struct xp_send_wr wr[2], *first = &wr[1], *bad;
+	struct rblk_cmd cmd = { 0 };
+	struct ireq *rq = q->free_tags;
+	uint32_t split, credits = 1;
+	char *slot_local;
+	int ret;
+
+	if (!rq || q->sq_free < 2)
+		return -EAGAIN;
+	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
+			q->max_io :
+			NODATA_SPLIT;
+	cmd.tag = rq->tag;
+	cmd.opcode = io->op;
+	cmd.offset = io->next_off;
+	cmd.length = (uint32_t)MIN(io->end - io->next_off, (uint64_t)split);
+	if (io->op == RBLK_OP_FLUSH)
+		cmd.offset = cmd.length = 0;
+	if (io->flags & RBLK_IO_FUA)
+		cmd.flags |= RBLK_CMD_F_FUA;
+
+	rq->io = io;
+	rq->op = io->op;
+	rq->len = cmd.length;
+	rq->buf = io->buf; /* advanced past earlier parts */
+	rq->mr = io->buf ? umr_find(q, rq->buf, rq->len) : NULL;
+	slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+
+	memset(wr, 0, sizeof(wr));
+	if (io->op == RBLK_OP_WRITE) {
+		if (!rq->mr)
+			memcpy(slot_local, rq->buf, rq->len);
+		wr[0].opcode = XP_WR_RDMA_WRITE;
+		wr[0].sge.addr = rq->mr ? rq->buf : slot_local;
+		wr[0].sge.length = rq->len;
+		wr[0].sge.mr = rq->mr ? rq->mr : q->bounce_mr;
+		wr[0].remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
+		wr[0].rkey = q->slot_rkey;
+		wr[0].next = &wr[1];
+		first = &wr[0];
+		credits = 2;
+	} else if (io->op == RBLK_OP_READ && (q->features & RBLK_F_PUSH) &&
+		   (q->r->info.features & RBLK_F_PUSH)) {
+		cmd.flags |= RBLK_CMD_F_PUSH;
+		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
+		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
+	}
+	wr[1].wr_id = wrid_make(WRID_CMD, rq->tag, credits);
+	wr[1].opcode = XP_WR_SEND;
+	wr[1].flags = XP_SEND_SIGNALED;
+	wr[1].sge.addr = cmd_buf(q, rq->tag);
+	wr[1].sge.length = (uint32_t)rblk_cmd_encode(wr[1].sge.addr, &cmd);
+	wr[1].sge.mr = q->msg_mr;
+	ret = xp_post_send(q->xc, first, &bad);
+	if (ret)
+		return ret;
+	q->sq_free -= credits;
+	q->free_tags = rq->next;
+	rq->state = IREQ_CMD;
+	io->parts_inflight++;
+	io->next_off += cmd.length;
+	if (io->op == RBLK_OP_FLUSH)
+		io->next_off = io->end;
+	if (io->buf)
+		io->buf += cmd.length;
+	return 0;
+}
+
+/* Issue parts of pending ios, in order, while tags and credits last. */
+static void pump_pending(struct rblk_queue *q)
+{
+	struct io *io;
+	int ret;
+
+	while ((io = q->pend_head) && !q->dead) {
+		ret = issue_part(q, io);
+		if (ret == -EAGAIN)
+			return;
+		if (ret) {
+			queue_fail(q, "posting a command failed");
+			return;
+		}
+		if (io->next_off >= io->end) {
+			q->pend_head = io->next;
+			if (!q->pend_head)
+				q->pend_tail = NULL;
+		}
+	}
+}
+
+static void retry_reads(struct rblk_queue *q)
+{
+	struct ireq *rq;
+	int ret;
+
+	while ((rq = q->wait_head) && !q->dead) {
+		ret = post_read(q, rq);
+		if (ret == -EAGAIN)
+			return;
+		q->wait_head = rq->next;
+		if (!q->wait_head)
+			q->wait_tail = NULL;
+		if (ret)
+			queue_fail(q, "posting an RDMA READ failed");
+	}
+}
+
+/* ---- completions --------------------------------------------------------------- */
+
+static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
+{
+	struct rblk_resp resp;
+	struct ireq *rq;
+	int st, ret;
+
+	st = rblk_resp_decode(buf, len, q->qd, &resp);
+	if (st) {
+		queue_fail(q, "malformed response from the target");
+		return;
+	}
+	rq = &q->reqs[resp.tag];
+	if (rq->state != IREQ_CMD) {
+		queue_fail(q, "response for a tag with no command");
+		return;
+	}
+	if (resp.status != RBLK_S_OK) {
+		log_debug("queue %u: tag %u: %s", q->index, resp.tag,
+			  rblk_status_str((int)resp.status));
+		part_done(q, rq, rblk_status_to_errno((int)resp.status));
+		return;
+	}
+	if (rq->op != RBLK_OP_READ || (q->features & RBLK_F_PUSH &&
+				       q->r->info.features & RBLK_F_PUSH)) {
+		part_done(q, rq, 0);
+		return;
+	}
+	/* pull: fetch the data from the slot */
+	ret = post_read(q, rq);
+	if (ret == -EAGAIN) {
+		rq->state = IREQ_NEED_READ;
+		rq->next = NULL;
+		if (q->wait_tail)
+			q->wait_tail->next = rq;
+		else
+			q->wait_head = rq;
+		q->wait_tail = rq;
+	} else if (ret) {
+		queue_fail(q, "posting an RDMA READ failed");
+	}
+}
+
+static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
+{
+	uint32_t tag = wrid_tag(wc->wr_id);
+
+	if (wc->status != XP_WC_SUCCESS) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "connection failed (%s)",
+			 xp_wc_status_str(wc->status));
+		queue_fail(q, why);
+		return;
+	}
+	switch (wrid_kind(wc->wr_id)) {
+	case WRID_RECV:
+		if (q->dead)
+			return;
+		handle_response(q, recv_buf(q, tag), wc->byte_len);
+		if (!q->dead && post_recv_buf(q, tag))
+			queue_fail(q, "reposting a receive failed");
+		break;
+	case WRID_CMD:
+	case WRID_HELLO:
+		q->sq_free += wrid_credits(wc->wr_id);
+		break;
+	case WRID_READ:
+		q->sq_free += 1;
+		if (tag < q->qd && q->reqs[tag].state == IREQ_READ)
+			part_done(q, &q->reqs[tag], 0);
+		break;
+	}
+}
+
+/* Reap transport completions until none are left. */
+static int progress(struct rblk_queue *q)
+{
+	struct xp_wc wc[POLL_BATCH];
+	int n, total = 0;
+
+	do {
+		n = xp_poll(q->xc, wc, POLL_BATCH);
+		if (n < 0) {
+			queue_fail(q, "transport poll failed");
+			return n;
+		}
+		for (int i = 0; i < n; i++)
+			handle_wc(q, &wc[i]);
+		total += n;
+	} while (n == POLL_BATCH);
+	if (total && !q->dead) {
+		retry_reads(q);
+		pump_pending(q);
+	}
+	return total;
+}
+
+/* ---- public I/O API ------------------------------------------------------------- */
+
+int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
+		uint64_t offset, uint64_t len, unsigned int flags,
+		void *user_data)
+{
+	const struct rblk_info *info = &q->r->info;
+	struct io *io;
+
+	if (q->dead)
+		return set_error(-ENOTCONN, "queue %u is disconnected",
+				 q->index);
+	if (op < RBLK_IO_READ || op > RBLK_IO_WRITE_ZEROES)
+		return set_error(-EINVAL, "submit: unknown operation %d", op);
+	if (flags & ~RBLK_IO_FUA)
+		return set_error(-EINVAL, "submit: unknown flags 0x%x", flags);
+	if (op != RBLK_IO_FLUSH) {
+		if (!len || offset % info->block_size || len % info->block_size)
+			return set_error(-EINVAL,
+					 "submit: offset %llu / length %llu not multiples of the block size %u",
+					 (unsigned long long)offset,
+					 (unsigned long long)len,
+					 info->block_size);
+		if (offset > info->size || len > info->size - offset)
+			return set_error(-ERANGE,
+					 "submit: %llu+%llu is beyond the end of the volume (%llu bytes)",
+					 (unsigned long long)offset,
+					 (unsigned long long)len,
+					 (unsigned long long)info->size);
+		if ((op == RBLK_IO_READ || op == RBLK_IO_WRITE) && !buf)
+			return set_error(-EINVAL, "submit: no buffer");
+	}
+	if (op != RBLK_IO_READ && (info->features & RBLK_FEAT_READ_ONLY))
+		if (op != RBLK_IO_FLUSH)
+			return set_error(-EROFS, "submit: volume is read-only");
+	io = q->free_ios;
+	if (!io)
+		return set_error(-EBUSY, "submit: %u I/Os already in flight",
+				 q->qd);
+	q->free_ios = io->next;
+	io->user_data = user_data;
+	io->op = (uint8_t)op;
+	io->flags = flags;
+	io->buf = (op == RBLK_IO_READ || op == RBLK_IO_WRITE) ? buf : NULL;
+	io->next_off = op == RBLK_IO_FLUSH ? 0 : offset;
+	io->end = op == RBLK_IO_FLUSH ? 1 : offset + len;
+	io->parts_inflight = 0;
+	io->result = 0;
+	io->next = NULL;
+	if (q->pend_tail)
+		q->pend_tail->next = io;
+	else
+		q->pend_head = io;
+	q->pend_tail = io;
+	q->inflight++;
+	pump_pending(q);
+	return 0;
+}
+
+static int take_done(struct rblk_queue *q, struct rblk_completion *c, int max)
+{
+	int n = 0;
+
+	while (n < max && q->done_count) {
+		c[n++] = q->done[q->done_head];
+		q->done_head = (q->done_head + 1) % q->qd;
+		q->done_count--;
+		q->inflight--;
+	}
+	return n;
+}
+
+int rblk_queue_arm(struct rblk_queue *q)
+{
+	if (q->done_count)
+		return 1;
+	if (q->dead)
+		return 1;
+	return xp_arm(q->xc) > 0 || progress(q) > 0 || q->done_count;
+}
+
+int rblk_queue_fd(struct rblk_queue *q)
+{
+	return xp_fd(q->xc);
+}
+
+unsigned int rblk_queue_inflight(const struct rblk_queue *q)
+{
+	return q->inflight;
+}
+
+int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
+	      int timeout_ms)
+{
+	uint64_t deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+
+	if (max <= 0)
+		return set_error(-EINVAL, "poll: max must be positive");
+	for (;;) {
+		struct pollfd pfd;
+		int wait;
+
+		if (!q->dead)
+			progress(q);
+		if (q->done_count)
+			return take_done(q, c, max);
+		if (q->dead)
+			return set_error(-ENOTCONN, "queue %u is disconnected",
+					 q->index);
+		if (timeout_ms == 0)
+			return 0;
+		if (rblk_queue_arm(q))
+			continue;
+		wait = -1;
+		if (timeout_ms > 0) {
+			uint64_t now = now_ms();
+
+			if (now >= deadline)
+				return 0;
+			wait = (int)(deadline - now);
+		}
+		pfd.fd = xp_fd(q->xc);
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
+			return set_error(-errno, "poll: %s", strerror(errno));
+	}
+}
+
+int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
+		  uint64_t offset, uint64_t len, unsigned int flags)
+{
+	struct rblk_completion c;
+	int ret;
+
+	if (q->inflight)
+		return set_error(-EBUSY,
+				 "synchronous I/O on a queue with I/O in flight");
+	ret = rblk_submit(q, op, buf, offset, len, flags, NULL);
+	if (ret)
+		return ret;
+	do {
+		ret = rblk_poll(q, &c, 1, -1);
+	} while (ret == 0);
+	if (ret < 0)
+		return ret;
+	if (c.result)
+		return set_error(c.result, "%s at %llu+%llu: %s",
+				 rblk_opcode_str(op),
+				 (unsigned long long)offset,
+				 (unsigned long long)len, strerror(-c.result));
+	return 0;
+}
+
+int rblk_pread(struct rblk *r, void *buf, uint64_t len, uint64_t offset)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_READ, buf, offset, len, 0);
+}
+
+int rblk_pwrite(struct rblk *r, const void *buf, uint64_t len, uint64_t offset,
+		unsigned int flags)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_WRITE, (void *)buf, offset,
+			     len, flags);
+}
+
+int rblk_flush(struct rblk *r)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_FLUSH, NULL, 0, 0, 0);
+}
+
+int rblk_trim(struct rblk *r, uint64_t len, uint64_t offset)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_TRIM, NULL, offset, len, 0);
+}
+
+int rblk_write_zeroes(struct rblk *r, uint64_t len, uint64_t offset,
+		      unsigned int flags)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_WRITE_ZEROES, NULL, offset,
+			     len, flags);
+}
+
+/* ---- connecting -------------------------------------------------------------------- */
+
+/* Wait for one RECV completion (the LOGIN) within timeout_ms. */
+static int wait_login(struct rblk_queue *q, int timeout_ms,
+		      struct rblk_login *login)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	bool armed = false;
+	struct xp_wc wc;
+	int n, st;
+
+	for (;;) {
+		n = xp_poll(q->xc, &wc, 1);
+		if (n < 0)
+			return n;
+		if (n == 1) {
+			armed = false;
+			if (wc.status != XP_WC_SUCCESS)
+				return -ECONNRESET;
+			if (wrid_kind(wc.wr_id) == WRID_HELLO)
+				q->sq_free += wrid_credits(wc.wr_id);
+			if (wrid_kind(wc.wr_id) != WRID_RECV)
+				continue;
+			st = rblk_login_decode(recv_buf(q, wrid_tag(wc.wr_id)),
+					       wc.byte_len, login);
+			if (st)
+				return -EPROTO;
+			return post_recv_buf(q, wrid_tag(wc.wr_id)) ?
+				       -ECONNRESET :
+				       0;
+		}
+		if (!armed) {
+			/* arm, then poll once more before sleeping */
+			armed = xp_arm(q->xc) <= 0;
+			continue;
+		}
+		{
+			struct pollfd pfd = { .fd = xp_fd(q->xc),
+					      .events = POLLIN };
+			uint64_t now = now_ms();
+
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			if (poll(&pfd, 1, (int)(deadline - now)) < 0 &&
+			    errno != EINTR)
+				return -errno;
+			armed = false;
+		}
+	}
+}
+
+static void queue_destroy(struct rblk_queue *q)
+{
+	xp_destroy(q->xc); /* deregisters every MR */
+	q->xc = NULL;
+	free(q->bounce);
+	free(q->msg_mem);
+	free(q->reqs);
+	free(q->ios);
+	free(q->done);
+	free(q->umrs);
+}
+
+static int queue_connect(struct rblk *r, struct rblk_queue *q,
+			 const struct rblk_opts *o)
+{
+	char priv[RBLK_CM_REQ_SIZE], rej[XP_PRIV_MAX];
+	size_t rej_len = sizeof(rej), len;
+	struct xp_conn_attr attr;
+	struct rblk_hello hello = { 0 };
+	struct rblk_login login;
+	struct xp_send_wr wr = { 0 }, *bad;
+	const char *url_host = r->url.host;
+	uint16_t qd = (uint16_t)o->queue_depth;
+	int ret;
+
+	attr.max_recv_wr = qd + 2u;
+	attr.max_send_wr = 3u * qd + 4u;
+	ret = r->ops->connect(url_host, r->url.port, &attr, priv,
+			      rblk_cm_req_encode(priv, qd), o->timeout_ms,
+			      &q->xc, rej, &rej_len);
+	if (ret == -ECONNREFUSED && rej_len) {
+		int st = rblk_cm_rej_decode(rej, rej_len);
+
+		return set_error(st == RBLK_S_BAD_VERSION ? -EPROTONOSUPPORT :
+							    -ECONNREFUSED,
+				 "%s://%s:%u refused the connection: %s",
+				 r->url.scheme, url_host, r->url.port,
+				 rblk_status_str(st));
+	}
+	if (ret)
+		return set_error(ret, "cannot connect to %s://%s:%u: %s",
+				 r->url.scheme, url_host, r->url.port,
+				 strerror(-ret));
+
+	q->nr_recv = attr.max_recv_wr;
+	q->cmd_bufs = qd;
+	len = (size_t)q->nr_recv * RBLK_MSG_MAX +
+	      (size_t)(qd + 1u) * CMD_BUF_SIZE + RBLK_HELLO_SIZE;
+	if (posix_memalign(&q->msg_mem, 4096, len)) {
+		q->msg_mem = NULL;
+		return set_error(-ENOMEM, "out of memory");
+	}
+	memset(q->msg_mem, 0, len);
+	ret = xp_reg_mr(q->xc, q->msg_mem, len, XP_ACCESS_LOCAL_WRITE,
+			&q->msg_mr);
+	if (ret)
+		return set_error(ret, "registering message buffers: %s",
+				 strerror(-ret));
+	for (unsigned int i = 0; i < q->nr_recv; i++)
+		if ((ret = post_recv_buf(q, i)))
+			return set_error(ret, "posting receives: %s",
+					 strerror(-ret));
+	q->sq_free = attr.max_send_wr;
+
+	hello.queue_depth = qd;
+	hello.queue_id = (uint16_t)q->index;
+	hello.max_io = o->max_io;
+	hello.flags = (o->flags & RBLK_OPEN_READ_ONLY) ? RBLK_HELLO_F_READ_ONLY :
+							  0;
+	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
+		 r->url.export_name);
+	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
+	wr.wr_id = wrid_make(WRID_HELLO, 0, 1);
+	wr.opcode = XP_WR_SEND;
+	wr.flags = XP_SEND_SIGNALED;
+	wr.sge.addr = hello_buf(q);
+	wr.sge.length = (uint32_t)rblk_hello_encode(wr.sge.addr, &hello);
+	wr.sge.mr = q->msg_mr;
+	ret = xp_post_send(q->xc, &wr, &bad);
+	if (ret)
+		return set_error(ret, "sending HELLO: %s", strerror(-ret));
+	q->sq_free--;
+
+	ret = wait_login(q, o->timeout_ms, &login);
+	if (ret == -ETIMEDOUT)
+		return set_error(ret, "%s://%s:%u: no login answer within %d ms",
+				 r->url.scheme, url_host, r->url.port,
+				 o->timeout_ms);
+	if (ret == -EPROTO)
+		return set_error(ret, "%s://%s:%u: malformed login answer",
+				 r->url.scheme, url_host, r->url.port);
+	if (ret)
+		return set_error(ret, "%s://%s:%u: connection lost during login",
+				 r->url.scheme, url_host, r->url.port);
+	if (login.status != RBLK_S_OK) {
+		ret = rblk_status_to_errno((int)login.status);
+		if (login.status == RBLK_S_NO_EXPORT)
+			return set_error(ret, "export '%s' not found on %s://%s:%u",
+					 r->url.export_name, r->url.scheme,
+					 url_host, r->url.port);
+		return set_error(ret, "login to '%s' refused: %s",
+				 r->url.export_name,
+				 rblk_status_str((int)login.status));
+	}
+	if (login.queue_depth > qd || login.max_io > o->max_io)
+		return set_error(-EPROTO,
+				 "target granted more than was asked for");
+	q->qd = login.queue_depth;
+	q->max_io = login.max_io;
+	q->slot_addr = login.slot_addr;
+	q->slot_rkey = login.slot_rkey;
+	q->features = login.features;
+	if (q->index == 0) {
+		r->info.size = login.size;
+		r->info.block_size = login.block_size;
+		r->info.max_io = login.max_io;
+		r->info.queue_depth = login.queue_depth;
+		r->info.features = login.features;
+		if (!(o->flags & RBLK_OPEN_PUSH_READS))
+			r->info.features &= ~RBLK_F_PUSH;
+	} else if (login.size != r->info.size ||
+		   login.block_size != r->info.block_size ||
+		   login.max_io != r->info.max_io ||
+		   login.queue_depth != r->info.queue_depth) {
+		return set_error(-EPROTO,
+				 "queue %u got a different volume geometry than queue 0",
+				 q->index);
+	}
+
+	if (posix_memalign(&q->bounce, 4096, (size_t)q->qd * q->max_io)) {
+		q->bounce = NULL;
+		return set_error(-ENOMEM, "out of memory for bounce buffers");
+	}
+	ret = xp_reg_mr(q->xc, q->bounce, (size_t)q->qd * q->max_io,
+			mr_access(q), &q->bounce_mr);
+	if (ret)
+		return set_error(ret, "registering bounce buffers: %s",
+				 strerror(-ret));
+	q->reqs = calloc(q->qd, sizeof(*q->reqs));
+	q->ios = calloc(q->qd, sizeof(*q->ios));
+	q->done = calloc(q->qd, sizeof(*q->done));
+	if (!q->reqs || !q->ios || !q->done)
+		return set_error(-ENOMEM, "out of memory");
+	for (int t = q->qd - 1; t >= 0; t--) {
+		q->reqs[t].tag = (uint16_t)t;
+		q->reqs[t].next = q->free_tags;
+		q->free_tags = &q->reqs[t];
+		q->ios[t].next = q->free_ios;
+		q->free_ios = &q->ios[t];
+	}
+	return 0;
+}
+
+int rblk_open(const char *url, const struct rblk_opts *user_opts,
+	      struct rblk **out)
+{
+	struct rblk_opts o;
+	struct rblk *r;
+	char err[256];
+	unsigned int i;
+	int ret;
+
+	last_error[0] = 0;
+	rblk_opts_init(&o);
+	if (user_opts) {
+		if (user_opts->opts_size < offsetof(struct rblk_opts, flags) ||
+		    user_opts->opts_size > sizeof(o))
+			return set_error(-EINVAL,
+					 "rblk_opts: bad opts_size (use rblk_opts_init)");
+		memcpy(&o, user_opts, user_opts->opts_size);
+	}
+	if (!o.queues || o.queues > 256)
+		return set_error(-EINVAL, "queues must be 1..256");
+	if (!o.queue_depth || o.queue_depth > RBLK_MAX_QD)
+		return set_error(-EINVAL, "queue depth must be 1..%d",
+				 RBLK_MAX_QD);
+	if (o.max_io < RBLK_MIN_MAX_IO || o.max_io > RBLK_MAX_MAX_IO ||
+	    !IS_POW2(o.max_io))
+		return set_error(-EINVAL,
+				 "max I/O must be a power of two in 4K..8M");
+	if (o.timeout_ms <= 0)
+		o.timeout_ms = 10000;
+
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return set_error(-ENOMEM, "out of memory");
+	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &r->url, err, sizeof(err))) {
+		ret = set_error(-EINVAL, "%s", err);
+		goto out_free;
+	}
+	if (!r->url.export_name[0]) {
+		ret = set_error(-EINVAL, "'%s': no export name (want %s://HOST[:PORT]/EXPORT)",
+				url, r->url.scheme);
+		goto out_free;
+	}
+	r->ops = xp_find(r->url.scheme);
+	if (!r->ops) {
+		ret = set_error(-EPROTONOSUPPORT,
+				"'%s': unknown transport '%s' (tcp, rdma)", url,
+				r->url.scheme);
+		goto out_free;
+	}
+	if (o.host_name)
+		snprintf(r->host_name, sizeof(r->host_name), "%s", o.host_name);
+	else if (gethostname(r->host_name, sizeof(r->host_name) - 1))
+		snprintf(r->host_name, sizeof(r->host_name), "unknown");
+	r->queues = calloc(o.queues, sizeof(*r->queues));
+	if (!r->queues) {
+		ret = set_error(-ENOMEM, "out of memory");
+		goto out_free;
+	}
+	r->info.transport = r->ops->name;
+	r->info.export_name = r->url.export_name;
+	r->info.host = r->url.host;
+	r->info.port = r->url.port;
+	r->info.queues = o.queues;
+	for (i = 0; i < o.queues; i++) {
+		r->queues[i].r = r;
+		r->queues[i].index = i;
+		ret = queue_connect(r, &r->queues[i], &o);
+		r->nr_queues = i + 1;
+		if (ret)
+			goto out_close;
+	}
+	*out = r;
+	return 0;
+
+out_close:
+	rblk_close(r);
+	return ret;
+out_free:
+	free(r);
+	return ret;
+}
+
+void rblk_close(struct rblk *r)
+{
+	if (!r)
+		return;
+	for (unsigned int i = 0; i < r->nr_queues; i++)
+		queue_destroy(&r->queues[i]);
+	free(r->queues);
+	free(r);
+}
+
+const struct rblk_info *rblk_get_info(const struct rblk *r)
+{
+	return &r->info;
+}
+
+struct rblk_queue *rblk_get_queue(struct rblk *r, unsigned int index)
+{
+	return index < r->nr_queues ? &r->queues[index] : NULL;
+}

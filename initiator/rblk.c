@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rblk: the initiator command line. Subcommands live in their own files and
+ * are listed in the table below.
+ */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rblk/rblk.h>
+
+#include "../common/log.h"
+#include "cli.h"
+
+struct subcommand {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+	{ "info", cmd_info, "show a volume's size, block size and features" },
+	{ "nbd", cmd_nbd, "serve a volume to NBD clients (unix or TCP socket)" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: rblk COMMAND [OPTIONS] URL\n"
+		   "Use rblk volumes exported by rblk-target.\n\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		fprintf(f, "  %-6s %s\n", subcommands[i].name,
+			subcommands[i].summary);
+	fprintf(f, "\nURL is tcp://HOST[:PORT]/EXPORT or rdma://HOST[:PORT]/EXPORT"
+		   " (default port 7441).\n"
+		   "'rblk COMMAND --help' describes each command.\n"
+		   "  -h, --help     show this help\n"
+		   "  -V, --version  show the version\n");
+}
+
+static void info_usage(FILE *f)
+{
+	fprintf(f, "Usage: rblk info URL [-o text|json] [--timeout MS]\n"
+		   "Connect to URL, log in, and print the volume's geometry and features.\n\n"
+		   "  -o, --output FORMAT  text (default) or json\n"
+		   "  -t, --timeout MS     connect/login timeout (default 10000)\n"
+		   "  -L, --log-level L    error, warn (default), info, debug\n"
+		   "  -h, --help           show this help\n");
+}
+
+int cmd_info(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const struct rblk_info *info;
+	struct rblk_opts o;
+	struct rblk *r;
+	bool json = false;
+	int c, ret;
+
+	rblk_opts_init(&o);
+	while ((c = getopt_long(argc, argv, "o:t:L:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			if (!strcmp(optarg, "json")) {
+				json = true;
+			} else if (strcmp(optarg, "text")) {
+				fprintf(stderr, "rblk info: unknown output format '%s' (text, json)\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			o.timeout_ms = atoi(optarg);
+			if (o.timeout_ms <= 0) {
+				fprintf(stderr, "rblk info: bad timeout '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'L':
+			if (log_parse_level(optarg) < 0) {
+				fprintf(stderr, "rblk info: bad log level '%s'\n",
+					optarg);
+				return 2;
+			}
+			log_set_level(log_parse_level(optarg));
+			break;
+		case 'h':
+			info_usage(stdout);
+			return 0;
+		default:
+			info_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		info_usage(stderr);
+		return 2;
+	}
+	o.queue_depth = 1;
+	ret = rblk_open(argv[optind], &o, &r);
+	if (ret) {
+		fprintf(stderr, "rblk info: %s\n", rblk_last_error());
+		return 1;
+	}
+	info = rblk_get_info(r);
+	if (json) {
+		printf("{\"url\":\"%s\",\"transport\":\"%s\",\"export\":\"%s\","
+		       "\"size\":%llu,\"block_size\":%u,\"max_io\":%u,"
+		       "\"queue_depth\":%u,\"read_only\":%s,\"flush\":%s,"
+		       "\"fua\":%s,\"trim\":%s,\"write_zeroes\":%s}\n",
+		       argv[optind], info->transport, info->export_name,
+		       (unsigned long long)info->size, info->block_size,
+		       info->max_io, info->queue_depth,
+		       info->features & RBLK_FEAT_READ_ONLY ? "true" : "false",
+		       info->features & RBLK_FEAT_FLUSH ? "true" : "false",
+		       info->features & RBLK_FEAT_FUA ? "true" : "false",
+		       info->features & RBLK_FEAT_TRIM ? "true" : "false",
+		       info->features & RBLK_FEAT_ZEROES ? "true" : "false");
+	} else {
+		printf("url:         %s\n", argv[optind]);
+		printf("transport:   %s\n", info->transport);
+		printf("export:      %s\n", info->export_name);
+		printf("size:        %llu bytes (%.2f GiB)\n",
+		       (unsigned long long)info->size,
+		       (double)info->size / (1 << 30));
+		printf("block size:  %u\n", info->block_size);
+		printf("max I/O:     %u\n", info->max_io);
+		printf("queue depth: %u\n", info->queue_depth);
+		printf("features:   %s%s%s%s%s\n",
+		       info->features & RBLK_FEAT_READ_ONLY ? " read-only" :
+							      " read-write",
+		       info->features & RBLK_FEAT_FLUSH ? " flush" : "",
+		       info->features & RBLK_FEAT_FUA ? " fua" : "",
+		       info->features & RBLK_FEAT_TRIM ? " trim" : "",
+		       info->features & RBLK_FEAT_ZEROES ? " write-zeroes" : "");
+	}
+	rblk_close(r);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	log_set_prefix("rblk");
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+	    !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("rblk %s\n", RBLK_VERSION_STRING);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		if (!strcmp(argv[1], subcommands[i].name))
+			return subcommands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "rblk: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

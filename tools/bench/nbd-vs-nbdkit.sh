@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Benchmark (not a test): fio 4k random reads at QD32 through `rblk nbd`
+# (rblk-target over the tcp transport on loopback, then rblk nbd on a unix
+# socket) against `nbdkit file` serving the same file on a unix socket, in
+# the same run. Prints both IOPS and the ratio rblk/nbdkit.
+#
+#   tools/bench/nbd-vs-nbdkit.sh [--size MiB] [--runtime S] [--jobs N]
+#                                [--iodepth N] [--cache]
+#
+# --jobs N runs N fio jobs, i.e. N NBD connections (rblk nbd gets N queues).
+# By default the page cache is dropped from the file before each run where
+# possible (root) and nbdkit uses cache=none, since rblk-target reads with
+# O_DIRECT; --cache leaves both sides to the page cache instead.
+#
+# The paths differ in what they do: rblk adds a hop (NBD client -> rblk nbd
+# -> rblk-target), so on one host the ratio measures the overhead of that
+# hop, not the RDMA data path.
+set -euo pipefail
+
+size=256 runtime=15 jobs=1 iodepth=32 cache=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--size) size=$2; shift 2 ;;
+	--runtime) runtime=$2; shift 2 ;;
+	--jobs) jobs=$2; shift 2 ;;
+	--iodepth) iodepth=$2; shift 2 ;;
+	--cache) cache=1; shift ;;
+	-h | --help) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "nbd-vs-nbdkit: unknown argument '$1'" >&2; exit 2 ;;
+	esac
+done
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${RBLK_BUILD:-$root/build}
+for t in fio nbdkit jq python3; do
+	command -v $t >/dev/null || { echo "nbd-vs-nbdkit: $t not found" >&2; exit 1; }
+done
+[ -x "$build/rblk-target" ] && [ -x "$build/rblk" ] ||
+	{ echo "nbd-vs-nbdkit: build first (make)" >&2; exit 1; }
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/rblk-bench.XXXXXX")
+pids=()
+cleanup()
+{
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+wait_for()
+{
+	local file=$1 pattern=$2 i
+	for ((i = 0; i < 200; i++)); do
+		grep -qE "$pattern" "$file" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "nbd-vs-nbdkit: timed out waiting for '$pattern' in $file:" >&2
+	cat "$file" >&2
+	exit 1
+}
+
+drop_cache()
+{
+	[ "$cache" = 1 ] && return 0
+	if command -v dd >/dev/null && [ -w /proc/sys/vm/drop_caches ]; then
+		sync
+		echo 1 >/proc/sys/vm/drop_caches 2>/dev/null || true
+	fi
+}
+
+echo "preparing a ${size} MiB file ..."
+head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
+
+port=$(python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --log-level info \
+	--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
+pids+=($!)
+wait_for "$dir/target.log" "listening on"
+"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk.sock" \
+	--queues "$jobs" >"$dir/nbd.out" 2>"$dir/nbd.log" &
+pids+=($!)
+wait_for "$dir/nbd.out" "^ready "
+
+nbdkit_cache=none
+[ "$cache" = 1 ] && nbdkit_cache=default
+nbdkit -f -U "$dir/nbdkit.sock" file "$dir/vol.img" cache=$nbdkit_cache \
+	>"$dir/nbdkit.log" 2>&1 &
+pids+=($!)
+for ((i = 0; i < 100; i++)); do [ -S "$dir/nbdkit.sock" ] && break; sleep 0.05; done
+
+run_fio()
+{
+	local sock=$1 out=$2
+	drop_cache
+	fio --name=randread --ioengine=nbd "--uri=nbd+unix:///?socket=$sock" \
+		--rw=randread --bs=4k --iodepth="$iodepth" --numjobs="$jobs" \
+		--size="${size}M" --time_based --runtime="$runtime" \
+		--ramp_time=2 --group_reporting --output-format=json \
+		--output="$out" >/dev/null
+	jq '[.jobs[].read.iops] | add | floor' "$out"
+}
+
+echo "fio 4k randread, iodepth $iodepth, $jobs job(s), ${runtime}s each"
+rblk_iops=$(run_fio "$dir/rblk.sock" "$dir/rblk.json")
+nbdkit_iops=$(run_fio "$dir/nbdkit.sock" "$dir/nbdkit.json")
+printf 'rblk nbd (via rblk-target, tcp): %10d IOPS\n' "$rblk_iops"
+printf 'nbdkit file:                     %10d IOPS\n' "$nbdkit_iops"
+awk -v a="$rblk_iops" -v b="$nbdkit_iops" \
+	'BEGIN { printf "ratio rblk/nbdkit:               %10.2f\n", b ? a / b : 0 }'
