@@ -1,0 +1,252 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# Helpers for the end-to-end tests in tests/e2e/. Each test is a bash script
+# that starts with
+#
+#	#!/usr/bin/env bash
+#	set -euo pipefail
+#	source "$(dirname "$0")/../functions.sh"
+#
+# and exits 0 (pass), 1 (fail) or 77 (skip). Tests run standalone from any
+# directory (they cd to the repository root) or under tests/run.sh, which
+# puts a timeout on each. Everything runs on loopback over the tcp
+# transport; no RDMA device is needed.
+#
+# What this file gives:
+#
+#   RBLK_ROOT, RBLK_BUILD     repository root, build directory (default
+#                             $RBLK_ROOT/build; override with RBLK_BUILD)
+#   RBLK_TARGET_BIN, RBLK_BIN build/rblk-target and build/rblk
+#   TEST_DIR                  a fresh directory under ${TMPDIR:-/tmp},
+#                             removed when the test exits
+#   requires TOOL...          skip (exit 77) unless every TOOL is on PATH
+#   requires_nbdsh            skip unless nbdsh and its python module work
+#   requires_built            fail unless build/rblk-target and build/rblk
+#                             exist (run `make` first)
+#   cleanup_fn CMD [ARG...]   run CMD at exit; last registered runs first
+#   fail MSG...               print "FAIL: test: MSG" and exit 1
+#   skip MSG...               print "SKIP: test: MSG" and exit 77
+#   tmo SECS CMD [ARG...]     run CMD under timeout(1); a hang becomes a
+#                             failure naming the command. Wrap every client
+#                             command that could block on a broken server.
+#   free_port                 print a TCP port free on 127.0.0.1 right now
+#   start_target ARGS...      start rblk-target on a free loopback port with
+#                             ARGS (e.g. --export vol0=FILE), wait until it
+#                             listens, stop it at exit; sets RBLK_PORT,
+#                             RBLK_TARGET_PID, RBLK_TARGET_LOG
+#   start_nbd URL SOCKET [ARGS...]
+#                             start `rblk nbd URL --socket SOCKET ARGS`, wait
+#                             for its "ready" line, stop it at exit; sets
+#                             RBLK_NBD_PID, RBLK_NBD_LOG, NBD_URI
+#                             (nbd+unix:///EXPORT?socket=SOCKET)
+#   stop_pid PID              SIGTERM, wait up to 10 s, then SIGKILL
+#   sha FILE                  the sha256 of FILE
+#   make_random FILE MIB      FILE with MIB MiB of random data
+
+RBLK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RBLK_BUILD=${RBLK_BUILD:-$RBLK_ROOT/build}
+RBLK_TARGET_BIN=$RBLK_BUILD/rblk-target
+RBLK_BIN=$RBLK_BUILD/rblk
+TEST_NAME=$(basename "$0")
+cd "$RBLK_ROOT"
+
+fail()
+{
+	echo "FAIL: $TEST_NAME: $*" >&2
+	exit 1
+}
+
+skip()
+{
+	echo "SKIP: $TEST_NAME: $*"
+	exit 77
+}
+
+# ---- cleanup -------------------------------------------------------------
+
+_cleanup_cmds=()
+
+cleanup_fn()
+{
+	local q
+	q=$(printf '%q ' "$@")
+	_cleanup_cmds+=("$q")
+}
+
+_run_cleanup()
+{
+	local rc=$? i
+	set +e
+	for ((i = ${#_cleanup_cmds[@]} - 1; i >= 0; i--)); do
+		eval "${_cleanup_cmds[i]}"
+	done
+	exit $rc
+}
+trap _run_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+TEST_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rblk-${TEST_NAME%.sh}.XXXXXX")
+cleanup_fn rm -rf "$TEST_DIR"
+
+# ---- requirements --------------------------------------------------------
+
+requires()
+{
+	local t
+	for t in "$@"; do
+		command -v "$t" >/dev/null 2>&1 || skip "$t not found"
+	done
+}
+
+requires_built()
+{
+	[ -x "$RBLK_TARGET_BIN" ] || fail "$RBLK_TARGET_BIN missing: run make"
+	[ -x "$RBLK_BIN" ] || fail "$RBLK_BIN missing: run make"
+}
+
+# nbdsh is a shell script running `python3 -m nbd`; when the python3 first
+# on PATH is not the system one (pyenv, venv) it lacks the module. Use the
+# system python in that case.
+requires_nbdsh()
+{
+	requires nbdsh
+	if nbdsh -c 'pass' >/dev/null 2>&1; then
+		return 0
+	fi
+	if PATH=/usr/bin:$PATH nbdsh -c 'pass' >/dev/null 2>&1; then
+		nbdsh()
+		{
+			PATH=/usr/bin:$PATH command nbdsh "$@"
+		}
+		return 0
+	fi
+	skip "nbdsh cannot import the nbd python module (python3-libnbd)"
+}
+
+# ---- processes -----------------------------------------------------------
+
+tmo()
+{
+	local secs=$1 rc=0
+	shift
+	timeout -k 5 "$secs" "$@" || rc=$?
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		fail "timed out after ${secs}s: $*"
+	fi
+	return $rc
+}
+
+stop_pid()
+{
+	local pid=$1 i
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "$TEST_NAME: pid $pid ignored SIGTERM; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+free_port()
+{
+	if command -v python3 >/dev/null 2>&1; then
+		python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+		return
+	fi
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || {
+			echo "$p"
+			return
+		}
+	done
+}
+
+# Wait up to SECS for PATTERN (grep -E) in FILE while PID lives.
+_wait_for_line()
+{
+	local file=$1 pattern=$2 pid=$3 secs=$4 i
+	for ((i = 0; i < secs * 20; i++)); do
+		grep -qE -- "$pattern" "$file" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 2
+}
+
+start_target()
+{
+	local attempt port log pid rc
+	requires_built
+	for attempt in 1 2 3 4 5; do
+		port=$(free_port)
+		log=$TEST_DIR/target.$attempt.log
+		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
+			--log-level info "$@" >"$log" 2>&1 &
+		pid=$!
+		rc=0
+		_wait_for_line "$log" "listening on tcp://127.0.0.1:$port" \
+			"$pid" 10 || rc=$?
+		if [ $rc -eq 0 ]; then
+			RBLK_PORT=$port
+			RBLK_TARGET_PID=$pid
+			RBLK_TARGET_LOG=$log
+			export RBLK_PORT RBLK_TARGET_PID RBLK_TARGET_LOG
+			cleanup_fn stop_pid "$pid"
+			return 0
+		fi
+		stop_pid "$pid"
+		# lost a race for the port: try another one
+		grep -qi "in use" "$log" && continue
+		cat "$log" >&2
+		fail "rblk-target $* did not start (see above)"
+	done
+	fail "rblk-target: no free port after 5 attempts"
+}
+
+start_nbd()
+{
+	local url=$1 sock=$2 log out pid rc=0
+	shift 2
+	requires_built
+	log=$TEST_DIR/nbd.$(basename "$sock").log
+	out=$TEST_DIR/nbd.$(basename "$sock").out
+	"$RBLK_BIN" nbd "$url" --socket "$sock" --log-level info "$@" \
+		>"$out" 2>"$log" &
+	pid=$!
+	_wait_for_line "$out" '^ready ' "$pid" 20 || rc=$?
+	if [ $rc -ne 0 ]; then
+		cat "$log" >&2
+		stop_pid "$pid"
+		fail "rblk nbd $url did not become ready (see above)"
+	fi
+	RBLK_NBD_PID=$pid
+	RBLK_NBD_LOG=$log
+	NBD_URI=$(awk '/^ready /{ print $3; exit }' "$out")
+	export RBLK_NBD_PID RBLK_NBD_LOG NBD_URI
+	cleanup_fn stop_pid "$pid"
+}
+
+# ---- data ----------------------------------------------------------------
+
+sha()
+{
+	sha256sum "$1" | cut -d' ' -f1
+}
+
+make_random()
+{
+	head -c "$(($2 * 1024 * 1024))" /dev/urandom >"$1"
+}

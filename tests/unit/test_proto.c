@@ -1,0 +1,1382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for common/proto.c: every encoder/decoder round trip, the wire
+ * layout, and the decoders against every malformed field.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/proto.h"
+#include "common/util.h"
+
+#define KIB 1024u
+#define MIB (1024u * 1024u)
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Room for any message plus slack to test "long buffer" lengths. */
+struct msgbuf {
+	uint8_t b[RBLK_MSG_MAX + 16];
+};
+
+static const struct rblk_limits base_lim = {
+	.queue_depth = 16,
+	.max_io = 128 * KIB,
+	.block_size = 512,
+	.size = 1 * MIB,
+	.features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES |
+		    RBLK_F_PUSH,
+};
+
+static struct rblk_cmd mkcmd(uint16_t tag, uint8_t op, uint8_t flags,
+			     uint64_t off, uint32_t len)
+{
+	struct rblk_cmd c = {
+		.tag = tag,
+		.opcode = op,
+		.flags = flags,
+		.offset = off,
+		.length = len,
+	};
+
+	if (flags & RBLK_CMD_F_PUSH) {
+		c.addr = 0x7f0012345000ull;
+		c.rkey = 0xabcd;
+	}
+	return c;
+}
+
+/* Encode c and decode it against lim; returns the status. */
+static int cmd_check(const struct rblk_cmd *c, const struct rblk_limits *lim,
+		     struct rblk_cmd *out)
+{
+	struct msgbuf m;
+	struct rblk_cmd tmp;
+
+	assert_int_equal(rblk_cmd_encode(m.b, c), RBLK_CMD_SIZE);
+	return rblk_cmd_decode(m.b, RBLK_CMD_SIZE, lim, out ? out : &tmp);
+}
+
+static int cmd_st(uint16_t tag, uint8_t op, uint8_t flags, uint64_t off,
+		  uint32_t len, const struct rblk_limits *lim)
+{
+	struct rblk_cmd c = mkcmd(tag, op, flags, off, len);
+
+	return cmd_check(&c, lim, NULL);
+}
+
+static struct rblk_wire_cmd *wcmd(struct msgbuf *m)
+{
+	return (struct rblk_wire_cmd *)m->b;
+}
+
+static void good_cmd(struct msgbuf *m)
+{
+	struct rblk_cmd c = mkcmd(3, RBLK_OP_READ, 0, 4096, 8192);
+
+	memset(m, 0, sizeof(*m));
+	rblk_cmd_encode(m->b, &c);
+}
+
+static int decode_m(struct msgbuf *m, size_t len)
+{
+	struct rblk_cmd out;
+
+	return rblk_cmd_decode(m->b, len, &base_lim, &out);
+}
+
+static struct rblk_hello good_hello(void)
+{
+	struct rblk_hello h = {
+		.queue_depth = 64,
+		.queue_id = 2,
+		.max_io = 1 * MIB,
+		.flags = RBLK_HELLO_F_READ_ONLY,
+	};
+
+	strcpy(h.export_name, "vol0");
+	strcpy(h.host_name, "host-a.example");
+	return h;
+}
+
+static struct rblk_login good_login(void)
+{
+	struct rblk_login l = {
+		.status = RBLK_S_OK,
+		.queue_depth = 32,
+		.max_io = 128 * KIB,
+		.block_size = 4096,
+		.size = 1ull << 40,
+		.features = RBLK_F_FLUSH | RBLK_F_TRIM,
+		.slot_rkey = 0x12345678,
+		.slot_addr = 0x7f0000000000ull,
+		.slot_len = 32ull * 128 * KIB,
+		.session_id = 0x0123456789abcdefull,
+	};
+
+	return l;
+}
+
+static int login_decode_of(const struct rblk_login *l)
+{
+	struct msgbuf m;
+	struct rblk_login out;
+
+	rblk_login_encode(m.b, l);
+	return rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)get16(p) | (uint32_t)get16(p + 2) << 16;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void check_hdr_bytes(const uint8_t *b, uint8_t type, uint16_t len)
+{
+	assert_memory_equal(b, "RBLK", 4);
+	assert_int_equal(b[4], RBLK_PROTO_VERSION);
+	assert_int_equal(b[5], type);
+	assert_int_equal(get16(b + 6), len);
+}
+
+/* ---- layout ------------------------------------------------------------ */
+
+static void test_sizes(void **state)
+{
+	(void)state;
+	assert_int_equal(sizeof(struct rblk_wire_hdr), 8);
+	assert_int_equal(sizeof(struct rblk_wire_hello), RBLK_HELLO_SIZE);
+	assert_int_equal(sizeof(struct rblk_wire_login), RBLK_LOGIN_SIZE);
+	assert_int_equal(sizeof(struct rblk_wire_cmd), RBLK_CMD_SIZE);
+	assert_int_equal(sizeof(struct rblk_wire_resp), RBLK_RESP_SIZE);
+	assert_int_equal(sizeof(struct rblk_wire_cm_req), RBLK_CM_REQ_SIZE);
+	assert_int_equal(sizeof(struct rblk_wire_cm_rej), RBLK_CM_REJ_SIZE);
+	assert_true(RBLK_HELLO_SIZE <= RBLK_MSG_MAX);
+	assert_true(RBLK_LOGIN_SIZE <= RBLK_MSG_MAX);
+	assert_true(RBLK_CMD_SIZE <= RBLK_MSG_MAX);
+	assert_true(RBLK_CM_REQ_SIZE <= 56);
+}
+
+/* ---- round trips ------------------------------------------------------- */
+
+static void test_hello_roundtrip(void **state)
+{
+	struct rblk_hello h = good_hello(), out;
+	struct msgbuf m;
+
+	(void)state;
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_hello_encode(m.b, &h), RBLK_HELLO_SIZE);
+	check_hdr_bytes(m.b, RBLK_MSG_HELLO, RBLK_HELLO_SIZE);
+	assert_int_equal(get16(m.b + 8), 64);
+	assert_int_equal(get16(m.b + 10), 2);
+	assert_int_equal(get32(m.b + 12), 1 * MIB);
+	assert_int_equal(get32(m.b + 16), RBLK_HELLO_F_READ_ONLY);
+	assert_int_equal(get32(m.b + 20), 0);
+	assert_string_equal((char *)m.b + 24, "vol0");
+	assert_string_equal((char *)m.b + 24 + RBLK_NAME_MAX, "host-a.example");
+	assert_int_equal(m.b[RBLK_HELLO_SIZE], 0xee); /* wrote no more */
+	assert_int_equal(rblk_msg_type(m.b, RBLK_HELLO_SIZE), RBLK_MSG_HELLO);
+
+	memset(&out, 0x55, sizeof(out));
+	assert_int_equal(rblk_hello_decode(m.b, RBLK_HELLO_SIZE, &out),
+			 RBLK_S_OK);
+	assert_int_equal(out.queue_depth, h.queue_depth);
+	assert_int_equal(out.queue_id, h.queue_id);
+	assert_int_equal(out.max_io, h.max_io);
+	assert_int_equal(out.flags, h.flags);
+	assert_string_equal(out.export_name, "vol0");
+	assert_string_equal(out.host_name, "host-a.example");
+}
+
+static void test_hello_roundtrip_limits(void **state)
+{
+	struct rblk_hello h = good_hello(), out;
+	struct msgbuf m;
+
+	(void)state;
+	/* Longest names, extreme legal values, empty host name. */
+	memset(h.export_name, 'e', RBLK_NAME_MAX - 1);
+	h.export_name[RBLK_NAME_MAX - 1] = 0;
+	h.host_name[0] = 0;
+	h.queue_depth = RBLK_MAX_QD;
+	h.queue_id = 0xffff;
+	h.max_io = RBLK_MIN_MAX_IO;
+	h.flags = 0;
+	rblk_hello_encode(m.b, &h);
+	assert_int_equal(rblk_hello_decode(m.b, RBLK_HELLO_SIZE, &out),
+			 RBLK_S_OK);
+	assert_int_equal(strlen(out.export_name), RBLK_NAME_MAX - 1);
+	assert_string_equal(out.host_name, "");
+	assert_int_equal(out.queue_depth, RBLK_MAX_QD);
+	assert_int_equal(out.queue_id, 0xffff);
+	assert_int_equal(out.max_io, RBLK_MIN_MAX_IO);
+
+	h.queue_depth = 1;
+	h.max_io = RBLK_MAX_MAX_IO;
+	strcpy(h.export_name, "!~");
+	strcpy(h.host_name, "a b"); /* space is printable */
+	rblk_hello_encode(m.b, &h);
+	assert_int_equal(rblk_hello_decode(m.b, RBLK_HELLO_SIZE, &out),
+			 RBLK_S_OK);
+	assert_string_equal(out.export_name, "!~");
+	assert_string_equal(out.host_name, "a b");
+}
+
+static void test_login_roundtrip(void **state)
+{
+	struct rblk_login l = good_login(), out;
+	struct msgbuf m;
+
+	(void)state;
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_login_encode(m.b, &l), RBLK_LOGIN_SIZE);
+	check_hdr_bytes(m.b, RBLK_MSG_LOGIN, RBLK_LOGIN_SIZE);
+	assert_int_equal(get32(m.b + 8), RBLK_S_OK);
+	assert_int_equal(get16(m.b + 12), 32);
+	assert_int_equal(get16(m.b + 14), 0);
+	assert_int_equal(get32(m.b + 16), 128 * KIB);
+	assert_int_equal(get32(m.b + 20), 4096);
+	assert_true(get64(m.b + 24) == 1ull << 40);
+	assert_int_equal(get32(m.b + 32), RBLK_F_FLUSH | RBLK_F_TRIM);
+	assert_int_equal(get32(m.b + 36), 0x12345678);
+	assert_true(get64(m.b + 40) == 0x7f0000000000ull);
+	assert_true(get64(m.b + 48) == 32ull * 128 * KIB);
+	assert_true(get64(m.b + 56) == 0x0123456789abcdefull);
+	assert_int_equal(m.b[RBLK_LOGIN_SIZE], 0xee);
+	assert_int_equal(rblk_msg_type(m.b, RBLK_LOGIN_SIZE), RBLK_MSG_LOGIN);
+
+	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+			 RBLK_S_OK);
+	assert_int_equal(out.status, l.status);
+	assert_int_equal(out.queue_depth, l.queue_depth);
+	assert_int_equal(out.max_io, l.max_io);
+	assert_int_equal(out.block_size, l.block_size);
+	assert_true(out.size == l.size);
+	assert_int_equal(out.features, l.features);
+	assert_int_equal(out.slot_rkey, l.slot_rkey);
+	assert_true(out.slot_addr == l.slot_addr);
+	assert_true(out.slot_len == l.slot_len);
+	assert_true(out.session_id == l.session_id);
+}
+
+static void test_login_refusal(void **state)
+{
+	struct rblk_login l = { 0 }, out;
+	struct msgbuf m;
+
+	(void)state;
+	/* A refusal carries only its status; the other fields are ignored. */
+	for (uint32_t st = 1; st <= RBLK_S_MAX_; st++) {
+		l.status = st;
+		rblk_login_encode(m.b, &l);
+		memset(&out, 0x55, sizeof(out));
+		assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+				 RBLK_S_OK);
+		assert_int_equal(out.status, st);
+		assert_int_equal(out.queue_depth, 0);
+		assert_int_equal(out.max_io, 0);
+	}
+}
+
+static void test_cmd_roundtrip(void **state)
+{
+	struct rblk_cmd c, out;
+	struct msgbuf m;
+
+	(void)state;
+	c = mkcmd(15, RBLK_OP_READ, RBLK_CMD_F_PUSH, 512 * KIB, 128 * KIB);
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_cmd_encode(m.b, &c), RBLK_CMD_SIZE);
+	check_hdr_bytes(m.b, RBLK_MSG_CMD, RBLK_CMD_SIZE);
+	assert_int_equal(get16(m.b + 8), 15);
+	assert_int_equal(m.b[10], RBLK_OP_READ);
+	assert_int_equal(m.b[11], RBLK_CMD_F_PUSH);
+	assert_int_equal(get32(m.b + 12), 128 * KIB);
+	assert_true(get64(m.b + 16) == 512 * KIB);
+	assert_true(get64(m.b + 24) == 0x7f0012345000ull);
+	assert_int_equal(get32(m.b + 32), 0xabcd);
+	for (int i = 36; i < RBLK_CMD_SIZE; i++)
+		assert_int_equal(m.b[i], 0);
+	assert_int_equal(m.b[RBLK_CMD_SIZE], 0xee);
+	assert_int_equal(rblk_msg_type(m.b, RBLK_CMD_SIZE), RBLK_MSG_CMD);
+
+	assert_int_equal(rblk_cmd_decode(m.b, RBLK_CMD_SIZE, &base_lim, &out),
+			 RBLK_S_OK);
+	assert_int_equal(out.tag, 15);
+	assert_int_equal(out.opcode, RBLK_OP_READ);
+	assert_int_equal(out.flags, RBLK_CMD_F_PUSH);
+	assert_int_equal(out.length, 128 * KIB);
+	assert_true(out.offset == 512 * KIB);
+	assert_true(out.addr == 0x7f0012345000ull);
+	assert_int_equal(out.rkey, 0xabcd);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 16), 15);
+}
+
+static void test_cmd_every_opcode(void **state)
+{
+	static const struct {
+		uint8_t op, flags;
+		uint64_t off;
+		uint32_t len;
+	} ok[] = {
+		{ RBLK_OP_READ, 0, 0, 512 },
+		{ RBLK_OP_READ, 0, MIB - 128 * KIB, 128 * KIB },
+		{ RBLK_OP_READ, RBLK_CMD_F_PUSH, 4096, 4096 },
+		{ RBLK_OP_WRITE, 0, 1024, 2048 },
+		{ RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 128 * KIB },
+		{ RBLK_OP_FLUSH, 0, 0, 0 },
+		{ RBLK_OP_TRIM, 0, 0, MIB }, /* TRIM may exceed max_io */
+		{ RBLK_OP_WRITE_ZEROES, 0, 512, 512 },
+		{ RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_FUA, 0, MIB },
+		{ RBLK_OP_DISCONNECT, 0, 0, 0 },
+		{ RBLK_OP_KEEPALIVE, 0, 0, 0 },
+	};
+	struct rblk_cmd c, out;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		c = mkcmd((uint16_t)i, ok[i].op, ok[i].flags, ok[i].off,
+			  ok[i].len);
+		assert_int_equal(cmd_check(&c, &base_lim, &out), RBLK_S_OK);
+		assert_int_equal(out.tag, i);
+		assert_int_equal(out.opcode, ok[i].op);
+		assert_int_equal(out.flags, ok[i].flags);
+		assert_true(out.offset == ok[i].off);
+		assert_int_equal(out.length, ok[i].len);
+		assert_true(out.addr == c.addr);
+		assert_int_equal(out.rkey, c.rkey);
+	}
+}
+
+static void test_resp_roundtrip(void **state)
+{
+	struct rblk_resp r = { .tag = 7, .status = RBLK_S_OK, .length = 4096 };
+	struct rblk_resp out;
+	struct msgbuf m;
+
+	(void)state;
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_resp_encode(m.b, &r), RBLK_RESP_SIZE);
+	check_hdr_bytes(m.b, RBLK_MSG_RESP, RBLK_RESP_SIZE);
+	assert_int_equal(get16(m.b + 8), 7);
+	assert_int_equal(get16(m.b + 10), 0);
+	assert_int_equal(get32(m.b + 12), RBLK_S_OK);
+	assert_int_equal(get32(m.b + 16), 4096);
+	for (int i = 20; i < RBLK_RESP_SIZE; i++)
+		assert_int_equal(m.b[i], 0);
+	assert_int_equal(m.b[RBLK_RESP_SIZE], 0xee);
+	assert_int_equal(rblk_msg_type(m.b, RBLK_RESP_SIZE), RBLK_MSG_RESP);
+
+	for (uint32_t st = 0; st <= RBLK_S_MAX_; st++) {
+		r.status = st;
+		r.tag = (uint16_t)st;
+		r.length = st * 512;
+		rblk_resp_encode(m.b, &r);
+		assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 16,
+						  &out),
+				 RBLK_S_OK);
+		assert_int_equal(out.tag, st);
+		assert_int_equal(out.status, st);
+		assert_int_equal(out.length, st * 512);
+	}
+}
+
+static void test_cm_roundtrip(void **state)
+{
+	struct msgbuf m;
+	uint16_t qd = 0;
+
+	(void)state;
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_cm_req_encode(m.b, 77), RBLK_CM_REQ_SIZE);
+	assert_memory_equal(m.b, "RBLK", 4);
+	assert_int_equal(m.b[4], RBLK_PROTO_VERSION);
+	assert_int_equal(m.b[5], 0);
+	assert_int_equal(get16(m.b + 6), 77);
+	for (int i = 8; i < RBLK_CM_REQ_SIZE; i++)
+		assert_int_equal(m.b[i], 0);
+	assert_int_equal(m.b[RBLK_CM_REQ_SIZE], 0xee);
+	assert_int_equal(rblk_cm_req_decode(m.b, RBLK_CM_REQ_SIZE, &qd),
+			 RBLK_S_OK);
+	assert_int_equal(qd, 77);
+
+	for (uint32_t st = 0; st <= RBLK_S_MAX_; st++) {
+		memset(&m, 0xee, sizeof(m));
+		assert_int_equal(rblk_cm_rej_encode(m.b, st), RBLK_CM_REJ_SIZE);
+		assert_memory_equal(m.b, "RBLK", 4);
+		assert_int_equal(m.b[4], RBLK_PROTO_VERSION);
+		assert_int_equal(get32(m.b + 8), st);
+		assert_int_equal(m.b[RBLK_CM_REJ_SIZE], 0xee);
+		assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE),
+				 (int)st);
+	}
+}
+
+/* ---- the common header, on every message type ------------------------- */
+
+static void test_header_errors(void **state)
+{
+	struct msgbuf m, good;
+	struct rblk_hello h = good_hello(), hout;
+	struct rblk_login l = good_login(), lout;
+	struct rblk_resp r = { .tag = 1 }, rout;
+	struct rblk_cmd c = mkcmd(1, RBLK_OP_FLUSH, 0, 0, 0), cout;
+	static const size_t sizes[] = { RBLK_HELLO_SIZE, RBLK_LOGIN_SIZE,
+					RBLK_CMD_SIZE, RBLK_RESP_SIZE };
+
+	(void)state;
+	for (int t = 0; t < 4; t++) {
+		size_t sz = sizes[t];
+		struct rblk_wire_hdr *w = (struct rblk_wire_hdr *)m.b;
+
+		memset(&good, 0, sizeof(good));
+		switch (t) {
+		case 0:
+			rblk_hello_encode(good.b, &h);
+			break;
+		case 1:
+			rblk_login_encode(good.b, &l);
+			break;
+		case 2:
+			rblk_cmd_encode(good.b, &c);
+			break;
+		default:
+			rblk_resp_encode(good.b, &r);
+			break;
+		}
+
+#define DECODE(len)                                                         \
+	(t == 0 ? rblk_hello_decode(m.b, (len), &hout) :                    \
+	 t == 1 ? rblk_login_decode(m.b, (len), &lout) :                    \
+	 t == 2 ? rblk_cmd_decode(m.b, (len), &base_lim, &cout) :           \
+		  rblk_resp_decode(m.b, (len), 16, &rout))
+
+		m = good;
+		assert_int_equal(DECODE(sz), RBLK_S_OK);
+
+		/* bad magic, each byte */
+		for (int i = 0; i < 4; i++) {
+			m = good;
+			m.b[i] ^= 0x20;
+			assert_int_equal(DECODE(sz), RBLK_S_INVALID);
+			assert_int_equal(rblk_msg_type(m.b, sz), -1);
+		}
+		/* bad version */
+		m = good;
+		w->version = RBLK_PROTO_VERSION + 1;
+		assert_int_equal(DECODE(sz), RBLK_S_BAD_VERSION);
+		assert_int_equal(rblk_msg_type(m.b, sz), -1);
+		m = good;
+		w->version = 0;
+		assert_int_equal(DECODE(sz), RBLK_S_BAD_VERSION);
+		/* wrong type: every other type, 0 and 255 */
+		for (int ty = 0; ty < 256; ty++) {
+			if (ty == good.b[5])
+				continue;
+			m = good;
+			w->type = (uint8_t)ty;
+			assert_int_equal(DECODE(sz), RBLK_S_INVALID);
+			assert_int_equal(rblk_msg_type(m.b, sz), ty);
+		}
+		/* wrong length field */
+		m = good;
+		w->length = htole16((uint16_t)(sz - 1));
+		assert_int_equal(DECODE(sz), RBLK_S_INVALID);
+		w->length = htole16((uint16_t)(sz + 1));
+		assert_int_equal(DECODE(sz), RBLK_S_INVALID);
+		w->length = 0;
+		assert_int_equal(DECODE(sz), RBLK_S_INVALID);
+		w->length = 0xffff;
+		assert_int_equal(DECODE(sz), RBLK_S_INVALID);
+		/* short and long buffers */
+		m = good;
+		assert_int_equal(DECODE(0), RBLK_S_INVALID);
+		assert_int_equal(DECODE(4), RBLK_S_INVALID);
+		assert_int_equal(DECODE(sizeof(struct rblk_wire_hdr) - 1),
+				 RBLK_S_INVALID);
+		assert_int_equal(DECODE(sizeof(struct rblk_wire_hdr)),
+				 RBLK_S_INVALID);
+		assert_int_equal(DECODE(sz - 1), RBLK_S_INVALID);
+		assert_int_equal(DECODE(sz + 1), RBLK_S_INVALID);
+		assert_int_equal(DECODE(RBLK_MSG_MAX), RBLK_S_INVALID);
+		assert_int_equal(rblk_msg_type(m.b, 7), -1);
+		assert_int_equal(rblk_msg_type(m.b, 8), good.b[5]);
+#undef DECODE
+	}
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+static void test_cmd_tag(void **state)
+{
+	struct rblk_cmd c, out;
+	struct msgbuf m;
+
+	(void)state;
+	assert_int_equal(cmd_st(15, RBLK_OP_READ, 0, 0, 512, &base_lim),
+			 RBLK_S_OK);
+	assert_int_equal(cmd_st(0, RBLK_OP_READ, 0, 0, 512, &base_lim),
+			 RBLK_S_OK);
+	/* tag == queue_depth and above */
+	for (uint32_t tag = 16; tag <= 0xffff; tag += (tag < 64 ? 1 : 997)) {
+		c = mkcmd((uint16_t)tag, RBLK_OP_READ, 0, 0, 512);
+		memset(&out, 0, sizeof(out));
+		assert_int_equal(cmd_check(&c, &base_lim, &out), RBLK_S_BAD_TAG);
+		rblk_cmd_encode(m.b, &c);
+		assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 16), -1);
+	}
+	c = mkcmd(0xffff, RBLK_OP_READ, 0, 0, 512);
+	assert_int_equal(cmd_check(&c, &base_lim, NULL), RBLK_S_BAD_TAG);
+
+	/* A bad command with a good tag still reports its tag. */
+	c = mkcmd(9, 0, 0, 0, 512);
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(cmd_check(&c, &base_lim, &out), RBLK_S_INVALID);
+	assert_int_equal(out.tag, 9);
+	rblk_cmd_encode(m.b, &c);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 16), 9);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 9), -1);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 10), 9);
+	/* peek needs a sane header */
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE - 1, 16), -1);
+	m.b[0] = 0;
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 16), -1);
+	rblk_cmd_encode(m.b, &c);
+	m.b[5] = RBLK_MSG_RESP;
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 16), -1);
+}
+
+static void test_cmd_opcode(void **state)
+{
+	(void)state;
+	assert_int_equal(cmd_st(1, 0, 0, 0, 512, &base_lim), RBLK_S_INVALID);
+	for (int op = RBLK_OP_MAX_ + 1; op < 256; op++)
+		assert_int_equal(cmd_st(1, (uint8_t)op, 0, 0, 512, &base_lim),
+				 RBLK_S_INVALID);
+}
+
+static void test_cmd_flags(void **state)
+{
+	(void)state;
+	/* unknown flag bits */
+	for (int bit = 2; bit < 8; bit++)
+		for (int op = 1; op <= RBLK_OP_MAX_; op++)
+			assert_int_equal(cmd_st(1, (uint8_t)op,
+						(uint8_t)(1u << bit), 0, 512,
+						&base_lim),
+					 RBLK_S_INVALID);
+	/* FUA only on WRITE and WRITE_ZEROES */
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, RBLK_CMD_F_FUA, 0, 512,
+				&base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH, RBLK_CMD_F_FUA, 0, 0,
+				&base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, RBLK_CMD_F_FUA, 0, 512,
+				&base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_KEEPALIVE, RBLK_CMD_F_FUA, 0, 0,
+				&base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_DISCONNECT, RBLK_CMD_F_FUA, 0, 0,
+				&base_lim),
+			 RBLK_S_INVALID);
+	/* PUSH only on READ */
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, RBLK_CMD_F_PUSH, 0, 512,
+				&base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH, RBLK_CMD_F_PUSH, 0, 0,
+				&base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, RBLK_CMD_F_PUSH, 0, 512,
+				&base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_PUSH, 0,
+				512, &base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ,
+				RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
+				&base_lim),
+			 RBLK_S_INVALID);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE,
+				RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
+				&base_lim),
+			 RBLK_S_INVALID);
+}
+
+static void test_cmd_addr_rkey_without_push(void **state)
+{
+	struct rblk_cmd c;
+
+	(void)state;
+	c = mkcmd(1, RBLK_OP_READ, 0, 0, 512);
+	c.addr = 0x1000;
+	assert_int_equal(cmd_check(&c, &base_lim, NULL), RBLK_S_INVALID);
+	c = mkcmd(1, RBLK_OP_READ, 0, 0, 512);
+	c.rkey = 1;
+	assert_int_equal(cmd_check(&c, &base_lim, NULL), RBLK_S_INVALID);
+	c = mkcmd(1, RBLK_OP_WRITE, 0, 0, 512);
+	c.addr = 1ull << 63;
+	assert_int_equal(cmd_check(&c, &base_lim, NULL), RBLK_S_INVALID);
+	c = mkcmd(1, RBLK_OP_FLUSH, 0, 0, 0);
+	c.rkey = 0xffffffff;
+	assert_int_equal(cmd_check(&c, &base_lim, NULL), RBLK_S_INVALID);
+	/* PUSH with zero addr/rkey is the initiator's business: allowed */
+	c = mkcmd(1, RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 512);
+	c.addr = 0;
+	c.rkey = 0;
+	assert_int_equal(cmd_check(&c, &base_lim, NULL), RBLK_S_OK);
+}
+
+static void test_cmd_reserved(void **state)
+{
+	struct msgbuf m;
+
+	(void)state;
+	for (int i = 0; i < 7; i++) {
+		good_cmd(&m);
+		assert_int_equal(decode_m(&m, RBLK_CMD_SIZE), RBLK_S_OK);
+		wcmd(&m)->reserved[i] = htole32(1);
+		assert_int_equal(decode_m(&m, RBLK_CMD_SIZE), RBLK_S_INVALID);
+		wcmd(&m)->reserved[i] = htole32(0x80000000u);
+		assert_int_equal(decode_m(&m, RBLK_CMD_SIZE), RBLK_S_INVALID);
+	}
+	/* every single byte of the reserved area */
+	for (int i = 36; i < RBLK_CMD_SIZE; i++) {
+		good_cmd(&m);
+		m.b[i] = 0x01;
+		assert_int_equal(decode_m(&m, RBLK_CMD_SIZE), RBLK_S_INVALID);
+	}
+}
+
+static void test_cmd_no_data_ops(void **state)
+{
+	static const uint8_t ops[] = { RBLK_OP_FLUSH, RBLK_OP_KEEPALIVE,
+				       RBLK_OP_DISCONNECT };
+	struct rblk_limits lim = base_lim;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
+		assert_int_equal(cmd_st(1, ops[i], 0, 0, 0, &lim), RBLK_S_OK);
+		assert_int_equal(cmd_st(1, ops[i], 0, 512, 0, &lim),
+				 RBLK_S_INVALID);
+		assert_int_equal(cmd_st(1, ops[i], 0, 0, 512, &lim),
+				 RBLK_S_INVALID);
+		assert_int_equal(cmd_st(1, ops[i], 0, 1, 1, &lim),
+				 RBLK_S_INVALID);
+		assert_int_equal(cmd_st(1, ops[i], 0, UINT64_MAX, 0, &lim),
+				 RBLK_S_INVALID);
+	}
+	/* FLUSH when the volume has no volatile cache */
+	lim.features &= ~RBLK_F_FLUSH;
+	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH, 0, 0, 0, &lim),
+			 RBLK_S_NOT_SUPPORTED);
+	/* KEEPALIVE and DISCONNECT need no feature at all */
+	lim.features = 0;
+	assert_int_equal(cmd_st(1, RBLK_OP_KEEPALIVE, 0, 0, 0, &lim),
+			 RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_DISCONNECT, 0, 0, 0, &lim),
+			 RBLK_S_OK);
+	/* nor does anything stop them on a read-only volume */
+	lim.features = RBLK_F_READ_ONLY | RBLK_F_FLUSH;
+	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH, 0, 0, 0, &lim), RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_KEEPALIVE, 0, 0, 0, &lim),
+			 RBLK_S_OK);
+}
+
+static void test_cmd_length(void **state)
+{
+	static const uint8_t data_ops[] = { RBLK_OP_READ, RBLK_OP_WRITE,
+					    RBLK_OP_TRIM,
+					    RBLK_OP_WRITE_ZEROES };
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(data_ops); i++)
+		assert_int_equal(cmd_st(1, data_ops[i], 0, 0, 0, &base_lim),
+				 RBLK_S_TOO_LARGE);
+	/* max_io bounds READ and WRITE (they use a slot) */
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 128 * KIB, &base_lim),
+			 RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 128 * KIB + 512,
+				&base_lim),
+			 RBLK_S_TOO_LARGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 128 * KIB + 512,
+				&base_lim),
+			 RBLK_S_TOO_LARGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, UINT32_MAX, &base_lim),
+			 RBLK_S_TOO_LARGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, RBLK_CMD_F_PUSH, 0,
+				256 * KIB, &base_lim),
+			 RBLK_S_TOO_LARGE);
+	/* TRIM and WRITE_ZEROES move no data: only the volume bounds them */
+	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 0, MIB, &base_lim),
+			 RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 0, MIB, &base_lim),
+			 RBLK_S_OK);
+}
+
+static void test_cmd_alignment(void **state)
+{
+	struct rblk_limits lim = base_lim;
+
+	(void)state;
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 1, 512, &lim),
+			 RBLK_S_MISALIGNED);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 511, 512, &lim),
+			 RBLK_S_MISALIGNED);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 511, &lim),
+			 RBLK_S_MISALIGNED);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 513, &lim),
+			 RBLK_S_MISALIGNED);
+	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 100, 512, &lim),
+			 RBLK_S_MISALIGNED);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 0, 1000, &lim),
+			 RBLK_S_MISALIGNED);
+	lim.block_size = 4096;
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 512, 4096, &lim),
+			 RBLK_S_MISALIGNED);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 4096, 512, &lim),
+			 RBLK_S_MISALIGNED);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 8192, 4096, &lim),
+			 RBLK_S_OK);
+	/* an out-of-range misaligned offset is misaligned first */
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, UINT64_MAX, 4096, &lim),
+			 RBLK_S_MISALIGNED);
+}
+
+static void test_cmd_range(void **state)
+{
+	struct rblk_limits lim = base_lim;
+	const uint64_t top = UINT64_MAX & ~(uint64_t)511; /* aligned */
+
+	(void)state;
+	/* exactly up to the end is fine, one block further is not */
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, MIB - 512, 512, &lim),
+			 RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, MIB - 512, 1024, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, MIB, 512, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 0, MIB + 512, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 512, MIB, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, top, 512, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+	/*
+	 * offset + length wrapping past 2^64: with a volume as large as the
+	 * offset space, only the overflow check catches it.
+	 */
+	lim.size = top;
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, top - 1024, 1024, &lim),
+			 RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, top, 512, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, top - 512, 1024, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, top - 512,
+				UINT32_MAX & ~511u, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+	/* an empty volume accepts no data command */
+	lim.size = 0;
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 512, &lim),
+			 RBLK_S_OUT_OF_RANGE);
+}
+
+static void test_cmd_read_only(void **state)
+{
+	struct rblk_limits lim = base_lim;
+
+	(void)state;
+	lim.features |= RBLK_F_READ_ONLY;
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 512, &lim),
+			 RBLK_S_READ_ONLY);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 512,
+				&lim),
+			 RBLK_S_READ_ONLY);
+	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 0, 512, &lim),
+			 RBLK_S_READ_ONLY);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 0, 512, &lim),
+			 RBLK_S_READ_ONLY);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 512, &lim), RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 512,
+				&lim),
+			 RBLK_S_OK);
+}
+
+static void test_cmd_not_supported(void **state)
+{
+	struct rblk_limits lim = base_lim;
+
+	(void)state;
+	lim.features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_ZEROES | RBLK_F_PUSH;
+	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 0, 512, &lim),
+			 RBLK_S_NOT_SUPPORTED);
+	lim.features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_PUSH;
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 0, 512, &lim),
+			 RBLK_S_NOT_SUPPORTED);
+	lim.features = RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH;
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 512,
+				&lim),
+			 RBLK_S_NOT_SUPPORTED);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_FUA, 0,
+				512, &lim),
+			 RBLK_S_NOT_SUPPORTED);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 512, &lim), RBLK_S_OK);
+	lim.features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES;
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 512,
+				&lim),
+			 RBLK_S_NOT_SUPPORTED);
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 512, &lim), RBLK_S_OK);
+	/* a volume with no features still reads and writes */
+	lim.features = 0;
+	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 512, &lim), RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 512, &lim), RBLK_S_OK);
+}
+
+/* ---- HELLO ------------------------------------------------------------- */
+
+static int hello_st(const struct rblk_hello *h)
+{
+	struct msgbuf m;
+	struct rblk_hello out;
+
+	rblk_hello_encode(m.b, h);
+	return rblk_hello_decode(m.b, RBLK_HELLO_SIZE, &out);
+}
+
+static struct rblk_wire_hello *whello(struct msgbuf *m)
+{
+	return (struct rblk_wire_hello *)m->b;
+}
+
+static int hello_decode_m(struct msgbuf *m)
+{
+	struct rblk_hello out;
+
+	return rblk_hello_decode(m->b, RBLK_HELLO_SIZE, &out);
+}
+
+static void test_hello_fields(void **state)
+{
+	struct rblk_hello h;
+	static const uint32_t bad_max_io[] = { 0,	  1,	  512,	 2048,
+					       4095,	  4097,	  6000,	 12288,
+					       0x80000001u, UINT32_MAX };
+
+	(void)state;
+	h = good_hello();
+	h.queue_depth = 0;
+	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+	h.queue_depth = RBLK_MAX_QD + 1;
+	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+	h.queue_depth = 0xffff;
+	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+	h.queue_depth = RBLK_MAX_QD;
+	assert_int_equal(hello_st(&h), RBLK_S_OK);
+
+	h = good_hello();
+	for (size_t i = 0; i < ARRAY_SIZE(bad_max_io); i++) {
+		h.max_io = bad_max_io[i];
+		assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+	}
+	/* larger than the target's cap is a request it may shrink */
+	h.max_io = 1u << 30;
+	assert_int_equal(hello_st(&h), RBLK_S_OK);
+
+	h = good_hello();
+	h.flags = 0x2;
+	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+	h.flags = 0x80000000u;
+	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+}
+
+static void test_hello_reserved(void **state)
+{
+	struct rblk_hello h = good_hello();
+	struct msgbuf m;
+
+	(void)state;
+	for (int i = 0; i < 4; i++) {
+		rblk_hello_encode(m.b, &h);
+		m.b[20 + i] = 1;
+		assert_int_equal(hello_decode_m(&m), RBLK_S_INVALID);
+	}
+}
+
+static void test_hello_names(void **state)
+{
+	struct rblk_hello h = good_hello();
+	struct msgbuf m;
+	static const unsigned char bad[] = { 0x01, 0x09, 0x0a, 0x1f, 0x7f,
+					     0x80, 0xc3, 0xff };
+
+	(void)state;
+	/* empty export name */
+	h.export_name[0] = 0;
+	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+
+	for (int which = 0; which < 2; which++) {
+		size_t off = which ? offsetof(struct rblk_wire_hello, host_name) :
+				     offsetof(struct rblk_wire_hello,
+					      export_name);
+		char *name;
+
+		h = good_hello();
+		/* no NUL inside the field */
+		rblk_hello_encode(m.b, &h);
+		name = (char *)m.b + off;
+		memset(name, 'a', RBLK_NAME_MAX);
+		assert_int_equal(hello_decode_m(&m), RBLK_S_INVALID);
+		/* NUL in the last byte: 127 characters are fine */
+		name[RBLK_NAME_MAX - 1] = 0;
+		assert_int_equal(hello_decode_m(&m), RBLK_S_OK);
+		/* non-printable bytes anywhere in the name */
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+			rblk_hello_encode(m.b, &h);
+			name = (char *)m.b + off;
+			name[1] = (char)bad[i];
+			assert_int_equal(hello_decode_m(&m), RBLK_S_INVALID);
+			rblk_hello_encode(m.b, &h);
+			name[0] = (char)bad[i];
+			assert_int_equal(hello_decode_m(&m), RBLK_S_INVALID);
+		}
+		/* garbage after the NUL */
+		for (size_t pos = 15; pos < RBLK_NAME_MAX; pos += 17) {
+			rblk_hello_encode(m.b, &h);
+			name = (char *)m.b + off;
+			name[pos] = 'x';
+			assert_int_equal(hello_decode_m(&m), RBLK_S_INVALID);
+		}
+		rblk_hello_encode(m.b, &h);
+		name = (char *)m.b + off;
+		name[RBLK_NAME_MAX - 1] = 'x';
+		assert_int_equal(hello_decode_m(&m), RBLK_S_INVALID);
+	}
+	/* the encoder truncates an over-long name to what decodes */
+	memset(h.export_name, 'z', sizeof(h.export_name));
+	h.export_name[RBLK_NAME_MAX - 1] = 0;
+	rblk_hello_encode(m.b, &h);
+	assert_int_equal(whello(&m)->export_name[RBLK_NAME_MAX - 1], 0);
+	assert_int_equal(hello_decode_m(&m), RBLK_S_OK);
+}
+
+/* ---- LOGIN ------------------------------------------------------------- */
+
+static void test_login_fields(void **state)
+{
+	struct rblk_login l;
+	struct msgbuf m;
+	struct rblk_login out;
+
+	(void)state;
+	l = good_login();
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+
+	l.status = RBLK_S_MAX_ + 1;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.status = UINT32_MAX;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+
+	/* reserved0, in a success and in a refusal */
+	l = good_login();
+	rblk_login_encode(m.b, &l);
+	m.b[14] = 1;
+	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+			 RBLK_S_INVALID);
+	l.status = RBLK_S_NO_EXPORT;
+	rblk_login_encode(m.b, &l);
+	m.b[15] = 1;
+	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+			 RBLK_S_INVALID);
+
+	l = good_login();
+	l.queue_depth = 0;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.queue_depth = RBLK_MAX_QD + 1;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.queue_depth = RBLK_MAX_QD;
+	l.slot_len = (uint64_t)RBLK_MAX_QD * l.max_io;
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+}
+
+static void test_login_block_size(void **state)
+{
+	static const uint32_t bad[] = { 0,    1,     256,   511,	 513,
+					1000, 3072,  4095,  6144,	 65535,
+					65537, 131072, UINT32_MAX };
+	static const uint32_t good[] = { 512, 1024, 2048, 4096, 65536 };
+	struct rblk_login l;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		l = good_login();
+		l.block_size = bad[i];
+		assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
+		l = good_login();
+		l.block_size = good[i];
+		assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+	}
+}
+
+static void test_login_size_and_max_io(void **state)
+{
+	struct rblk_login l;
+
+	(void)state;
+	/* size must be a multiple of the block size */
+	l = good_login();
+	l.size += 512;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.size = 4095;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.size = 4096;
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+	l.size = UINT64_MAX;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+
+	/* max_io: power of two, at least the block size, at most 8 MiB */
+	l = good_login();
+	l.max_io = 2048;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.max_io = 96 * KIB;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.max_io = RBLK_MAX_MAX_IO * 2;
+	l.slot_len = (uint64_t)l.queue_depth * l.max_io;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.max_io = RBLK_MAX_MAX_IO;
+	l.slot_len = (uint64_t)l.queue_depth * l.max_io;
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+	l.max_io = 0;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+
+	/* unknown feature bits */
+	l = good_login();
+	l.features = RBLK_F_ALL + 1;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.features = 0x80000000u;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.features = RBLK_F_ALL;
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+}
+
+static void test_login_slots(void **state)
+{
+	struct rblk_login l;
+
+	(void)state;
+	/* the slot region must hold queue_depth slots of max_io */
+	l = good_login();
+	l.slot_len = (uint64_t)l.queue_depth * l.max_io - 1;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.slot_len = 0;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.slot_len = (uint64_t)l.queue_depth * l.max_io + 4096;
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+	/* and must not wrap the address space */
+	l = good_login();
+	l.slot_addr = UINT64_MAX - l.slot_len + 2;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.slot_addr = UINT64_MAX - l.slot_len;
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+}
+
+/* ---- RESP -------------------------------------------------------------- */
+
+static void test_resp_fields(void **state)
+{
+	struct rblk_resp r = { .tag = 3, .status = RBLK_S_OK, .length = 512 };
+	struct rblk_resp out;
+	struct msgbuf m;
+
+	(void)state;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_OK);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 3, &out),
+			 RBLK_S_BAD_TAG);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 0, &out),
+			 RBLK_S_BAD_TAG);
+	r.tag = 0xffff;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, RBLK_MAX_QD,
+					  &out),
+			 RBLK_S_BAD_TAG);
+
+	r.tag = 0;
+	r.status = RBLK_S_MAX_ + 1;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+	r.status = UINT32_MAX;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+
+	r.status = RBLK_S_IO_ERROR;
+	for (int i = 10; i < 12; i++) {
+		rblk_resp_encode(m.b, &r);
+		m.b[i] = 1;
+		assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+				 RBLK_S_INVALID);
+	}
+	for (int i = 20; i < RBLK_RESP_SIZE; i++) {
+		rblk_resp_encode(m.b, &r);
+		m.b[i] = 0x80;
+		assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+				 RBLK_S_INVALID);
+	}
+}
+
+/* ---- rdma_cm private data ---------------------------------------------- */
+
+static void test_cm_req(void **state)
+{
+	struct msgbuf m;
+	uint16_t qd;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	rblk_cm_req_encode(m.b, 32);
+	/* rdma_cm pads private data with zeroes: longer is fine */
+	assert_int_equal(rblk_cm_req_decode(m.b, 56, &qd), RBLK_S_OK);
+	assert_int_equal(qd, 32);
+	assert_int_equal(rblk_cm_req_decode(m.b, RBLK_CM_REQ_SIZE - 1, &qd),
+			 RBLK_S_INVALID);
+	assert_int_equal(rblk_cm_req_decode(m.b, 0, &qd), RBLK_S_INVALID);
+
+	m.b[1] ^= 1;
+	assert_int_equal(rblk_cm_req_decode(m.b, RBLK_CM_REQ_SIZE, &qd),
+			 RBLK_S_INVALID);
+	rblk_cm_req_encode(m.b, 32);
+	m.b[4] = RBLK_PROTO_VERSION + 1;
+	assert_int_equal(rblk_cm_req_decode(m.b, RBLK_CM_REQ_SIZE, &qd),
+			 RBLK_S_BAD_VERSION);
+
+	rblk_cm_req_encode(m.b, 0);
+	assert_int_equal(rblk_cm_req_decode(m.b, RBLK_CM_REQ_SIZE, &qd),
+			 RBLK_S_INVALID);
+	rblk_cm_req_encode(m.b, RBLK_MAX_QD + 1);
+	assert_int_equal(rblk_cm_req_decode(m.b, RBLK_CM_REQ_SIZE, &qd),
+			 RBLK_S_INVALID);
+	rblk_cm_req_encode(m.b, RBLK_MAX_QD);
+	assert_int_equal(rblk_cm_req_decode(m.b, RBLK_CM_REQ_SIZE, &qd),
+			 RBLK_S_OK);
+	assert_int_equal(qd, RBLK_MAX_QD);
+
+	/* reserved bytes must be zero, like everywhere else */
+	for (int i = 5; i < RBLK_CM_REQ_SIZE; i++) {
+		if (i == 6 || i == 7)
+			continue; /* queue_depth */
+		rblk_cm_req_encode(m.b, 8);
+		m.b[i] = 1;
+		assert_int_equal(rblk_cm_req_decode(m.b, RBLK_CM_REQ_SIZE, &qd),
+				 RBLK_S_INVALID);
+	}
+}
+
+static void test_cm_rej(void **state)
+{
+	struct msgbuf m;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	rblk_cm_rej_encode(m.b, RBLK_S_NO_EXPORT);
+	assert_int_equal(rblk_cm_rej_decode(m.b, 56), RBLK_S_NO_EXPORT);
+	assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE - 1),
+			 RBLK_S_INVALID);
+	assert_int_equal(rblk_cm_rej_decode(m.b, 0), RBLK_S_INVALID);
+	/* a reject from a target of another version still says why */
+	m.b[4] = RBLK_PROTO_VERSION + 1;
+	assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE),
+			 RBLK_S_NO_EXPORT);
+	rblk_cm_rej_encode(m.b, RBLK_S_BAD_VERSION);
+	m.b[4] = 7;
+	assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE),
+			 RBLK_S_BAD_VERSION);
+	/* bad magic: not ours (e.g. a reject from the kernel's CM) */
+	rblk_cm_rej_encode(m.b, RBLK_S_NO_EXPORT);
+	m.b[3] = 0;
+	assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE),
+			 RBLK_S_INVALID);
+	/* unknown status */
+	rblk_cm_rej_encode(m.b, RBLK_S_MAX_ + 1);
+	assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE),
+			 RBLK_S_INVALID);
+	rblk_cm_rej_encode(m.b, UINT32_MAX);
+	assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE),
+			 RBLK_S_INVALID);
+}
+
+/* ---- status and opcode names ------------------------------------------ */
+
+static void test_status_str(void **state)
+{
+	(void)state;
+	for (int i = 0; i <= RBLK_S_MAX_; i++) {
+		const char *s = rblk_status_str(i);
+
+		assert_non_null(s);
+		assert_true(strlen(s) > 0);
+		assert_string_not_equal(s, "unknown status");
+		for (int j = 0; j < i; j++)
+			assert_string_not_equal(s, rblk_status_str(j));
+	}
+	assert_string_equal(rblk_status_str(-1), "unknown status");
+	assert_string_equal(rblk_status_str(RBLK_S_MAX_ + 1), "unknown status");
+	assert_string_equal(rblk_status_str(1 << 30), "unknown status");
+	assert_string_equal(rblk_status_str(RBLK_S_OK), "success");
+}
+
+static void test_status_to_errno(void **state)
+{
+	static const struct {
+		int status, err;
+	} map[] = {
+		{ RBLK_S_OK, 0 },
+		{ RBLK_S_INVALID, -EINVAL },
+		{ RBLK_S_BAD_VERSION, -EPROTONOSUPPORT },
+		{ RBLK_S_NO_EXPORT, -ENOENT },
+		{ RBLK_S_READ_ONLY, -EROFS },
+		{ RBLK_S_OUT_OF_RANGE, -ERANGE },
+		{ RBLK_S_IO_ERROR, -EIO },
+		{ RBLK_S_NOT_SUPPORTED, -EOPNOTSUPP },
+		{ RBLK_S_BAD_TAG, -EPROTO },
+		{ RBLK_S_NO_SPACE, -ENOSPC },
+		{ RBLK_S_ACCESS_DENIED, -EACCES },
+		{ RBLK_S_NO_RESOURCES, -ENOMEM },
+		{ RBLK_S_BAD_STATE, -EPROTO },
+		{ RBLK_S_SHUTDOWN, -ESHUTDOWN },
+		{ RBLK_S_MISALIGNED, -EINVAL },
+		{ RBLK_S_TOO_LARGE, -E2BIG },
+	};
+
+	(void)state;
+	assert_int_equal(ARRAY_SIZE(map), RBLK_S_MAX_ + 1);
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
+		assert_int_equal(map[i].status, i);
+		assert_int_equal(rblk_status_to_errno(map[i].status),
+				 map[i].err);
+	}
+	/* unknown codes are errors, never success */
+	assert_int_equal(rblk_status_to_errno(RBLK_S_MAX_ + 1), -EINVAL);
+	assert_int_equal(rblk_status_to_errno(-1), -EINVAL);
+	for (int i = 1; i <= RBLK_S_MAX_ + 5; i++)
+		assert_true(rblk_status_to_errno(i) < 0);
+}
+
+static void test_errno_to_status(void **state)
+{
+	(void)state;
+	assert_int_equal(rblk_errno_to_status(0), RBLK_S_OK);
+	assert_int_equal(rblk_errno_to_status(-ENOSPC), RBLK_S_NO_SPACE);
+	assert_int_equal(rblk_errno_to_status(-EDQUOT), RBLK_S_NO_SPACE);
+	assert_int_equal(rblk_errno_to_status(-EOPNOTSUPP),
+			 RBLK_S_NOT_SUPPORTED);
+	assert_int_equal(rblk_errno_to_status(-EROFS), RBLK_S_READ_ONLY);
+	assert_int_equal(rblk_errno_to_status(-EPERM), RBLK_S_READ_ONLY);
+	assert_int_equal(rblk_errno_to_status(-ENOMEM), RBLK_S_NO_RESOURCES);
+	assert_int_equal(rblk_errno_to_status(-EIO), RBLK_S_IO_ERROR);
+	assert_int_equal(rblk_errno_to_status(-EINVAL), RBLK_S_IO_ERROR);
+	assert_int_equal(rblk_errno_to_status(-EBADF), RBLK_S_IO_ERROR);
+	/* round trip of what both directions name */
+	assert_int_equal(rblk_status_to_errno(rblk_errno_to_status(-ENOSPC)),
+			 -ENOSPC);
+	assert_int_equal(rblk_status_to_errno(rblk_errno_to_status(-EROFS)),
+			 -EROFS);
+	assert_int_equal(rblk_status_to_errno(rblk_errno_to_status(-EIO)),
+			 -EIO);
+}
+
+static void test_opcode_str(void **state)
+{
+	(void)state;
+	assert_string_equal(rblk_opcode_str(RBLK_OP_READ), "READ");
+	assert_string_equal(rblk_opcode_str(RBLK_OP_WRITE), "WRITE");
+	assert_string_equal(rblk_opcode_str(RBLK_OP_FLUSH), "FLUSH");
+	assert_string_equal(rblk_opcode_str(RBLK_OP_TRIM), "TRIM");
+	assert_string_equal(rblk_opcode_str(RBLK_OP_WRITE_ZEROES),
+			    "WRITE_ZEROES");
+	assert_string_equal(rblk_opcode_str(RBLK_OP_DISCONNECT), "DISCONNECT");
+	assert_string_equal(rblk_opcode_str(RBLK_OP_KEEPALIVE), "KEEPALIVE");
+	assert_string_equal(rblk_opcode_str(0), "UNKNOWN");
+	assert_string_equal(rblk_opcode_str(RBLK_OP_MAX_ + 1), "UNKNOWN");
+	assert_string_equal(rblk_opcode_str(-1), "UNKNOWN");
+}
+
+static void test_msg_type(void **state)
+{
+	struct msgbuf m;
+	struct rblk_resp r = { 0 };
+
+	(void)state;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_msg_type(m.b, RBLK_RESP_SIZE), RBLK_MSG_RESP);
+	assert_int_equal(rblk_msg_type(m.b, 0), -1);
+	m.b[4] = 9;
+	assert_int_equal(rblk_msg_type(m.b, RBLK_RESP_SIZE), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_hello_roundtrip),
+		cmocka_unit_test(test_hello_roundtrip_limits),
+		cmocka_unit_test(test_login_roundtrip),
+		cmocka_unit_test(test_login_refusal),
+		cmocka_unit_test(test_cmd_roundtrip),
+		cmocka_unit_test(test_cmd_every_opcode),
+		cmocka_unit_test(test_resp_roundtrip),
+		cmocka_unit_test(test_cm_roundtrip),
+		cmocka_unit_test(test_header_errors),
+		cmocka_unit_test(test_cmd_tag),
+		cmocka_unit_test(test_cmd_opcode),
+		cmocka_unit_test(test_cmd_flags),
+		cmocka_unit_test(test_cmd_addr_rkey_without_push),
+		cmocka_unit_test(test_cmd_reserved),
+		cmocka_unit_test(test_cmd_no_data_ops),
+		cmocka_unit_test(test_cmd_length),
+		cmocka_unit_test(test_cmd_alignment),
+		cmocka_unit_test(test_cmd_range),
+		cmocka_unit_test(test_cmd_read_only),
+		cmocka_unit_test(test_cmd_not_supported),
+		cmocka_unit_test(test_hello_fields),
+		cmocka_unit_test(test_hello_reserved),
+		cmocka_unit_test(test_hello_names),
+		cmocka_unit_test(test_login_fields),
+		cmocka_unit_test(test_login_block_size),
+		cmocka_unit_test(test_login_size_and_max_io),
+		cmocka_unit_test(test_login_slots),
+		cmocka_unit_test(test_resp_fields),
+		cmocka_unit_test(test_cm_req),
+		cmocka_unit_test(test_cm_rej),
+		cmocka_unit_test(test_status_str),
+		cmocka_unit_test(test_status_to_errno),
+		cmocka_unit_test(test_errno_to_status),
+		cmocka_unit_test(test_opcode_str),
+		cmocka_unit_test(test_msg_type),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
