@@ -1,0 +1,172 @@
+# rblk - one Makefile for everything. See README.md.
+#
+#   make                 build into build/
+#   make check           unit + end-to-end tests (installs test tools if missing)
+#   make demo            export a demo volume, move data through it, report
+#   make install PREFIX=/usr/local DESTDIR=
+#   make SANITIZE=1      build with ASan + UBSan (into build/ as usual)
+#   make deps            install the Debian packages the build needs
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD ?= build
+CC ?= gcc
+
+PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium
+DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
+	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
+	libnl-3-dev libsodium-dev libcmocka-dev
+DEB_TEST_DEPS := fio nbdkit libnbd-bin qemu-utils jq ibverbs-utils \
+	rdmacm-utils man-db
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wno-unused-parameter -Wformat=2
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -pthread -fPIC $(WARN) -D_GNU_SOURCE -Iinclude -I.
+LDFLAGS += -pthread
+
+ifeq ($(SANITIZE),1)
+CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS_VERBS = $(shell pkg-config --libs libibverbs librdmacm)
+PKG_LIBS_URING = $(shell pkg-config --libs liburing)
+PKG_LIBS_INIH = $(shell pkg-config --libs inih)
+PKG_LIBS_NL = $(shell pkg-config --libs libnl-genl-3.0)
+PKG_LIBS_SODIUM = $(shell pkg-config --libs libsodium)
+CFLAGS += $(PKG_CFLAGS)
+
+COMMON_SRC := $(wildcard common/*.c)
+XPORT_SRC := $(wildcard transport/*.c)
+CONFIG_SRC := $(wildcard config/*.c)
+TARGET_SRC := $(wildcard target/*.c)
+LIB_SRC := $(wildcard initiator/lib*.c)
+CLI_SRC := $(filter-out $(LIB_SRC),$(wildcard initiator/*.c))
+DEVICES_SRC := tools/rblk-devices.c
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+COMMON_OBJ := $(call obj,$(COMMON_SRC))
+XPORT_OBJ := $(call obj,$(XPORT_SRC))
+CONFIG_OBJ := $(call obj,$(CONFIG_SRC))
+TARGET_OBJ := $(call obj,$(TARGET_SRC))
+LIB_OBJ := $(call obj,$(LIB_SRC))
+CLI_OBJ := $(call obj,$(CLI_SRC))
+DEVICES_OBJ := $(call obj,$(DEVICES_SRC))
+
+SONAME := librblk.so.0
+PROGS := $(BUILD)/rblk-target $(BUILD)/rblk $(BUILD)/rblk-devices
+LIBS := $(BUILD)/librblk.so $(BUILD)/librblk.a
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+.PHONY: all clean check check-unit check-e2e demo install deps test-deps \
+	format help
+all: $(PROGS) $(LIBS) $(BUILD)/rblk.pc
+
+help:
+	@sed -n '2,9p' Makefile | sed 's/^# //'
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+$(BUILD)/rblk-target: $(TARGET_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_URING) \
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) -laio
+
+$(BUILD)/librblk.so: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) initiator/librblk.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
+		-Wl,--version-script=initiator/librblk.map -o $@.0 \
+		$(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(PKG_LIBS_VERBS) \
+		$(PKG_LIBS_SODIUM)
+	ln -sf librblk.so.0 $@
+
+$(BUILD)/librblk.a: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+# The CLI links the library statically so build/rblk runs from the tree.
+$(BUILD)/rblk: $(CLI_OBJ) $(BUILD)/librblk.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/librblk.a \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_NL) $(PKG_LIBS_URING) \
+		$(PKG_LIBS_SODIUM)
+
+$(BUILD)/rblk-devices: $(DEVICES_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS)
+
+$(BUILD)/rblk.pc: Makefile
+	@mkdir -p $(BUILD)
+	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: rblk\nDescription: rblk RDMA block storage initiator library\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lrblk\nLibs.private: %s\n' \
+		'$(PREFIX)' '$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)' > $@
+
+# ---- tests ---------------------------------------------------------------
+
+# Unit tests link the objects they test plus cmocka.
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(COMMON_OBJ) $(XPORT_OBJ) \
+		$(CONFIG_OBJ) $(shell pkg-config --libs cmocka) \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
+
+# Helper programs the end-to-end scripts drive.
+E2E_BINS := $(BUILD)/tests/rblk_libtest
+$(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(BUILD)/librblk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+
+check: all $(UNIT_BINS) $(E2E_BINS) test-deps
+	tests/run.sh $(UNIT_BINS) tests/e2e/*.sh
+
+check-unit: all $(UNIT_BINS)
+	tests/run.sh $(UNIT_BINS)
+
+check-e2e: all $(E2E_BINS) test-deps
+	tests/run.sh tests/e2e/*.sh
+
+demo: deps all test-deps
+	tools/demo.sh
+
+# ---- dependencies --------------------------------------------------------
+
+missing = $(shell for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p \
+	2>/dev/null | grep -q 'install ok installed' || echo $$p; done)
+
+deps:
+	@m="$(call missing,$(DEB_BUILD_DEPS))"; if [ -n "$$m" ]; then \
+		echo "installing build dependencies: $$m"; \
+		tools/apt-install.sh $$m; fi
+
+test-deps:
+	@m="$(call missing,$(DEB_TEST_DEPS))"; if [ -n "$$m" ]; then \
+		echo "installing test dependencies: $$m"; \
+		tools/apt-install.sh $$m; fi
+
+# ---- install -------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
+		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/rblk \
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/doc/rblk
+	install -m 755 $(BUILD)/rblk-target $(DESTDIR)$(PREFIX)/sbin/
+	install -m 755 $(BUILD)/rblk $(BUILD)/rblk-devices $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILD)/librblk.so.0 $(DESTDIR)$(PREFIX)/lib/
+	ln -sf librblk.so.0 $(DESTDIR)$(PREFIX)/lib/librblk.so
+	install -m 644 $(BUILD)/librblk.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/rblk/rblk.h $(DESTDIR)$(PREFIX)/include/rblk/
+	install -m 644 $(BUILD)/rblk.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 docs/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -m 644 docs/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 644 config/rblk-target.conf.example $(DESTDIR)$(PREFIX)/share/doc/rblk/
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)
