@@ -17,7 +17,7 @@
 
 /* ---- handshake -------------------------------------------------------- */
 
-#define NBD_MAGIC 0x4e42444d41474943ull /* "NBDMAGIC" */
+#define NBD_MAGIC 0x4e42444d41474943ull	   /* "NBDMAGIC" */
 #define NBD_IHAVEOPT 0x49484156454f5054ull /* "IHAVEOPT" */
 #define NBD_OPT_REPLY_MAGIC 0x0003e889045565a9ull
 #define NBD_DEFAULT_PORT 10809
@@ -80,14 +80,14 @@
 #define NBD_FLAG_SEND_FAST_ZERO (1u << 11)
 
 /* Wire sizes of the fixed parts. */
-#define NBD_HELLO_SIZE 18 /* NBDMAGIC, IHAVEOPT, 16-bit flags */
-#define NBD_OPT_HDR_SIZE 16 /* IHAVEOPT, option, length */
-#define NBD_OPT_REPLY_HDR_SIZE 20 /* magic, option, type, length */
+#define NBD_HELLO_SIZE 18	      /* NBDMAGIC, IHAVEOPT, 16-bit flags */
+#define NBD_OPT_HDR_SIZE 16	      /* IHAVEOPT, option, length */
+#define NBD_OPT_REPLY_HDR_SIZE 20     /* magic, option, type, length */
 #define NBD_EXPORT_NAME_REPLY_SIZE 10 /* size, transmission flags */
-#define NBD_EXPORT_NAME_PAD 124 /* zeroes unless NO_ZEROES */
-#define NBD_INFO_EXPORT_SIZE 12 /* type, size, flags */
-#define NBD_INFO_BLOCK_SIZE_SIZE 14 /* type, min, preferred, max */
-#define NBD_STRING_MAX 4096 /* names and messages, by the protocol */
+#define NBD_EXPORT_NAME_PAD 124	      /* zeroes unless NO_ZEROES */
+#define NBD_INFO_EXPORT_SIZE 12	      /* type, size, flags */
+#define NBD_INFO_BLOCK_SIZE_SIZE 14   /* type, min, preferred, max */
+#define NBD_STRING_MAX 4096	      /* names and messages, by the protocol */
 
 /* ---- transmission ----------------------------------------------------- */
 

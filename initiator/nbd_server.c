@@ -79,10 +79,10 @@
 #define NBD_DEFAULT_MAX_CONNS 64
 #define NBD_MAX_QUEUES 256
 #define NBD_HANDSHAKE_TIMEOUT_MS 30000 /* whole handshake, per client */
-#define NBD_DRAIN_TIMEOUT_MS 10000 /* in-flight I/O at server shutdown */
-#define NBD_MAX_OPTIONS 32 /* options per handshake */
-#define NBD_OPT_DATA_MAX 8192 /* longest option payload we read */
-#define NBD_RX_BUF (64u * 1024) /* request staging buffer per connection */
+#define NBD_DRAIN_TIMEOUT_MS 10000     /* in-flight I/O at server shutdown */
+#define NBD_MAX_OPTIONS 32	       /* options per handshake */
+#define NBD_OPT_DATA_MAX 8192	       /* longest option payload we read */
+#define NBD_RX_BUF (64u * 1024)	  /* request staging buffer per connection */
 #define NBD_POOL_MAX (256u << 20) /* registered bytes per queue, at most */
 #define NBD_REAP_BATCH 64
 #define NBD_TX_IOV 64 /* iovecs per sendmsg */
@@ -96,7 +96,7 @@ struct nbd_qslot {
 	void *pool; /* nslots * slot_size bytes (mmap), NULL until first use */
 	size_t pool_len;
 	bool registered; /* rblk_register_buffer() succeeded on pool */
-	bool abandoned; /* a connection left I/O in flight at shutdown */
+	bool abandoned;	 /* a connection left I/O in flight at shutdown */
 };
 
 struct nbd_server {
@@ -107,8 +107,8 @@ struct nbd_server {
 	uint64_t size;
 	uint32_t block_size;
 	uint32_t slot_size; /* bytes per pool slot: the volume's max_io */
-	uint32_t nslots; /* pool slots per queue */
-	uint32_t nreqs; /* requests per connection: the granted queue depth */
+	uint32_t nslots;    /* pool slots per queue */
+	uint32_t nreqs;	 /* requests per connection: the granted queue depth */
 	uint16_t tflags; /* NBD transmission flags */
 	bool read_only;
 	unsigned int max_conns;
@@ -150,7 +150,7 @@ struct nbd_req {
 	uint64_t offset;
 	uint32_t len;
 	uint32_t error; /* NBD_E* for the reply; 0 on success */
-	void *buf; /* READ/WRITE data, NULL for the others */
+	void *buf;	/* READ/WRITE data, NULL for the others */
 	int slot; /* pool slot of buf, or -1 when buf is malloc'd (or NULL) */
 	unsigned char reply[NBD_SIMPLE_REPLY_SIZE];
 };
@@ -160,8 +160,8 @@ struct nbd_reqlist {
 };
 
 enum nbd_rx_state {
-	RX_HDR, /* waiting for a 28-byte request header */
-	RX_DATA, /* copying a WRITE payload into rx_req->buf */
+	RX_HDR,	    /* waiting for a 28-byte request header */
+	RX_DATA,    /* copying a WRITE payload into rx_req->buf */
 	RX_DISCARD, /* skipping the payload of a WRITE that fails anyway */
 };
 
@@ -170,11 +170,11 @@ struct nbd_conn {
 	struct nbd_conn *next; /* srv->conns; guarded by srv->lock */
 	pthread_t thread;
 	bool finished; /* thread is done and may be joined; srv->lock */
-	int fd; /* client socket, non-blocking */
+	int fd;	       /* client socket, non-blocking */
 	unsigned int id;
 	char peer[96];
-	bool fixed; /* client set NBD_FLAG_C_FIXED_NEWSTYLE */
-	bool no_zeroes; /* client set NBD_FLAG_C_NO_ZEROES */
+	bool fixed;	      /* client set NBD_FLAG_C_FIXED_NEWSTYLE */
+	bool no_zeroes;	      /* client set NBD_FLAG_C_NO_ZEROES */
 	uint64_t deadline_ms; /* handshake deadline, then drain deadline */
 
 	/* Transmission phase; everything below belongs to the thread. */
@@ -186,20 +186,20 @@ struct nbd_conn {
 	int *free_slots;
 	unsigned int nfree_slots;
 	struct nbd_reqlist pending; /* waiting for a queue tag */
-	struct nbd_reqlist tx; /* replies to send, head partly sent */
-	size_t tx_off; /* bytes of tx.head already sent */
-	unsigned int inflight; /* submitted to rblk, not yet reaped */
+	struct nbd_reqlist tx;	    /* replies to send, head partly sent */
+	size_t tx_off;		    /* bytes of tx.head already sent */
+	unsigned int inflight;	    /* submitted to rblk, not yet reaped */
 
 	unsigned char *rx; /* staging buffer for headers and small payloads */
 	size_t rx_start, rx_end;
 	enum nbd_rx_state rx_state;
 	struct nbd_req *rx_req; /* RX_DATA, RX_DISCARD */
-	size_t rx_done; /* payload bytes received for rx_req */
+	size_t rx_done;		/* payload bytes received for rx_req */
 
 	bool rx_closed; /* read no more requests (DISC, EOF, error, stop) */
 	bool sock_dead; /* the socket failed: replies are dropped */
-	bool q_dead; /* the queue's connection failed */
-	bool stopping; /* server shutdown seen */
+	bool q_dead;	/* the queue's connection failed */
+	bool stopping;	/* server shutdown seen */
 
 	uint64_t nr_requests;
 	uint64_t nr_errors;
@@ -207,7 +207,8 @@ struct nbd_conn {
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static void nbd_errmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void nbd_errmsg(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 
 /* "rblk nbd: <reason>" on stderr: the CLI's way of failing. */
 static void nbd_errmsg(const char *fmt, ...)
@@ -414,12 +415,12 @@ static int qslot_pool_init(struct nbd_conn *c)
 
 	if (qs->pool)
 		return 0;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		 -1, 0);
 	if (p == MAP_FAILED) {
 		ret = -errno;
-		log_err("queue %d: mmap of a %zu-byte buffer pool: %s",
-			c->qidx, len, strerror(errno));
+		log_err("queue %d: mmap of a %zu-byte buffer pool: %s", c->qidx,
+			len, strerror(errno));
 		return ret;
 	}
 	qs->pool = p;
@@ -519,8 +520,8 @@ static int conn_attach(struct nbd_conn *c)
 static int hs_wait(struct nbd_conn *c, short ev)
 {
 	struct pollfd p[2] = {
-		{ .fd = c->fd, .events = ev },
-		{ .fd = c->srv->stop_fd, .events = POLLIN },
+	    {.fd = c->fd, .events = ev},
+	    {.fd = c->srv->stop_fd, .events = POLLIN},
 	};
 	uint64_t now = now_ms();
 	int ret;
@@ -605,7 +606,8 @@ static int opt_reply(struct nbd_conn *c, uint32_t opt, uint32_t type,
 }
 
 static int opt_error(struct nbd_conn *c, uint32_t opt, uint32_t type,
-		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+		     const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* An error reply carrying a message for the user. */
 static int opt_error(struct nbd_conn *c, uint32_t opt, uint32_t type,
@@ -748,8 +750,7 @@ static int opt_info_go(struct nbd_conn *c, uint32_t opt,
 	if (!ret)
 		ret = info_send_block_size(c, opt);
 	if (!ret && want_name)
-		ret = info_send_string(c, opt, NBD_INFO_NAME,
-				       srv->export_name);
+		ret = info_send_string(c, opt, NBD_INFO_NAME, srv->export_name);
 	if (!ret && want_desc) {
 		describe(srv, desc, sizeof(desc));
 		ret = info_send_string(c, opt, NBD_INFO_DESCRIPTION, desc);
@@ -842,8 +843,9 @@ static int nbd_handshake(struct nbd_conn *c)
 
 	for (unsigned int n = 0;; n++) {
 		if (n == NBD_MAX_OPTIONS) {
-			log_warn("client %u (%s): more than %d options; closing",
-				 c->id, c->peer, NBD_MAX_OPTIONS);
+			log_warn(
+			    "client %u (%s): more than %d options; closing",
+			    c->id, c->peer, NBD_MAX_OPTIONS);
 			return -EPROTO;
 		}
 		ret = hs_read(c, hdr, sizeof(hdr));
@@ -861,13 +863,14 @@ static int nbd_handshake(struct nbd_conn *c)
 		log_debug("client %u: option %u, %u bytes", c->id, opt, len);
 		if (!c->fixed && opt != NBD_OPT_EXPORT_NAME) {
 			log_warn("client %u (%s): option %u without fixed "
-				 "newstyle; closing", c->id, c->peer, opt);
+				 "newstyle; closing",
+				 c->id, c->peer, opt);
 			return -EPROTO;
 		}
 		if (len > NBD_OPT_DATA_MAX) {
 			log_warn("client %u (%s): option %u carries %u bytes "
-				 "(limit %d); closing", c->id, c->peer, opt,
-				 len, NBD_OPT_DATA_MAX);
+				 "(limit %d); closing",
+				 c->id, c->peer, opt, len, NBD_OPT_DATA_MAX);
 			if (opt != NBD_OPT_EXPORT_NAME)
 				opt_error(c, opt, NBD_REP_ERR_TOO_BIG,
 					  "option data longer than %d bytes",
@@ -938,8 +941,8 @@ static int req_get_buf(struct nbd_conn *c, struct nbd_req *req)
 
 	if (req->len <= srv->slot_size && c->nfree_slots) {
 		req->slot = c->free_slots[--c->nfree_slots];
-		req->buf = (char *)c->qs->pool +
-			   (size_t)req->slot * srv->slot_size;
+		req->buf =
+		    (char *)c->qs->pool + (size_t)req->slot * srv->slot_size;
 		return 0;
 	}
 	if (posix_memalign(&p, 4096, ALIGN_UP((size_t)req->len, 4096)))
@@ -999,7 +1002,8 @@ static void queue_fail(struct nbd_conn *c)
 {
 	if (!c->q_dead)
 		log_warn("client %u: queue %d lost its connection to the "
-			 "target; closing the client", c->id, c->qidx);
+			 "target; closing the client",
+			 c->id, c->qidx);
 	c->q_dead = true;
 	rx_close(c);
 }
@@ -1007,11 +1011,11 @@ static void queue_fail(struct nbd_conn *c)
 static int req_submit_one(struct nbd_conn *c, struct nbd_req *req)
 {
 	static const enum rblk_io_op ops[] = {
-		[NBD_CMD_READ] = RBLK_IO_READ,
-		[NBD_CMD_WRITE] = RBLK_IO_WRITE,
-		[NBD_CMD_FLUSH] = RBLK_IO_FLUSH,
-		[NBD_CMD_TRIM] = RBLK_IO_TRIM,
-		[NBD_CMD_WRITE_ZEROES] = RBLK_IO_WRITE_ZEROES,
+	    [NBD_CMD_READ] = RBLK_IO_READ,
+	    [NBD_CMD_WRITE] = RBLK_IO_WRITE,
+	    [NBD_CMD_FLUSH] = RBLK_IO_FLUSH,
+	    [NBD_CMD_TRIM] = RBLK_IO_TRIM,
+	    [NBD_CMD_WRITE_ZEROES] = RBLK_IO_WRITE_ZEROES,
 	};
 	unsigned int flags = 0;
 
@@ -1104,7 +1108,8 @@ static void rx_header(struct nbd_conn *c)
 	c->rx_start += NBD_REQUEST_SIZE;
 	if (magic != NBD_REQUEST_MAGIC) {
 		log_warn("client %u (%s): bad request magic 0x%08x; "
-			 "disconnecting", c->id, c->peer, magic);
+			 "disconnecting",
+			 c->id, c->peer, magic);
 		rx_close(c);
 		return;
 	}
@@ -1123,23 +1128,23 @@ static void rx_header(struct nbd_conn *c)
 		return;
 	}
 	if (req->type == NBD_CMD_WRITE && req->len > NBD_MAX_PAYLOAD) {
-		log_warn("client %u (%s): WRITE of %u bytes exceeds the %u-byte "
-			 "maximum payload; disconnecting", c->id, c->peer,
-			 req->len, NBD_MAX_PAYLOAD);
+		log_warn(
+		    "client %u (%s): WRITE of %u bytes exceeds the %u-byte "
+		    "maximum payload; disconnecting",
+		    c->id, c->peer, req->len, NBD_MAX_PAYLOAD);
 		req_free(c, req);
 		rx_close(c);
 		return;
 	}
-	req->error = nbd_validate(srv, req->type, req->flags, req->offset,
-				  req->len);
+	req->error =
+	    nbd_validate(srv, req->type, req->flags, req->offset, req->len);
 	if (req->error) {
 		log_debug("client %u: %s flags 0x%x %u@%llu rejected: error %u",
 			  c->id, nbd_cmd_name(req->type), req->flags, req->len,
 			  (unsigned long long)req->offset, req->error);
 	} else if (req->len == 0 && req->type != NBD_CMD_FLUSH) {
 		/* unspecified by the protocol: answer success, touch nothing */
-	} else if ((req->type == NBD_CMD_READ ||
-		    req->type == NBD_CMD_WRITE) &&
+	} else if ((req->type == NBD_CMD_READ || req->type == NBD_CMD_WRITE) &&
 		   req_get_buf(c, req)) {
 		req->error = NBD_ENOMEM;
 	} else if (req->type == NBD_CMD_WRITE) {
@@ -1187,9 +1192,10 @@ static ssize_t rx_fill(struct nbd_conn *c)
 		}
 		if (n == 0) {
 			if (c->rx_state != RX_HDR || c->rx_start != c->rx_end)
-				log_warn("client %u (%s): closed the connection "
-					 "in the middle of a request", c->id,
-					 c->peer);
+				log_warn(
+				    "client %u (%s): closed the connection "
+				    "in the middle of a request",
+				    c->id, c->peer);
 			else
 				log_debug("client %u: EOF", c->id);
 			rx_close(c);
@@ -1228,8 +1234,8 @@ static bool rx_payload(struct nbd_conn *c, bool discard)
 			 MSG_DONTWAIT);
 		if (r == 0) {
 			log_warn("client %u (%s): closed the connection in "
-				 "the middle of a WRITE payload", c->id,
-				 c->peer);
+				 "the middle of a WRITE payload",
+				 c->id, c->peer);
 			rx_close(c);
 			return true;
 		}
@@ -1356,7 +1362,7 @@ static bool tx_flush(struct nbd_conn *c)
 
 	while (c->tx.head && !c->sock_dead) {
 		struct iovec iov[NBD_TX_IOV];
-		struct msghdr msg = { .msg_iov = iov };
+		struct msghdr msg = {.msg_iov = iov};
 		size_t skip = c->tx_off;
 		struct nbd_req *req;
 		int cnt = 0;
@@ -1453,21 +1459,20 @@ static int nbd_transmission(struct nbd_conn *c)
 
 			if (now >= c->deadline_ms) {
 				log_warn("client %u: abandoning %u in-flight "
-					 "requests at shutdown", c->id,
-					 c->inflight);
+					 "requests at shutdown",
+					 c->id, c->inflight);
 				return -ETIMEDOUT;
 			}
 			timeout = (int)(c->deadline_ms - now);
 		}
-		if (!c->rx_closed &&
-		    (c->rx_state != RX_HDR ||
-		     (c->free_reqs && !c->pending.head)))
+		if (!c->rx_closed && (c->rx_state != RX_HDR ||
+				      (c->free_reqs && !c->pending.head)))
 			ev |= POLLIN;
 		if (c->tx.head && !c->sock_dead)
 			ev |= POLLOUT;
 		if (ev) {
 			isock = np;
-			p[np++] = (struct pollfd){ .fd = c->fd, .events = ev };
+			p[np++] = (struct pollfd){.fd = c->fd, .events = ev};
 		}
 		if (c->inflight) {
 			ret = rblk_queue_arm(c->q);
@@ -1475,18 +1480,18 @@ static int nbd_transmission(struct nbd_conn *c)
 				continue;
 			if (ret < 0 || qfd < 0) /* cannot sleep on the fd */
 				timeout = timeout < 0 ? 1 : MIN(timeout, 1);
-			p[np++] = (struct pollfd){ .fd = qfd,
-						   .events = POLLIN };
+			p[np++] = (struct pollfd){.fd = qfd, .events = POLLIN};
 		}
 		if (!c->stopping) {
 			istop = np;
-			p[np++] = (struct pollfd){ .fd = c->srv->stop_fd,
-						   .events = POLLIN };
+			p[np++] = (struct pollfd){.fd = c->srv->stop_fd,
+						  .events = POLLIN};
 		}
 		ret = poll(p, (nfds_t)np, timeout);
 		if (ret < 0 && errno != EINTR) {
-			log_err("client %u: poll: %s", c->id, strerror(errno));
-			return -errno;
+			ret = -errno;
+			log_err("client %u: poll: %s", c->id, strerror(-ret));
+			return ret;
 		}
 		if (ret > 0 && istop >= 0 && p[istop].revents) {
 			log_debug("client %u: shutting down", c->id);
@@ -1518,16 +1523,16 @@ static void *conn_thread(void *arg)
 		if (ret && c->inflight)
 			c->qs->abandoned = true;
 		log_info("client %u (%s): disconnected after %llu requests "
-			 "(%llu failed)", c->id, c->peer,
-			 (unsigned long long)c->nr_requests,
+			 "(%llu failed)",
+			 c->id, c->peer, (unsigned long long)c->nr_requests,
 			 (unsigned long long)c->nr_errors);
 	} else if (ret == -ETIMEDOUT) {
 		log_warn("client %u (%s): handshake timed out after %d s",
 			 c->id, c->peer, NBD_HANDSHAKE_TIMEOUT_MS / 1000);
 	} else if (ret < 0 && ret != -EPIPE && ret != -ESHUTDOWN &&
 		   ret != -ECONNRESET) {
-		log_debug("client %u (%s): handshake ended: %s", c->id,
-			  c->peer, strerror(-ret));
+		log_debug("client %u (%s): handshake ended: %s", c->id, c->peer,
+			  strerror(-ret));
 	}
 	conn_io_destroy(c);
 	conn_release_queue(c);
@@ -1621,7 +1626,8 @@ static void accept_one(struct nbd_server *srv, int lfd)
 	if (srv->nconns >= srv->max_conns) {
 		pthread_mutex_unlock(&srv->lock);
 		log_warn("refusing a connection from %s: %u clients connected "
-			 "(--max-connections)", c->peer, srv->max_conns);
+			 "(--max-connections)",
+			 c->peer, srv->max_conns);
 		close(fd);
 		free(c);
 		return;
@@ -1652,7 +1658,7 @@ static void accept_one(struct nbd_server *srv, int lfd)
  */
 static int listen_unix(const char *path, int *out)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct stat st;
 	mode_t old;
 	int fd, ret;
@@ -1725,9 +1731,9 @@ static int listen_tcp(const struct rblk_url *u, int *out, char *addr,
 		      size_t addrlen)
 {
 	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+	    .ai_family = AF_UNSPEC,
+	    .ai_socktype = SOCK_STREAM,
+	    .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
 	};
 	struct addrinfo *res, *ai;
 	char port[8];
@@ -1795,47 +1801,49 @@ static void uri_escape(const char *s, char *out, size_t len)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-"usage: rblk nbd URL (--socket PATH | --listen tcp://HOST[:PORT])\n"
-"                [--queues N] [--queue-depth N] [--read-only]\n"
-"                [--max-connections N] [--log-level L] [--help]\n"
-"\n"
-"Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT or\n"
-"rdma://HOST[:PORT]/EXPORT) to NBD clients: qemu-img, qemu-io, nbdcopy,\n"
-"nbdinfo, nbdfuse, fio --ioengine=nbd, nbd-client.\n"
-"\n"
-"  --socket PATH         listen on a unix socket (created mode 0600; a stale\n"
-"                        socket file is replaced; removed on exit).\n"
-"                        Clients use nbd+unix:///EXPORT?socket=PATH\n"
-"  --listen tcp://HOST[:PORT]\n"
-"                        listen on TCP instead (port default %d)\n"
-"  --queues N            rblk queues to open, default %d; each NBD connection\n"
-"                        uses one queue for its lifetime, so N is also the\n"
-"                        number of clients (or multi-conn connections) served\n"
-"                        at once; further clients are refused\n"
-"  --queue-depth N       requests in flight per queue (asked of the target;\n"
-"                        default: the library's, 64)\n"
-"  --read-only           log in read-only and advertise a read-only export;\n"
-"                        writes fail with EPERM\n"
-"  --max-connections N   sockets open at once, in handshake or serving,\n"
-"                        default %d; more are closed at once\n"
-"  --log-level L         error, warn (default), info or debug, to stderr\n"
-"  -h, --help            this text\n"
-"\n"
-"The export is offered under its rblk export name and as the default\n"
-"export (\"\"). Block sizes: minimum = the volume's block size, preferred =\n"
-"max(4096, block size), maximum payload 32 MiB. Multi-conn is advertised.\n"
-"\n"
-"Once listening, one line goes to stdout for scripts to wait on:\n"
-"  ready unix:PATH nbd+unix:///EXPORT?socket=PATH\n"
-"  ready tcp://HOST:PORT nbd://HOST:PORT/EXPORT\n"
-"SIGINT or SIGTERM: stop accepting, finish in-flight requests, close the\n"
-"clients, close the volume, remove the socket, exit 0.\n"
-"Exit status: 0 after a clean shutdown, 1 on errors, 2 on usage errors.\n",
-		NBD_DEFAULT_PORT, NBD_DEFAULT_QUEUES, NBD_DEFAULT_MAX_CONNS);
+	fprintf(
+	    f,
+	    "usage: rblk nbd URL (--socket PATH | --listen tcp://HOST[:PORT])\n"
+	    "                [--queues N] [--queue-depth N] [--read-only]\n"
+	    "                [--max-connections N] [--log-level L] [--help]\n"
+	    "\n"
+	    "Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT or\n"
+	    "rdma://HOST[:PORT]/EXPORT) to NBD clients: qemu-img, qemu-io, nbdcopy,\n"
+	    "nbdinfo, nbdfuse, fio --ioengine=nbd, nbd-client.\n"
+	    "\n"
+	    "  --socket PATH         listen on a unix socket (created mode 0600; a stale\n"
+	    "                        socket file is replaced; removed on exit).\n"
+	    "                        Clients use nbd+unix:///EXPORT?socket=PATH\n"
+	    "  --listen tcp://HOST[:PORT]\n"
+	    "                        listen on TCP instead (port default %d)\n"
+	    "  --queues N            rblk queues to open, default %d; each NBD connection\n"
+	    "                        uses one queue for its lifetime, so N is also the\n"
+	    "                        number of clients (or multi-conn connections) served\n"
+	    "                        at once; further clients are refused\n"
+	    "  --queue-depth N       requests in flight per queue (asked of the target;\n"
+	    "                        default: the library's, 64)\n"
+	    "  --read-only           log in read-only and advertise a read-only export;\n"
+	    "                        writes fail with EPERM\n"
+	    "  --max-connections N   sockets open at once, in handshake or serving,\n"
+	    "                        default %d; more are closed at once\n"
+	    "  --log-level L         error, warn (default), info or debug, to stderr\n"
+	    "  -h, --help            this text\n"
+	    "\n"
+	    "The export is offered under its rblk export name and as the default\n"
+	    "export (\"\"). Block sizes: minimum = the volume's block size, preferred =\n"
+	    "max(4096, block size), maximum payload 32 MiB. Multi-conn is advertised.\n"
+	    "\n"
+	    "Once listening, one line goes to stdout for scripts to wait on:\n"
+	    "  ready unix:PATH nbd+unix:///EXPORT?socket=PATH\n"
+	    "  ready tcp://HOST:PORT nbd://HOST:PORT/EXPORT\n"
+	    "SIGINT or SIGTERM: stop accepting, finish in-flight requests, close the\n"
+	    "clients, close the volume, remove the socket, exit 0.\n"
+	    "Exit status: 0 after a clean shutdown, 1 on errors, 2 on usage errors.\n",
+	    NBD_DEFAULT_PORT, NBD_DEFAULT_QUEUES, NBD_DEFAULT_MAX_CONNS);
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 
 static int usage_error(const char *fmt, ...)
 {
@@ -1862,18 +1870,25 @@ struct nbd_args {
 /* Returns -1 to go on, or the exit code. */
 static int parse_args(int argc, char **argv, struct nbd_args *a)
 {
-	enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_QUEUES, OPT_QD, OPT_RO,
-	       OPT_MAXCONN, OPT_LOGLEVEL };
+	enum {
+		OPT_SOCKET = 256,
+		OPT_LISTEN,
+		OPT_QUEUES,
+		OPT_QD,
+		OPT_RO,
+		OPT_MAXCONN,
+		OPT_LOGLEVEL
+	};
 	static const struct option longopts[] = {
-		{ "socket", required_argument, NULL, OPT_SOCKET },
-		{ "listen", required_argument, NULL, OPT_LISTEN },
-		{ "queues", required_argument, NULL, OPT_QUEUES },
-		{ "queue-depth", required_argument, NULL, OPT_QD },
-		{ "read-only", no_argument, NULL, OPT_RO },
-		{ "max-connections", required_argument, NULL, OPT_MAXCONN },
-		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"socket", required_argument, NULL, OPT_SOCKET},
+	    {"listen", required_argument, NULL, OPT_LISTEN},
+	    {"queues", required_argument, NULL, OPT_QUEUES},
+	    {"queue-depth", required_argument, NULL, OPT_QD},
+	    {"read-only", no_argument, NULL, OPT_RO},
+	    {"max-connections", required_argument, NULL, OPT_MAXCONN},
+	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int ch, lvl;
 
@@ -1908,14 +1923,16 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 			if (parse_uint(optarg, 1, 65536, &a->max_conns))
 				return usage_error("--max-connections: '%s' is "
 						   "not a number from 1 to "
-						   "65536", optarg);
+						   "65536",
+						   optarg);
 			break;
 		case OPT_LOGLEVEL:
 			lvl = log_parse_level(optarg);
 			if (lvl < 0)
-				return usage_error("--log-level: '%s': expected "
-						   "error, warn, info or debug",
-						   optarg);
+				return usage_error(
+				    "--log-level: '%s': expected "
+				    "error, warn, info or debug",
+				    optarg);
 			log_set_level(lvl);
 			break;
 		case 'h':
@@ -1976,7 +1993,8 @@ static void server_setup(struct nbd_server *srv, const struct nbd_args *a)
 	}
 	if (srv->block_size > 65536 || !IS_POW2(srv->block_size))
 		log_warn("volume block size %u is not a power of two up to "
-			 "64 KiB; NBD clients may refuse it", srv->block_size);
+			 "64 KiB; NBD clients may refuse it",
+			 srv->block_size);
 }
 
 /* Wait for SIGINT/SIGTERM while accepting; returns when asked to stop. */
@@ -1984,9 +2002,9 @@ static void accept_loop(struct nbd_server *srv, int lfd, int sfd)
 {
 	for (;;) {
 		struct pollfd p[3] = {
-			{ .fd = lfd, .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
-			{ .fd = srv->reap_fd, .events = POLLIN },
+		    {.fd = lfd, .events = POLLIN},
+		    {.fd = sfd, .events = POLLIN},
+		    {.fd = srv->reap_fd, .events = POLLIN},
 		};
 		struct signalfd_siginfo si;
 		uint64_t v;
@@ -2015,10 +2033,10 @@ static void accept_loop(struct nbd_server *srv, int lfd, int sfd)
 
 int cmd_nbd(int argc, char **argv)
 {
-	struct nbd_server srv = { .stop_fd = -1, .reap_fd = -1 };
+	struct nbd_server srv = {.stop_fd = -1, .reap_fd = -1};
 	char err[256], addr[320], uri[1100], name[3 * RBLK_NAME_MAX];
 	struct rblk_url vu, lu;
-	struct nbd_args a = { 0 };
+	struct nbd_args a = {0};
 	struct rblk_opts o;
 	sigset_t mask;
 	int ret, lfd = -1, sfd, rc = 1;
@@ -2032,17 +2050,21 @@ int cmd_nbd(int argc, char **argv)
 		return usage_error("%s", err);
 	if (!vu.export_name[0])
 		return usage_error("'%s' names no export "
-				   "(tcp://HOST[:PORT]/EXPORT)", a.url);
+				   "(tcp://HOST[:PORT]/EXPORT)",
+				   a.url);
 	if (a.listen_url) {
 		if (rblk_url_parse(a.listen_url, NBD_DEFAULT_PORT, &lu, err,
 				   sizeof(err)))
 			return usage_error("--listen: %s", err);
 		if (strcmp(lu.scheme, "tcp"))
-			return usage_error("--listen: '%s': only tcp://HOST:PORT "
-					   "is supported", a.listen_url);
+			return usage_error(
+			    "--listen: '%s': only tcp://HOST:PORT "
+			    "is supported",
+			    a.listen_url);
 		if (lu.export_name[0])
 			return usage_error("--listen: '%s': no export part "
-					   "expected", a.listen_url);
+					   "expected",
+					   a.listen_url);
 	}
 	snprintf(srv.url, sizeof(srv.url), "%s", a.url);
 	snprintf(srv.export_name, sizeof(srv.export_name), "%s",
@@ -2102,9 +2124,10 @@ int cmd_nbd(int argc, char **argv)
 		snprintf(uri, sizeof(uri), "nbd://%s/%s", addr + 6, name);
 	}
 	log_info("serving %s on %s (%llu bytes, block size %u, %u queues x "
-		 "%u deep, max_io %u%s)", a.url, addr,
-		 (unsigned long long)srv.size, srv.block_size, srv.nqueues,
-		 srv.nreqs, srv.slot_size, srv.read_only ? ", read-only" : "");
+		 "%u deep, max_io %u%s)",
+		 a.url, addr, (unsigned long long)srv.size, srv.block_size,
+		 srv.nqueues, srv.nreqs, srv.slot_size,
+		 srv.read_only ? ", read-only" : "");
 	printf("ready %s %s\n", addr, uri);
 	fflush(stdout);
 

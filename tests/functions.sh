@@ -34,12 +34,18 @@
 #   start_target ARGS...      start rblk-target on a free loopback port with
 #                             ARGS (e.g. --export vol0=FILE), wait until it
 #                             listens, stop it at exit; sets RBLK_PORT,
-#                             RBLK_TARGET_PID, RBLK_TARGET_LOG
+#                             RBLK_TARGET_PID, RBLK_TARGET_LOG. Extra
+#                             arguments for every test's target may come
+#                             from RBLK_TARGET_ARGS (e.g. "--engine libaio")
 #   start_nbd URL SOCKET [ARGS...]
 #                             start `rblk nbd URL --socket SOCKET ARGS`, wait
 #                             for its "ready" line, stop it at exit; sets
 #                             RBLK_NBD_PID, RBLK_NBD_LOG, NBD_URI
 #                             (nbd+unix:///EXPORT?socket=SOCKET)
+#   start_nbd_tcp URL [ARGS...]
+#                             the same with --listen tcp://127.0.0.1:PORT on
+#                             a free port; sets NBD_PORT and NBD_URI
+#                             (nbd://127.0.0.1:PORT/EXPORT)
 #   stop_pid PID              SIGTERM, wait up to 10 s, then SIGKILL
 #   sha FILE                  the sha256 of FILE
 #   make_random FILE MIB      FILE with MIB MiB of random data
@@ -49,7 +55,7 @@ RBLK_BUILD=${RBLK_BUILD:-$RBLK_ROOT/build}
 RBLK_TARGET_BIN=$RBLK_BUILD/rblk-target
 RBLK_BIN=$RBLK_BUILD/rblk
 TEST_NAME=$(basename "$0")
-cd "$RBLK_ROOT"
+cd "$RBLK_ROOT" || exit 1
 
 fail()
 {
@@ -74,6 +80,8 @@ cleanup_fn()
 	_cleanup_cmds+=("$q")
 }
 
+_sanitizer_failed=0
+
 _run_cleanup()
 {
 	local rc=$? i
@@ -81,7 +89,27 @@ _run_cleanup()
 	for ((i = ${#_cleanup_cmds[@]} - 1; i >= 0; i--)); do
 		eval "${_cleanup_cmds[i]}"
 	done
+	if [ $rc -eq 0 ] && [ $_sanitizer_failed -ne 0 ]; then
+		echo "FAIL: $TEST_NAME: sanitizer errors (see above)" >&2
+		rc=1
+	fi
 	exit $rc
+}
+
+# Daemons built with SANITIZE=1 report to their logs: once they have been
+# stopped, show any report and fail the test.
+_check_sanitizers()
+{
+	local f
+	for f in "$TEST_DIR"/*.log; do
+		[ -f "$f" ] || continue
+		if grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$f"; then
+			echo "---- sanitizer report in $(basename "$f") ----" >&2
+			grep -A 30 -E "ERROR: (Address|Leak)Sanitizer|runtime error:" \
+				"$f" | head -60 >&2
+			_sanitizer_failed=1
+		fi
+	done
 }
 trap _run_cleanup EXIT
 trap 'exit 130' INT
@@ -89,6 +117,7 @@ trap 'exit 143' TERM
 
 TEST_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rblk-${TEST_NAME%.sh}.XXXXXX")
 cleanup_fn rm -rf "$TEST_DIR"
+cleanup_fn _check_sanitizers
 
 # ---- requirements --------------------------------------------------------
 
@@ -107,19 +136,22 @@ requires_built()
 }
 
 # nbdsh is a shell script running `python3 -m nbd`; when the python3 first
-# on PATH is not the system one (pyenv, venv) it lacks the module. Use the
-# system python in that case.
+# on PATH is not the system one (pyenv, venv) it lacks the module. Then a
+# wrapper in $TEST_DIR/bin, first on PATH, runs it with the system python
+# (a wrapper, not a shell function, so that `tmo 30 nbdsh ...` finds it).
 requires_nbdsh()
 {
+	local real
 	requires nbdsh
-	if nbdsh -c 'pass' >/dev/null 2>&1; then
-		return 0
-	fi
-	if PATH=/usr/bin:$PATH nbdsh -c 'pass' >/dev/null 2>&1; then
-		nbdsh()
-		{
-			PATH=/usr/bin:$PATH command nbdsh "$@"
-		}
+	nbdsh -c 'pass' >/dev/null 2>&1 && return 0
+	real=$(command -v nbdsh)
+	if PATH=/usr/bin:$PATH "$real" -c 'pass' >/dev/null 2>&1; then
+		mkdir -p "$TEST_DIR/bin"
+		# shellcheck disable=SC2016 # $PATH and $@ expand in the wrapper
+		printf '#!/bin/sh\nPATH=/usr/bin:$PATH exec %s "$@"\n' \
+			"$real" >"$TEST_DIR/bin/nbdsh"
+		chmod +x "$TEST_DIR/bin/nbdsh"
+		PATH=$TEST_DIR/bin:$PATH
 		return 0
 	fi
 	skip "nbdsh cannot import the nbd python module (python3-libnbd)"
@@ -188,13 +220,16 @@ _wait_for_line()
 
 start_target()
 {
-	local attempt port log pid rc
+	local attempt port log pid rc extra=()
 	requires_built
+	# shellcheck disable=SC2206 # word splitting intended
+	[ -n "${RBLK_TARGET_ARGS:-}" ] && extra=($RBLK_TARGET_ARGS)
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
 		log=$TEST_DIR/target.$attempt.log
 		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
-			--log-level info "$@" >"$log" 2>&1 &
+			--log-level info ${extra[@]+"${extra[@]}"} "$@" \
+			>"$log" 2>&1 &
 		pid=$!
 		rc=0
 		_wait_for_line "$log" "listening on tcp://127.0.0.1:$port" \
@@ -218,18 +253,43 @@ start_target()
 
 start_nbd()
 {
-	local url=$1 sock=$2 log out pid rc=0
+	local url=$1 sock=$2
+	shift 2
+	_start_nbd "$url" "$(basename "$sock")" --socket "$sock" "$@"
+}
+
+start_nbd_tcp()
+{
+	local url=$1 attempt
+	shift
+	for attempt in 1 2 3 4 5; do
+		NBD_PORT=$(free_port)
+		if _start_nbd "$url" "tcp-$NBD_PORT" --listen \
+			"tcp://127.0.0.1:$NBD_PORT" "$@"; then
+			export NBD_PORT
+			return 0
+		fi
+		# lost a race for the port: try another one
+	done
+	fail "rblk nbd --listen: no free port after 5 attempts"
+}
+
+# _start_nbd URL TAG ARGS...: 0 when ready, 1 when it exited early with
+# "in use" in its log, else fail.
+_start_nbd()
+{
+	local url=$1 tag=$2 log out pid rc=0
 	shift 2
 	requires_built
-	log=$TEST_DIR/nbd.$(basename "$sock").log
-	out=$TEST_DIR/nbd.$(basename "$sock").out
-	"$RBLK_BIN" nbd "$url" --socket "$sock" --log-level info "$@" \
-		>"$out" 2>"$log" &
+	log=$TEST_DIR/nbd.$tag.log
+	out=$TEST_DIR/nbd.$tag.out
+	"$RBLK_BIN" nbd "$url" --log-level info "$@" >"$out" 2>"$log" &
 	pid=$!
 	_wait_for_line "$out" '^ready ' "$pid" 20 || rc=$?
 	if [ $rc -ne 0 ]; then
-		cat "$log" >&2
 		stop_pid "$pid"
+		[ $rc -eq 1 ] && grep -qi "in use" "$log" && return 1
+		cat "$log" >&2
 		fail "rblk nbd $url did not become ready (see above)"
 	fi
 	RBLK_NBD_PID=$pid

@@ -1530,6 +1530,7 @@ static void tcp_build(struct tcp_conn *c, const struct xp_send_wr *wr,
 	f->len = wr->sge.length;
 	f->mr = wr->sge.mr;
 	f->seq = seq;
+	f->copy = false;
 	if (wr->opcode == XP_WR_RDMA_WRITE) {
 		type = TCP_F_WRITE;
 	} else if (wr->opcode == XP_WR_RDMA_READ) {

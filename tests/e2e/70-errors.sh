@@ -2,7 +2,8 @@
 # Failures are reported, not hung on: a missing export (rblk info, rblk nbd)
 # exits non-zero naming the export; a port nobody listens on fails quickly
 # with a clear error; `rblk nbd` rejects bad usage with exit 2, refuses a
-# path that is not a socket, and exits 0 on SIGTERM, removing its socket.
+# path that is not a socket, exits 0 on SIGTERM removing its socket, and
+# refuses a client when all its queues are taken.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires truncate nbdinfo
@@ -20,7 +21,9 @@ expect_fail()
 	shift 2
 	timeout -k 5 20 "$@" >"$TEST_DIR/out" 2>"$TEST_DIR/err" || rc=$?
 	echo "$what: exit $rc: $(head -c 300 "$TEST_DIR/err")"
-	[ $rc -ne 124 ] && [ $rc -ne 137 ] || fail "$what: hung (killed after 20 s)"
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		fail "$what: hung (killed after 20 s)"
+	fi
 	[ $rc -ne 0 ] || fail "$what: succeeded"
 	grep -Eqi -- "$pattern" "$TEST_DIR/err" ||
 		fail "$what: message does not match '$pattern'"
@@ -89,6 +92,40 @@ wait "$RBLK_NBD_PID" || rc=$?
 [ $rc -eq 0 ] || fail "rblk nbd exit $rc after SIGTERM"
 [ ! -e "$TEST_DIR/stale.sock" ] || fail "socket not removed on exit"
 grep -q "shutting down" "$RBLK_NBD_LOG" || fail "no shutdown log line"
+
+# one queue = one client at a time: a second client is refused with a log
+# line while the first holds the queue, and served once it has left
+start_nbd "$url/vol0" "$TEST_DIR/one.sock" --queues 1
+python3 - "$TEST_DIR/one.sock" <<'PY' &
+import socket, struct, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.recv(18)
+s.sendall(struct.pack(">I", 3) +
+          struct.pack(">QII", 0x49484156454F5054, 7, 6) + struct.pack(">IH", 0, 0))
+while True:  # NBD_REP_INFO ... NBD_REP_ACK
+    hdr = b""
+    while len(hdr) < 20:
+        hdr += s.recv(20 - len(hdr))
+    _, _, typ, ln = struct.unpack(">QIII", hdr)
+    while ln:
+        ln -= len(s.recv(ln))
+    if typ == 1:
+        break
+print("holding the queue", flush=True)
+time.sleep(4)
+s.close()
+PY
+holder=$!
+for ((i = 0; i < 50; i++)); do
+	grep -q "connected on queue 0" "$RBLK_NBD_LOG" && break
+	sleep 0.1
+done
+expect_fail "second client with --queues 1" "." nbdinfo "$NBD_URI"
+grep -q "all 1 queues are in use" "$RBLK_NBD_LOG" || fail "no refusal log line"
+wait $holder
+tmo 20 nbdinfo --size "$NBD_URI" | grep -qx 16777216 ||
+	fail "queue not reusable after the first client left"
 
 kill -0 "$RBLK_TARGET_PID" || fail "rblk-target died"
 echo "PASS: $TEST_NAME"

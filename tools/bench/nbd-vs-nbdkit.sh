@@ -9,6 +9,9 @@
 #   tools/bench/nbd-vs-nbdkit.sh [--size MiB] [--runtime S] [--jobs N]
 #                                [--iodepth N] [--cache]
 #
+# RBLK_TARGET_ARGS adds arguments to rblk-target (e.g. "--engine libaio");
+# RBLK_BUILD names the build directory (default build/).
+#
 # --jobs N runs N fio jobs, i.e. N NBD connections (rblk nbd gets N queues).
 # By default the page cache is dropped from the file before each run where
 # possible (root) and nbdkit uses cache=none, since rblk-target reads with
@@ -27,7 +30,7 @@ while [ $# -gt 0 ]; do
 	--jobs) jobs=$2; shift 2 ;;
 	--iodepth) iodepth=$2; shift 2 ;;
 	--cache) cache=1; shift ;;
-	-h | --help) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "nbd-vs-nbdkit: unknown argument '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -37,8 +40,10 @@ build=${RBLK_BUILD:-$root/build}
 for t in fio nbdkit jq python3; do
 	command -v $t >/dev/null || { echo "nbd-vs-nbdkit: $t not found" >&2; exit 1; }
 done
-[ -x "$build/rblk-target" ] && [ -x "$build/rblk" ] ||
-	{ echo "nbd-vs-nbdkit: build first (make)" >&2; exit 1; }
+if [ ! -x "$build/rblk-target" ] || [ ! -x "$build/rblk" ]; then
+	echo "nbd-vs-nbdkit: build first (make)" >&2
+	exit 1
+fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rblk-bench.XXXXXX")
 pids=()
@@ -65,7 +70,7 @@ wait_for()
 drop_cache()
 {
 	[ "$cache" = 1 ] && return 0
-	if command -v dd >/dev/null && [ -w /proc/sys/vm/drop_caches ]; then
+	if [ -w /proc/sys/vm/drop_caches ]; then
 		sync
 		echo 1 >/proc/sys/vm/drop_caches 2>/dev/null || true
 	fi
@@ -76,8 +81,9 @@ head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
 
 port=$(python3 -c 'import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck disable=SC2086 # word splitting of RBLK_TARGET_ARGS intended
 "$build/rblk-target" --listen "tcp://127.0.0.1:$port" --log-level info \
-	--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
+	${RBLK_TARGET_ARGS:-} --export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
 pids+=($!)
 wait_for "$dir/target.log" "listening on"
 "$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk.sock" \
