@@ -120,17 +120,19 @@ $(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(BUILD)/librblk.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
-check: all $(UNIT_BINS) $(E2E_BINS) test-deps
+check: all $(UNIT_BINS) $(E2E_BINS) test-deps fio-engine-try
 	tests/run.sh $(UNIT_BINS) tests/e2e/*.sh
 
 check-unit: all $(UNIT_BINS)
 	tests/run.sh $(UNIT_BINS)
 
-check-e2e: all $(E2E_BINS) test-deps
+check-e2e: all $(E2E_BINS) test-deps fio-engine-try
 	tests/run.sh tests/e2e/*.sh
 
 demo: deps all test-deps
 	tools/demo.sh
+
+include tools/fio/fio.mk
 
 # ---- dependencies --------------------------------------------------------
 

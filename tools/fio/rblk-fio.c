@@ -1,0 +1,580 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rblk-fio.so: a fio ioengine that drives an rblk volume through librblk.
+ *
+ *   fio --ioengine=external:build/rblk-fio.so --uri=tcp://HOST/EXPORT ...
+ *
+ * (engine options must follow --ioengine on the command line.)
+ *
+ * Each fio job (thread or process) opens its own rblk session with ONE queue
+ * and uses it from its own thread only, as librblk wants. fio's I/O buffers
+ * (td->orig_buffer, which holds every io_u buffer) are allocated here,
+ * page aligned, and registered once with rblk_register_buffer(), so data
+ * moves by RDMA (or the tcp transport's one-sided ops) straight into and
+ * out of them.
+ *
+ * fio calls us in this order, each from the job's own thread unless noted:
+ *   setup()       size of the "file": by default runs in fio's main process
+ *                 BEFORE the job forks or starts (create_serialize=1), so it
+ *                 connects, reads the volume size and disconnects again;
+ *                 with create_serialize=0 it runs after init() and uses the
+ *                 session init() opened
+ *   init()        opens the session (one queue)
+ *   iomem_alloc() allocates and registers the I/O buffers
+ *   queue()       stashes an io_u; commit() submits the stashed ones
+ *   getevents()   reaps completions with rblk_poll(); event() hands them out
+ *   iomem_free(), cleanup()  in that order
+ *
+ * Builds against a configured fio source tree of the installed fio version
+ * (tools/fio/fio.mk); only the symbol `ioengine` is exported
+ * (tools/fio/rblk-fio.map), so librblk's internals never collide with fio's.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rblk/rblk.h>
+
+#include "fio.h"
+#include "optgroup.h"
+
+#define RBLK_FIO_FILE_NAME "rblk"
+
+enum read_mode {
+	READ_MODE_PULL = 0, /* target answers, we RDMA READ its slot */
+	READ_MODE_PUSH = 1, /* the target RDMA WRITEs into our buffer */
+};
+
+/* Engine options; fio fills this (td->eo). The first member belongs to fio. */
+struct rblk_fio_opts {
+	void *pad;
+	char *uri;
+	unsigned int queue_depth; /* 0: the job's iodepth */
+	unsigned int read_mode; /* enum read_mode */
+	unsigned long long max_io;
+	char *hostname;
+};
+
+/* Per-job state (td->io_ops_data); used by the job's thread only. */
+struct rblk_fio {
+	struct rblk *r;
+	struct rblk_queue *q;
+	unsigned int qd; /* granted by the target: most I/Os in rblk at once */
+	unsigned int iodepth; /* fio's: most io_us in flight at once */
+	uint32_t features; /* RBLK_FEAT_* of the volume */
+	unsigned int write_flags; /* RBLK_IO_FUA with --sync=1 */
+
+	void *mem; /* fio's I/O buffers (td->orig_buffer), ours to free */
+	size_t mem_len;
+	bool mem_registered;
+
+	/*
+	 * FIFO of io_us queued by queue() and not yet given to rblk: commit()
+	 * gives rblk what it can take (at most qd in flight), getevents()
+	 * the rest as completions make room. Never more than iodepth.
+	 */
+	struct io_u **pending;
+	unsigned int pend_head, nr_pending;
+	/* finished without reaching rblk (refused, or a no-op flush) */
+	struct io_u **done_local;
+	unsigned int nr_done_local;
+	/* reaped by the last getevents(), handed out by event() */
+	struct io_u **events;
+	struct rblk_completion *comps;
+};
+
+static struct fio_option options[] = {
+	{
+		.name = "uri",
+		.lname = "rblk URI",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, uri),
+		.help = "Volume to use: tcp://HOST[:PORT]/EXPORT or rdma://HOST[:PORT]/EXPORT",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "queue_depth",
+		.lname = "rblk queue depth",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct rblk_fio_opts, queue_depth),
+		.def = "0",
+		.minval = 0,
+		.maxval = 65535,
+		.help = "Queue depth to ask the target for (0: the job's iodepth)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "read_mode",
+		.lname = "rblk read mode",
+		.type = FIO_OPT_STR,
+		.off1 = offsetof(struct rblk_fio_opts, read_mode),
+		.def = "pull",
+		.help = "How read data moves",
+		.posval = {
+			{ .ival = "pull",
+			  .oval = READ_MODE_PULL,
+			  .help = "the initiator RDMA READs the target's slot",
+			},
+			{ .ival = "push",
+			  .oval = READ_MODE_PUSH,
+			  .help = "the target RDMA WRITEs into the I/O buffer",
+			},
+		},
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "max_io",
+		.lname = "rblk max I/O",
+		.type = FIO_OPT_STR_VAL,
+		.off1 = offsetof(struct rblk_fio_opts, max_io),
+		.def = "1M",
+		.help = "Largest command to ask the target for (power of two, 4k..8M); larger I/Os are split",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "hostname",
+		.lname = "rblk host name",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, hostname),
+		.help = "Name to log in with (default: this host's name)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = NULL,
+	},
+};
+
+/* Fill rblk_opts from the engine options for a session of one queue. */
+static int fill_opts(struct thread_data *td, unsigned int qd,
+		     struct rblk_opts *ro)
+{
+	struct rblk_fio_opts *o = td->eo;
+
+	if (!o->uri || !o->uri[0]) {
+		log_err("rblk: the uri option is required (--uri=tcp://HOST/EXPORT)\n");
+		return -EINVAL;
+	}
+	if (o->max_io > UINT32_MAX) {
+		log_err("rblk: max_io=%llu is too large\n", o->max_io);
+		return -EINVAL;
+	}
+	rblk_opts_init(ro);
+	ro->queues = 1;
+	ro->queue_depth = qd;
+	ro->max_io = (unsigned int)o->max_io;
+	ro->host_name = o->hostname;
+	if (o->read_mode == READ_MODE_PUSH)
+		ro->flags |= RBLK_OPEN_PUSH_READS;
+	if (!td_write(td) && !td_trim(td))
+		ro->flags |= RBLK_OPEN_READ_ONLY;
+	return 0;
+}
+
+/*
+ * Give every file of the job the volume's size, after checking that the
+ * job's block sizes suit the volume. Returns 0 or 1 (fio's convention).
+ */
+static int size_files(struct thread_data *td, const struct rblk_info *info)
+{
+	struct fio_file *f;
+	unsigned int i;
+	int d;
+
+	for (d = DDIR_READ; d <= DDIR_TRIM; d++) {
+		if (td->o.min_bs[d] % info->block_size ||
+		    td->o.max_bs[d] % info->block_size ||
+		    td->o.bs_unaligned) {
+			log_err("rblk: %s block sizes must be multiples of the volume's block size (%u)\n",
+				io_ddir_name(d), info->block_size);
+			return 1;
+		}
+	}
+	for_each_file(td, f, i) {
+		f->real_file_size = info->size;
+		fio_file_set_size_known(f);
+	}
+	return 0;
+}
+
+static int rblk_fio_setup(struct thread_data *td)
+{
+	struct rblk_fio *d = td->io_ops_data;
+	struct rblk_opts ro;
+	struct rblk *r;
+	int ret;
+
+	/* No --filename: one pseudo file stands for the volume. */
+	if (!td->files_index) {
+		if (add_file(td, RBLK_FIO_FILE_NAME, 0, 0) < 0)
+			return 1;
+		td->o.nr_files = td->o.nr_files ?: 1;
+		td->o.open_files++;
+	}
+
+	/* create_serialize=0: init() ran first, in this thread */
+	if (d && d->r)
+		return size_files(td, rblk_get_info(d->r));
+
+	/*
+	 * Usually this runs in fio's main process before the job starts:
+	 * learn the size on a throwaway session, so no connection (and no
+	 * RDMA resource) crosses fork().
+	 */
+	if (fill_opts(td, 1, &ro))
+		return 1;
+	ret = rblk_open(((struct rblk_fio_opts *)td->eo)->uri, &ro, &r);
+	if (ret) {
+		log_err("rblk: %s\n", rblk_last_error());
+		return 1;
+	}
+	ret = size_files(td, rblk_get_info(r));
+	rblk_close(r);
+	return ret;
+}
+
+static void rblk_fio_cleanup(struct thread_data *td)
+{
+	struct rblk_fio *d = td->io_ops_data;
+
+	if (!d)
+		return;
+	rblk_close(d->r); /* deregisters what is still registered */
+	free(d->mem); /* only if iomem_free() did not run */
+	free(d->pending);
+	free(d->done_local);
+	free(d->events);
+	free(d->comps);
+	free(d);
+	td->io_ops_data = NULL;
+}
+
+static int rblk_fio_init(struct thread_data *td)
+{
+	struct rblk_fio_opts *o = td->eo;
+	const struct rblk_info *info;
+	struct rblk_fio *d;
+	struct rblk_opts ro;
+	unsigned int depth = td->o.iodepth ?: 1;
+	int ret;
+
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		td_verror(td, ENOMEM, "calloc");
+		return 1;
+	}
+	td->io_ops_data = d;
+	d->iodepth = depth;
+	d->pending = calloc(depth, sizeof(*d->pending));
+	d->done_local = calloc(depth, sizeof(*d->done_local));
+	d->events = calloc(depth, sizeof(*d->events));
+	d->comps = calloc(depth, sizeof(*d->comps));
+	if (!d->pending || !d->done_local || !d->events || !d->comps) {
+		td_verror(td, ENOMEM, "calloc");
+		return 1; /* fio calls cleanup() */
+	}
+
+	if (fill_opts(td, o->queue_depth ?: depth, &ro))
+		return 1;
+	ret = rblk_open(o->uri, &ro, &d->r);
+	if (ret) {
+		d->r = NULL;
+		log_err("rblk: %s\n", rblk_last_error());
+		td_verror(td, -ret, "rblk_open");
+		return 1;
+	}
+	d->q = rblk_get_queue(d->r, 0);
+	info = rblk_get_info(d->r);
+	d->qd = info->queue_depth;
+	d->features = info->features;
+	if (o->read_mode == READ_MODE_PUSH &&
+	    !(info->features & RBLK_FEAT_PUSH)) {
+		log_err("rblk: read_mode=push: the target does not offer push reads\n");
+		return 1;
+	}
+	/* --sync=1 (O_SYNC): every write durable on completion */
+	if (td->o.sync_io && (info->features & RBLK_FEAT_FUA))
+		d->write_flags = RBLK_IO_FUA;
+	dprint(FD_IO, "rblk: %s: queue depth %u (iodepth %u), max_io %u, %s reads\n",
+	       o->uri, d->qd, depth, info->max_io,
+	       o->read_mode == READ_MODE_PUSH ? "push" : "pull");
+	return 0;
+}
+
+/*
+ * fio's I/O buffers: size bytes, all io_u buffers inside. Runs after init(),
+ * on the job's thread. Page aligned, and registered once with the queue so
+ * every I/O on them is zero copy.
+ */
+static int rblk_fio_iomem_alloc(struct thread_data *td, size_t size)
+{
+	struct rblk_fio *d = td->io_ops_data;
+	long pg = sysconf(_SC_PAGESIZE);
+	int ret;
+
+	if (posix_memalign(&d->mem, pg > 0 ? (size_t)pg : 4096, size)) {
+		d->mem = NULL;
+		log_err("rblk: cannot allocate %zu bytes of I/O buffers\n",
+			size);
+		return 1;
+	}
+	d->mem_len = size;
+	ret = rblk_register_buffer(d->q, d->mem, size);
+	if (ret) {
+		log_err("rblk: %s\n", rblk_last_error());
+		free(d->mem);
+		d->mem = NULL;
+		return 1;
+	}
+	d->mem_registered = true;
+	td->orig_buffer = d->mem;
+	return 0;
+}
+
+/* Runs before cleanup(), with no I/O in flight. */
+static void rblk_fio_iomem_free(struct thread_data *td)
+{
+	struct rblk_fio *d = td->io_ops_data;
+
+	if (!d || !d->mem)
+		return;
+	if (d->mem_registered && rblk_unregister_buffer(d->q, d->mem))
+		log_err("rblk: %s\n", rblk_last_error());
+	d->mem_registered = false;
+	free(d->mem);
+	d->mem = NULL;
+	td->orig_buffer = NULL;
+}
+
+/* Complete io_u without rblk: it shows up at the next getevents(). */
+static void done_local(struct rblk_fio *d, struct io_u *io_u, int err)
+{
+	io_u->error = err;
+	d->done_local[d->nr_done_local++] = io_u;
+}
+
+/*
+ * Stash io_u for commit(). Never FIO_Q_BUSY: fio keeps at most iodepth
+ * io_us in flight, and those the target's queue depth cannot take yet wait
+ * here.
+ */
+static enum fio_q_status rblk_fio_queue(struct thread_data *td,
+					struct io_u *io_u)
+{
+	struct rblk_fio *d = td->io_ops_data;
+
+	fio_ro_check(td, io_u);
+	if (d->nr_pending == d->iodepth)
+		return FIO_Q_BUSY; /* more than iodepth: cannot happen */
+	d->pending[(d->pend_head + d->nr_pending++) % d->iodepth] = io_u;
+	return FIO_Q_QUEUED;
+}
+
+/* Map io_u to an rblk submission; io_u is the user_data. 0 or -errno. */
+static int submit_one(struct thread_data *td, struct rblk_fio *d,
+		      struct io_u *io_u)
+{
+	switch (io_u->ddir) {
+	case DDIR_READ:
+		return rblk_submit(d->q, RBLK_IO_READ, io_u->xfer_buf,
+				   io_u->offset, io_u->xfer_buflen, 0, io_u);
+	case DDIR_WRITE:
+		return rblk_submit(d->q, RBLK_IO_WRITE, io_u->xfer_buf,
+				   io_u->offset, io_u->xfer_buflen,
+				   d->write_flags, io_u);
+	case DDIR_TRIM:
+		return rblk_submit(d->q, RBLK_IO_TRIM, NULL, io_u->offset,
+				   io_u->xfer_buflen, 0, io_u);
+	case DDIR_SYNC:
+	case DDIR_DATASYNC:
+	case DDIR_SYNC_FILE_RANGE:
+		/*
+		 * A volume without FLUSH has no volatile cache: what
+		 * completed is durable already.
+		 */
+		if (!(d->features & RBLK_FEAT_FLUSH)) {
+			done_local(d, io_u, 0);
+			return 0;
+		}
+		return rblk_submit(d->q, RBLK_IO_FLUSH, NULL, 0, 0, 0, io_u);
+	default:
+		log_err("rblk: cannot do %s\n", io_ddir_name(io_u->ddir));
+		return -EOPNOTSUPP;
+	}
+}
+
+/*
+ * Give rblk the stashed io_us, oldest first, while it has room. A
+ * submission rblk refuses completes with its error at the next
+ * getevents().
+ */
+static void submit_pending(struct thread_data *td, struct rblk_fio *d)
+{
+	bool stamp = fio_fill_issue_time(td);
+	unsigned int sent = 0;
+	struct timespec now;
+	int ret;
+
+	if (!d->nr_pending || rblk_queue_inflight(d->q) >= d->qd)
+		return;
+	if (stamp)
+		fio_gettime(&now, NULL);
+	while (d->nr_pending && rblk_queue_inflight(d->q) < d->qd) {
+		struct io_u *io_u = d->pending[d->pend_head];
+
+		d->pend_head = (d->pend_head + 1) % d->iodepth;
+		d->nr_pending--;
+		if (stamp)
+			io_u->issue_time = now;
+		ret = submit_one(td, d, io_u);
+		if (ret) {
+			if (ret != -EOPNOTSUPP)
+				log_err("rblk: %s\n", rblk_last_error());
+			done_local(d, io_u, -ret);
+			continue;
+		}
+		if (stamp)
+			io_u_queued(td, io_u); /* submission latency sample */
+		sent++;
+	}
+	if (stamp && td->o.read_iolog_file)
+		td->last_issue = now;
+	if (sent)
+		io_u_mark_submit(td, sent);
+}
+
+static int rblk_fio_commit(struct thread_data *td)
+{
+	submit_pending(td, td->io_ops_data);
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int timeout_ms(const struct timespec *t)
+{
+	long long ms;
+
+	if (!t)
+		return -1;
+	ms = (long long)t->tv_sec * 1000 + (t->tv_nsec + 999999) / 1000000;
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+/*
+ * Reap between min and max completions into d->events, waiting up to t
+ * (NULL: forever) for min of them. Returns the count or -errno.
+ */
+static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
+			      unsigned int max, const struct timespec *t)
+{
+	struct rblk_fio *d = td->io_ops_data;
+	int wait = timeout_ms(t);
+	uint64_t deadline = 0;
+	unsigned int n = 0, i;
+	int got;
+
+	if (max > d->iodepth)
+		max = d->iodepth;
+	if (min > max)
+		min = max;
+	if (wait > 0)
+		deadline = now_ns() + (uint64_t)wait * 1000000;
+
+	while (n < max) {
+		int w = 0;
+
+		while (d->nr_done_local && n < max)
+			d->events[n++] = d->done_local[--d->nr_done_local];
+		if (n == max)
+			break;
+		/* wait only while short of min and something can complete */
+		if (n < min && rblk_queue_inflight(d->q)) {
+			w = wait;
+			if (wait > 0) {
+				uint64_t now = now_ns();
+
+				if (now >= deadline)
+					break;
+				w = (int)((deadline - now + 999999) / 1000000);
+			}
+		}
+		got = rblk_poll(d->q, d->comps, (int)(max - n), w);
+		if (got < 0) {
+			if (n)
+				break;
+			log_err("rblk: %s\n", rblk_last_error());
+			return got;
+		}
+		for (i = 0; i < (unsigned int)got; i++) {
+			struct io_u *io_u = d->comps[i].user_data;
+
+			io_u->error = -d->comps[i].result;
+			d->events[n++] = io_u;
+		}
+		if (got)
+			submit_pending(td, d); /* into the room just made */
+		else if (w == 0 && !d->nr_done_local)
+			break;
+	}
+	return (int)n;
+}
+
+static struct io_u *rblk_fio_event(struct thread_data *td, int event)
+{
+	struct rblk_fio *d = td->io_ops_data;
+
+	return d->events[event];
+}
+
+/* The "file" is the volume: nothing to open, close or invalidate. */
+static int rblk_fio_open_file(struct thread_data *td, struct fio_file *f)
+{
+	return 0;
+}
+
+static int rblk_fio_close_file(struct thread_data *td, struct fio_file *f)
+{
+	return 0;
+}
+
+static int rblk_fio_invalidate(struct thread_data *td, struct fio_file *f)
+{
+	return 0;
+}
+
+/* fio looks this symbol up by name after dlopen(). */
+struct ioengine_ops ioengine = {
+	.name = "rblk",
+	.version = FIO_IOOPS_VERSION,
+	.flags = FIO_DISKLESSIO | FIO_NOEXTEND | FIO_NODISKUTIL |
+		 FIO_MEMALIGN | FIO_ASYNCIO_SETS_ISSUE_TIME,
+	.setup = rblk_fio_setup,
+	.init = rblk_fio_init,
+	.queue = rblk_fio_queue,
+	.commit = rblk_fio_commit,
+	.getevents = rblk_fio_getevents,
+	.event = rblk_fio_event,
+	.cleanup = rblk_fio_cleanup,
+	.open_file = rblk_fio_open_file,
+	.close_file = rblk_fio_close_file,
+	.invalidate = rblk_fio_invalidate,
+	.iomem_alloc = rblk_fio_iomem_alloc,
+	.iomem_free = rblk_fio_iomem_free,
+	.options = options,
+	.option_struct_size = sizeof(struct rblk_fio_opts),
+};
