@@ -140,6 +140,17 @@ struct rblk_queue {
 	struct ireq *wait_head, *wait_tail; /* RDMA READs waiting for credits */
 	unsigned int sq_free;
 
+	/*
+	 * Work requests built but not yet posted. Unplugged, each command is
+	 * posted at once; plugged (rblk_queue_plug(), and always inside
+	 * progress()), they go out in one chained post: one doorbell on
+	 * rdma, one sendmsg on tcp. Credits are taken when a request is
+	 * built, so the batch never exceeds the send queue.
+	 */
+	struct xp_send_wr *batch;
+	unsigned int nr_batch;
+	unsigned int plugged;
+
 	struct io *ios;
 	struct io *free_ios;
 	struct io *pend_head, *pend_tail; /* ios with parts not yet issued */
@@ -253,14 +264,18 @@ static struct xp_mr *umr_find(struct rblk_queue *q, const char *addr,
 	return NULL;
 }
 
+/* Reads are pushed when the target offers it and the user asked for it. */
+static bool push_reads(const struct rblk_queue *q)
+{
+	return (q->features & RBLK_F_PUSH) &&
+	       (q->r->info.features & RBLK_F_PUSH);
+}
+
 static int mr_access(struct rblk_queue *q)
 {
 	/* push reads need the target to RDMA WRITE into our memory */
 	return XP_ACCESS_LOCAL_WRITE |
-	       ((q->features & RBLK_F_PUSH) &&
-				(q->r->info.features & RBLK_F_PUSH) ?
-			XP_ACCESS_REMOTE_WRITE :
-			0);
+	       (push_reads(q) ? XP_ACCESS_REMOTE_WRITE : 0);
 }
 
 int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
@@ -363,6 +378,7 @@ static void queue_fail(struct rblk_queue *q, const char *why)
 	if (q->dead)
 		return;
 	q->dead = true;
+	q->nr_batch = 0;
 	log_warn("queue %u (%s): %s", q->index, xp_peer_name(q->xc), why);
 	xp_disconnect(q->xc);
 	for (unsigned int t = 0; t < q->qd; t++)
@@ -382,43 +398,73 @@ static void queue_fail(struct rblk_queue *q, const char *why)
 
 /* ---- posting --------------------------------------------------------------- */
 
+/* Post the batch; a failure fails the queue. */
+static int batch_flush(struct rblk_queue *q)
+{
+	struct xp_send_wr *bad;
+	unsigned int n = q->nr_batch;
+	int ret;
+
+	if (!n)
+		return 0;
+	for (unsigned int i = 0; i + 1 < n; i++)
+		q->batch[i].next = &q->batch[i + 1];
+	q->batch[n - 1].next = NULL;
+	q->nr_batch = 0;
+	ret = xp_post_send(q->xc, q->batch, &bad);
+	if (ret)
+		queue_fail(q, "posting work requests failed");
+	return ret;
+}
+
+static struct xp_send_wr *batch_add(struct rblk_queue *q)
+{
+	struct xp_send_wr *wr = &q->batch[q->nr_batch++];
+
+	memset(wr, 0, sizeof(*wr));
+	return wr;
+}
+
+static void batch_done_adding(struct rblk_queue *q)
+{
+	if (!q->plugged)
+		batch_flush(q);
+}
+
 static int post_read(struct rblk_queue *q, struct ireq *rq)
 {
-	struct xp_send_wr wr = { 0 }, *bad;
-	int ret;
+	struct xp_send_wr *wr;
 
 	if (q->sq_free < 1)
 		return -EAGAIN;
-	wr.wr_id = wrid_make(WRID_READ, rq->tag, 1);
-	wr.opcode = XP_WR_RDMA_READ;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.length = rq->len;
+	wr = batch_add(q);
+	wr->wr_id = wrid_make(WRID_READ, rq->tag, 1);
+	wr->opcode = XP_WR_RDMA_READ;
+	wr->flags = XP_SEND_SIGNALED;
+	wr->sge.length = rq->len;
 	if (rq->mr) {
-		wr.sge.addr = rq->buf;
-		wr.sge.mr = rq->mr;
+		wr->sge.addr = rq->buf;
+		wr->sge.mr = rq->mr;
 	} else {
-		wr.sge.addr = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-		wr.sge.mr = q->bounce_mr;
+		wr->sge.addr = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+		wr->sge.mr = q->bounce_mr;
 	}
-	wr.remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
-	wr.rkey = q->slot_rkey;
-	ret = xp_post_send(q->xc, &wr, &bad);
-	if (ret)
-		return ret;
+	wr->remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
+	wr->rkey = q->slot_rkey;
 	q->sq_free--;
 	rq->state = IREQ_READ;
+	batch_done_adding(q);
 	return 0;
 }
 
 /* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
 static int issue_part(struct rblk_queue *q, struct io *io)
 {
-	struct xp_send_wr wr[2], *first = &wr[1], *bad;
 	struct rblk_cmd cmd = { 0 };
 	struct ireq *rq = q->free_tags;
+	struct xp_send_wr *wr;
 	uint32_t split, credits = 1;
 	char *slot_local;
-	int ret;
 
 	if (!rq || q->sq_free < 2)
 		return -EAGAIN;
@@ -441,34 +487,30 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 	rq->mr = io->buf ? umr_find(q, rq->buf, rq->len) : NULL;
 	slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
 
-	memset(wr, 0, sizeof(wr));
 	if (io->op == RBLK_OP_WRITE) {
+		/* RC ordering places this data before the command below */
 		if (!rq->mr)
 			memcpy(slot_local, rq->buf, rq->len);
-		wr[0].opcode = XP_WR_RDMA_WRITE;
-		wr[0].sge.addr = rq->mr ? rq->buf : slot_local;
-		wr[0].sge.length = rq->len;
-		wr[0].sge.mr = rq->mr ? rq->mr : q->bounce_mr;
-		wr[0].remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
-		wr[0].rkey = q->slot_rkey;
-		wr[0].next = &wr[1];
-		first = &wr[0];
+		wr = batch_add(q);
+		wr->opcode = XP_WR_RDMA_WRITE;
+		wr->sge.addr = rq->mr ? rq->buf : slot_local;
+		wr->sge.length = rq->len;
+		wr->sge.mr = rq->mr ? rq->mr : q->bounce_mr;
+		wr->remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
+		wr->rkey = q->slot_rkey;
 		credits = 2;
-	} else if (io->op == RBLK_OP_READ && (q->features & RBLK_F_PUSH) &&
-		   (q->r->info.features & RBLK_F_PUSH)) {
+	} else if (io->op == RBLK_OP_READ && push_reads(q)) {
 		cmd.flags |= RBLK_CMD_F_PUSH;
 		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
 		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
 	}
-	wr[1].wr_id = wrid_make(WRID_CMD, rq->tag, credits);
-	wr[1].opcode = XP_WR_SEND;
-	wr[1].flags = XP_SEND_SIGNALED;
-	wr[1].sge.addr = cmd_buf(q, rq->tag);
-	wr[1].sge.length = (uint32_t)rblk_cmd_encode(wr[1].sge.addr, &cmd);
-	wr[1].sge.mr = q->msg_mr;
-	ret = xp_post_send(q->xc, first, &bad);
-	if (ret)
-		return ret;
+	wr = batch_add(q);
+	wr->wr_id = wrid_make(WRID_CMD, rq->tag, credits);
+	wr->opcode = XP_WR_SEND;
+	wr->flags = XP_SEND_SIGNALED;
+	wr->sge.addr = cmd_buf(q, rq->tag);
+	wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
+	wr->sge.mr = q->msg_mr;
 	q->sq_free -= credits;
 	q->free_tags = rq->next;
 	rq->state = IREQ_CMD;
@@ -478,7 +520,8 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 		io->next_off = io->end;
 	if (io->buf)
 		io->buf += cmd.length;
-	return 0;
+	batch_done_adding(q);
+	return q->dead ? -ENOTCONN : 0;
 }
 
 /* Issue parts of pending ios, in order, while tags and credits last. */
@@ -489,12 +532,8 @@ static void pump_pending(struct rblk_queue *q)
 
 	while ((io = q->pend_head) && !q->dead) {
 		ret = issue_part(q, io);
-		if (ret == -EAGAIN)
-			return;
-		if (ret) {
-			queue_fail(q, "posting a command failed");
-			return;
-		}
+		if (ret)
+			return; /* -EAGAIN: wait for completions; or dead */
 		if (io->next_off >= io->end) {
 			q->pend_head = io->next;
 			if (!q->pend_head)
@@ -515,8 +554,6 @@ static void retry_reads(struct rblk_queue *q)
 		q->wait_head = rq->next;
 		if (!q->wait_head)
 			q->wait_tail = NULL;
-		if (ret)
-			queue_fail(q, "posting an RDMA READ failed");
 	}
 }
 
@@ -544,8 +581,7 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 		part_done(q, rq, rblk_status_to_errno((int)resp.status));
 		return;
 	}
-	if (rq->op != RBLK_OP_READ || (q->features & RBLK_F_PUSH &&
-				       q->r->info.features & RBLK_F_PUSH)) {
+	if (rq->op != RBLK_OP_READ || push_reads(q)) {
 		part_done(q, rq, 0);
 		return;
 	}
@@ -559,8 +595,6 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 		else
 			q->wait_head = rq;
 		q->wait_tail = rq;
-	} else if (ret) {
-		queue_fail(q, "posting an RDMA READ failed");
 	}
 }
 
@@ -602,11 +636,12 @@ static int progress(struct rblk_queue *q)
 	struct xp_wc wc[POLL_BATCH];
 	int n, total = 0;
 
+	q->plugged++; /* RDMA READs and new commands go out in one post */
 	do {
 		n = xp_poll(q->xc, wc, POLL_BATCH);
 		if (n < 0) {
 			queue_fail(q, "transport poll failed");
-			return n;
+			break;
 		}
 		for (int i = 0; i < n; i++)
 			handle_wc(q, &wc[i]);
@@ -616,7 +651,10 @@ static int progress(struct rblk_queue *q)
 		retry_reads(q);
 		pump_pending(q);
 	}
-	return total;
+	q->plugged--;
+	if (!q->plugged && !q->dead)
+		batch_flush(q);
+	return n < 0 ? n : total;
 }
 
 /* ---- public I/O API ------------------------------------------------------------- */
@@ -678,6 +716,24 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	return 0;
 }
 
+void rblk_queue_plug(struct rblk_queue *q)
+{
+	q->plugged++;
+}
+
+int rblk_queue_unplug(struct rblk_queue *q)
+{
+	if (q->plugged && --q->plugged)
+		return 0;
+	if (q->dead)
+		return set_error(-ENOTCONN, "queue %u is disconnected",
+				 q->index);
+	if (batch_flush(q))
+		return set_error(-ENOTCONN, "queue %u: posting failed",
+				 q->index);
+	return 0;
+}
+
 static int take_done(struct rblk_queue *q, struct rblk_completion *c, int max)
 {
 	int n = 0;
@@ -717,6 +773,8 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 
 	if (max <= 0)
 		return set_error(-EINVAL, "poll: max must be positive");
+	if (!q->dead)
+		batch_flush(q); /* nothing plugged may wait while we sleep */
 	for (;;) {
 		struct pollfd pfd;
 		int wait;
@@ -862,6 +920,7 @@ static void queue_destroy(struct rblk_queue *q)
 	free(q->ios);
 	free(q->done);
 	free(q->umrs);
+	free(q->batch);
 }
 
 static int queue_connect(struct rblk *r, struct rblk_queue *q,
@@ -915,6 +974,9 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 			return set_error(ret, "posting receives: %s",
 					 strerror(-ret));
 	q->sq_free = attr.max_send_wr;
+	q->batch = calloc(attr.max_send_wr, sizeof(*q->batch));
+	if (!q->batch)
+		return set_error(-ENOMEM, "out of memory");
 
 	hello.queue_depth = qd;
 	hello.queue_id = (uint16_t)q->index;

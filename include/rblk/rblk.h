@@ -125,6 +125,15 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 		void *user_data);
 
 /*
+ * Batching: between rblk_queue_plug() and rblk_queue_unplug(), submitted
+ * commands are held and then posted together in one transport call (one
+ * doorbell on RDMA, one system call on TCP). Plugs nest. rblk_poll() posts
+ * whatever is held before it waits.
+ */
+void rblk_queue_plug(struct rblk_queue *q);
+int rblk_queue_unplug(struct rblk_queue *q);
+
+/*
  * Reap up to max completions, waiting up to timeout_ms (0: do not wait,
  * -1: forever) for the first. Returns the count (0 on timeout) or -ENOTCONN
  * once the connection has failed and every I/O has been completed.

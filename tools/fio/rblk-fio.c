@@ -451,9 +451,14 @@ static void submit_pending(struct thread_data *td, struct rblk_fio *d)
 		io_u_mark_submit(td, sent);
 }
 
+/* The whole batch goes out in one post: one doorbell / one sendmsg. */
 static int rblk_fio_commit(struct thread_data *td)
 {
-	submit_pending(td, td->io_ops_data);
+	struct rblk_fio *d = td->io_ops_data;
+
+	rblk_queue_plug(d->q);
+	submit_pending(td, d);
+	rblk_queue_unplug(d->q);
 	return 0;
 }
 
