@@ -37,9 +37,13 @@ poweroff_now() {
 }
 
 log "stage 2 started"
-mode=run
-for a in $(cat /proc/cmdline); do
-	case $a in rblk.mode=*) mode=${a#rblk.mode=} ;; esac
+mode=run repo=
+read -r -a cmdline </proc/cmdline
+for a in "${cmdline[@]}"; do
+	case $a in
+	rblk.mode=*) mode=${a#rblk.mode=} ;;
+	rblk.repo=*) repo=${a#rblk.repo=} ;;
+	esac
 done
 
 # ---- file systems ----
@@ -59,6 +63,13 @@ SETUPLOG=$OUT/setup.log
 log "out share mounted"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro rblkmods /lib/modules ||
 	warn "cannot mount the module share on /lib/modules"
+# A checkout under a directory the tmpfs mounts above just hid (/tmp, /run,
+# /var/tmp, /mnt; e.g. a CI clone in /tmp) comes back from its own share.
+if [ -n "$repo" ] && [ ! -e "$repo/tests/vm/guest-init.sh" ]; then
+	{ mkdir -p "$repo" &&
+		mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro rblkrepo "$repo"; } ||
+		warn "cannot mount the repo share on $repo"
+fi
 mount -t devpts -o mode=620,ptmxmode=666 devpts /dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 modprobe configfs 2>/dev/null
@@ -73,6 +84,7 @@ log "kernel $krel, memory $((memkb / 1024)) MB"
 unset -f mount
 log "file systems mounted"
 MODS="rdma_rxe rdma_ucm ib_uverbs dummy nbd ublk_drv"
+# shellcheck disable=SC2086
 if ! modprobe -a $MODS; then
 	for m in $MODS; do modprobe "$m" || warn "modprobe $m failed"; done
 fi
@@ -106,7 +118,7 @@ ulimit -n 65536 2>/dev/null
 ulimit -c 0
 
 # ---- the command ----
-awk '{print $1}' /proc/uptime >"$OUT/boot-uptime"
+up >"$OUT/boot-uptime"
 log "boot done in $(cat "$OUT/boot-uptime") s (guest uptime); running the command"
 if [ "$mode" = shell ]; then
 	echo "guest: interactive shell; 'exit' or Ctrl-D powers the guest off"

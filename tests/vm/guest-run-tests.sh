@@ -9,6 +9,8 @@
 # fail. A line "# vm-timeout: SECONDS" in it overrides the default timeout
 # (RBLK_VM_TEST_TIMEOUT, else 300 s). Each test runs with cwd = the repo
 # root, in its own process group, which is killed when the test ends.
+# Environment: RBLK_VM_TEST_NAME, RBLK_VM_TEST_OUT (a directory on the host
+# for the test's artifacts, $RBLK_VM_OUT/tests/NAME.d).
 # Output: $RBLK_VM_OUT/tests/NAME.log per test, and one line per finished
 # test in $RBLK_VM_OUT/results: "NAME PASS|FAIL|SKIP SECONDS [note]".
 set -u
@@ -41,7 +43,8 @@ for t in "$@"; do
 	t0=$(now)
 	# timeout(1) puts itself and the test in a new process group: on
 	# expiry it signals the whole group; afterwards we kill what is left.
-	RBLK_VM_TEST_NAME=$name timeout -k 10 "$tmo" "${cmd[@]}" >"$log" 2>&1 </dev/null &
+	mkdir -p "$OUT/tests/$name.d"
+	RBLK_VM_TEST_NAME=$name RBLK_VM_TEST_OUT=$OUT/tests/$name.d timeout -k 10 "$tmo" "${cmd[@]}" >"$log" 2>&1 </dev/null &
 	pid=$!
 	tpid=
 	if [ "$verbose" = 1 ]; then
@@ -67,5 +70,6 @@ for t in "$@"; do
 		tail -n 40 "$log" | sed 's/^/    /'
 	fi
 	printf '%-5s %s (%ss)%s\n' "$st" "$name" "$secs" "${note:+ - $note}"
+	rmdir "$OUT/tests/$name.d" 2>/dev/null
 done
 exit 0

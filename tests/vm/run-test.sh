@@ -22,10 +22,9 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
 TDIR=$HERE/tests
 
-verbose=0 pertest=${RBLK_VM_TEST_TIMEOUT:-300} mem=2048 cpus=2 out= list=0
+verbose=0 pertest=${RBLK_VM_TEST_TIMEOUT:-300} mem=2048 cpus=2 out='' list=0
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -92,7 +91,7 @@ fi
 
 vmopts=(--timeout "$total" --mem "$mem" --cpus "$cpus" --out "$out"
 	--env "RBLK_VM_TEST_TIMEOUT=$pertest")
-runner=("$HERE/guest-run-tests.sh" -t "$pertest")
+runner=(bash "$HERE/guest-run-tests.sh" -t "$pertest")
 [ "$verbose" = 1 ] && runner+=(-v)
 
 echo "run-test: ${#tests[@]} test(s) in one guest, limit ${total}s, logs in $out"

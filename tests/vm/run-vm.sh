@@ -41,9 +41,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE=${RBLK_VM_CACHE:-${HOME:-/root}/.cache/rblk-vm}
-INITRD_NAME=initramfs-v1.cpio.gz
+INITRD_NAME=initramfs-v2.cpio.gz   # keep in step with setup.sh
 
-timeout_s=600 mem=2048 cpus=2 cwd=$REPO out= keep=0 shell=0 quiet=0
+timeout_s=600 mem=2048 cpus=2 cwd=$REPO out='' keep=0 shell=0 quiet=0
 envs=()
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -72,7 +72,7 @@ say() { printf 'run-vm: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 125; }
 
 [ "$(id -u)" = 0 ] || die "must run as root"
-case $HERE in *[[:space:]]*) die "the repo path must not contain white space" ;; esac
+case $HERE in *[[:space:],]*) die "the repo path must not contain white space or commas" ;; esac
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run tests/vm/setup.sh"
 
 kver=$(cat "$CACHE/current" 2>/dev/null || true)
@@ -112,7 +112,7 @@ fi
 	if [ "$shell" = 1 ]; then
 		printf 'export TERM=%q\n' "${TERM:-vt100}"
 		if [ $# -gt 0 ]; then printf '%q ' "$@"; echo; fi
-		echo "exec ${RBLK_VM_SHELL_CMD:-bash -i}"
+		echo 'exec bash -i'
 	else
 		printf 'exec'; printf ' %q' "$@"; echo
 	fi
@@ -120,25 +120,46 @@ fi
 : >"$out/output.log"
 
 append="console=ttyS0 rdinit=/init panic=-1 loglevel=4 mitigations=off"
-append+=" rblk.stage2=$HERE/guest-init.sh"
+append+=" rblk.stage2=$HERE/guest-init.sh rblk.repo=$REPO"
 [ "$shell" = 1 ] && append+=" rblk.mode=shell"
 
+# shellcheck disable=SC2054
 qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m "$mem" -smp "$cpus"
 	-nodefaults -no-user-config -display none -nic none -no-reboot
 	-kernel "$kdir/vmlinuz" -initrd "$kdir/$INITRD_NAME" -append "$append"
 	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
 	-virtfs "local,path=$kdir/lib/modules,mount_tag=rblkmods,security_model=none,readonly=on"
-	-virtfs "local,path=$out,mount_tag=rblkout,security_model=none")
+	-virtfs "local,path=$out,mount_tag=rblkout,security_model=none"
+	-virtfs "local,path=$REPO,mount_tag=rblkrepo,security_model=none,readonly=on,multidevs=remap")
 if [ "$shell" = 1 ]; then
 	qemu+=(-serial mon:stdio)
 else
 	qemu+=(-serial "file:$out/console.log" -monitor none)
 fi
 
-qpid= tpid=
+# One guest at a time per host: TCG with 2 vCPUs takes both cores of a
+# 2-core machine. Wait for a running guest (its own --timeout bounds the
+# wait); qemu inherits the lock, so it is held until qemu is gone.
+# RBLK_VM_PARALLEL=1 skips this.
+if [ "${RBLK_VM_PARALLEL:-0}" != 1 ]; then
+	lockdir=/run/lock
+	[ -d "$lockdir" ] && [ -w "$lockdir" ] || lockdir=${TMPDIR:-/tmp}
+	exec 9>"$lockdir/rblk-vm.lock"
+	if ! flock -n 9; then
+		say "another rblk guest is running; waiting for it (RBLK_VM_PARALLEL=1 to not wait)"
+		flock 9
+	fi
+fi
+
+qpid='' tpid='' tty_state=''
+if [ "$shell" = 1 ] && [ -t 0 ]; then tty_state=$(stty -g); fi
 cleanup() {
-	[ -n "$qpid" ] && kill -KILL "$qpid" 2>/dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2>/dev/null
+	set +e
+	if [ -n "$qpid" ]; then kill -KILL "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null; fi
+	if [ -n "$tpid" ]; then kill "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null; fi
+	qpid='' tpid=''
+	# a killed qemu leaves the terminal raw
+	[ -n "$tty_state" ] && stty "$tty_state" 2>/dev/null
 	return 0
 }
 trap cleanup EXIT
@@ -147,7 +168,10 @@ trap 'cleanup; exit 143' TERM
 
 start=$(date +%s.%N)
 if [ "$shell" = 1 ]; then
-	"${qemu[@]}" &
+	# an async command of a non-interactive shell gets /dev/null as stdin
+	# unless it is redirected explicitly: hand qemu the terminal
+	exec 3<&0
+	"${qemu[@]}" <&3 3<&- &
 else
 	"${qemu[@]}" </dev/null &
 fi
@@ -175,12 +199,13 @@ while kill -0 "$qpid" 2>/dev/null; do
 done
 qrc=0
 wait "$qpid" 2>/dev/null || qrc=$?
-qpid=
+qpid=''
 if [ -n "$tpid" ]; then
 	wait "$tpid" 2>/dev/null || true
-	tpid=
+	tpid=''
 fi
 end=$(date +%s.%N)
+cleanup
 trap - EXIT INT TERM
 
 wall=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')

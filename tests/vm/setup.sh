@@ -15,7 +15,10 @@
 #
 # Environment:
 #   RBLK_VM_CACHE    cache directory (see above)
-#   RBLK_VM_KERNEL   pin a kernel ABI name, e.g. 6.12.117+deb12-amd64
+#   RBLK_VM_KERNEL     pin a kernel ABI name, e.g. 6.12.117+deb12-amd64
+#   RBLK_VM_REFRESH=1  look for a newer kernel in the archive even though one
+#                      is cached (by default a prepared kernel is kept, so
+#                      only the first run downloads); older ones are removed
 #   RBLK_VM_OFFLINE=1  never download: use what is cached (fail if nothing)
 #
 # Host change: creates the empty directory /lib/modules when it is missing
@@ -24,7 +27,7 @@
 set -euo pipefail
 
 CACHE=${RBLK_VM_CACHE:-${HOME:-/root}/.cache/rblk-vm}
-INITRD_NAME=initramfs-v1.cpio.gz   # bump when the /init below changes
+INITRD_NAME=initramfs-v2.cpio.gz   # bump when the /init below changes
 
 say() { printf 'vm-setup: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -73,6 +76,10 @@ newest_kernel() {
 		awk '{print $1}' | sed 's/^linux-image-//' | sort -V | tail -n1
 }
 kver=${RBLK_VM_KERNEL:-}
+if [ -z "$kver" ] && [ "${RBLK_VM_REFRESH:-0}" != 1 ]; then
+	cur=$(cat "$CACHE/current" 2>/dev/null || true)
+	[ -n "$cur" ] && [ -e "$CACHE/$cur/.ready" ] && kver=$cur
+fi
 if [ -z "$kver" ] && [ "${RBLK_VM_OFFLINE:-0}" != 1 ]; then
 	kver=$(newest_kernel)
 	if [ -z "$kver" ]; then
@@ -82,9 +89,9 @@ if [ -z "$kver" ] && [ "${RBLK_VM_OFFLINE:-0}" != 1 ]; then
 fi
 if [ -z "$kver" ]; then
 	# offline, or the archive lists none: take the newest cached one
-	kver=$(ls -1 "$CACHE" 2>/dev/null | grep -E '^6\.12\.[0-9]+\+deb12-amd64$' |
-		while read -r v; do [ -e "$CACHE/$v/.ready" ] && echo "$v"; done |
-		sort -V | tail -n1 || true)
+	kver=$(for d in "$CACHE"/6.12.*+deb12-amd64; do
+		[ -e "$d/.ready" ] && basename "$d"
+	done | sort -V | tail -n1 || true)
 	[ -n "$kver" ] || die "no linux-image-6.12.*+deb12-amd64 in the archive or the cache"
 fi
 kdir=$CACHE/$kver
@@ -148,6 +155,7 @@ fi
 
 # ---- 3. initramfs -----------------------------------------------------------
 if [ ! -s "$kdir/$INITRD_NAME" ]; then
+	rm -f "$kdir"/initramfs-*.cpio.gz
 	say "building initramfs"
 	bb=$(command -v busybox || echo /bin/busybox)
 	[ -x "$bb" ] || die "busybox not found"
@@ -175,7 +183,7 @@ if [ ! -s "$kdir/$INITRD_NAME" ]; then
 			esac
 		done
 	for m in 9pnet 9pnet_virtio 9p; do
-		ls "$ir/mods" | grep -q -- "-$m.ko\$" || die "module $m not found for $kver"
+		compgen -G "$ir/mods/[0-9][0-9]-$m.ko" >/dev/null || die "module $m not found for $kver"
 	done
 	cat >"$ir/init" <<'EOF'
 #!/bin/sh
@@ -193,13 +201,13 @@ done
 if ! mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro hostroot /newroot; then
 	echo "stage1: cannot mount the host root"; sleep 1; poweroff -f
 fi
-if [ -z "$stage2" ] || [ ! -x "/newroot$stage2" ]; then
+if [ -z "$stage2" ] || [ ! -f "/newroot$stage2" ]; then
 	echo "stage1: no stage 2 script ($stage2)"; sleep 1; poweroff -f
 fi
 mount --move /dev /newroot/dev
 mount --move /proc /newroot/proc
 mount --move /sys /newroot/sys
-exec switch_root /newroot "$stage2"
+exec switch_root /newroot /bin/bash "$stage2"
 EOF
 	chmod 755 "$ir/init"
 	(cd "$ir" && find . | cpio -o -H newc --quiet) | gzip -9 >"$work/initrd"
@@ -214,4 +222,8 @@ fi
 
 printf '%s\n' "$kver" >"$CACHE/current.tmp"
 mv "$CACHE/current.tmp" "$CACHE/current"
+# drop other prepared kernels (after a refresh or a pin)
+for d in "$CACHE"/6.12.*+deb12-amd64 "$CACHE"/6.12.*+deb12-amd64.tmp; do
+	[ -d "$d" ] && [ "$d" != "$kdir" ] && { say "removing $d"; rm -rf "$d"; }
+done
 say "ready: kernel $kver, cache $kdir"

@@ -3,8 +3,8 @@
 # present real /dev/nbdN and /dev/ublkbN devices.
 # vm-timeout: 60
 set -u
-fail() { echo "FAIL: $*"; exit 1; }
-[ "${RBLK_VM:-0}" = 1 ] || { echo "not in the rblk test guest"; exit 77; }
+. "$(dirname "$0")/../lib.sh"
+need_guest
 
 for m in nbd ublk_drv; do
 	grep -q "^$m " /proc/modules || fail "module $m not loaded"
@@ -13,7 +13,8 @@ done
 [ -b /dev/nbd0 ] || fail "/dev/nbd0 is not a block device"
 [ -c /dev/ublk-control ] || fail "/dev/ublk-control is not a character device"
 ls -l /dev/nbd0 /dev/ublk-control
-echo "nbd devices: $(ls /dev | grep -c '^nbd[0-9]*$')"
+nbds=(/dev/nbd[0-9]*)
+echo "nbd devices: ${#nbds[@]}"
 # a fresh nbd device has no backend: size 0
 [ "$(cat /sys/block/nbd0/size)" = 0 ] || fail "nbd0 unexpectedly has a size"
 echo "nbd/ublk: OK"
