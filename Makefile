@@ -1,7 +1,9 @@
 # rblk - one Makefile for everything. See README.md.
 #
 #   make                 build into build/
-#   make check           unit + end-to-end tests (installs test tools if missing)
+#   make check           unit, end-to-end and guest tests (installs what they need)
+#   make check-unit      unit tests only; make check-e2e: host e2e only
+#   make check-vm        the guest suite only (QEMU, real kernel RDMA/nbd/ublk)
 #   make demo            export a demo volume, move data through it, report
 #   make install PREFIX=/usr/local DESTDIR=
 #   make SANITIZE=1      build with ASan + UBSan (into build/ as usual)
@@ -68,7 +70,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 all: $(PROGS) $(LIBS) $(BUILD)/rblk.pc
 
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# //'
+	@sed -n '2,12p' Makefile | sed 's/^# //'
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -120,8 +122,9 @@ $(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(BUILD)/librblk.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
+# make check = host tests + the guest suite, one closing summary line.
 check: all $(UNIT_BINS) $(E2E_BINS) test-deps fio-engine-try
-	tests/run.sh $(UNIT_BINS) tests/e2e/*.sh
+	BUILD=$(BUILD) tests/check.sh $(UNIT_BINS) tests/e2e/*.sh
 
 check-unit: all $(UNIT_BINS)
 	tests/run.sh $(UNIT_BINS)
@@ -133,6 +136,7 @@ demo: deps all test-deps
 	tools/demo.sh
 
 include tools/fio/fio.mk
+include tests/vm/vm.mk
 
 # ---- dependencies --------------------------------------------------------
 

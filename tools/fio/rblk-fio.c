@@ -15,8 +15,9 @@
  *
  * fio calls us in this order, each from the job's own thread unless noted:
  *   setup()       size of the "file": by default runs in fio's main process
- *                 BEFORE the job forks or starts (create_serialize=1), so it
- *                 connects, reads the volume size and disconnects again;
+ *                 BEFORE the job forks or starts (create_serialize=1), so a
+ *                 child process connects, reads the volume size and exits
+ *                 (RDMA resources must never cross fork());
  *                 with create_serialize=0 it runs after init() and uses the
  *                 session init() opened
  *   init()        opens the session (one queue)
@@ -35,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <rblk/rblk.h>
@@ -205,11 +207,65 @@ static int size_files(struct thread_data *td, const struct rblk_info *info)
 	return 0;
 }
 
+/*
+ * Open a session in a child process and send back the volume's geometry
+ * through a pipe; the caller's process never initialises RDMA. 0 or -errno
+ * (the child logs why).
+ */
+static int query_info(const char *uri, const struct rblk_opts *ro,
+		      struct rblk_info *info)
+{
+	struct {
+		int ret;
+		uint64_t size;
+		uint32_t block_size;
+	} msg = { .ret = -EIO };
+	int fds[2], status;
+	pid_t pid;
+
+	if (pipe(fds)) {
+		log_err("rblk: pipe: %s\n", strerror(errno));
+		return -errno;
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_err("rblk: fork: %s\n", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return -EAGAIN;
+	}
+	if (pid == 0) {
+		struct rblk *r;
+
+		close(fds[0]);
+		msg.ret = rblk_open(uri, ro, &r);
+		if (msg.ret) {
+			log_err("rblk: %s\n", rblk_last_error());
+		} else {
+			msg.size = rblk_get_info(r)->size;
+			msg.block_size = rblk_get_info(r)->block_size;
+			rblk_close(r);
+		}
+		_exit(write(fds[1], &msg, sizeof(msg)) == sizeof(msg) ? 0 : 1);
+	}
+	close(fds[1]);
+	if (read(fds[0], &msg, sizeof(msg)) != sizeof(msg))
+		msg.ret = -EIO;
+	close(fds[0]);
+	waitpid(pid, &status, 0);
+	if (msg.ret)
+		return msg.ret;
+	memset(info, 0, sizeof(*info));
+	info->size = msg.size;
+	info->block_size = msg.block_size;
+	return 0;
+}
+
 static int rblk_fio_setup(struct thread_data *td)
 {
 	struct rblk_fio *d = td->io_ops_data;
+	struct rblk_info info;
 	struct rblk_opts ro;
-	struct rblk *r;
 	int ret;
 
 	/* No --filename: one pseudo file stands for the volume. */
@@ -225,20 +281,19 @@ static int rblk_fio_setup(struct thread_data *td)
 		return size_files(td, rblk_get_info(d->r));
 
 	/*
-	 * Usually this runs in fio's main process before the job starts:
-	 * learn the size on a throwaway session, so no connection (and no
-	 * RDMA resource) crosses fork().
+	 * Usually this runs in fio's main process before the job forks.
+	 * Learn the size in a short-lived child process: librdmacm opens
+	 * verbs contexts once per process and caches them, and a uverbs file
+	 * descriptor used after fork() fails with EACCES (the kernel refuses
+	 * it under the child's credentials), so fio's main process must never
+	 * touch RDMA itself.
 	 */
 	if (fill_opts(td, 1, &ro))
 		return 1;
-	ret = rblk_open(((struct rblk_fio_opts *)td->eo)->uri, &ro, &r);
-	if (ret) {
-		log_err("rblk: %s\n", rblk_last_error());
+	ret = query_info(((struct rblk_fio_opts *)td->eo)->uri, &ro, &info);
+	if (ret)
 		return 1;
-	}
-	ret = size_files(td, rblk_get_info(r));
-	rblk_close(r);
-	return ret;
+	return size_files(td, &info);
 }
 
 static void rblk_fio_cleanup(struct thread_data *td)
