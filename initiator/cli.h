@@ -8,5 +8,8 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_nbd(int argc, char **argv); /* initiator/nbd_server.c */
+int cmd_map(int argc, char **argv); /* initiator/map.c */
+int cmd_unmap(int argc, char **argv); /* initiator/map.c */
+int cmd_list(int argc, char **argv); /* initiator/map.c */
 
 #endif

@@ -23,11 +23,14 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
 	{ "info", cmd_info, "show a volume's size, block size and features" },
 	{ "nbd", cmd_nbd, "serve a volume to NBD clients (unix or TCP socket)" },
+	{ "map", cmd_map, "present a volume as a local block device (ublk, nbd)" },
+	{ "unmap", cmd_unmap, "remove a device made by 'rblk map'" },
+	{ "list", cmd_list, "show the devices made by 'rblk map'" },
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: rblk COMMAND [OPTIONS] URL\n"
+	fprintf(f, "Usage: rblk COMMAND [OPTIONS] [URL|DEV]\n"
 		   "Use rblk volumes exported by rblk-target.\n\n"
 		   "Commands:\n");
 	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Presenting an rblk volume as a local block device: `rblk map`, `rblk
+ * unmap`, `rblk list`. The framework (initiator/map.c) owns the command
+ * line, the daemon process that keeps the session alive, the records that
+ * `rblk list` reads, and unmapping; a *front end* (struct frontend_ops)
+ * owns one kernel interface: ublk (initiator/ublk.c) or the kernel NBD
+ * driver over netlink (initiator/nbd_kernel.c).
+ *
+ * Lifecycle of one mapping:
+ *   rblk map URL        parent: picks the front end (--ublk / --nbd / auto:
+ *                       ublk when its probe() succeeds, else nbd), forks
+ *   daemon (child)      opens the rblk session (one queue per hardware
+ *                       queue / NBD socket), calls frontend->serve(), which
+ *                       creates the device, calls map_ready() with its path
+ *                       (the parent then prints it and exits 0), and serves
+ *                       I/O until map_stop_fd() becomes readable, then
+ *                       removes the device and returns
+ *   rblk unmap DEV      finds DEV's record, signals the daemon, waits for it
+ *                       to exit; if the daemon is gone, frontend->detach()
+ */
+#ifndef RBLK_INITIATOR_MAP_H
+#define RBLK_INITIATOR_MAP_H
+
+#include <stdbool.h>
+
+#include <rblk/rblk.h>
+
+struct map_opts {
+	const char *url;
+	unsigned int queues; /* rblk queues = hardware queues / NBD sockets */
+	unsigned int queue_depth; /* per queue */
+	bool read_only;
+	int dev_id; /* -1: any free device number */
+	int recover_id; /* ublk: re-attach to this device id; -1: none */
+	unsigned int io_timeout_s; /* kernel request timeout; 0: default */
+};
+
+struct map_ctx; /* owned by map.c */
+
+/* Front end: tell the framework the device exists (e.g. "/dev/nbd0"). */
+void map_ready(struct map_ctx *ctx, const char *dev_path, int dev_id);
+/* Readable (eventfd/pipe) once unmap or SIGTERM asks the daemon to stop. */
+int map_stop_fd(struct map_ctx *ctx);
+bool map_should_stop(struct map_ctx *ctx);
+
+struct frontend_ops {
+	const char *name; /* "ublk", "nbd" */
+	/*
+	 * Can this front end work here (driver loaded, control device
+	 * present)? 0, or -errno with a reason written to why.
+	 */
+	int (*probe)(char *why, size_t why_len);
+	/*
+	 * Daemon process. Create the device for session r (already open with
+	 * o->queues queues), call map_ready(), serve I/O until map_stop_fd()
+	 * is readable (or the session dies: then fail I/O, never hang), tear
+	 * the device down and return 0 or -errno. Errors before map_ready()
+	 * are reported by the framework to the waiting `rblk map` process.
+	 */
+	int (*serve)(struct map_ctx *ctx, struct rblk *r,
+		     const struct map_opts *o);
+	/* Any process: remove dev_id whose daemon is gone. 0 or -errno. */
+	int (*detach)(int dev_id);
+};
+
+extern const struct frontend_ops frontend_ublk_ops;
+extern const struct frontend_ops frontend_nbd_ops;
+
+#endif
