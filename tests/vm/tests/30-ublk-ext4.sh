@@ -1,0 +1,50 @@
+#!/bin/bash
+# ublk: ext4 on /dev/ublkbN over rdma (rxe). mkfs.ext4, mount, a file tree
+# with a sha256 manifest, umount, fsck -fn clean, remount, verify; then
+# the same after unmapping and mapping the volume again (the data lives on
+# the target, not in the initiator).
+# vm-timeout: 400
+# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
+source tests/vm/ublk-lib.sh
+ublk_requires mkfs.ext4 e2fsck sha256sum
+
+truncate -s 256M "$WORK/vol.img"
+start_target --export "vol0=$WORK/vol.img"
+map_ublk
+MNT=$WORK/mnt
+mkdir -p "$MNT" "$WORK/src"
+
+t0=$(t_now)
+timeout 120 mkfs.ext4 -q -F "$DEV" || fail "mkfs.ext4 $DEV"
+echo "mkfs.ext4: $(t_since "$t0") s"
+timeout 60 mount "$DEV" "$MNT" || fail "mount $DEV"
+umount_at_exit "$MNT"
+
+make_tree "$WORK/src" 60
+manifest "$WORK/src" "$WORK/manifest"
+t0=$(t_now)
+timeout 120 cp -a "$WORK/src/." "$MNT/" || fail "copying the tree"
+timeout 60 sync || fail "sync"
+echo "tree: $(find "$WORK/src" -type f | wc -l) files, $(du -sk "$WORK/src" | cut -f1) KiB written in $(t_since "$t0") s"
+check_manifest "$MNT" "$WORK/manifest"
+timeout 60 umount "$MNT" || fail "umount"
+
+timeout 120 e2fsck -fn "$DEV" || fail "e2fsck -fn found problems"
+echo "e2fsck -fn: clean"
+
+timeout 60 mount "$DEV" "$MNT" || fail "remount"
+echo 3 >/proc/sys/vm/drop_caches
+check_manifest "$MNT" "$WORK/manifest"
+echo "remount: checksums OK"
+timeout 60 umount "$MNT" || fail "umount"
+queue_stats
+
+unmap_ublk
+map_ublk
+timeout 60 mount "$DEV" "$MNT" || fail "mount after remap"
+check_manifest "$MNT" "$WORK/manifest"
+timeout 60 umount "$MNT" || fail "umount"
+timeout 120 e2fsck -fn "$DEV" || fail "e2fsck -fn after remap"
+unmap_ublk
+[ -e "$DEV" ] && fail "$DEV still exists after unmap"
+echo "ublk ext4: OK"

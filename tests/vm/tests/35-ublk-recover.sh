@@ -1,0 +1,66 @@
+#!/bin/bash
+# ublk: initiator crash recovery. A mounted ext4 on /dev/ublkbN, its rblk
+# daemon killed with SIGKILL in the middle of a write: the device stays,
+# I/O waits instead of failing, `rblk map --recover ID` re-attaches a new
+# daemon, the writer finishes, synced files keep their checksums, and after
+# umount e2fsck -fn is clean.
+# vm-timeout: 400
+# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
+source tests/vm/ublk-lib.sh
+ublk_requires mkfs.ext4 e2fsck sha256sum
+
+truncate -s 256M "$WORK/vol.img"
+start_target --export "vol0=$WORK/vol.img"
+map_ublk
+MNT=$WORK/mnt
+mkdir -p "$MNT" "$WORK/src"
+timeout 120 mkfs.ext4 -q -F "$DEV" || fail "mkfs.ext4 $DEV"
+timeout 60 mount "$DEV" "$MNT" || fail "mount $DEV"
+umount_at_exit "$MNT"
+
+make_tree "$WORK/src" 40
+manifest "$WORK/src" "$WORK/manifest"
+timeout 120 cp -a "$WORK/src/." "$MNT/" || fail "copying the tree"
+timeout 60 sync || fail "sync"
+
+pid=$(daemon_pid "$ID")
+[ -n "$pid" ] || fail "no process holds /dev/ublkc$ID"
+echo "daemon of $DEV: pid $pid"
+
+# a writer in flight while the daemon dies
+(dd if=/dev/urandom of="$MNT/during" bs=64k count=320 conv=fsync status=none
+	echo $? >"$WORK/writer.rc") &
+wpid=$!
+sleep 1
+kill -KILL "$pid"
+timeout 30 tail --pid="$pid" -f /dev/null || fail "daemon $pid survived SIGKILL"
+t0=$(t_now)
+echo "daemon killed"
+[ -b "$DEV" ] || fail "$DEV disappeared with its daemon"
+sleep 2
+[ -s "$WORK/writer.rc" ] && fail "the writer ended (rc $(cat "$WORK/writer.rc")) while no daemon served $DEV"
+st=$(map_state "$DEV")
+[ "$st" = dead ] || fail "rblk list shows $DEV as '$st', not dead"
+
+old=$DEV
+map_ublk --recover "$ID"
+[ "$DEV" = "$old" ] || fail "recovery mapped $DEV, not $old"
+echo "recovered $DEV $(t_since "$t0") s after the kill"
+st=$(map_state "$DEV")
+[ "$st" = running ] || fail "rblk list shows the recovered $DEV as '$st'"
+timeout 120 tail --pid="$wpid" -f /dev/null || fail "writer still blocked after recovery"
+[ "$(cat "$WORK/writer.rc" 2>/dev/null)" = 0 ] || fail "writer failed: rc $(cat "$WORK/writer.rc" 2>/dev/null)"
+timeout 60 sync || fail "sync after recovery"
+check_manifest "$MNT" "$WORK/manifest"
+during=$(sha256sum "$MNT/during" | cut -d' ' -f1)
+[ "$(stat -c %s "$MNT/during")" = $((320 * 65536)) ] || fail "file written across the crash has the wrong size"
+timeout 60 umount "$MNT" || fail "umount"
+timeout 120 e2fsck -fn "$DEV" || fail "e2fsck -fn after recovery found problems"
+echo "e2fsck -fn after recovery: clean"
+timeout 60 mount "$DEV" "$MNT" || fail "remount"
+check_manifest "$MNT" "$WORK/manifest"
+[ "$(sha256sum "$MNT/during" | cut -d' ' -f1)" = "$during" ] ||
+	fail "file written across the crash changed after remount"
+timeout 60 umount "$MNT" || fail "umount"
+unmap_ublk
+echo "ublk recovery: OK"

@@ -1,0 +1,48 @@
+#!/bin/bash
+# ublk: the rblk session dies under load. rblk-target is killed while fio
+# writes at QD32 on both queues: fio's I/O fails with errors (no hang),
+# later I/O on the device fails at once, and unmap still works.
+# vm-timeout: 300
+# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
+source tests/vm/ublk-lib.sh
+ublk_requires fio
+
+truncate -s 128M "$WORK/vol.img"
+start_target --export "vol0=$WORK/vol.img"
+map_ublk
+
+fio --name=load --filename="$DEV" --ioengine=libaio --direct=1 \
+	--iodepth=32 --bs=4k --rw=randwrite --numjobs=2 --cpus_allowed=0-1 \
+	--cpus_allowed_policy=split --time_based --runtime=200 \
+	>"$WORK/fio.log" 2>&1 &
+fpid=$!
+kill_at_exit "$fpid"
+for ((i = 0; i < 100; i++)); do
+	w=$(awk '{ print $5 }' "/sys/block/${DEV#/dev/}/stat" 2>/dev/null)
+	[ "${w:-0}" -gt 2000 ] && break
+	kill -0 "$fpid" 2>/dev/null || { cat "$WORK/fio.log"; fail "fio ended early"; }
+	sleep 0.2
+done
+
+kill -KILL "$TARGET_PID"
+wait "$TARGET_PID" 2>/dev/null
+t0=$(t_now)
+timeout 60 tail --pid="$fpid" -f /dev/null ||
+	fail "fio still running 60 s after the target died (hung I/O)"
+rc=0
+wait "$fpid" || rc=$?
+echo "fio exited $(t_since "$t0") s after the target died, status $rc"
+grep -E 'err=|error' "$WORK/fio.log" | head -n 5
+[ "$rc" -ne 0 ] || fail "fio reported success although the target died"
+
+# new I/O fails promptly with EIO
+t0=$(t_now)
+if timeout 30 dd if="$DEV" of=/dev/null bs=4k count=1 iflag=direct 2>"$WORK/dd.err"; then
+	fail "a read succeeded with the target gone"
+fi
+grep -q "Input/output error" "$WORK/dd.err" || { cat "$WORK/dd.err"; fail "read did not fail with EIO"; }
+echo "read after the target died: EIO in $(t_since "$t0") s"
+
+unmap_ublk
+[ -e "$DEV" ] && fail "$DEV still exists"
+echo "ublk target dies: OK"
