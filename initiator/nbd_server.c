@@ -64,7 +64,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -73,6 +72,7 @@
 #include "common/url.h"
 #include "common/util.h"
 #include "initiator/cli.h"
+#include "initiator/nbd_conn.h"
 #include "initiator/nbd_proto.h"
 
 #define NBD_DEFAULT_QUEUES 4
@@ -82,10 +82,7 @@
 #define NBD_DRAIN_TIMEOUT_MS 10000     /* in-flight I/O at server shutdown */
 #define NBD_MAX_OPTIONS 32	       /* options per handshake */
 #define NBD_OPT_DATA_MAX 8192	       /* longest option payload we read */
-#define NBD_RX_BUF (64u * 1024)	  /* request staging buffer per connection */
-#define NBD_POOL_MAX (256u << 20) /* registered bytes per queue, at most */
-#define NBD_REAP_BATCH 64
-#define NBD_TX_IOV 64 /* iovecs per sendmsg */
+#define NBD_POOL_MAX (256u << 20)      /* registered bytes per queue, at most */
 #define NBD_LISTEN_BACKLOG 128
 
 /* One rblk queue and its registered buffer pool. */
@@ -124,47 +121,6 @@ struct nbd_server {
 	unsigned int nqueues;
 };
 
-/*
- * Request life cycle, owned by its connection thread:
- *   FREE -> RECV (WRITE payload or discarded payload arriving)
- *        -> PENDING (rblk_submit said -EBUSY; retried after reaping)
- *        -> INFLIGHT (submitted to the queue)
- *        -> REPLY (on the tx list) -> FREE once the reply is sent.
- * Any stage may go straight to REPLY with an error, and to FREE when the
- * socket is gone.
- */
-enum nbd_req_state {
-	REQ_FREE,
-	REQ_RECV,
-	REQ_PENDING,
-	REQ_INFLIGHT,
-	REQ_REPLY,
-};
-
-struct nbd_req {
-	struct nbd_req *next; /* free list, pending list or tx list */
-	enum nbd_req_state state;
-	uint16_t type;
-	uint16_t flags;
-	uint64_t cookie;
-	uint64_t offset;
-	uint32_t len;
-	uint32_t error; /* NBD_E* for the reply; 0 on success */
-	void *buf;	/* READ/WRITE data, NULL for the others */
-	int slot; /* pool slot of buf, or -1 when buf is malloc'd (or NULL) */
-	unsigned char reply[NBD_SIMPLE_REPLY_SIZE];
-};
-
-struct nbd_reqlist {
-	struct nbd_req *head, *tail;
-};
-
-enum nbd_rx_state {
-	RX_HDR,	    /* waiting for a 28-byte request header */
-	RX_DATA,    /* copying a WRITE payload into rx_req->buf */
-	RX_DISCARD, /* skipping the payload of a WRITE that fails anyway */
-};
-
 struct nbd_conn {
 	struct nbd_server *srv;
 	struct nbd_conn *next; /* srv->conns; guarded by srv->lock */
@@ -175,34 +131,12 @@ struct nbd_conn {
 	char peer[96];
 	bool fixed;	      /* client set NBD_FLAG_C_FIXED_NEWSTYLE */
 	bool no_zeroes;	      /* client set NBD_FLAG_C_NO_ZEROES */
-	uint64_t deadline_ms; /* handshake deadline, then drain deadline */
+	uint64_t deadline_ms; /* handshake deadline */
 
-	/* Transmission phase; everything below belongs to the thread. */
+	/* After the handshake; belongs to the thread. */
 	int qidx; /* claimed queue, -1 when none */
 	struct rblk_queue *q;
 	struct nbd_qslot *qs;
-	struct nbd_req *reqs;
-	struct nbd_req *free_reqs;
-	int *free_slots;
-	unsigned int nfree_slots;
-	struct nbd_reqlist pending; /* waiting for a queue tag */
-	struct nbd_reqlist tx;	    /* replies to send, head partly sent */
-	size_t tx_off;		    /* bytes of tx.head already sent */
-	unsigned int inflight;	    /* submitted to rblk, not yet reaped */
-
-	unsigned char *rx; /* staging buffer for headers and small payloads */
-	size_t rx_start, rx_end;
-	enum nbd_rx_state rx_state;
-	struct nbd_req *rx_req; /* RX_DATA, RX_DISCARD */
-	size_t rx_done;		/* payload bytes received for rx_req */
-
-	bool rx_closed; /* read no more requests (DISC, EOF, error, stop) */
-	bool sock_dead; /* the socket failed: replies are dropped */
-	bool q_dead;	/* the queue's connection failed */
-	bool stopping;	/* server shutdown seen */
-
-	uint64_t nr_requests;
-	uint64_t nr_errors;
 };
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -220,139 +154,6 @@ static void nbd_errmsg(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-}
-
-static uint32_t errno_to_nbd(int err)
-{
-	switch (err) {
-	case -EROFS:
-	case -EACCES:
-	case -EPERM:
-		return NBD_EPERM;
-	case -EIO:
-		return NBD_EIO;
-	case -ENOMEM:
-		return NBD_ENOMEM;
-	case -EINVAL:
-	case -ERANGE:
-	case -E2BIG:
-		return NBD_EINVAL;
-	case -ENOSPC:
-		return NBD_ENOSPC;
-	case -EOPNOTSUPP:
-		return NBD_ENOTSUP;
-	case -ENOTCONN:
-	case -ESHUTDOWN:
-		return NBD_ESHUTDOWN;
-	default:
-		return NBD_EIO;
-	}
-}
-
-static const char *nbd_cmd_name(uint16_t type)
-{
-	switch (type) {
-	case NBD_CMD_READ:
-		return "READ";
-	case NBD_CMD_WRITE:
-		return "WRITE";
-	case NBD_CMD_DISC:
-		return "DISC";
-	case NBD_CMD_FLUSH:
-		return "FLUSH";
-	case NBD_CMD_TRIM:
-		return "TRIM";
-	case NBD_CMD_CACHE:
-		return "CACHE";
-	case NBD_CMD_WRITE_ZEROES:
-		return "WRITE_ZEROES";
-	case NBD_CMD_BLOCK_STATUS:
-		return "BLOCK_STATUS";
-	default:
-		return "unknown";
-	}
-}
-
-static void reqlist_push(struct nbd_reqlist *l, struct nbd_req *req)
-{
-	req->next = NULL;
-	if (l->tail)
-		l->tail->next = req;
-	else
-		l->head = req;
-	l->tail = req;
-}
-
-static struct nbd_req *reqlist_pop(struct nbd_reqlist *l)
-{
-	struct nbd_req *req = l->head;
-
-	if (req) {
-		l->head = req->next;
-		if (!l->head)
-			l->tail = NULL;
-		req->next = NULL;
-	}
-	return req;
-}
-
-/* ---- request validation ------------------------------------------------ */
-
-/*
- * The one place that judges a request header (magic already checked).
- * Returns 0 when the request may go to the volume, else the NBD error to
- * reply with. Order: unknown command, read-only, not offered, flags, size,
- * alignment, range. Lengths of READ/WRITE above NBD_MAX_PAYLOAD fail with
- * NBD_EINVAL here; the caller disconnects instead for a WRITE of that size
- * (its payload cannot be consumed sensibly).
- */
-static uint32_t nbd_validate(const struct nbd_server *srv, uint16_t type,
-			     uint16_t flags, uint64_t offset, uint32_t len)
-{
-	uint16_t allowed = 0;
-	bool is_write = false;
-
-	switch (type) {
-	case NBD_CMD_READ:
-		break;
-	case NBD_CMD_WRITE:
-		is_write = true;
-		break;
-	case NBD_CMD_FLUSH:
-		if (!(srv->tflags & NBD_FLAG_SEND_FLUSH))
-			return NBD_EINVAL;
-		break;
-	case NBD_CMD_TRIM:
-		is_write = true;
-		break;
-	case NBD_CMD_WRITE_ZEROES:
-		is_write = true;
-		allowed |= NBD_CMD_FLAG_NO_HOLE;
-		break;
-	default: /* CACHE, BLOCK_STATUS, RESIZE, unknown: not offered */
-		return NBD_EINVAL;
-	}
-	if (is_write && srv->read_only)
-		return NBD_EPERM;
-	if (type == NBD_CMD_TRIM && !(srv->tflags & NBD_FLAG_SEND_TRIM))
-		return NBD_EINVAL;
-	if (type == NBD_CMD_WRITE_ZEROES &&
-	    !(srv->tflags & NBD_FLAG_SEND_WRITE_ZEROES))
-		return NBD_EINVAL;
-	if (srv->tflags & NBD_FLAG_SEND_FUA)
-		allowed |= NBD_CMD_FLAG_FUA;
-	if (flags & ~allowed)
-		return NBD_EINVAL;
-	if (type == NBD_CMD_FLUSH)
-		return offset || len ? NBD_EINVAL : 0;
-	if ((type == NBD_CMD_READ || type == NBD_CMD_WRITE) &&
-	    len > NBD_MAX_PAYLOAD)
-		return NBD_EINVAL;
-	if (offset % srv->block_size || len % srv->block_size)
-		return NBD_EINVAL;
-	if (len > srv->size || offset > srv->size - len)
-		return is_write ? NBD_ENOSPC : NBD_EINVAL;
-	return 0;
 }
 
 /* ---- queue claim and buffer pool --------------------------------------- */
@@ -435,65 +236,6 @@ static int qslot_pool_init(struct nbd_conn *c)
 	return 0;
 }
 
-/* Caller holds a claim; sets up the per-connection request state. */
-static int conn_io_init(struct nbd_conn *c)
-{
-	struct nbd_server *srv = c->srv;
-	int ret;
-
-	ret = qslot_pool_init(c);
-	if (ret)
-		return ret;
-	c->reqs = calloc(srv->nreqs, sizeof(*c->reqs));
-	if (!c->reqs)
-		goto out_enomem;
-	c->free_slots = calloc(srv->nslots, sizeof(*c->free_slots));
-	if (!c->free_slots)
-		goto out_free_reqs;
-	c->rx = malloc(NBD_RX_BUF);
-	if (!c->rx)
-		goto out_free_slots;
-	for (unsigned int i = srv->nreqs; i-- > 0;) {
-		c->reqs[i].slot = -1;
-		c->reqs[i].next = c->free_reqs;
-		c->free_reqs = &c->reqs[i];
-	}
-	for (unsigned int i = srv->nslots; i-- > 0;)
-		c->free_slots[c->nfree_slots++] = (int)i;
-	return 0;
-
-out_free_slots:
-	free(c->free_slots);
-	c->free_slots = NULL;
-out_free_reqs:
-	free(c->reqs);
-	c->reqs = NULL;
-out_enomem:
-	log_err("client %u: out of memory for request state", c->id);
-	return -ENOMEM;
-}
-
-/*
- * Free the request state. Heap buffers of requests still in flight (only
- * after an abandoned drain at shutdown) are left alone: the library may
- * still write into them until rblk_close().
- */
-static void conn_io_destroy(struct nbd_conn *c)
-{
-	for (unsigned int i = 0; c->reqs && i < c->srv->nreqs; i++) {
-		struct nbd_req *req = &c->reqs[i];
-
-		if (req->slot < 0 && req->state != REQ_INFLIGHT)
-			free(req->buf);
-	}
-	free(c->rx);
-	c->rx = NULL;
-	free(c->free_slots);
-	c->free_slots = NULL;
-	free(c->reqs);
-	c->reqs = NULL;
-}
-
 /* Claim a queue and prepare for transmission. 0, -EBUSY or -ENOMEM. */
 static int conn_attach(struct nbd_conn *c)
 {
@@ -506,7 +248,7 @@ static int conn_attach(struct nbd_conn *c)
 			 c->id, c->peer, c->srv->nqueues);
 		return ret;
 	}
-	ret = conn_io_init(c);
+	ret = qslot_pool_init(c);
 	if (ret) {
 		conn_release_queue(c);
 		return ret;
@@ -906,606 +648,58 @@ static int nbd_handshake(struct nbd_conn *c)
 	}
 }
 
-/* ---- transmission: requests in ----------------------------------------- */
-
-static struct nbd_req *req_alloc(struct nbd_conn *c)
-{
-	struct nbd_req *req = c->free_reqs;
-
-	c->free_reqs = req->next;
-	req->next = NULL;
-	req->buf = NULL;
-	req->slot = -1;
-	req->error = 0;
-	return req;
-}
-
-static void req_free(struct nbd_conn *c, struct nbd_req *req)
-{
-	if (req->slot >= 0)
-		c->free_slots[c->nfree_slots++] = req->slot;
-	else
-		free(req->buf);
-	req->buf = NULL;
-	req->slot = -1;
-	req->state = REQ_FREE;
-	req->next = c->free_reqs;
-	c->free_reqs = req;
-}
-
-/* A data buffer for READ/WRITE: a registered slot when one fits. */
-static int req_get_buf(struct nbd_conn *c, struct nbd_req *req)
-{
-	struct nbd_server *srv = c->srv;
-	void *p;
-
-	if (req->len <= srv->slot_size && c->nfree_slots) {
-		req->slot = c->free_slots[--c->nfree_slots];
-		req->buf =
-		    (char *)c->qs->pool + (size_t)req->slot * srv->slot_size;
-		return 0;
-	}
-	if (posix_memalign(&p, 4096, ALIGN_UP((size_t)req->len, 4096)))
-		return -ENOMEM;
-	req->buf = p;
-	req->slot = -1;
-	return 0;
-}
-
-/* Stop reading requests; a half-received one is dropped. */
-static void rx_close(struct nbd_conn *c)
-{
-	if (c->rx_closed)
-		return;
-	c->rx_closed = true;
-	if (c->rx_state != RX_HDR && c->rx_req) {
-		req_free(c, c->rx_req);
-		c->rx_req = NULL;
-	}
-	c->rx_state = RX_HDR;
-}
-
-/* The socket is unusable: drop every queued reply. */
-static void sock_fail(struct nbd_conn *c, int err)
-{
-	struct nbd_req *req;
-
-	if (c->sock_dead)
-		return;
-	if (err != -EPIPE && err != -ECONNRESET)
-		log_warn("client %u (%s): socket: %s", c->id, c->peer,
-			 strerror(-err));
-	c->sock_dead = true;
-	rx_close(c);
-	while ((req = reqlist_pop(&c->tx)))
-		req_free(c, req);
-	c->tx_off = 0;
-}
-
-static void queue_reply(struct nbd_conn *c, struct nbd_req *req)
-{
-	if (req->error)
-		c->nr_errors++;
-	if (c->sock_dead) {
-		req_free(c, req);
-		return;
-	}
-	nbd_put32(req->reply, NBD_SIMPLE_REPLY_MAGIC);
-	nbd_put32(req->reply + 4, req->error);
-	nbd_put64(req->reply + 8, req->cookie);
-	req->state = REQ_REPLY;
-	reqlist_push(&c->tx, req);
-}
-
-/* The queue's connection is gone: answer NBD_ESHUTDOWN from now on. */
-static void queue_fail(struct nbd_conn *c)
-{
-	if (!c->q_dead)
-		log_warn("client %u: queue %d lost its connection to the "
-			 "target; closing the client",
-			 c->id, c->qidx);
-	c->q_dead = true;
-	rx_close(c);
-}
-
-static int req_submit_one(struct nbd_conn *c, struct nbd_req *req)
-{
-	static const enum rblk_io_op ops[] = {
-	    [NBD_CMD_READ] = RBLK_IO_READ,
-	    [NBD_CMD_WRITE] = RBLK_IO_WRITE,
-	    [NBD_CMD_FLUSH] = RBLK_IO_FLUSH,
-	    [NBD_CMD_TRIM] = RBLK_IO_TRIM,
-	    [NBD_CMD_WRITE_ZEROES] = RBLK_IO_WRITE_ZEROES,
-	};
-	unsigned int flags = 0;
-
-	if ((req->flags & NBD_CMD_FLAG_FUA) &&
-	    (req->type == NBD_CMD_WRITE || req->type == NBD_CMD_WRITE_ZEROES))
-		flags |= RBLK_IO_FUA;
-	return rblk_submit(c->q, ops[req->type], req->buf, req->offset,
-			   req->len, flags, req);
-}
-
-/*
- * Hand a validated request to the queue, or park it when every tag is
- * taken. A request that cannot be submitted gets its error reply.
- */
-static void req_submit(struct nbd_conn *c, struct nbd_req *req)
-{
-	int ret;
-
-	if (c->q_dead) {
-		req->error = NBD_ESHUTDOWN;
-		queue_reply(c, req);
-		return;
-	}
-	if (c->pending.head) {
-		req->state = REQ_PENDING;
-		reqlist_push(&c->pending, req);
-		return;
-	}
-	ret = req_submit_one(c, req);
-	if (!ret) {
-		req->state = REQ_INFLIGHT;
-		c->inflight++;
-		return;
-	}
-	if (ret == -EBUSY && c->inflight) {
-		req->state = REQ_PENDING;
-		reqlist_push(&c->pending, req);
-		return;
-	}
-	log_debug("client %u: %s %u@%llu: submit: %s", c->id,
-		  nbd_cmd_name(req->type), req->len,
-		  (unsigned long long)req->offset, strerror(-ret));
-	req->error = errno_to_nbd(ret);
-	if (req->error == NBD_ESHUTDOWN)
-		queue_fail(c);
-	queue_reply(c, req);
-}
-
-/* Retry parked requests in order. Returns true if any left the list. */
-static bool submit_pending(struct nbd_conn *c)
-{
-	bool progress = false;
-	struct nbd_req *req;
-	int ret;
-
-	while ((req = c->pending.head)) {
-		if (c->q_dead) {
-			ret = -ENOTCONN;
-		} else {
-			ret = req_submit_one(c, req);
-			if (ret == -EBUSY && c->inflight)
-				break;
-		}
-		reqlist_pop(&c->pending);
-		progress = true;
-		if (!ret) {
-			req->state = REQ_INFLIGHT;
-			c->inflight++;
-			continue;
-		}
-		req->error = errno_to_nbd(ret);
-		if (req->error == NBD_ESHUTDOWN)
-			queue_fail(c);
-		queue_reply(c, req);
-	}
-	return progress;
-}
-
-/*
- * A request header is complete in the staging buffer: decode, validate,
- * and either submit it, answer it, or start receiving its payload.
- */
-static void rx_header(struct nbd_conn *c)
-{
-	struct nbd_server *srv = c->srv;
-	const unsigned char *h = c->rx + c->rx_start;
-	uint32_t magic = nbd_get32(h);
-	struct nbd_req *req;
-
-	c->rx_start += NBD_REQUEST_SIZE;
-	if (magic != NBD_REQUEST_MAGIC) {
-		log_warn("client %u (%s): bad request magic 0x%08x; "
-			 "disconnecting",
-			 c->id, c->peer, magic);
-		rx_close(c);
-		return;
-	}
-	req = req_alloc(c);
-	req->flags = nbd_get16(h + 4);
-	req->type = nbd_get16(h + 6);
-	req->cookie = nbd_get64(h + 8);
-	req->offset = nbd_get64(h + 16);
-	req->len = nbd_get32(h + 24);
-	c->nr_requests++;
-
-	if (req->type == NBD_CMD_DISC) {
-		log_debug("client %u: NBD_CMD_DISC", c->id);
-		req_free(c, req);
-		rx_close(c);
-		return;
-	}
-	if (req->type == NBD_CMD_WRITE && req->len > NBD_MAX_PAYLOAD) {
-		log_warn(
-		    "client %u (%s): WRITE of %u bytes exceeds the %u-byte "
-		    "maximum payload; disconnecting",
-		    c->id, c->peer, req->len, NBD_MAX_PAYLOAD);
-		req_free(c, req);
-		rx_close(c);
-		return;
-	}
-	req->error =
-	    nbd_validate(srv, req->type, req->flags, req->offset, req->len);
-	if (req->error) {
-		log_debug("client %u: %s flags 0x%x %u@%llu rejected: error %u",
-			  c->id, nbd_cmd_name(req->type), req->flags, req->len,
-			  (unsigned long long)req->offset, req->error);
-	} else if (req->len == 0 && req->type != NBD_CMD_FLUSH) {
-		/* unspecified by the protocol: answer success, touch nothing */
-	} else if ((req->type == NBD_CMD_READ || req->type == NBD_CMD_WRITE) &&
-		   req_get_buf(c, req)) {
-		req->error = NBD_ENOMEM;
-	} else if (req->type == NBD_CMD_WRITE) {
-		req->state = REQ_RECV;
-		c->rx_req = req;
-		c->rx_done = 0;
-		c->rx_state = RX_DATA;
-		return;
-	} else {
-		req_submit(c, req);
-		return;
-	}
-	if (req->type == NBD_CMD_WRITE && req->len) {
-		/* consume the payload, then answer with the error */
-		req->state = REQ_RECV;
-		c->rx_req = req;
-		c->rx_done = 0;
-		c->rx_state = RX_DISCARD;
-		return;
-	}
-	queue_reply(c, req);
-}
-
-/*
- * Refill the staging buffer. Returns bytes read, 0 when the socket has
- * nothing now, -1 when reading is over (EOF or error; rx is closed).
- */
-static ssize_t rx_fill(struct nbd_conn *c)
-{
-	ssize_t n;
-
-	if (c->rx_start == c->rx_end) {
-		c->rx_start = c->rx_end = 0;
-	} else if (c->rx_start && NBD_RX_BUF - c->rx_end < 4096) {
-		memmove(c->rx, c->rx + c->rx_start, c->rx_end - c->rx_start);
-		c->rx_end -= c->rx_start;
-		c->rx_start = 0;
-	}
-	for (;;) {
-		n = recv(c->fd, c->rx + c->rx_end, NBD_RX_BUF - c->rx_end,
-			 MSG_DONTWAIT);
-		if (n > 0) {
-			c->rx_end += (size_t)n;
-			return n;
-		}
-		if (n == 0) {
-			if (c->rx_state != RX_HDR || c->rx_start != c->rx_end)
-				log_warn(
-				    "client %u (%s): closed the connection "
-				    "in the middle of a request",
-				    c->id, c->peer);
-			else
-				log_debug("client %u: EOF", c->id);
-			rx_close(c);
-			return -1;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return 0;
-		sock_fail(c, -errno);
-		return -1;
-	}
-}
-
-/*
- * Payload bytes for rx_req: from the staging buffer first, then straight
- * from the socket into the request's buffer when much remains. Returns
- * true when bytes moved.
- */
-static bool rx_payload(struct nbd_conn *c, bool discard)
-{
-	struct nbd_req *req = c->rx_req;
-	size_t want = req->len - c->rx_done;
-	size_t avail = c->rx_end - c->rx_start;
-	size_t n;
-	ssize_t r;
-
-	if (avail) {
-		n = MIN(avail, want);
-		if (!discard)
-			memcpy((char *)req->buf + c->rx_done,
-			       c->rx + c->rx_start, n);
-		c->rx_start += n;
-	} else if (!discard && want >= NBD_RX_BUF / 2) {
-		r = recv(c->fd, (char *)req->buf + c->rx_done, want,
-			 MSG_DONTWAIT);
-		if (r == 0) {
-			log_warn("client %u (%s): closed the connection in "
-				 "the middle of a WRITE payload",
-				 c->id, c->peer);
-			rx_close(c);
-			return true;
-		}
-		if (r < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK ||
-			    errno == EINTR)
-				return false;
-			sock_fail(c, -errno);
-			return true;
-		}
-		n = (size_t)r;
-	} else {
-		return rx_fill(c) != 0;
-	}
-	c->rx_done += n;
-	if (c->rx_done == req->len) {
-		c->rx_req = NULL;
-		c->rx_state = RX_HDR;
-		if (discard)
-			queue_reply(c, req);
-		else
-			req_submit(c, req);
-	}
-	return true;
-}
-
-/*
- * Read and dispatch requests until the socket has nothing more, or no
- * request slot is free, or requests are parked waiting for queue tags
- * (back-pressure: the client's sends then block in its socket buffer).
- */
-static bool rx_process(struct nbd_conn *c)
-{
-	bool progress = false;
-
-	while (!c->rx_closed) {
-		switch (c->rx_state) {
-		case RX_HDR:
-			if (!c->free_reqs || c->pending.head)
-				return progress;
-			if (c->rx_end - c->rx_start < NBD_REQUEST_SIZE) {
-				if (rx_fill(c) <= 0)
-					return progress;
-				continue;
-			}
-			rx_header(c);
-			progress = true;
-			break;
-		case RX_DATA:
-		case RX_DISCARD:
-			if (!rx_payload(c, c->rx_state == RX_DISCARD))
-				return progress;
-			progress = true;
-			break;
-		}
-	}
-	return progress;
-}
-
-/* ---- transmission: completions and replies out ------------------------- */
-
-/* Complete everything the queue has finished. Returns true if any. */
-static bool reap(struct nbd_conn *c)
-{
-	struct rblk_completion comp[NBD_REAP_BATCH];
-	bool progress = false;
-	int n;
-
-	while (c->inflight) {
-		n = rblk_poll(c->q, comp, NBD_REAP_BATCH, 0);
-		if (n < 0) {
-			/* every I/O has completed; anything we still count
-			 * as in flight will not come back */
-			log_debug("client %u: rblk_poll: %s", c->id,
-				  strerror(-n));
-			queue_fail(c);
-			for (unsigned int i = 0; i < c->srv->nreqs; i++) {
-				struct nbd_req *req = &c->reqs[i];
-
-				if (req->state != REQ_INFLIGHT)
-					continue;
-				req->error = NBD_ESHUTDOWN;
-				queue_reply(c, req);
-			}
-			c->inflight = 0;
-			return true;
-		}
-		for (int i = 0; i < n; i++) {
-			struct nbd_req *req = comp[i].user_data;
-
-			c->inflight--;
-			if (comp[i].result) {
-				log_debug("client %u: %s %u@%llu: %s", c->id,
-					  nbd_cmd_name(req->type), req->len,
-					  (unsigned long long)req->offset,
-					  strerror(-comp[i].result));
-				req->error = errno_to_nbd(comp[i].result);
-				if (req->error == NBD_ESHUTDOWN)
-					queue_fail(c);
-			}
-			queue_reply(c, req);
-			progress = true;
-		}
-		if (n < NBD_REAP_BATCH)
-			break;
-	}
-	return progress;
-}
-
-static size_t reply_len(const struct nbd_req *req)
-{
-	if (req->type == NBD_CMD_READ && !req->error)
-		return NBD_SIMPLE_REPLY_SIZE + req->len;
-	return NBD_SIMPLE_REPLY_SIZE;
-}
-
-/*
- * Send queued replies with as few sendmsg calls as the socket allows.
- * Returns true when at least one reply went out (its request is free).
- */
-static bool tx_flush(struct nbd_conn *c)
-{
-	bool progress = false;
-
-	while (c->tx.head && !c->sock_dead) {
-		struct iovec iov[NBD_TX_IOV];
-		struct msghdr msg = {.msg_iov = iov};
-		size_t skip = c->tx_off;
-		struct nbd_req *req;
-		int cnt = 0;
-		ssize_t n;
-
-		for (req = c->tx.head; req && cnt + 2 <= NBD_TX_IOV;
-		     req = req->next) {
-			size_t hl = NBD_SIMPLE_REPLY_SIZE;
-			size_t dl = reply_len(req) - hl;
-
-			if (skip < hl) {
-				iov[cnt].iov_base = req->reply + skip;
-				iov[cnt++].iov_len = hl - skip;
-				skip = 0;
-			} else {
-				skip -= hl;
-			}
-			if (dl) {
-				iov[cnt].iov_base = (char *)req->buf + skip;
-				iov[cnt++].iov_len = dl - skip;
-				skip = 0;
-			}
-		}
-		msg.msg_iovlen = (size_t)cnt;
-		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				sock_fail(c, -errno);
-			break;
-		}
-		while (n > 0) {
-			size_t left;
-
-			req = c->tx.head;
-			left = reply_len(req) - c->tx_off;
-			if ((size_t)n < left) {
-				c->tx_off += (size_t)n;
-				break;
-			}
-			n -= (ssize_t)left;
-			c->tx_off = 0;
-			reqlist_pop(&c->tx);
-			req_free(c, req);
-			progress = true;
-		}
-	}
-	return progress;
-}
-
-static bool conn_done(const struct nbd_conn *c)
-{
-	return c->rx_closed && !c->inflight && !c->pending.head &&
-	       (c->sock_dead || !c->tx.head);
-}
-
-/*
- * The transmission phase: one thread, one queue, no locks.
- *
- *   loop: retry parked requests; read and submit requests; reap
- *         completions; send replies. When a pass moves nothing, sleep in
- *         poll() on the socket (POLLIN when we can take a request,
- *         POLLOUT when replies wait), the queue fd (only with I/O in
- *         flight, after rblk_queue_arm() said nothing is pending) and the
- *         shutdown eventfd.
- *
- * Ends when reading is over (DISC, EOF, bad request, queue failure or
- * shutdown) and every request has been answered (or the socket is dead).
- * At shutdown it waits at most NBD_DRAIN_TIMEOUT_MS for in-flight I/O;
- * returns -ETIMEDOUT when it had to abandon some.
- */
-static int nbd_transmission(struct nbd_conn *c)
-{
-	int qfd = rblk_queue_fd(c->q);
-
-	for (;;) {
-		struct pollfd p[3];
-		bool progress;
-		int timeout = -1, ret, np = 0, isock = -1, istop = -1;
-		short ev = 0;
-
-		progress = submit_pending(c);
-		progress |= rx_process(c);
-		progress |= reap(c);
-		progress |= tx_flush(c);
-		if (conn_done(c))
-			return 0;
-		if (progress)
-			continue;
-
-		if (c->stopping) {
-			uint64_t now = now_ms();
-
-			if (now >= c->deadline_ms) {
-				log_warn("client %u: abandoning %u in-flight "
-					 "requests at shutdown",
-					 c->id, c->inflight);
-				return -ETIMEDOUT;
-			}
-			timeout = (int)(c->deadline_ms - now);
-		}
-		if (!c->rx_closed && (c->rx_state != RX_HDR ||
-				      (c->free_reqs && !c->pending.head)))
-			ev |= POLLIN;
-		if (c->tx.head && !c->sock_dead)
-			ev |= POLLOUT;
-		if (ev) {
-			isock = np;
-			p[np++] = (struct pollfd){.fd = c->fd, .events = ev};
-		}
-		if (c->inflight) {
-			ret = rblk_queue_arm(c->q);
-			if (ret > 0)
-				continue;
-			if (ret < 0 || qfd < 0) /* cannot sleep on the fd */
-				timeout = timeout < 0 ? 1 : MIN(timeout, 1);
-			p[np++] = (struct pollfd){.fd = qfd, .events = POLLIN};
-		}
-		if (!c->stopping) {
-			istop = np;
-			p[np++] = (struct pollfd){.fd = c->srv->stop_fd,
-						  .events = POLLIN};
-		}
-		ret = poll(p, (nfds_t)np, timeout);
-		if (ret < 0 && errno != EINTR) {
-			ret = -errno;
-			log_err("client %u: poll: %s", c->id, strerror(-ret));
-			return ret;
-		}
-		if (ret > 0 && istop >= 0 && p[istop].revents) {
-			log_debug("client %u: shutting down", c->id);
-			c->stopping = true;
-			c->deadline_ms = now_ms() + NBD_DRAIN_TIMEOUT_MS;
-			rx_close(c);
-		}
-		if (ret > 0 && isock >= 0 && (p[isock].revents & POLLERR) &&
-		    !(p[isock].revents & POLLIN))
-			sock_fail(c, -EPIPE);
-	}
-}
-
 /* ---- connection threads ------------------------------------------------ */
+
+/* queue_lost callback of the engine; runs on the connection thread. */
+static void conn_queue_lost(void *arg)
+{
+	struct nbd_conn *c = arg;
+
+	log_warn("client %u: queue %d lost its connection to the target; "
+		 "closing the client",
+		 c->id, c->qidx);
+}
+
+/*
+ * Serve the claimed queue with the shared transmission engine. Rules that
+ * are ours: FUA accepted on every command and FLUSH flags checked (as
+ * docs/man/rblk.8 says); a protocol error or a lost queue ends the
+ * connection after what is in flight is answered (NBD_ESHUTDOWN for a
+ * lost queue); shutdown (stop_fd) drains for NBD_DRAIN_TIMEOUT_MS.
+ */
+static void nbd_transmission(struct nbd_conn *c)
+{
+	struct nbd_server *srv = c->srv;
+	struct nbd_conn_stats st;
+	char name[128];
+	struct nbd_conn_opts o = {
+	    .fd = c->fd,
+	    .q = c->q,
+	    .name = name,
+	    .size = srv->size,
+	    .block_size = srv->block_size,
+	    .tx_flags = srv->tflags,
+	    .checks = NBD_CONN_FUA_ON_ALL,
+	    .qlost = NBD_CONN_QLOST_CLOSE,
+	    .nreqs = srv->nreqs,
+	    .pool = c->qs->pool,
+	    .slot_size = srv->slot_size,
+	    .nslots = srv->nslots,
+	    .abort_fd = srv->stop_fd,
+	    .drain_ms = NBD_DRAIN_TIMEOUT_MS,
+	    .queue_lost = conn_queue_lost,
+	    .arg = c,
+	};
+
+	snprintf(name, sizeof(name), "client %u (%s)", c->id, c->peer);
+	nbd_conn_run(&o, &st);
+	if (st.abandoned)
+		c->qs->abandoned = true;
+	log_info("client %u (%s): disconnected after %llu requests "
+		 "(%llu failed)",
+		 c->id, c->peer, (unsigned long long)st.requests,
+		 (unsigned long long)st.errors);
+}
 
 static void *conn_thread(void *arg)
 {
@@ -1519,13 +713,7 @@ static void *conn_thread(void *arg)
 	if (ret == 1) {
 		log_info("client %u (%s): connected on queue %d", c->id,
 			 c->peer, c->qidx);
-		ret = nbd_transmission(c);
-		if (ret && c->inflight)
-			c->qs->abandoned = true;
-		log_info("client %u (%s): disconnected after %llu requests "
-			 "(%llu failed)",
-			 c->id, c->peer, (unsigned long long)c->nr_requests,
-			 (unsigned long long)c->nr_errors);
+		nbd_transmission(c);
 	} else if (ret == -ETIMEDOUT) {
 		log_warn("client %u (%s): handshake timed out after %d s",
 			 c->id, c->peer, NBD_HANDSHAKE_TIMEOUT_MS / 1000);
@@ -1534,7 +722,6 @@ static void *conn_thread(void *arg)
 		log_debug("client %u (%s): handshake ended: %s", c->id, c->peer,
 			  strerror(-ret));
 	}
-	conn_io_destroy(c);
 	conn_release_queue(c);
 	close(c->fd);
 	c->fd = -1;

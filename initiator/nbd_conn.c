@@ -1,0 +1,883 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The NBD transmission-phase engine (see nbd_conn.h for the contract).
+ *
+ * Everything here runs on the thread that called nbd_conn_run() and
+ * touches only that run's socket, queue, pool and the state below: no
+ * locks on the I/O path.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "rblk/rblk.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "initiator/nbd_conn.h"
+#include "initiator/nbd_proto.h"
+
+#define NC_RX_BUF (64u * 1024) /* request staging buffer per socket */
+#define NC_REAP_BATCH 64
+#define NC_TX_IOV 64 /* iovecs per sendmsg */
+
+/*
+ * Request life cycle:
+ *   FREE -> RECV (WRITE payload arriving, or being discarded)
+ *        -> PENDING (rblk_submit said -EBUSY; retried after reaping)
+ *        -> INFLIGHT (submitted to the rblk queue)
+ *        -> REPLY (on the tx list) -> FREE once the reply is sent.
+ * Any stage may go straight to REPLY with an error, and to FREE when the
+ * socket is gone.
+ */
+enum nc_req_state {
+	NC_REQ_FREE,
+	NC_REQ_RECV,
+	NC_REQ_PENDING,
+	NC_REQ_INFLIGHT,
+	NC_REQ_REPLY,
+};
+
+struct nc_req {
+	struct nc_req *next; /* free, pending or tx list */
+	enum nc_req_state state;
+	uint16_t type;
+	uint16_t flags;
+	uint64_t cookie;
+	uint64_t offset;
+	uint32_t len;
+	uint32_t error; /* NBD_E* for the reply, 0 on success */
+	void *buf;	/* READ/WRITE data; NULL for the others */
+	int slot; /* pool slot of buf, -1 when buf is malloc'd (or NULL) */
+	unsigned char reply[NBD_SIMPLE_REPLY_SIZE];
+};
+
+struct nc_list {
+	struct nc_req *head, *tail;
+};
+
+enum nc_rx_state {
+	NC_RX_HDR,     /* waiting for a 28-byte request header */
+	NC_RX_DATA,    /* copying a WRITE payload into rx_req->buf */
+	NC_RX_DISCARD, /* skipping the payload of a WRITE that fails anyway */
+};
+
+struct nc {
+	const struct nbd_conn_opts *o;
+	struct nbd_conn_stats *st;
+	struct nc_req *reqs;
+	struct nc_req *free_reqs;
+	int *free_slots;
+	unsigned int nfree_slots;
+	struct nc_list pending; /* waiting for a queue tag */
+	struct nc_list tx;	/* replies to send, head partly sent */
+	size_t tx_off;		/* bytes of tx.head already sent */
+	unsigned int inflight;	/* submitted to rblk, not yet reaped */
+
+	unsigned char *rx; /* staging buffer for headers and payloads */
+	size_t rx_start, rx_end;
+	enum nc_rx_state rx_state;
+	struct nc_req *rx_req; /* NC_RX_DATA, NC_RX_DISCARD */
+	size_t rx_done;	       /* payload bytes received for rx_req */
+
+	bool rx_closed; /* read no more requests (DISC, EOF, error, abort) */
+	bool sock_dead; /* the socket failed: replies are dropped */
+	bool q_dead;	/* the rblk connection failed */
+	bool aborting;	/* abort_fd fired; deadline_ms applies */
+	uint64_t deadline_ms;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+uint32_t nbd_errno_to_nbd(int err, uint32_t q_lost)
+{
+	switch (err) {
+	case -EROFS:
+	case -EACCES:
+	case -EPERM:
+		return NBD_EPERM;
+	case -ENOMEM:
+		return NBD_ENOMEM;
+	case -EINVAL:
+	case -ERANGE:
+	case -E2BIG:
+		return NBD_EINVAL;
+	case -ENOSPC:
+		return NBD_ENOSPC;
+	case -EOPNOTSUPP:
+		return NBD_ENOTSUP;
+	case -ENOTCONN:
+	case -ESHUTDOWN:
+		return q_lost;
+	default: /* -EIO and anything else */
+		return NBD_EIO;
+	}
+}
+
+static const char *nc_cmd_name(uint16_t type)
+{
+	switch (type) {
+	case NBD_CMD_READ:
+		return "READ";
+	case NBD_CMD_WRITE:
+		return "WRITE";
+	case NBD_CMD_DISC:
+		return "DISC";
+	case NBD_CMD_FLUSH:
+		return "FLUSH";
+	case NBD_CMD_TRIM:
+		return "TRIM";
+	case NBD_CMD_CACHE:
+		return "CACHE";
+	case NBD_CMD_WRITE_ZEROES:
+		return "WRITE_ZEROES";
+	case NBD_CMD_BLOCK_STATUS:
+		return "BLOCK_STATUS";
+	default:
+		return "unknown";
+	}
+}
+
+static void nc_list_push(struct nc_list *l, struct nc_req *req)
+{
+	req->next = NULL;
+	if (l->tail)
+		l->tail->next = req;
+	else
+		l->head = req;
+	l->tail = req;
+}
+
+static struct nc_req *nc_list_pop(struct nc_list *l)
+{
+	struct nc_req *req = l->head;
+
+	if (req) {
+		l->head = req->next;
+		if (!l->head)
+			l->tail = NULL;
+		req->next = NULL;
+	}
+	return req;
+}
+
+/* The NBD error for requests of a lost queue, by policy. */
+static uint32_t nc_qlost_error(const struct nc *c)
+{
+	return c->o->qlost == NBD_CONN_QLOST_CLOSE ? NBD_ESHUTDOWN : NBD_EIO;
+}
+
+/* ---- request validation -------------------------------------------------- */
+
+/*
+ * The one place that judges a request header (magic already checked).
+ * Returns 0 when the request may go to the volume, else the NBD error to
+ * reply with. Order: unknown command, read-only, not offered, flags, size,
+ * alignment, range. READ/WRITE above NBD_MAX_PAYLOAD fail with NBD_EINVAL
+ * here; the caller disconnects instead for a WRITE of that size (its
+ * payload cannot be consumed sensibly).
+ */
+static uint32_t nc_validate(const struct nbd_conn_opts *o, uint16_t type,
+			    uint16_t flags, uint64_t offset, uint32_t len)
+{
+	uint16_t allowed = 0;
+	bool is_write = false;
+
+	switch (type) {
+	case NBD_CMD_READ:
+		break;
+	case NBD_CMD_WRITE:
+	case NBD_CMD_TRIM:
+		is_write = true;
+		break;
+	case NBD_CMD_FLUSH:
+		if (!(o->tx_flags & NBD_FLAG_SEND_FLUSH))
+			return NBD_EINVAL;
+		break;
+	case NBD_CMD_WRITE_ZEROES:
+		is_write = true;
+		allowed |= NBD_CMD_FLAG_NO_HOLE;
+		break;
+	default: /* CACHE, BLOCK_STATUS, RESIZE, unknown: not offered */
+		return NBD_EINVAL;
+	}
+	if (is_write && (o->tx_flags & NBD_FLAG_READ_ONLY))
+		return NBD_EPERM;
+	if (type == NBD_CMD_TRIM && !(o->tx_flags & NBD_FLAG_SEND_TRIM))
+		return NBD_EINVAL;
+	if (type == NBD_CMD_WRITE_ZEROES &&
+	    !(o->tx_flags & NBD_FLAG_SEND_WRITE_ZEROES))
+		return NBD_EINVAL;
+	if ((o->tx_flags & NBD_FLAG_SEND_FUA) &&
+	    (is_write || (o->checks & NBD_CONN_FUA_ON_ALL)))
+		allowed |= NBD_CMD_FLAG_FUA;
+	if (type == NBD_CMD_FLUSH && (o->checks & NBD_CONN_FLUSH_ANY_FLAGS))
+		flags = 0;
+	if (flags & ~allowed)
+		return NBD_EINVAL;
+	if (type == NBD_CMD_FLUSH)
+		return offset || len ? NBD_EINVAL : 0;
+	if ((type == NBD_CMD_READ || type == NBD_CMD_WRITE) &&
+	    len > NBD_MAX_PAYLOAD)
+		return NBD_EINVAL;
+	if (offset % o->block_size || len % o->block_size)
+		return NBD_EINVAL;
+	if (len > o->size || offset > o->size - len)
+		return is_write ? NBD_ENOSPC : NBD_EINVAL;
+	return 0;
+}
+
+/* ---- request state ------------------------------------------------------- */
+
+static struct nc_req *req_alloc(struct nc *c)
+{
+	struct nc_req *req = c->free_reqs;
+
+	c->free_reqs = req->next;
+	req->next = NULL;
+	req->buf = NULL;
+	req->slot = -1;
+	req->error = 0;
+	return req;
+}
+
+static void req_free(struct nc *c, struct nc_req *req)
+{
+	if (req->slot >= 0)
+		c->free_slots[c->nfree_slots++] = req->slot;
+	else
+		free(req->buf);
+	req->buf = NULL;
+	req->slot = -1;
+	req->state = NC_REQ_FREE;
+	req->next = c->free_reqs;
+	c->free_reqs = req;
+}
+
+/* A data buffer for READ/WRITE: a pool slot when one fits. */
+static int req_get_buf(struct nc *c, struct nc_req *req)
+{
+	const struct nbd_conn_opts *o = c->o;
+	void *p;
+
+	if (req->len <= o->slot_size && c->nfree_slots) {
+		req->slot = c->free_slots[--c->nfree_slots];
+		req->buf = (char *)o->pool + (size_t)req->slot * o->slot_size;
+		return 0;
+	}
+	if (posix_memalign(&p, 4096, ALIGN_UP((size_t)req->len, 4096)))
+		return -ENOMEM;
+	req->buf = p;
+	req->slot = -1;
+	return 0;
+}
+
+/* Stop reading requests; a half-received one is dropped. */
+static void rx_close(struct nc *c)
+{
+	if (c->rx_closed)
+		return;
+	c->rx_closed = true;
+	if (c->rx_state != NC_RX_HDR && c->rx_req) {
+		req_free(c, c->rx_req);
+		c->rx_req = NULL;
+	}
+	c->rx_state = NC_RX_HDR;
+}
+
+/* The socket is unusable: drop every queued reply. */
+static void sock_fail(struct nc *c, int err)
+{
+	struct nc_req *req;
+
+	if (c->sock_dead)
+		return;
+	if (err != -EPIPE && err != -ECONNRESET)
+		log_warn("%s: socket: %s", c->o->name, strerror(-err));
+	c->sock_dead = true;
+	rx_close(c);
+	while ((req = nc_list_pop(&c->tx)))
+		req_free(c, req);
+	c->tx_off = 0;
+}
+
+/* A protocol error from the peer: by policy, stop reading or shut down. */
+static void proto_fail(struct nc *c)
+{
+	if (c->o->checks & NBD_CONN_PROTO_ERR_SHUTDOWN) {
+		sock_fail(c, -EPROTO);
+		shutdown(c->o->fd, SHUT_RDWR);
+	} else {
+		rx_close(c);
+	}
+}
+
+static void queue_reply(struct nc *c, struct nc_req *req)
+{
+	if (req->error)
+		c->st->errors++;
+	if (c->sock_dead) {
+		req_free(c, req);
+		return;
+	}
+	nbd_put32(req->reply, NBD_SIMPLE_REPLY_MAGIC);
+	nbd_put32(req->reply + 4, req->error);
+	nbd_put64(req->reply + 8, req->cookie);
+	req->state = NC_REQ_REPLY;
+	nc_list_push(&c->tx, req);
+}
+
+/* The queue's rblk connection is gone: apply the qlost policy. */
+static void queue_dead(struct nc *c)
+{
+	if (!c->q_dead && c->o->queue_lost)
+		c->o->queue_lost(c->o->arg);
+	c->q_dead = true;
+	if (c->o->qlost == NBD_CONN_QLOST_CLOSE)
+		rx_close(c);
+}
+
+/* Answer req with the NBD error for ret (a -errno from rblk). */
+static void req_fail(struct nc *c, struct nc_req *req, int ret)
+{
+	req->error = nbd_errno_to_nbd(ret, nc_qlost_error(c));
+	if (ret == -ENOTCONN || ret == -ESHUTDOWN)
+		queue_dead(c);
+	queue_reply(c, req);
+}
+
+static int req_submit_one(struct nc *c, struct nc_req *req)
+{
+	static const enum rblk_io_op ops[] = {
+	    [NBD_CMD_READ] = RBLK_IO_READ,
+	    [NBD_CMD_WRITE] = RBLK_IO_WRITE,
+	    [NBD_CMD_FLUSH] = RBLK_IO_FLUSH,
+	    [NBD_CMD_TRIM] = RBLK_IO_TRIM,
+	    [NBD_CMD_WRITE_ZEROES] = RBLK_IO_WRITE_ZEROES,
+	};
+	unsigned int flags = 0;
+
+	if ((req->flags & NBD_CMD_FLAG_FUA) &&
+	    (req->type == NBD_CMD_WRITE || req->type == NBD_CMD_WRITE_ZEROES))
+		flags |= RBLK_IO_FUA;
+	return rblk_submit(c->o->q, ops[req->type], req->buf, req->offset,
+			   req->len, flags, req);
+}
+
+/*
+ * Hand a validated request to the queue, or park it when every tag is
+ * taken. A request that cannot be submitted gets its error reply.
+ */
+static void req_submit(struct nc *c, struct nc_req *req)
+{
+	int ret;
+
+	if (c->q_dead) {
+		req->error = nc_qlost_error(c);
+		queue_reply(c, req);
+		return;
+	}
+	if (c->pending.head) {
+		req->state = NC_REQ_PENDING;
+		nc_list_push(&c->pending, req);
+		return;
+	}
+	ret = req_submit_one(c, req);
+	if (!ret) {
+		req->state = NC_REQ_INFLIGHT;
+		c->inflight++;
+		return;
+	}
+	if (ret == -EBUSY && c->inflight) {
+		req->state = NC_REQ_PENDING;
+		nc_list_push(&c->pending, req);
+		return;
+	}
+	log_debug("%s: %s %u@%llu: submit: %s", c->o->name,
+		  nc_cmd_name(req->type), req->len,
+		  (unsigned long long)req->offset, strerror(-ret));
+	req_fail(c, req, ret);
+}
+
+/* Retry parked requests in order. Returns true if any left the list. */
+static bool submit_pending(struct nc *c)
+{
+	bool progress = false;
+	struct nc_req *req;
+	int ret;
+
+	while ((req = c->pending.head)) {
+		if (c->q_dead) {
+			ret = -ENOTCONN;
+		} else {
+			ret = req_submit_one(c, req);
+			if (ret == -EBUSY && c->inflight)
+				break;
+		}
+		nc_list_pop(&c->pending);
+		progress = true;
+		if (!ret) {
+			req->state = NC_REQ_INFLIGHT;
+			c->inflight++;
+			continue;
+		}
+		req_fail(c, req, ret);
+	}
+	return progress;
+}
+
+/* ---- requests in --------------------------------------------------------- */
+
+/*
+ * A request header is complete in the staging buffer: decode, validate,
+ * and either submit it, answer it, or start receiving its payload.
+ */
+static void rx_header(struct nc *c)
+{
+	const unsigned char *h = c->rx + c->rx_start;
+	uint32_t magic = nbd_get32(h);
+	struct nc_req *req;
+
+	c->rx_start += NBD_REQUEST_SIZE;
+	if (magic != NBD_REQUEST_MAGIC) {
+		log_warn("%s: bad request magic 0x%08x; disconnecting",
+			 c->o->name, magic);
+		proto_fail(c);
+		return;
+	}
+	req = req_alloc(c);
+	req->flags = nbd_get16(h + 4);
+	req->type = nbd_get16(h + 6);
+	req->cookie = nbd_get64(h + 8);
+	req->offset = nbd_get64(h + 16);
+	req->len = nbd_get32(h + 24);
+	c->st->requests++;
+
+	if (req->type == NBD_CMD_DISC) {
+		log_debug("%s: NBD_CMD_DISC", c->o->name);
+		req_free(c, req);
+		rx_close(c);
+		return;
+	}
+	if (req->type == NBD_CMD_WRITE && req->len > NBD_MAX_PAYLOAD) {
+		log_warn("%s: WRITE of %u bytes exceeds the %u-byte maximum "
+			 "payload; disconnecting",
+			 c->o->name, req->len, NBD_MAX_PAYLOAD);
+		req_free(c, req);
+		proto_fail(c);
+		return;
+	}
+	req->error =
+	    nc_validate(c->o, req->type, req->flags, req->offset, req->len);
+	if (!req->error && c->q_dead)
+		req->error = nc_qlost_error(c);
+	if (req->error) {
+		log_debug("%s: %s flags 0x%x %u@%llu rejected: error %u",
+			  c->o->name, nc_cmd_name(req->type), req->flags,
+			  req->len, (unsigned long long)req->offset,
+			  req->error);
+	} else if (req->len == 0 && req->type != NBD_CMD_FLUSH) {
+		/* unspecified by the protocol: answer success, touch nothing */
+	} else if ((req->type == NBD_CMD_READ || req->type == NBD_CMD_WRITE) &&
+		   req_get_buf(c, req)) {
+		req->error = NBD_ENOMEM;
+	} else if (req->type == NBD_CMD_WRITE) {
+		req->state = NC_REQ_RECV;
+		c->rx_req = req;
+		c->rx_done = 0;
+		c->rx_state = NC_RX_DATA;
+		return;
+	} else {
+		req_submit(c, req);
+		return;
+	}
+	if (req->type == NBD_CMD_WRITE && req->len) {
+		/* consume the payload, then answer with the error */
+		req->state = NC_REQ_RECV;
+		c->rx_req = req;
+		c->rx_done = 0;
+		c->rx_state = NC_RX_DISCARD;
+		return;
+	}
+	queue_reply(c, req);
+}
+
+/*
+ * Refill the staging buffer. Returns bytes read, 0 when the socket has
+ * nothing now, -1 when reading is over (EOF or error; rx is closed).
+ */
+static ssize_t rx_fill(struct nc *c)
+{
+	ssize_t n;
+
+	if (c->rx_start == c->rx_end) {
+		c->rx_start = c->rx_end = 0;
+	} else if (c->rx_start && NC_RX_BUF - c->rx_end < 4096) {
+		memmove(c->rx, c->rx + c->rx_start, c->rx_end - c->rx_start);
+		c->rx_end -= c->rx_start;
+		c->rx_start = 0;
+	}
+	for (;;) {
+		n = recv(c->o->fd, c->rx + c->rx_end, NC_RX_BUF - c->rx_end,
+			 MSG_DONTWAIT);
+		if (n > 0) {
+			c->rx_end += (size_t)n;
+			return n;
+		}
+		if (n == 0) {
+			if (c->rx_state != NC_RX_HDR ||
+			    c->rx_start != c->rx_end)
+				log_warn("%s: closed the connection in the "
+					 "middle of a request",
+					 c->o->name);
+			else
+				log_debug("%s: EOF", c->o->name);
+			rx_close(c);
+			return -1;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		sock_fail(c, -errno);
+		return -1;
+	}
+}
+
+/*
+ * Payload bytes for rx_req: from the staging buffer first, then straight
+ * from the socket into the request's buffer when much remains. Returns
+ * true when bytes moved (or reading ended).
+ */
+static bool rx_payload(struct nc *c, bool discard)
+{
+	struct nc_req *req = c->rx_req;
+	size_t want = req->len - c->rx_done;
+	size_t avail = c->rx_end - c->rx_start;
+	size_t n;
+	ssize_t r;
+
+	if (avail) {
+		n = MIN(avail, want);
+		if (!discard)
+			memcpy((char *)req->buf + c->rx_done,
+			       c->rx + c->rx_start, n);
+		c->rx_start += n;
+	} else if (!discard && want >= NC_RX_BUF / 2) {
+		r = recv(c->o->fd, (char *)req->buf + c->rx_done, want,
+			 MSG_DONTWAIT);
+		if (r == 0) {
+			log_warn("%s: closed the connection in the middle of "
+				 "a WRITE payload",
+				 c->o->name);
+			rx_close(c);
+			return true;
+		}
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK ||
+			    errno == EINTR)
+				return false;
+			sock_fail(c, -errno);
+			return true;
+		}
+		n = (size_t)r;
+	} else {
+		return rx_fill(c) != 0;
+	}
+	c->rx_done += n;
+	if (c->rx_done == req->len) {
+		c->rx_req = NULL;
+		c->rx_state = NC_RX_HDR;
+		if (discard)
+			queue_reply(c, req);
+		else
+			req_submit(c, req);
+	}
+	return true;
+}
+
+/*
+ * Read and dispatch requests until the socket has nothing more, or no
+ * request slot is free, or requests are parked waiting for queue tags
+ * (back-pressure: the client's sends then block in its socket buffer).
+ */
+static bool rx_process(struct nc *c)
+{
+	bool progress = false;
+
+	while (!c->rx_closed) {
+		switch (c->rx_state) {
+		case NC_RX_HDR:
+			if (!c->free_reqs || c->pending.head)
+				return progress;
+			if (c->rx_end - c->rx_start < NBD_REQUEST_SIZE) {
+				if (rx_fill(c) <= 0)
+					return progress;
+				continue;
+			}
+			rx_header(c);
+			progress = true;
+			break;
+		case NC_RX_DATA:
+		case NC_RX_DISCARD:
+			if (!rx_payload(c, c->rx_state == NC_RX_DISCARD))
+				return progress;
+			progress = true;
+			break;
+		}
+	}
+	return progress;
+}
+
+/* ---- completions and replies out ----------------------------------------- */
+
+/* Complete everything the queue has finished. Returns true if any. */
+static bool reap(struct nc *c)
+{
+	struct rblk_completion comp[NC_REAP_BATCH];
+	bool progress = false;
+	int n;
+
+	while (c->inflight) {
+		n = rblk_poll(c->o->q, comp, NC_REAP_BATCH, 0);
+		if (n < 0) {
+			/* every I/O has completed; anything we still count
+			 * as in flight will not come back */
+			log_debug("%s: rblk_poll: %s", c->o->name,
+				  strerror(-n));
+			queue_dead(c);
+			for (unsigned int i = 0; i < c->o->nreqs; i++) {
+				struct nc_req *req = &c->reqs[i];
+
+				if (req->state != NC_REQ_INFLIGHT)
+					continue;
+				req->error = nc_qlost_error(c);
+				queue_reply(c, req);
+			}
+			c->inflight = 0;
+			return true;
+		}
+		for (int i = 0; i < n; i++) {
+			struct nc_req *req = comp[i].user_data;
+
+			c->inflight--;
+			progress = true;
+			if (!comp[i].result) {
+				queue_reply(c, req);
+				continue;
+			}
+			log_debug("%s: %s %u@%llu: %s", c->o->name,
+				  nc_cmd_name(req->type), req->len,
+				  (unsigned long long)req->offset,
+				  strerror(-comp[i].result));
+			req_fail(c, req, comp[i].result);
+		}
+		if (n < NC_REAP_BATCH)
+			break;
+	}
+	return progress;
+}
+
+static size_t reply_len(const struct nc_req *req)
+{
+	if (req->type == NBD_CMD_READ && !req->error)
+		return NBD_SIMPLE_REPLY_SIZE + req->len;
+	return NBD_SIMPLE_REPLY_SIZE;
+}
+
+/*
+ * Send queued replies with as few sendmsg calls as the socket allows.
+ * Returns true when at least one reply went out (its request is free).
+ */
+static bool tx_flush(struct nc *c)
+{
+	bool progress = false;
+
+	while (c->tx.head && !c->sock_dead) {
+		struct iovec iov[NC_TX_IOV];
+		struct msghdr msg = {.msg_iov = iov};
+		size_t skip = c->tx_off;
+		struct nc_req *req;
+		int cnt = 0;
+		ssize_t n;
+
+		for (req = c->tx.head; req && cnt + 2 <= NC_TX_IOV;
+		     req = req->next) {
+			size_t hl = NBD_SIMPLE_REPLY_SIZE;
+			size_t dl = reply_len(req) - hl;
+
+			if (skip < hl) {
+				iov[cnt].iov_base = req->reply + skip;
+				iov[cnt++].iov_len = hl - skip;
+				skip = 0;
+			} else {
+				skip -= hl;
+			}
+			if (dl) {
+				iov[cnt].iov_base = (char *)req->buf + skip;
+				iov[cnt++].iov_len = dl - skip;
+				skip = 0;
+			}
+		}
+		msg.msg_iovlen = (size_t)cnt;
+		n = sendmsg(c->o->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				sock_fail(c, -errno);
+			break;
+		}
+		while (n > 0) {
+			size_t left;
+
+			req = c->tx.head;
+			left = reply_len(req) - c->tx_off;
+			if ((size_t)n < left) {
+				c->tx_off += (size_t)n;
+				break;
+			}
+			n -= (ssize_t)left;
+			c->tx_off = 0;
+			nc_list_pop(&c->tx);
+			req_free(c, req);
+			progress = true;
+		}
+	}
+	return progress;
+}
+
+static bool nc_done(const struct nc *c)
+{
+	return c->rx_closed && !c->inflight && !c->pending.head &&
+	       (c->sock_dead || !c->tx.head);
+}
+
+/*
+ * The loop: retry parked requests; read and submit requests; reap
+ * completions; send replies. When a pass moves nothing, sleep in poll()
+ * on the socket (POLLIN when a request can be taken, POLLOUT when
+ * replies wait), the queue fd (only with I/O in flight, after
+ * rblk_queue_arm() said nothing is pending) and abort_fd.
+ */
+static int nc_loop(struct nc *c)
+{
+	const struct nbd_conn_opts *o = c->o;
+	int qfd = rblk_queue_fd(o->q);
+
+	for (;;) {
+		struct pollfd p[3];
+		bool progress;
+		int timeout = -1, ret, np = 0, isock = -1, iabort = -1;
+		short ev = 0;
+
+		progress = submit_pending(c);
+		progress |= rx_process(c);
+		progress |= reap(c);
+		progress |= tx_flush(c);
+		if (nc_done(c))
+			return 0;
+		if (progress)
+			continue;
+
+		if (c->aborting) {
+			uint64_t now = now_ms();
+
+			if (now >= c->deadline_ms) {
+				log_warn("%s: abandoning %u requests still in "
+					 "flight",
+					 o->name, c->inflight);
+				return -ETIMEDOUT;
+			}
+			timeout = (int)(c->deadline_ms - now);
+		}
+		if (!c->rx_closed && (c->rx_state != NC_RX_HDR ||
+				      (c->free_reqs && !c->pending.head)))
+			ev |= POLLIN;
+		if (c->tx.head && !c->sock_dead)
+			ev |= POLLOUT;
+		if (ev) {
+			isock = np;
+			p[np++] = (struct pollfd){.fd = o->fd, .events = ev};
+		}
+		if (c->inflight) {
+			ret = rblk_queue_arm(o->q);
+			if (ret > 0)
+				continue;
+			if (ret < 0 || qfd < 0) /* cannot sleep on the fd */
+				timeout = timeout < 0 ? 1 : MIN(timeout, 1);
+			if (qfd >= 0)
+				p[np++] = (struct pollfd){.fd = qfd,
+							  .events = POLLIN};
+		}
+		if (!c->aborting && o->abort_fd >= 0) {
+			iabort = np;
+			p[np++] = (struct pollfd){.fd = o->abort_fd,
+						  .events = POLLIN};
+		}
+		ret = poll(p, (nfds_t)np, timeout);
+		if (ret < 0 && errno != EINTR) {
+			ret = -errno;
+			log_err("%s: poll: %s", o->name, strerror(-ret));
+			return ret;
+		}
+		if (ret > 0 && iabort >= 0 && p[iabort].revents) {
+			log_debug("%s: shutting down", o->name);
+			c->aborting = true;
+			c->st->aborted = true;
+			c->deadline_ms = now_ms() + o->drain_ms;
+			rx_close(c);
+		}
+		if (ret > 0 && isock >= 0 && (p[isock].revents & POLLERR) &&
+		    !(p[isock].revents & POLLIN))
+			sock_fail(c, -EPIPE);
+	}
+}
+
+int nbd_conn_run(const struct nbd_conn_opts *o, struct nbd_conn_stats *st)
+{
+	struct nc c = {.o = o, .st = st};
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	c.reqs = calloc(o->nreqs, sizeof(*c.reqs));
+	c.free_slots = calloc(o->nslots, sizeof(*c.free_slots));
+	c.rx = malloc(NC_RX_BUF);
+	if (!c.reqs || !c.free_slots || !c.rx) {
+		log_err("%s: out of memory for request state", o->name);
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	for (unsigned int i = o->nreqs; i-- > 0;) {
+		c.reqs[i].slot = -1;
+		c.reqs[i].next = c.free_reqs;
+		c.free_reqs = &c.reqs[i];
+	}
+	for (unsigned int i = o->nslots; i-- > 0;)
+		c.free_slots[c.nfree_slots++] = (int)i;
+
+	ret = nc_loop(&c);
+	st->abandoned = c.inflight != 0;
+
+	/*
+	 * Heap buffers of requests still in flight (only after an abandoned
+	 * drain) are left alone: the library may still write into them
+	 * until rblk_close(). Their nc_req is never looked at again.
+	 */
+	for (unsigned int i = 0; i < o->nreqs; i++) {
+		struct nc_req *req = &c.reqs[i];
+
+		if (req->slot < 0 && req->state != NC_REQ_INFLIGHT)
+			free(req->buf);
+	}
+out_free:
+	free(c.rx);
+	free(c.free_slots);
+	free(c.reqs);
+	return ret;
+}
