@@ -55,36 +55,10 @@ done
 fio --enghelp=nbd >/dev/null 2>&1 ||
 	{ echo "fio-engine-vs-nbdkit: this fio has no nbd engine" >&2; exit 1; }
 
-dir=$(mktemp -d "$where/rblk-bench.XXXXXX")
-pids=()
-cleanup()
-{
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-
-wait_for()
-{
-	local file=$1 pattern=$2 i
-	for ((i = 0; i < 200; i++)); do
-		grep -qE "$pattern" "$file" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	echo "fio-engine-vs-nbdkit: timed out waiting for '$pattern' in $file:" >&2
-	cat "$file" >&2
-	exit 1
-}
-
-drop_cache()
-{
-	[ "$cache" = 1 ] && return 0
-	if [ -w /proc/sys/vm/drop_caches ]; then
-		sync
-		echo 1 >/proc/sys/vm/drop_caches 2>/dev/null || true
-	fi
-}
+BENCH_NAME=fio-engine-vs-nbdkit
+BENCH_DIR_PARENT="$where"
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 echo "preparing a ${size} MiB file in $where ($(stat -f -c %T "$where")) ..."
 head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
