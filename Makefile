@@ -137,6 +137,7 @@ demo: deps all test-deps
 
 include tools/fio/fio.mk
 include tests/vm/vm.mk
+include tools/bench/bench.mk
 
 # ---- dependencies --------------------------------------------------------
 

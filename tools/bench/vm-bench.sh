@@ -1,0 +1,417 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Benchmark (not a test), run INSIDE the rblk test guest (tests/vm, TCG,
+# rdma_rxe on d0 = 192.0.2.1): fio on the same backing store through
+#
+#   engine   fio's rblk ioengine ($BUILD/rblk-fio.so) -> rblk-target
+#   ublk     /dev/ublkbN from `rblk map --ublk --queues 2`, libaio, direct
+#   nbd      /dev/nbdN   from `rblk map --nbd --queues 2`, libaio, direct
+#   nvme     the kernel's nvme-rdma -> nvmet-rdma (configfs), libaio, direct
+#   wire     ib_read_bw -R (128 KiB READs) and ib_read_lat -R (4 KiB) on rxe0
+#
+# for 4k randread QD1, 4k randread QD32, 128k seq read QD16 and 4k
+# randwrite QD32 (one fio job each, time_based). Writes a markdown table
+# with each path's ratio to nvme-rdma to $RBLK_VM_OUT/vm-bench.md (plus the
+# fio JSON under $RBLK_VM_OUT/vm-bench/). From the host:
+#
+#   make bench-vm                       (tools/bench/bench.mk)
+#   BUILD=build tests/vm/run-vm.sh --out /tmp/vmbench --timeout 1500 -- \
+#       tools/bench/vm-bench.sh [--runtime S] [--ramp S] [--size MiB]
+#       [--paths "engine ublk nbd nvme wire"] [--backing brd|file]
+#
+#   tools/bench/vm-bench.sh --dry-run   on the host: check tools, print plan
+#
+# Backing: a brd ramdisk /dev/ram0 of --size MiB (default 512), zero-filled
+# so every page exists; --backing file uses a file in the guest's /tmp
+# (tmpfs: rblk-target falls back to buffered I/O, nvmet uses buffered_io).
+# rblk-target and nvmet never run at the same time (2 vCPUs).
+#
+# Everything is TCG-emulated, with rxe in software on the same 2 vCPUs that
+# also run fio and the servers: the numbers compare the software paths
+# against each other and against the kernel's nvme-rdma, not wire speeds.
+set -uo pipefail
+
+runtime=${VMB_RUNTIME:-8} ramp=${VMB_RAMP:-2} size=${VMB_SIZE:-512}
+paths=${VMB_PATHS:-"engine ublk nbd nvme wire"} backing=${VMB_BACKING:-brd}
+dry=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--runtime) runtime=$2; shift 2 ;;
+	--ramp) ramp=$2; shift 2 ;;
+	--size) size=$2; shift 2 ;;
+	--paths) paths=$2; shift 2 ;;
+	--backing) backing=$2; shift 2 ;;
+	--dry-run) dry=1; shift ;;
+	-h | --help)
+		awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next }
+			NR > 2 { exit }' "$0"
+		exit 0 ;;
+	*) echo "vm-bench: unknown argument '$1'" >&2; exit 2 ;;
+	esac
+done
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 1
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
+ADDR=${RBLK_TEST_RDMA_ADDR:-192.0.2.1}
+RDEV=${RBLK_TEST_RDMA_DEV:-rxe0}
+PORT=7460
+NQN=nqn.2026-11.io.rblk:vmbench
+NVMET=/sys/kernel/config/nvmet
+# name rw bs qd
+WORKLOADS=("4k randread QD1|randread|4k|1"
+	"4k randread QD32|randread|4k|32"
+	"128k seq read QD16|read|128k|16"
+	"4k randwrite QD32|randwrite|4k|32")
+
+log()
+{
+	local u
+	read -r u _ </proc/uptime
+	printf '[%7.1f] %s\n' "$u" "$*"
+}
+
+missing=()
+for t in fio jq awk ib_read_bw ib_read_lat nvme modprobe; do
+	command -v $t >/dev/null 2>&1 || missing+=("$t")
+done
+for f in "$BUILD/rblk" "$BUILD/rblk-target" "$BUILD/rblk-fio.so"; do
+	[ -e "$f" ] || missing+=("$f")
+done
+
+if [ "$dry" = 1 ]; then
+	echo "vm-bench dry run: BUILD=$BUILD runtime=${runtime}s ramp=${ramp}s" \
+		"size=${size}MiB backing=$backing paths='$paths'"
+	[ ${#missing[@]} = 0 ] && echo "tools: all found" ||
+		echo "missing: ${missing[*]}"
+	for w in "${WORKLOADS[@]}"; do
+		IFS='|' read -r name rw bs qd <<<"$w"
+		echo "  workload: $name (fio --rw=$rw --bs=$bs --iodepth=$qd)"
+	done
+	n=0
+	for p in $paths; do [ "$p" != wire ] && n=$((n + 1)); done
+	echo "  fio runs: $((n * ${#WORKLOADS[@]})), about" \
+		"$((n * ${#WORKLOADS[@]} * (runtime + ramp + 4) / 60)) min of fio"
+	exit 0
+fi
+
+[ "${RBLK_VM:-0}" = 1 ] || { echo "vm-bench: run inside the guest (tests/vm/run-vm.sh)" >&2; exit 2; }
+[ ${#missing[@]} = 0 ] || { echo "vm-bench: missing: ${missing[*]}" >&2; exit 1; }
+
+OUT=${RBLK_VM_OUT:-/tmp}
+JDIR=$OUT/vm-bench
+mkdir -p "$JDIR"
+W=$(mktemp -d /tmp/vm-bench.XXXXXX)
+export RBLK_RUN_DIR=$W/run
+RES=$W/results # lines: path|workload|iops|MB/s|p50us|p99us
+: >"$RES"
+target_pid='' mapped=() nvme_up=0 bgpids=()
+
+# ---- cleanup -----------------------------------------------------------
+stop_pid()
+{
+	local i
+	kill -0 "$1" 2>/dev/null || return 0
+	kill -TERM "$1" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$1" 2>/dev/null || { wait "$1" 2>/dev/null; return 0; }
+		sleep 0.1
+	done
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+nvmet_down()
+{
+	[ -d "$NVMET/subsystems/$NQN" ] || [ -d "$NVMET/ports/1" ] || [ "$nvme_up" = 1 ] || return 0
+	timeout 60 nvme disconnect -n "$NQN" >/dev/null 2>&1
+	rm -f "$NVMET/ports/1/subsystems/$NQN" 2>/dev/null
+	rmdir "$NVMET/ports/1" 2>/dev/null
+	if [ -d "$NVMET/subsystems/$NQN/namespaces/1" ]; then
+		echo 0 >"$NVMET/subsystems/$NQN/namespaces/1/enable" 2>/dev/null
+		rmdir "$NVMET/subsystems/$NQN/namespaces/1" 2>/dev/null
+	fi
+	rmdir "$NVMET/subsystems/$NQN" 2>/dev/null
+	nvme_up=0
+}
+
+cleanup()
+{
+	local d p
+	set +e
+	for d in "${mapped[@]+"${mapped[@]}"}"; do
+		[ -n "$d" ] || continue
+		timeout -k 5 60 "$BUILD/rblk" unmap "$d" >/dev/null 2>&1 ||
+			timeout -k 5 30 "$BUILD/rblk" unmap --force "$d" >/dev/null 2>&1
+	done
+	nvmet_down
+	for p in "${bgpids[@]+"${bgpids[@]}"}"; do stop_pid "$p"; done
+	[ -n "$target_pid" ] && stop_pid "$target_pid"
+	cp "$W"/*.log "$JDIR/" 2>/dev/null
+	cp "$RBLK_RUN_DIR"/*.log "$JDIR/" 2>/dev/null
+	rm -rf "$W"
+	[ "$backing" = brd ] && rmmod brd 2>/dev/null
+}
+trap cleanup EXIT
+
+# ---- backing store -------------------------------------------------------
+t_start=$(awk '{print $1}' /proc/uptime)
+log "vm-bench: $(uname -r), $(nproc) vCPUs, $(fio --version), runtime ${runtime}s + ramp ${ramp}s per run"
+if [ "$backing" = brd ]; then
+	modprobe brd rd_nr=1 rd_size=$((size * 1024)) max_part=0 ||
+		{ echo "vm-bench: modprobe brd failed" >&2; exit 1; }
+	BACK=/dev/ram0
+	for ((i = 0; i < 50; i++)); do [ -b $BACK ] && break; sleep 0.1; done
+	[ "$(blockdev --getsize64 $BACK)" = $((size * 1048576)) ] ||
+		{ echo "vm-bench: $BACK is $(blockdev --getsize64 $BACK) bytes" >&2; exit 1; }
+	log "backing: brd $BACK, ${size} MiB; zero-filling (allocates every page)"
+	dd if=/dev/zero of=$BACK bs=1M count="$size" oflag=direct status=none ||
+		{ echo "vm-bench: filling $BACK failed" >&2; exit 1; }
+else
+	BACK=$W/vol.img
+	log "backing: file $BACK on $(stat -f -c %T /tmp), ${size} MiB"
+	dd if=/dev/zero of="$BACK" bs=1M count="$size" status=none
+fi
+log "backing ready"
+
+# ---- fio -------------------------------------------------------------------
+# run_fio PATH WORKLOAD-SPEC FIO-ARGS...: one run, JSON kept, result line added
+run_fio()
+{
+	local path=$1 spec=$2 name rw bs qd json dir line
+	shift 2
+	IFS='|' read -r name rw bs qd <<<"$spec"
+	json=$JDIR/$path-$rw-$bs-qd$qd.json
+	dir="read"
+	[ "$rw" = randwrite ] && dir="write"
+	timeout -k 10 $((runtime + ramp + 120)) fio --name=b "$@" --rw="$rw" \
+		--bs="$bs" --iodepth="$qd" --numjobs=1 --size="${size}M" \
+		--time_based --runtime="$runtime" --ramp_time="$ramp" \
+		--norandommap --randrepeat=0 --group_reporting \
+		--output-format=json --output="$json" >"$W/fio.err" 2>&1
+	if ! line=$(jq -r --arg d "$dir" '.jobs[0][$d] |
+		[(.iops | floor), (.bw_bytes / 1e6 * 10 | floor / 10),
+		 (.clat_ns.percentile["50.000000"] / 1000 * 10 | floor / 10),
+		 (.clat_ns.percentile["99.000000"] / 1000 * 10 | floor / 10)]
+		| map(tostring) | join("|")' "$json" 2>/dev/null) || [ -z "$line" ]; then
+		log "  $path $name: FAILED: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
+		echo "$path|$name|-|-|-|-" >>"$RES"
+		return 1
+	fi
+	echo "$path|$name|$line" >>"$RES"
+	IFS='|' read -r a b c d <<<"$line"
+	log "  $path $name: $a IOPS, $b MB/s, clat p50 $c us, p99 $d us"
+}
+
+all_workloads()
+{
+	local path=$1 w
+	shift
+	for w in "${WORKLOADS[@]}"; do run_fio "$path" "$w" "$@"; done
+}
+
+failed_all()
+{
+	local w
+	for w in "${WORKLOADS[@]}"; do echo "$1|${w%%|*}|-|-|-|-" >>"$RES"; done
+	log "$1: skipped: $2"
+}
+
+start_target()
+{
+	[ -n "$target_pid" ] && return 0
+	"$BUILD/rblk-target" --listen "rdma://$ADDR:$PORT" --log-level info \
+		--export "vol=$BACK" >"$W/target.log" 2>&1 &
+	target_pid=$!
+	for ((i = 0; i < 300; i++)); do
+		grep -q "listening on" "$W/target.log" && break
+		kill -0 "$target_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	grep -q "listening on" "$W/target.log" || { cat "$W/target.log"; target_pid=''; return 1; }
+	log "rblk-target up: $(grep -E 'export|O_DIRECT|buffered' "$W/target.log" | head -n 2 | tr '\n' ' ')"
+}
+
+stop_target()
+{
+	[ -n "$target_pid" ] && stop_pid "$target_pid"
+	target_pid=''
+}
+
+map()
+{
+	local kind=$1 out
+	out=$(timeout -k 5 180 "$BUILD/rblk" map "rdma://$ADDR:$PORT/vol" --"$kind" --queues 2 2>"$W/map.err") ||
+		{ cat "$W/map.err"; return 1; }
+	DEV=$(grep -o '/dev/[a-z]*[0-9]*' <<<"$out" | head -n 1)
+	[ -b "$DEV" ] || { echo "map printed '$out'"; cat "$W/map.err"; return 1; }
+	mapped+=("$DEV")
+	log "$kind: mapped as $DEV ($(cat "/sys/block/${DEV#/dev/}/queue/max_sectors_kb") KiB max, $(ls "/sys/block/${DEV#/dev/}/mq" | wc -l) hw queues)"
+}
+
+unmap()
+{
+	timeout -k 5 120 "$BUILD/rblk" unmap "$DEV" || log "unmap $DEV failed"
+	mapped=("${mapped[@]/$DEV/}")
+}
+
+bench_engine()
+{
+	log "path engine: fio ioengine external:rblk-fio.so -> rdma://$ADDR:$PORT/vol"
+	start_target || { failed_all engine "rblk-target did not start"; return; }
+	all_workloads engine "--ioengine=external:$BUILD/rblk-fio.so" \
+		"--uri=rdma://$ADDR:$PORT/vol"
+}
+
+bench_dev()
+{
+	local kind=$1
+	log "path $kind: rblk map --$kind --queues 2, fio libaio direct"
+	start_target || { failed_all "$kind" "rblk-target did not start"; return; }
+	[ "$kind" = ublk ] && [ ! -c /dev/ublk-control ] && { failed_all ublk "no /dev/ublk-control"; return; }
+	map "$kind" || { failed_all "$kind" "rblk map --$kind failed"; return; }
+	all_workloads "$kind" --ioengine=libaio --direct=1 --filename="$DEV"
+	unmap
+}
+
+bench_nvme()
+{
+	local S=$NVMET/subsystems/$NQN P=$NVMET/ports/1 dev='' i hostnqn mq
+	log "path nvme: nvme-rdma -> nvmet-rdma, namespace $BACK"
+	stop_target
+	modprobe -a nvmet nvmet-rdma nvme-rdma ||
+		{ failed_all nvme "modprobe nvmet nvmet-rdma nvme-rdma failed"; return; }
+	[ -d "$NVMET" ] || { failed_all nvme "no $NVMET (configfs)"; return; }
+	{
+		mkdir "$S" &&
+			echo 1 >"$S/attr_allow_any_host" &&
+			mkdir "$S/namespaces/1" &&
+			echo -n "$BACK" >"$S/namespaces/1/device_path" &&
+			{ [ -b "$BACK" ] || echo 1 >"$S/namespaces/1/buffered_io"; } &&
+			echo 1 >"$S/namespaces/1/enable" &&
+			mkdir "$P" &&
+			echo rdma >"$P/addr_trtype" &&
+			echo ipv4 >"$P/addr_adrfam" &&
+			echo "$ADDR" >"$P/addr_traddr" &&
+			echo 4420 >"$P/addr_trsvcid" &&
+			ln -s "$S" "$P/subsystems/$NQN"
+	} || { nvmet_down; failed_all nvme "nvmet configfs setup failed"; return; }
+	nvme_up=1
+	hostnqn=nqn.2014-08.org.nvmexpress:uuid:$(cat /proc/sys/kernel/random/uuid)
+	timeout 60 nvme connect -t rdma -a "$ADDR" -s 4420 -n "$NQN" --hostnqn="$hostnqn" \
+		>"$W/nvme-connect.log" 2>&1 ||
+		{ cat "$W/nvme-connect.log"; nvmet_down; failed_all nvme "nvme connect failed"; return; }
+	for ((i = 0; i < 100; i++)); do
+		dev=$(ls /dev/nvme[0-9]*n[0-9]* 2>/dev/null | grep -v 'c[0-9]' | head -n 1)
+		[ -n "$dev" ] && [ -b "$dev" ] && break
+		sleep 0.1
+	done
+	[ -n "$dev" ] || { nvmet_down; failed_all nvme "no /dev/nvmeXnY after connect"; return; }
+	# native multipath: the hardware queues are on the path nvmeXcYnZ
+	mq=$(ls -d "/sys/block/${dev#/dev/}/mq" /sys/block/nvme*c*n*/mq 2>/dev/null | head -n 1)
+	log "nvme: connected as $dev ($(cat "/sys/block/${dev#/dev/}/queue/max_sectors_kb") KiB max, $( [ -n "$mq" ] && ls "$mq" | wc -l || echo '?') hw queues)"
+	all_workloads nvme --ioengine=libaio --direct=1 --filename="$dev"
+	nvmet_down
+	log "nvme: disconnected, nvmet torn down"
+}
+
+WIRE_BW='-' WIRE_LAT='-'
+bench_wire()
+{
+	local p c
+	stop_target
+	log "wire: ib_read_bw -R -s 131072 -D $runtime on $RDEV"
+	ib_read_bw -d "$RDEV" -R -p 18530 -s 131072 -D "$runtime" -F >"$W/ibbw-s.log" 2>&1 &
+	p=$!
+	bgpids+=("$p")
+	for c in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 0.5
+		timeout $((runtime + 60)) ib_read_bw -d "$RDEV" -R -p 18530 -s 131072 -D "$runtime" -F "$ADDR" \
+			>"$W/ibbw-c.log" 2>&1 && break
+	done
+	stop_pid "$p"
+	cp "$W/ibbw-c.log" "$JDIR/ib_read_bw.txt"
+	WIRE_BW=$(awk '$1 == 131072 { print $4 }' "$W/ibbw-c.log" | tail -n 1)
+	log "  ib_read_bw 128 KiB: ${WIRE_BW:-?} MB/s"
+	log "wire: ib_read_lat -R -s 4096 -n 2000"
+	ib_read_lat -d "$RDEV" -R -p 18531 -s 4096 -n 2000 -F >"$W/iblat-s.log" 2>&1 &
+	p=$!
+	bgpids+=("$p")
+	for c in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 0.5
+		timeout 120 ib_read_lat -d "$RDEV" -R -p 18531 -s 4096 -n 2000 -F "$ADDR" \
+			>"$W/iblat-c.log" 2>&1 && break
+	done
+	stop_pid "$p"
+	cp "$W/iblat-c.log" "$JDIR/ib_read_lat.txt"
+	# #bytes #iter t_min t_max t_typical t_avg t_stdev p99 p99.9
+	WIRE_LAT=$(awk '$1 == 4096 { print $5 "|" $6 "|" $8 }' "$W/iblat-c.log" | tail -n 1)
+	log "  ib_read_lat 4 KiB: typical|avg|p99 = ${WIRE_LAT:-?} us"
+}
+
+for p in $paths; do
+	case $p in
+	engine) bench_engine ;;
+	ublk | nbd) bench_dev "$p" ;;
+	nvme) bench_nvme ;;
+	wire) bench_wire ;;
+	*) log "unknown path '$p' skipped" ;;
+	esac
+done
+stop_target
+
+# ---- table -------------------------------------------------------------------
+t_end=$(awk '{print $1}' /proc/uptime)
+md=$OUT/vm-bench.md
+{
+	echo "# rblk vs nvme-rdma in the test guest (rdma_rxe, TCG)"
+	echo
+	echo "$(uname -r), $(nproc) vCPUs (TCG), $(fio --version), backing:" \
+		"$([ "$backing" = brd ] && echo "brd /dev/ram0" || echo "file in tmpfs"), ${size} MiB;" \
+		"one fio job per run, ${runtime} s + ${ramp} s ramp, time_based, norandommap."
+	echo "engine = fio rblk ioengine (pull reads, one rblk queue); ublk/nbd = \`rblk map --queues 2\`," \
+		"libaio direct; nvme = kernel nvme-rdma -> nvmet-rdma, libaio direct."
+	echo "Ratio = IOPS / nvme-rdma IOPS for the same workload (wire rows: MB/s / nvme-rdma MB/s)." \
+		"Bench wall time (guest):" \
+		"$(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.0f", b - a }') s."
+	echo
+	echo "| workload | path | IOPS | MB/s | p50 clat (us) | p99 clat (us) | vs nvme-rdma |"
+	echo "|---|---|---:|---:|---:|---:|---:|"
+	for w in "${WORKLOADS[@]}"; do
+		name=${w%%|*}
+		ref=$(awk -F'|' -v n="$name" '$1 == "nvme" && $2 == n { print $3 }' "$RES")
+		for p in $paths; do
+			[ "$p" = wire ] && continue
+			awk -F'|' -v p="$p" -v n="$name" -v ref="$ref" '
+				$1 == p && $2 == n {
+					r = "-"
+					if (ref ~ /^[0-9]+$/ && ref > 0 && $3 ~ /^[0-9]+$/)
+						r = sprintf("%.2fx", $3 / ref)
+					label = p
+					if (p == "engine") label = "rblk fio engine"
+					if (p == "ublk") label = "rblk ublk"
+					if (p == "nbd") label = "rblk nbd"
+					if (p == "nvme") label = "nvme-rdma (kernel)"
+					printf "| %s | %s | %s | %s | %s | %s | %s |\n", n, label, $3, $4, $5, $6, r
+				}' "$RES"
+		done
+		if [ "$name" = "128k seq read QD16" ] && [ "$WIRE_BW" != - ]; then
+			ref_mb=$(awk -F'|' -v n="$name" '$1 == "nvme" && $2 == n { print $4 }' "$RES")
+			r=$(awk -v a="${WIRE_BW:-0}" -v b="${ref_mb:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "-" }')
+			echo "| $name | wire: ib_read_bw -R 128 KiB | - | ${WIRE_BW:-?} | - | - | $r (MB/s) |"
+		fi
+		if [ "$name" = "4k randread QD1" ] && [ "$WIRE_LAT" != - ] && [ -n "$WIRE_LAT" ]; then
+			IFS='|' read -r typ avg p99 <<<"$WIRE_LAT"
+			echo "| $name | wire: ib_read_lat -R 4 KiB | - | - | $typ (typical; avg $avg) | $p99 | - |"
+		fi
+	done
+} >"$md"
+cat "$md"
+log "vm-bench: done; table in $md"
+if grep -q '|-|-|-|-$' "$RES"; then
+	log "vm-bench: some runs failed (see above)"
+	exit 1
+fi
+exit 0
