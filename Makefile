@@ -159,7 +159,8 @@ test-deps:
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/rblk \
-		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \
+		$(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(PREFIX)/share/doc/rblk
 	install -m 755 $(BUILD)/rblk-target $(DESTDIR)$(PREFIX)/sbin/
 	install -m 755 $(BUILD)/rblk $(BUILD)/rblk-devices $(DESTDIR)$(PREFIX)/bin/
@@ -167,7 +168,8 @@ install: all
 	ln -sf librblk.so.0 $(DESTDIR)$(PREFIX)/lib/librblk.so
 	install -m 644 $(BUILD)/librblk.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/rblk/rblk.h $(DESTDIR)$(PREFIX)/include/rblk/
-	install -m 644 $(BUILD)/rblk.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(BUILD)/rblk.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/rblk.pc
+	install -m 644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 docs/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 644 docs/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 644 config/rblk-target.conf.example $(DESTDIR)$(PREFIX)/share/doc/rblk/
