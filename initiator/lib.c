@@ -689,9 +689,9 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 		if ((op == RBLK_IO_READ || op == RBLK_IO_WRITE) && !buf)
 			return set_error(-EINVAL, "submit: no buffer");
 	}
-	if (op != RBLK_IO_READ && (info->features & RBLK_FEAT_READ_ONLY))
-		if (op != RBLK_IO_FLUSH)
-			return set_error(-EROFS, "submit: volume is read-only");
+	if (op != RBLK_IO_READ && op != RBLK_IO_FLUSH &&
+	    (info->features & RBLK_FEAT_READ_ONLY))
+		return set_error(-EROFS, "submit: volume is read-only");
 	io = q->free_ios;
 	if (!io)
 		return set_error(-EBUSY, "submit: %u I/Os already in flight",

@@ -698,7 +698,7 @@ static void *worker_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	while (!atomic_load(&w->stop)) {
 		int n = epoll_wait(w->epfd, evs, 64, 1000);
-		bool closing = false;
+		bool closing = false, sweep;
 
 		if (n < 0 && errno != EINTR) {
 			log_err("worker %u: epoll_wait: %s", w->index,
@@ -721,13 +721,11 @@ static void *worker_main(void *arg)
 			}
 		}
 		w->engine->submit(w);
-		if (closing || now_ms() - last_sweep >= 1000) {
-			bool sweep = now_ms() - last_sweep >= 1000;
-
+		sweep = now_ms() - last_sweep >= 1000;
+		if (closing || sweep)
 			reap_closed(w, sweep);
-			if (sweep)
-				last_sweep = now_ms();
-		}
+		if (sweep)
+			last_sweep = now_ms();
 	}
 
 	/* shutdown: disconnect everyone, let backend I/O drain, free */
