@@ -306,18 +306,12 @@ static int serve(struct target *t, struct listener *ls)
 		goto out_close;
 	for (;;) {
 		struct epoll_event evs[16];
-		int n = epoll_wait(epfd, evs, 16, 1000);
+		int n = epoll_wait(epfd, evs, 16, -1);
 
 		if (n < 0 && errno != EINTR) {
 			ret = -errno;
 			log_err("epoll_wait: %s", strerror(errno));
 			break;
-		}
-		if (n == 0) {
-			/* idle: let transports expire half-open handshakes */
-			for (unsigned int i = 0; i < t->cfg.nr_listen; i++)
-				accept_requests(t, &ls[i], &next_worker);
-			continue;
 		}
 		for (int i = 0; i < n; i++) {
 			if (!evs[i].data.ptr) {

@@ -103,6 +103,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -281,7 +282,8 @@ struct tcp_pending {
 struct tcp_listener {
 	struct xp_listener base;
 	int lfd;
-	int epfd; /* lfd and every pending socket */
+	int epfd; /* lfd, every pending socket, and tfd */
+	int tfd; /* timerfd: fires at the earliest handshake deadline */
 	unsigned int npend;
 	struct tcp_pending pend[TCP_PENDING_MAX];
 };
@@ -1869,9 +1871,24 @@ static int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)
 		log_err("tcp: epoll_ctl(ADD): %s", strerror(errno));
 		goto out_close_epoll;
 	}
+	/* wakes the listener's owner so silent handshakes expire on time */
+	l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (l->tfd < 0) {
+		ret = -errno;
+		log_err("tcp: timerfd_create: %s", strerror(errno));
+		goto out_close_epoll;
+	}
+	ev.data.fd = l->tfd;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->tfd, &ev) < 0) {
+		ret = -errno;
+		log_err("tcp: epoll_ctl(ADD timerfd): %s", strerror(errno));
+		goto out_close_timer;
+	}
 	*out = &l->base;
 	return 0;
 
+out_close_timer:
+	close(l->tfd);
 out_close_epoll:
 	close(l->epfd);
 out_free_listener:
@@ -1897,6 +1914,7 @@ static void tcp_listener_destroy(struct xp_listener *xl)
 	l = to_tcp_listener(xl);
 	while (l->npend)
 		tcp_pending_drop(l, l->npend - 1);
+	close(l->tfd);
 	close(l->epfd);
 	close(l->lfd);
 	free(l);
@@ -1980,13 +1998,14 @@ static int tcp_pending_read(struct tcp_pending *p)
 /*
  * Non-blocking: sockets that have not sent their CONNECT frame wait in a
  * table (at most TCP_PENDING_MAX, each for at most TCP_HANDSHAKE_MS), so a
- * silent client never stalls the listener thread.
+ * silent client never stalls the listener thread. A timerfd in the
+ * listener's epoll set makes listener_fd() readable at the earliest
+ * deadline, so expiry needs no polling by the owner.
  */
-static int tcp_get_request(struct xp_listener *xl,
-			   const struct xp_conn_attr *attr,
-			   struct xp_conn **out, void *priv, size_t *priv_len)
+static int tcp_take_request(struct tcp_listener *l,
+			    const struct xp_conn_attr *attr,
+			    struct xp_conn **out, void *priv, size_t *priv_len)
 {
-	struct tcp_listener *l = to_tcp_listener(xl);
 	uint64_t now = now_ms();
 	struct tcp_conn *c;
 	unsigned int i = 0;
@@ -2027,6 +2046,36 @@ static int tcp_get_request(struct xp_listener *xl,
 		return 0;
 	}
 	return -EAGAIN;
+}
+
+/* Arm the timer for the earliest handshake deadline, or disarm it. */
+static void tcp_arm_handshake_timer(struct tcp_listener *l)
+{
+	struct itimerspec its = {0};
+	uint64_t first = UINT64_MAX;
+	uint64_t exp;
+
+	while (read(l->tfd, &exp, sizeof(exp)) > 0)
+		; /* drain expirations */
+	for (unsigned int i = 0; i < l->npend; i++)
+		first = MIN(first, l->pend[i].deadline_ms);
+	if (first != UINT64_MAX) {
+		its.it_value.tv_sec = (time_t)(first / 1000);
+		its.it_value.tv_nsec = (long)(first % 1000) * 1000000;
+	}
+	if (timerfd_settime(l->tfd, TFD_TIMER_ABSTIME, &its, NULL))
+		log_warn("tcp: timerfd_settime: %s", strerror(errno));
+}
+
+static int tcp_get_request(struct xp_listener *xl,
+			   const struct xp_conn_attr *attr,
+			   struct xp_conn **out, void *priv, size_t *priv_len)
+{
+	struct tcp_listener *l = to_tcp_listener(xl);
+	int ret = tcp_take_request(l, attr, out, priv, priv_len);
+
+	tcp_arm_handshake_timer(l);
+	return ret;
 }
 
 static int tcp_send_handshake(struct tcp_conn *c, uint8_t type,
