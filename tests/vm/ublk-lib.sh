@@ -236,3 +236,47 @@ queue_stats()
 		echo "$(basename "$h"): $(cat "$h/queued") requests queued"
 	done
 }
+
+# fs_fill_and_check NAME MKFS...: make a file system on $DEV with MKFS,
+# mount it on $MNT, copy a 60-file tree there with a sha256 manifest
+# ($WORK/manifest), sync, verify, umount. Prints timings.
+fs_fill_and_check()
+{
+	local name=$1 t0
+	shift
+	MNT=$WORK/mnt
+	mkdir -p "$MNT" "$WORK/src"
+	t0=$(t_now)
+	timeout 120 "$@" "$DEV" || fail "$name $DEV"
+	echo "$name: $(t_since "$t0") s"
+	timeout 60 mount "$DEV" "$MNT" || fail "mount $DEV"
+	umount_at_exit "$MNT"
+	make_tree "$WORK/src" 60
+	manifest "$WORK/src" "$WORK/manifest"
+	t0=$(t_now)
+	timeout 120 cp -a "$WORK/src/." "$MNT/" || fail "copying the tree"
+	timeout 60 sync || fail "sync"
+	echo "tree: $(find "$WORK/src" -type f | wc -l) files, $(du -sk "$WORK/src" | cut -f1) KiB written in $(t_since "$t0") s"
+	check_manifest "$MNT" "$WORK/manifest"
+	timeout 60 umount "$MNT" || fail "umount"
+}
+
+# start_write_load: fio 4k randwrite at QD32 on both queues of $DEV in the
+# background (pid in $fpid, log $WORK/fio.log, killed at exit); returns
+# once 2000 writes have reached the device (in $w).
+start_write_load()
+{
+	local i
+	fio --name=load --filename="$DEV" --ioengine=libaio --direct=1 \
+		--iodepth=32 --bs=4k --rw=randwrite --numjobs=2 --cpus_allowed=0-1 \
+		--cpus_allowed_policy=split --time_based --runtime=200 \
+		>"$WORK/fio.log" 2>&1 &
+	fpid=$!
+	kill_at_exit "$fpid"
+	for ((i = 0; i < 100; i++)); do
+		w=$(awk '{ print $5 }' "/sys/block/${DEV#/dev/}/stat" 2>/dev/null)
+		[ "${w:-0}" -gt 2000 ] && break
+		kill -0 "$fpid" 2>/dev/null || { cat "$WORK/fio.log"; fail "fio ended early"; }
+		sleep 0.2
+	done
+}

@@ -11,23 +11,7 @@ ublk_requires mkfs.ext4 e2fsck sha256sum
 truncate -s 256M "$WORK/vol.img"
 start_target --export "vol0=$WORK/vol.img"
 map_ublk
-MNT=$WORK/mnt
-mkdir -p "$MNT" "$WORK/src"
-
-t0=$(t_now)
-timeout 120 mkfs.ext4 -q -F "$DEV" || fail "mkfs.ext4 $DEV"
-echo "mkfs.ext4: $(t_since "$t0") s"
-timeout 60 mount "$DEV" "$MNT" || fail "mount $DEV"
-umount_at_exit "$MNT"
-
-make_tree "$WORK/src" 60
-manifest "$WORK/src" "$WORK/manifest"
-t0=$(t_now)
-timeout 120 cp -a "$WORK/src/." "$MNT/" || fail "copying the tree"
-timeout 60 sync || fail "sync"
-echo "tree: $(find "$WORK/src" -type f | wc -l) files, $(du -sk "$WORK/src" | cut -f1) KiB written in $(t_since "$t0") s"
-check_manifest "$MNT" "$WORK/manifest"
-timeout 60 umount "$MNT" || fail "umount"
+fs_fill_and_check mkfs.ext4 mkfs.ext4 -q -F
 
 timeout 120 e2fsck -fn "$DEV" || fail "e2fsck -fn found problems"
 echo "e2fsck -fn: clean"

@@ -9,23 +9,7 @@ ublk_requires mkfs.xfs xfs_repair sha256sum
 truncate -s 512M "$WORK/vol.img"
 start_target --export "vol0=$WORK/vol.img"
 map_ublk
-MNT=$WORK/mnt
-mkdir -p "$MNT" "$WORK/src"
-
-t0=$(t_now)
-timeout 120 mkfs.xfs -q -f "$DEV" || fail "mkfs.xfs $DEV"
-echo "mkfs.xfs: $(t_since "$t0") s"
-timeout 60 mount "$DEV" "$MNT" || fail "mount $DEV"
-umount_at_exit "$MNT"
-
-make_tree "$WORK/src" 60
-manifest "$WORK/src" "$WORK/manifest"
-t0=$(t_now)
-timeout 120 cp -a "$WORK/src/." "$MNT/" || fail "copying the tree"
-timeout 60 sync || fail "sync"
-echo "tree: $(find "$WORK/src" -type f | wc -l) files written in $(t_since "$t0") s"
-check_manifest "$MNT" "$WORK/manifest"
-timeout 60 umount "$MNT" || fail "umount"
+fs_fill_and_check mkfs.xfs mkfs.xfs -q -f
 
 timeout 120 xfs_repair -n "$DEV" >"$WORK/repair.log" 2>&1 ||
 	{ cat "$WORK/repair.log"; fail "xfs_repair -n found problems"; }

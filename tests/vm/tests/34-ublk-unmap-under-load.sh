@@ -11,20 +11,7 @@ truncate -s 128M "$WORK/vol.img"
 start_target --export "vol0=$WORK/vol.img"
 map_ublk
 
-fio --name=load --filename="$DEV" --ioengine=libaio --direct=1 \
-	--iodepth=32 --bs=4k --rw=randwrite --numjobs=2 --cpus_allowed=0-1 \
-	--cpus_allowed_policy=split --time_based --runtime=200 \
-	>"$WORK/fio.log" 2>&1 &
-fpid=$!
-kill_at_exit "$fpid"
-
-# let fio get going: wait for writes to reach the device
-for ((i = 0; i < 100; i++)); do
-	w=$(awk '{ print $5 }' "/sys/block/${DEV#/dev/}/stat" 2>/dev/null)
-	[ "${w:-0}" -gt 2000 ] && break
-	kill -0 "$fpid" 2>/dev/null || { cat "$WORK/fio.log"; fail "fio ended early"; }
-	sleep 0.2
-done
+start_write_load
 echo "fio running: ${w:-0} writes completed before unmap"
 
 unmap_ublk
