@@ -58,6 +58,11 @@ LIB_OBJ := $(call obj,$(LIB_SRC))
 CLI_OBJ := $(call obj,$(CLI_SRC))
 DEVICES_OBJ := $(call obj,$(DEVICES_SRC))
 
+# The release number lives in one place, include/rblk/rblk.h; programs add
+# `git describe` (build/gen/version-git.h, rewritten only when it changes).
+RBLK_VERSION := $(shell sed -n 's/^[#]define RBLK_VERSION_STRING "\(.*\)"/\1/p' include/rblk/rblk.h)
+
+
 SONAME := librblk.so.0
 PROGS := $(BUILD)/rblk-target $(BUILD)/rblk $(BUILD)/rblk-devices
 LIBS := $(BUILD)/librblk.so $(BUILD)/librblk.a
@@ -65,12 +70,21 @@ LIBS := $(BUILD)/librblk.so $(BUILD)/librblk.a
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all clean check check-unit check-e2e demo install deps test-deps \
+.PHONY: FORCE all clean check check-unit check-e2e demo install deps test-deps \
 	format help
 all: $(PROGS) $(LIBS) $(BUILD)/rblk.pc
 
 help:
 	@sed -n '2,12p' Makefile | sed 's/^# //'
+
+$(BUILD)/gen/version-git.h: FORCE
+	@mkdir -p $(dir $@)
+	@d=$$(git describe --tags --always --dirty 2>/dev/null); \
+	printf '#define RBLK_GIT_DESCRIBE "%s"\n' "$$d" > $@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/obj/common/version.o: $(BUILD)/gen/version-git.h
+$(BUILD)/obj/common/version.o: CFLAGS += -I$(BUILD)/gen
+FORCE:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -101,10 +115,10 @@ $(BUILD)/rblk: $(CLI_OBJ) $(BUILD)/librblk.a
 $(BUILD)/rblk-devices: $(DEVICES_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS)
 
-$(BUILD)/rblk.pc: Makefile
+$(BUILD)/rblk.pc: Makefile include/rblk/rblk.h
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: rblk\nDescription: rblk RDMA block storage initiator library\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lrblk\nLibs.private: %s\n' \
-		'$(PREFIX)' '$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)' > $@
+	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: rblk\nDescription: rblk RDMA block storage initiator library\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lrblk\nLibs.private: %s\n' \
+		'$(PREFIX)' '$(RBLK_VERSION)' '$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)' > $@
 
 # ---- tests ---------------------------------------------------------------
 

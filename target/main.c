@@ -23,7 +23,7 @@
 #include "../common/util.h"
 #include "target.h"
 
-#include <rblk/rblk.h> /* RBLK_VERSION_STRING */
+#include "../common/version.h"
 
 struct listener {
 	struct xp_listener *xl;
@@ -171,7 +171,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			exit(0);
 		case 'V':
 			printf("rblk-target %s (protocol %d)\n",
-			       RBLK_VERSION_STRING, RBLK_PROTO_VERSION);
+			       rblk_version(), RBLK_PROTO_VERSION);
 			exit(0);
 		default:
 			usage(stderr);
