@@ -5,12 +5,13 @@
 #   make check-unit      unit tests only; make check-e2e: host e2e only
 #   make check-vm        the guest suite only (QEMU, real kernel RDMA/nbd/ublk)
 #   make demo            export a demo volume, move data through it, report
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR= [UNITDIR=]
 #   make SANITIZE=1      build with ASan + UBSan (into build/ as usual)
 #   make deps            install the Debian packages the build needs
 
 PREFIX ?= /usr/local
 DESTDIR ?=
+UNITDIR ?= $(PREFIX)/lib/systemd/system
 BUILD ?= build
 CC ?= gcc
 
@@ -186,7 +187,14 @@ install: all
 	install -m 644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 docs/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 644 docs/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
-	install -m 644 config/rblk-target.conf.example $(DESTDIR)$(PREFIX)/share/doc/rblk/
+	install -m 644 config/rblk-target.conf.example \
+		tools/systemd/map-example.conf $(DESTDIR)$(PREFIX)/share/doc/rblk/
+	install -d $(DESTDIR)$(UNITDIR)
+	for u in tools/systemd/*.service; do \
+		sed -e 's|@SBINDIR@|$(PREFIX)/sbin|g' -e 's|@BINDIR@|$(PREFIX)/bin|g' \
+			$$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u) && \
+		chmod 644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
