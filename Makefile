@@ -20,7 +20,7 @@ DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
 	libnl-3-dev libsodium-dev libcmocka-dev
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq \
-	ibverbs-utils rdmacm-utils man-db
+	ibverbs-utils rdmacm-utils man-db groff-base
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wformat=2
