@@ -5,12 +5,13 @@
 #   make check-unit      unit tests only; make check-e2e: host e2e only
 #   make check-vm        the guest suite only (QEMU, real kernel RDMA/nbd/ublk)
 #   make demo            export a demo volume, move data through it, report
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR= [UNITDIR=]
 #   make SANITIZE=1      build with ASan + UBSan (into build/ as usual)
 #   make deps            install the Debian packages the build needs
 
 PREFIX ?= /usr/local
 DESTDIR ?=
+UNITDIR ?= $(PREFIX)/lib/systemd/system
 BUILD ?= build
 CC ?= gcc
 
@@ -19,7 +20,7 @@ DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
 	libnl-3-dev libsodium-dev libcmocka-dev
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq \
-	ibverbs-utils rdmacm-utils man-db
+	ibverbs-utils rdmacm-utils man-db groff-base
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wformat=2
@@ -58,6 +59,11 @@ LIB_OBJ := $(call obj,$(LIB_SRC))
 CLI_OBJ := $(call obj,$(CLI_SRC))
 DEVICES_OBJ := $(call obj,$(DEVICES_SRC))
 
+# The release number lives in one place, include/rblk/rblk.h; programs add
+# `git describe` (build/gen/version-git.h, rewritten only when it changes).
+RBLK_VERSION := $(shell sed -n 's/^[#]define RBLK_VERSION_STRING "\(.*\)"/\1/p' include/rblk/rblk.h)
+
+
 SONAME := librblk.so.0
 PROGS := $(BUILD)/rblk-target $(BUILD)/rblk $(BUILD)/rblk-devices
 LIBS := $(BUILD)/librblk.so $(BUILD)/librblk.a
@@ -65,12 +71,21 @@ LIBS := $(BUILD)/librblk.so $(BUILD)/librblk.a
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-.PHONY: all clean check check-unit check-e2e demo install deps test-deps \
+.PHONY: FORCE all clean check check-unit check-e2e demo install deps test-deps \
 	format help
 all: $(PROGS) $(LIBS) $(BUILD)/rblk.pc
 
 help:
 	@sed -n '2,12p' Makefile | sed 's/^# //'
+
+$(BUILD)/gen/version-git.h: FORCE
+	@mkdir -p $(dir $@)
+	@d=$$(git describe --tags --always --dirty 2>/dev/null); \
+	printf '#define RBLK_GIT_DESCRIBE "%s"\n' "$$d" > $@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/obj/common/version.o: $(BUILD)/gen/version-git.h
+$(BUILD)/obj/common/version.o: CFLAGS += -I$(BUILD)/gen
+FORCE:
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -101,10 +116,10 @@ $(BUILD)/rblk: $(CLI_OBJ) $(BUILD)/librblk.a
 $(BUILD)/rblk-devices: $(DEVICES_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS)
 
-$(BUILD)/rblk.pc: Makefile
+$(BUILD)/rblk.pc: Makefile include/rblk/rblk.h
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: rblk\nDescription: rblk RDMA block storage initiator library\nVersion: 0.1.0\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lrblk\nLibs.private: %s\n' \
-		'$(PREFIX)' '$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)' > $@
+	printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: rblk\nDescription: rblk RDMA block storage initiator library\nVersion: %s\nCflags: -I$${includedir}\nLibs: -L$${libdir} -lrblk\nLibs.private: %s\n' \
+		'$(PREFIX)' '$(RBLK_VERSION)' '$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)' > $@
 
 # ---- tests ---------------------------------------------------------------
 
@@ -172,7 +187,14 @@ install: all
 	install -m 644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 docs/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 644 docs/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
-	install -m 644 config/rblk-target.conf.example $(DESTDIR)$(PREFIX)/share/doc/rblk/
+	install -m 644 config/rblk-target.conf.example \
+		tools/systemd/map-example.conf $(DESTDIR)$(PREFIX)/share/doc/rblk/
+	install -d $(DESTDIR)$(UNITDIR)
+	for u in tools/systemd/*.service; do \
+		sed -e 's|@SBINDIR@|$(PREFIX)/sbin|g' -e 's|@BINDIR@|$(PREFIX)/bin|g' \
+			$$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u) && \
+		chmod 644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
+	done
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -15,6 +15,12 @@ _Static_assert(sizeof(struct rblk_wire_cmd) == RBLK_CMD_SIZE, "cmd size");
 _Static_assert(sizeof(struct rblk_wire_resp) == RBLK_RESP_SIZE, "resp size");
 _Static_assert(sizeof(struct rblk_wire_cm_req) == RBLK_CM_REQ_SIZE, "cm req");
 _Static_assert(sizeof(struct rblk_wire_cm_rej) == RBLK_CM_REJ_SIZE, "cm rej");
+_Static_assert(sizeof(struct rblk_wire_disc_entry) == RBLK_DISC_ENTRY_SIZE,
+	       "discovery entry size");
+_Static_assert(sizeof(struct rblk_wire_disc_reply) == RBLK_DISC_REPLY_SIZE,
+	       "discovery reply size");
+_Static_assert(RBLK_DISC_REPLY_SIZE <= RBLK_MSG_MAX,
+	       "discovery reply fits a receive buffer");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a receive buffer");
 _Static_assert(RBLK_MAX_QD <= 65536, "tags are 16 bits on the wire");
 _Static_assert(RBLK_CM_REQ_SIZE <= 56, "rdma_cm REQ private data limit");
@@ -198,9 +204,14 @@ int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out)
 		return RBLK_S_INVALID;
 	if (out->max_io < RBLK_MIN_MAX_IO || !IS_POW2(out->max_io))
 		return RBLK_S_INVALID;
-	if (out->flags & ~RBLK_HELLO_F_READ_ONLY || w->reserved)
+	if (out->flags & ~(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER) ||
+	    w->reserved)
 		return RBLK_S_INVALID;
-	if (name_decode(out->export_name, w->export_name, false) ||
+	/* discovery names no export; a login must name one */
+	if ((out->flags & RBLK_HELLO_F_DISCOVER) && w->export_name[0])
+		return RBLK_S_INVALID;
+	if (name_decode(out->export_name, w->export_name,
+			out->flags & RBLK_HELLO_F_DISCOVER) ||
 	    name_decode(out->host_name, w->host_name, true))
 		return RBLK_S_INVALID;
 	return RBLK_S_OK;
@@ -449,4 +460,74 @@ int rblk_cm_rej_decode(const void *buf, size_t len)
 		return RBLK_S_INVALID;
 	st = le32toh(w->status);
 	return st > RBLK_S_MAX_ ? RBLK_S_INVALID : (int)st;
+}
+
+size_t rblk_disc_reply_encode(void *buf, const struct rblk_disc_reply *d)
+{
+	struct rblk_wire_disc_reply *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_DISCOVER_REPLY, RBLK_DISC_REPLY_SIZE);
+	w->total = htole16(d->total);
+	w->first = htole16(d->first);
+	w->count = d->count;
+	for (unsigned int i = 0; i < d->count && i < RBLK_DISC_PER_REPLY; i++) {
+		const struct rblk_disc_entry *e = &d->entry[i];
+		struct rblk_wire_disc_entry *we = &w->entry[i];
+
+		memcpy(we->name, e->name, strnlen(e->name, RBLK_NAME_MAX - 1));
+		we->size = htole64(e->size);
+		we->block_size = htole32(e->block_size);
+		we->features = htole32(e->features);
+	}
+	return RBLK_DISC_REPLY_SIZE;
+}
+
+static bool all_zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+int rblk_disc_reply_decode(const void *buf, size_t len,
+			   struct rblk_disc_reply *out)
+{
+	const struct rblk_wire_disc_reply *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_DISCOVER_REPLY,
+			   RBLK_DISC_REPLY_SIZE);
+
+	if (st)
+		return st;
+	memset(out, 0, sizeof(*out));
+	out->total = le16toh(w->total);
+	out->first = le16toh(w->first);
+	out->count = w->count;
+	if (out->count > RBLK_DISC_PER_REPLY ||
+	    (uint32_t)out->first + out->count > out->total ||
+	    !all_zero(w->reserved, sizeof(w->reserved)))
+		return RBLK_S_INVALID;
+	for (unsigned int i = 0; i < RBLK_DISC_PER_REPLY; i++) {
+		const struct rblk_wire_disc_entry *we = &w->entry[i];
+		struct rblk_disc_entry *e = &out->entry[i];
+
+		if (i >= out->count) {
+			if (!all_zero(we, sizeof(*we)))
+				return RBLK_S_INVALID;
+			continue;
+		}
+		if (name_decode(e->name, we->name, false))
+			return RBLK_S_INVALID;
+		e->size = le64toh(we->size);
+		e->block_size = le32toh(we->block_size);
+		e->features = le32toh(we->features);
+		if (e->block_size < 512 || e->block_size > 65536 ||
+		    !IS_POW2(e->block_size) || e->size % e->block_size ||
+		    e->features & ~RBLK_F_ALL)
+			return RBLK_S_INVALID;
+	}
+	return RBLK_S_OK;
 }

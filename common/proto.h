@@ -36,6 +36,7 @@ enum rblk_msg_type {
 	RBLK_MSG_LOGIN = 2, /* target -> initiator, answer to HELLO */
 	RBLK_MSG_CMD = 3, /* initiator -> target, a command capsule */
 	RBLK_MSG_RESP = 4, /* target -> initiator, a response capsule */
+	RBLK_MSG_DISCOVER_REPLY = 10, /* target -> initiator, exports listed */
 };
 
 /* Command opcodes (rblk_wire_cmd.opcode). Stable numbers. */
@@ -66,6 +67,12 @@ enum rblk_opcode {
 
 /* HELLO flags. */
 #define RBLK_HELLO_F_READ_ONLY 0x01u /* initiator asks for a read-only login */
+/*
+ * Discovery: no login; the export name is empty, queue_id is the index of
+ * the first export wanted, and the target answers with one DISCOVER_REPLY
+ * (or a LOGIN refusal) and disconnects.
+ */
+#define RBLK_HELLO_F_DISCOVER 0x02u
 
 /*
  * Status codes: in RESP.status, LOGIN.status and the rdma_cm reject private
@@ -154,6 +161,26 @@ struct rblk_wire_resp {
 	uint32_t reserved[3];
 } __attribute__((packed));
 
+/* One export as discovery lists it. */
+struct rblk_wire_disc_entry {
+	char name[RBLK_NAME_MAX]; /* NUL-terminated, printable, NUL-padded */
+	uint64_t size; /* bytes, a multiple of block_size */
+	uint32_t block_size;
+	uint32_t features; /* RBLK_F_* the export offers */
+} __attribute__((packed));
+
+/* Exports per DISCOVER_REPLY: as many as fit in RBLK_MSG_MAX. */
+#define RBLK_DISC_PER_REPLY 3
+
+struct rblk_wire_disc_reply {
+	struct rblk_wire_hdr hdr;
+	uint16_t total; /* exports visible to this host */
+	uint16_t first; /* index of entry[0] among them (the HELLO's queue_id) */
+	uint8_t count; /* entries used, 0..RBLK_DISC_PER_REPLY */
+	uint8_t reserved[11];
+	struct rblk_wire_disc_entry entry[RBLK_DISC_PER_REPLY]; /* unused: 0 */
+} __attribute__((packed));
+
 /* Carried in rdma_cm (or tcp CONNECT) private data; must stay <= 56 bytes. */
 struct rblk_wire_cm_req {
 	uint32_t magic;
@@ -177,6 +204,8 @@ struct rblk_wire_cm_rej {
 #define RBLK_RESP_SIZE 32
 #define RBLK_CM_REQ_SIZE 16
 #define RBLK_CM_REJ_SIZE 12
+#define RBLK_DISC_ENTRY_SIZE 144
+#define RBLK_DISC_REPLY_SIZE 456
 
 /* ---- host-order views, filled by the decoders ------------------------- */
 
@@ -216,6 +245,20 @@ struct rblk_resp {
 	uint16_t tag;
 	uint32_t status;
 	uint32_t length;
+};
+
+struct rblk_disc_entry {
+	char name[RBLK_NAME_MAX];
+	uint64_t size;
+	uint32_t block_size;
+	uint32_t features;
+};
+
+struct rblk_disc_reply {
+	uint16_t total;
+	uint16_t first;
+	uint8_t count;
+	struct rblk_disc_entry entry[RBLK_DISC_PER_REPLY];
 };
 
 /* What a command is validated against: the volume as granted at login. */
@@ -262,6 +305,16 @@ int rblk_cm_req_decode(const void *buf, size_t len, uint16_t *queue_depth);
 size_t rblk_cm_rej_encode(void *buf, uint32_t status);
 /* Returns the status carried by a reject, or RBLK_S_INVALID if unparseable. */
 int rblk_cm_rej_decode(const void *buf, size_t len);
+
+size_t rblk_disc_reply_encode(void *buf, const struct rblk_disc_reply *d);
+/*
+ * Validates header, count <= RBLK_DISC_PER_REPLY, first + count <= total,
+ * each used entry (non-empty printable name, block size a power of two in
+ * 512..65536, size a multiple of it, known features), unused entries and
+ * reserved bytes zero.
+ */
+int rblk_disc_reply_decode(const void *buf, size_t len,
+			   struct rblk_disc_reply *out);
 
 /* Message type of a buffer with a valid header, or -1. */
 int rblk_msg_type(const void *buf, size_t len);

@@ -33,6 +33,7 @@
 #include "../common/url.h"
 #include "../common/util.h"
 #include "../transport/transport.h"
+#include "lib_internal.h"
 
 #define CMD_BUF_SIZE 64
 #define POLL_BATCH 32
@@ -74,6 +75,21 @@ __attribute__((format(printf, 2, 3))) static int set_error(int err,
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+int lib_set_error(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void lib_clear_error(void)
+{
+	last_error[0] = 0;
 }
 
 /* ---- structures ------------------------------------------------------------ */

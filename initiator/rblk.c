@@ -26,6 +26,8 @@ static const struct subcommand subcommands[] = {
 	{ "map", cmd_map, "present a volume as a local block device (ublk, nbd)" },
 	{ "unmap", cmd_unmap, "remove a device made by 'rblk map'" },
 	{ "list", cmd_list, "show the devices made by 'rblk map'" },
+	{ "discover", cmd_discover, "list the exports a target lets this host see" },
+	{ "version", cmd_version, "show the version" },
 };
 
 static void usage(FILE *f)
@@ -34,10 +36,10 @@ static void usage(FILE *f)
 		   "Use rblk volumes exported by rblk-target.\n\n"
 		   "Commands:\n");
 	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
-		fprintf(f, "  %-6s %s\n", subcommands[i].name,
+		fprintf(f, "  %-9s %s\n", subcommands[i].name,
 			subcommands[i].summary);
 	fprintf(f, "\nURL is tcp://HOST[:PORT]/EXPORT or rdma://HOST[:PORT]/EXPORT"
-		   " (default port 7441).\n"
+		   " (default port 7441;\n'rblk discover' takes the URL without /EXPORT).\n"
 		   "'rblk COMMAND --help' describes each command.\n"
 		   "  -h, --help     show this help\n"
 		   "  -V, --version  show the version\n");
@@ -116,11 +118,13 @@ int cmd_info(int argc, char **argv)
 	}
 	info = rblk_get_info(r);
 	if (json) {
-		printf("{\"url\":\"%s\",\"transport\":\"%s\",\"export\":\"%s\","
-		       "\"size\":%llu,\"block_size\":%u,\"max_io\":%u,"
+		printf("{\"url\":");
+		cli_json_string(stdout, argv[optind]);
+		printf(",\"transport\":\"%s\",\"export\":", info->transport);
+		cli_json_string(stdout, info->export_name);
+		printf(",\"size\":%llu,\"block_size\":%u,\"max_io\":%u,"
 		       "\"queue_depth\":%u,\"read_only\":%s,\"flush\":%s,"
 		       "\"fua\":%s,\"trim\":%s,\"write_zeroes\":%s}\n",
-		       argv[optind], info->transport, info->export_name,
 		       (unsigned long long)info->size, info->block_size,
 		       info->max_io, info->queue_depth,
 		       info->features & RBLK_FEAT_READ_ONLY ? "true" : "false",
@@ -163,7 +167,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
-		printf("rblk %s\n", RBLK_VERSION_STRING);
+		return cmd_version(1, argv + 1);
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)

@@ -23,7 +23,8 @@
 #include "../common/util.h"
 #include "target.h"
 
-#include <rblk/rblk.h> /* RBLK_VERSION_STRING */
+#include "../common/sdnotify.h"
+#include "../common/version.h"
 
 struct listener {
 	struct xp_listener *xl;
@@ -171,7 +172,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			exit(0);
 		case 'V':
 			printf("rblk-target %s (protocol %d)\n",
-			       RBLK_VERSION_STRING, RBLK_PROTO_VERSION);
+			       rblk_version(), RBLK_PROTO_VERSION);
 			exit(0);
 		default:
 			usage(stderr);
@@ -304,6 +305,7 @@ static int serve(struct target *t, struct listener *ls)
 	ret = open_listeners(t, ls, epfd);
 	if (ret)
 		goto out_close;
+	sd_notify_send("READY=1"); /* Type=notify in rblk-target.service */
 	for (;;) {
 		struct epoll_event evs[16];
 		int n = epoll_wait(epfd, evs, 16, -1);
@@ -321,6 +323,7 @@ static int serve(struct target *t, struct listener *ls)
 					log_msg(LOG_INFO,
 						"%s received; shutting down",
 						strsignal((int)si.ssi_signo));
+				sd_notify_send("STOPPING=1");
 				goto out_close;
 			}
 			accept_requests(t, evs[i].data.ptr, &next_worker);

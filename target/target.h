@@ -72,6 +72,11 @@ extern const struct backend_ops backend_ram_ops;
 
 int export_open(struct export *e, const struct cfg_export *cfg);
 void export_close(struct export *e);
+/*
+ * May host (the HELLO's host name, possibly empty) see export e in a
+ * discovery listing? The one place that decides it; any thread.
+ */
+bool export_visible_to(const struct export *e, const char *host);
 
 /* ---- I/O engines ----------------------------------------------------- */
 

@@ -64,7 +64,10 @@ static void *recv_buf(struct tconn *c, unsigned int i)
 	return (char *)c->msg_mem + (size_t)i * RBLK_MSG_MAX;
 }
 
-/* Send buffers follow the receive buffers: one per tag, then LOGIN's. */
+/*
+ * Send buffers follow the receive buffers: one per tag, then LOGIN's
+ * (RBLK_MSG_MAX bytes: it also carries DISCOVER_REPLY).
+ */
 static void *send_buf(struct tconn *c, unsigned int i)
 {
 	return (char *)c->msg_mem + (size_t)c->nr_recv * RBLK_MSG_MAX +
@@ -122,8 +125,9 @@ struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd)
 	c->nr_recv = attr.max_recv_wr;
 	c->buf_index = -1;
 	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
-	len = (size_t)c->nr_recv * RBLK_MSG_MAX +
-	      (size_t)(qd + 1u) * RESP_BUF_SIZE;
+	/* the last send buffer (LOGIN, DISCOVER_REPLY) is a full message */
+	len = (size_t)c->nr_recv * RBLK_MSG_MAX + (size_t)qd * RESP_BUF_SIZE +
+	      RBLK_MSG_MAX;
 	if (posix_memalign(&c->msg_mem, 4096, len)) {
 		c->msg_mem = NULL;
 		goto out_reject;
@@ -379,6 +383,53 @@ static void login_refuse(struct tconn *c, int status, const char *why)
 		tconn_fail(c, "sending the login refusal failed");
 }
 
+/*
+ * Discovery: one DISCOVER_REPLY with the exports visible to the host,
+ * starting at index h->queue_id, then disconnect (as after a refusal).
+ * Nothing is registered or counted for the connection.
+ */
+static void handle_discover(struct worker *w, struct tconn *c,
+			    const struct rblk_hello *h)
+{
+	struct rblk_disc_reply d = { .first = h->queue_id };
+	struct xp_send_wr wr = { 0 }, *bad;
+	void *buf = send_buf(c, c->cm_qd);
+	unsigned int idx = 0;
+
+	for (unsigned int i = 0; i < w->tgt->nr_exports; i++) {
+		const struct export *e = &w->tgt->exports[i];
+
+		if (!export_visible_to(e, h->host_name))
+			continue;
+		if (idx >= d.first && d.count < RBLK_DISC_PER_REPLY) {
+			struct rblk_disc_entry *de = &d.entry[d.count++];
+
+			snprintf(de->name, sizeof(de->name), "%s", e->name);
+			de->size = e->size;
+			de->block_size = e->block_size;
+			de->features = e->features | RBLK_F_PUSH;
+		}
+		idx++;
+	}
+	d.total = (uint16_t)MIN(idx, 0xffffu);
+	if (d.first > d.total)
+		d.first = d.total; /* past the end: an empty page */
+	log_info("conn %llu (%s): host '%s' discovered exports %u..%u of %u",
+		 (unsigned long long)c->id, c->peer, h->host_name, d.first,
+		 d.first + d.count, d.total);
+	c->login_sent_close = true;
+	wr.wr_id = wrid_make(WRID_LOGIN, 1);
+	wr.opcode = XP_WR_SEND;
+	wr.flags = XP_SEND_SIGNALED;
+	wr.sge.addr = buf;
+	wr.sge.length = (uint32_t)rblk_disc_reply_encode(buf, &d);
+	wr.sge.mr = c->msg_mr;
+	if (xp_post_send(c->xc, &wr, &bad))
+		tconn_fail(c, "sending DISCOVER_REPLY failed");
+	else
+		c->sq_free--;
+}
+
 static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 			 uint32_t len)
 {
@@ -394,6 +445,10 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	st = rblk_hello_decode(buf, len, &h);
 	if (st) {
 		login_refuse(c, st, rblk_status_str(st));
+		return;
+	}
+	if (h.flags & RBLK_HELLO_F_DISCOVER) {
+		handle_discover(w, c, &h);
 		return;
 	}
 	e = target_find_export(w->tgt, h.export_name);

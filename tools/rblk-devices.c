@@ -34,6 +34,7 @@
 
 #include "rblk/rblk.h"
 #include "common/util.h"
+#include "common/version.h"
 
 #define PROG "rblk-devices"
 #define SYSFS_IB "/sys/class/infiniband"
@@ -1034,7 +1035,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case 'V':
-			printf(PROG " %s\n", RBLK_VERSION_STRING);
+			printf(PROG " %s\n", rblk_version());
 			return 0;
 		default:
 			usage(stderr);

@@ -87,6 +87,27 @@ struct rblk_queue *rblk_get_queue(struct rblk *r, unsigned int index);
 /* Human-readable reason for the last failure on this thread. */
 const char *rblk_last_error(void);
 
+/* ---- discovery --------------------------------------------------------- */
+
+/* One export as rblk_discover() lists it. */
+struct rblk_export_entry {
+	char name[128]; /* NUL-terminated export name */
+	uint64_t size; /* bytes */
+	uint32_t block_size;
+	uint32_t features; /* RBLK_FEAT_* the export offers */
+};
+
+/*
+ * List the exports the target at URL ("tcp://host[:port]" or
+ * "rdma://host[:port]", no export part) lets this host see. Of opts (may
+ * be NULL) only host_name and timeout_ms are used. Returns the number of
+ * exports (0 or more) and stores in *out an array of that many, which the
+ * caller frees with free(); *out is NULL when there are none. On failure,
+ * a negative errno as for rblk_open() and rblk_last_error().
+ */
+int rblk_discover(const char *url, const struct rblk_opts *opts,
+		  struct rblk_export_entry **out);
+
 /* ---- asynchronous I/O, per queue ------------------------------------- */
 
 enum rblk_io_op {

@@ -1337,6 +1337,192 @@ static void test_msg_type(void **state)
 	assert_int_equal(rblk_msg_type(m.b, RBLK_RESP_SIZE), -1);
 }
 
+/* ---- discovery --------------------------------------------------------- */
+
+static void test_hello_discover(void **state)
+{
+	struct rblk_hello h = good_hello(), out;
+	struct msgbuf m;
+
+	(void)state;
+	/* discovery names no export; queue_id is the first index wanted */
+	h.flags = RBLK_HELLO_F_DISCOVER;
+	h.export_name[0] = 0;
+	h.queue_id = 7;
+	rblk_hello_encode(m.b, &h);
+	assert_int_equal(rblk_hello_decode(m.b, RBLK_HELLO_SIZE, &out),
+			 RBLK_S_OK);
+	assert_int_equal(out.flags, RBLK_HELLO_F_DISCOVER);
+	assert_int_equal(out.queue_id, 7);
+	assert_string_equal(out.export_name, "");
+	assert_string_equal(out.host_name, "host-a.example");
+	/* a discovery HELLO that names an export is malformed */
+	strcpy(h.export_name, "vol0");
+	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+	/* garbage behind an empty name is still garbage */
+	h.export_name[0] = 0;
+	rblk_hello_encode(m.b, &h);
+	m.b[offsetof(struct rblk_wire_hello, export_name) + 5] = 'x';
+	assert_int_equal(hello_decode_m(&m), RBLK_S_INVALID);
+	/* a login still needs a name */
+	h = good_hello();
+	h.export_name[0] = 0;
+	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
+}
+
+static struct rblk_disc_reply good_disc(void)
+{
+	struct rblk_disc_reply d = { .total = 5, .first = 3, .count = 2 };
+
+	strcpy(d.entry[0].name, "vol0");
+	d.entry[0].size = 1ull << 30;
+	d.entry[0].block_size = 512;
+	d.entry[0].features = RBLK_F_FLUSH | RBLK_F_TRIM;
+	strcpy(d.entry[1].name, "ro-4k");
+	d.entry[1].size = 3 * 4096;
+	d.entry[1].block_size = 4096;
+	d.entry[1].features = RBLK_F_READ_ONLY;
+	return d;
+}
+
+static int disc_st(const struct rblk_disc_reply *d)
+{
+	struct msgbuf m;
+	struct rblk_disc_reply out;
+
+	assert_int_equal(rblk_disc_reply_encode(m.b, d), RBLK_DISC_REPLY_SIZE);
+	return rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out);
+}
+
+static void test_disc_roundtrip(void **state)
+{
+	struct rblk_disc_reply d = good_disc(), out;
+	struct rblk_wire_disc_reply *w;
+	struct msgbuf m;
+
+	(void)state;
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_disc_reply_encode(m.b, &d), RBLK_DISC_REPLY_SIZE);
+	w = (struct rblk_wire_disc_reply *)m.b;
+	/* wire layout: little-endian, fixed offsets */
+	assert_int_equal(m.b[5], RBLK_MSG_DISCOVER_REPLY);
+	assert_int_equal(m.b[6] | m.b[7] << 8, RBLK_DISC_REPLY_SIZE);
+	assert_int_equal(m.b[8], 5);
+	assert_int_equal(m.b[10], 3);
+	assert_int_equal(m.b[12], 2);
+	assert_int_equal(offsetof(struct rblk_wire_disc_reply, entry), 24);
+	assert_string_equal((char *)m.b + 24, "vol0");
+	assert_int_equal(m.b[24 + 128 + 3], 0x40); /* 1 GiB, LE u64 */
+	assert_int_equal(le32toh(w->entry[1].block_size), 4096);
+	assert_int_equal(m.b[RBLK_DISC_REPLY_SIZE], 0xee); /* no overrun */
+
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+			 RBLK_S_OK);
+	assert_int_equal(out.total, 5);
+	assert_int_equal(out.first, 3);
+	assert_int_equal(out.count, 2);
+	assert_string_equal(out.entry[0].name, "vol0");
+	assert_int_equal(out.entry[0].size, 1ull << 30);
+	assert_int_equal(out.entry[0].block_size, 512);
+	assert_int_equal(out.entry[0].features, RBLK_F_FLUSH | RBLK_F_TRIM);
+	assert_string_equal(out.entry[1].name, "ro-4k");
+	assert_int_equal(out.entry[1].size, 3 * 4096);
+	assert_int_equal(out.entry[1].features, RBLK_F_READ_ONLY);
+	assert_string_equal(out.entry[2].name, "");
+
+	/* an empty list is a valid answer */
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(disc_st(&d), RBLK_S_OK);
+	/* a full page */
+	d = good_disc();
+	d.count = 3;
+	d.entry[2] = d.entry[0];
+	d.first = 2;
+	assert_int_equal(disc_st(&d), RBLK_S_OK);
+	/* wrong lengths, wrong type */
+	rblk_disc_reply_encode(m.b, &d);
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE - 1,
+						&out),
+			 RBLK_S_INVALID);
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE + 1,
+						&out),
+			 RBLK_S_INVALID);
+	m.b[5] = RBLK_MSG_LOGIN;
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+			 RBLK_S_INVALID);
+	rblk_disc_reply_encode(m.b, &d);
+	m.b[4] = 2;
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+			 RBLK_S_BAD_VERSION);
+}
+
+static void test_disc_fields(void **state)
+{
+	struct rblk_disc_reply d, out;
+	struct msgbuf m;
+
+	(void)state;
+	/* count above the page, or past the total */
+	d = good_disc();
+	d.count = RBLK_DISC_PER_REPLY + 1;
+	rblk_disc_reply_encode(m.b, &d);
+	m.b[12] = RBLK_DISC_PER_REPLY + 1;
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+			 RBLK_S_INVALID);
+	d = good_disc();
+	d.first = 4; /* 4 + 2 > 5 */
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	d.first = 0xffff; /* no wrap-around */
+	d.total = 0xffff;
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	/* entries: empty name, bad block sizes, size not a multiple, features */
+	d = good_disc();
+	d.entry[1].name[0] = 0;
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	d = good_disc();
+	d.entry[1].name[0] = '\t';
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	d = good_disc();
+	d.entry[0].block_size = 256;
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	d.entry[0].block_size = 131072;
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	d.entry[0].block_size = 1536;
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	d = good_disc();
+	d.entry[1].size = 4096 + 512;
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	d = good_disc();
+	d.entry[0].features = 0x80000000u;
+	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
+	/* garbage after a name's NUL */
+	d = good_disc();
+	rblk_disc_reply_encode(m.b, &d);
+	m.b[24 + 100] = 'x';
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+			 RBLK_S_INVALID);
+	/* an unused entry must be all zero */
+	rblk_disc_reply_encode(m.b, &d);
+	m.b[24 + 2 * RBLK_DISC_ENTRY_SIZE + 130] = 1;
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+			 RBLK_S_INVALID);
+	/* reserved bytes */
+	for (int i = 13; i < 24; i++) {
+		rblk_disc_reply_encode(m.b, &d);
+		m.b[i] = 1;
+		assert_int_equal(rblk_disc_reply_decode(m.b,
+							RBLK_DISC_REPLY_SIZE,
+							&out),
+				 RBLK_S_INVALID);
+	}
+	/* the encoder never writes past the page, whatever count says */
+	d = good_disc();
+	d.count = 200;
+	rblk_disc_reply_encode(m.b, &d);
+	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+			 RBLK_S_INVALID);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1376,6 +1562,9 @@ int main(void)
 		cmocka_unit_test(test_errno_to_status),
 		cmocka_unit_test(test_opcode_str),
 		cmocka_unit_test(test_msg_type),
+		cmocka_unit_test(test_hello_discover),
+		cmocka_unit_test(test_disc_roundtrip),
+		cmocka_unit_test(test_disc_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `rblk discover URL`: list the exports a target lets this host see, and
+ * `rblk version`. The JSON string writer is shared by the subcommands.
+ */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rblk/rblk.h>
+
+#include "../common/log.h"
+#include "../common/proto.h"
+#include "../common/version.h"
+#include "cli.h"
+
+void cli_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void discover_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: rblk discover URL [-o text|json] [--timeout MS] [--host-name NAME]\n"
+		"List the exports the target at URL (tcp://HOST[:PORT] or\n"
+		"rdma://HOST[:PORT], default port 7441) lets this host see, with\n"
+		"size, block size, read-only and features.\n\n"
+		"  -o, --output FORMAT  text (default) or json:\n"
+		"                       {\"url\", \"exports\": [{\"name\", \"size\",\n"
+		"                       \"block_size\", \"read_only\", \"features\": [...]}]}\n"
+		"  -t, --timeout MS     connect/answer timeout (default 10000)\n"
+		"  -H, --host-name NAME name this host to the target (default: hostname)\n"
+		"  -L, --log-level L    error, warn (default), info, debug\n"
+		"  -h, --help           show this help\n\n"
+		"Exit status: 0 listed (possibly none), 1 error, 2 usage error.\n");
+}
+
+static const struct {
+	unsigned int bit;
+	const char *name;
+} feature_names[] = {
+	{ RBLK_FEAT_FLUSH, "flush" },
+	{ RBLK_FEAT_FUA, "fua" },
+	{ RBLK_FEAT_TRIM, "trim" },
+	{ RBLK_FEAT_ZEROES, "write-zeroes" },
+	{ RBLK_FEAT_PUSH, "push" },
+};
+
+static void print_json(const char *url, const struct rblk_export_entry *l,
+		       int n)
+{
+	printf("{\"url\":");
+	cli_json_string(stdout, url);
+	printf(",\"exports\":[");
+	for (int i = 0; i < n; i++) {
+		bool first = true;
+
+		printf("%s{\"name\":", i ? "," : "");
+		cli_json_string(stdout, l[i].name);
+		printf(",\"size\":%llu,\"block_size\":%u,\"read_only\":%s,"
+		       "\"features\":[",
+		       (unsigned long long)l[i].size, l[i].block_size,
+		       l[i].features & RBLK_FEAT_READ_ONLY ? "true" : "false");
+		for (size_t f = 0; f < sizeof(feature_names) /
+					       sizeof(feature_names[0]);
+		     f++) {
+			if (!(l[i].features & feature_names[f].bit))
+				continue;
+			printf("%s\"%s\"", first ? "" : ",",
+			       feature_names[f].name);
+			first = false;
+		}
+		printf("]}");
+	}
+	printf("]}\n");
+}
+
+static void print_text(const struct rblk_export_entry *l, int n)
+{
+	if (!n) {
+		printf("no exports visible to this host\n");
+		return;
+	}
+	printf("%-24s %16s %6s %-3s %s\n", "EXPORT", "SIZE", "BS", "RO",
+	       "FEATURES");
+	for (int i = 0; i < n; i++) {
+		char feats[96] = "";
+
+		for (size_t f = 0; f < sizeof(feature_names) /
+					       sizeof(feature_names[0]);
+		     f++) {
+			if (!(l[i].features & feature_names[f].bit))
+				continue;
+			if (feats[0])
+				strcat(feats, ",");
+			strcat(feats, feature_names[f].name);
+		}
+		printf("%-24s %16llu %6u %-3s %s\n", l[i].name,
+		       (unsigned long long)l[i].size, l[i].block_size,
+		       l[i].features & RBLK_FEAT_READ_ONLY ? "yes" : "no",
+		       feats[0] ? feats : "-");
+	}
+}
+
+int cmd_discover(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "host-name", required_argument, NULL, 'H' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct rblk_export_entry *list;
+	struct rblk_opts o;
+	bool json = false;
+	int c, n;
+
+	rblk_opts_init(&o);
+	while ((c = getopt_long(argc, argv, "o:t:H:L:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			if (!strcmp(optarg, "json")) {
+				json = true;
+			} else if (strcmp(optarg, "text")) {
+				fprintf(stderr, "rblk discover: unknown output format '%s' (text, json)\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			o.timeout_ms = atoi(optarg);
+			if (o.timeout_ms <= 0) {
+				fprintf(stderr, "rblk discover: bad timeout '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'H':
+			o.host_name = optarg;
+			break;
+		case 'L':
+			if (log_parse_level(optarg) < 0) {
+				fprintf(stderr, "rblk discover: bad log level '%s'\n",
+					optarg);
+				return 2;
+			}
+			log_set_level(log_parse_level(optarg));
+			break;
+		case 'h':
+			discover_usage(stdout);
+			return 0;
+		default:
+			discover_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		discover_usage(stderr);
+		return 2;
+	}
+	n = rblk_discover(argv[optind], &o, &list);
+	if (n < 0) {
+		fprintf(stderr, "rblk discover: %s\n", rblk_last_error());
+		return 1;
+	}
+	if (json)
+		print_json(argv[optind], list, n);
+	else
+		print_text(list, n);
+	free(list);
+	return 0;
+}
+
+int cmd_version(int argc, char **argv)
+{
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		printf("Usage: rblk version\nPrint the version of rblk and librblk.\n");
+		return 0;
+	}
+	if (argc > 1) {
+		fprintf(stderr, "Usage: rblk version\n");
+		return 2;
+	}
+	printf("rblk %s (protocol %d)\n", rblk_version(),
+	       RBLK_PROTO_VERSION);
+	return 0;
+}

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librblk discovery: rblk_discover() asks a target which exports this host
+ * may see. Each page is one short connection: CM request (queue depth 1),
+ * HELLO with RBLK_HELLO_F_DISCOVER and queue_id = first index wanted, one
+ * DISCOVER_REPLY back, disconnect. Pages follow until the list is complete.
+ * Nothing is registered on the target for these connections.
+ */
+#include <rblk/rblk.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/proto.h"
+#include "../common/url.h"
+#include "../common/util.h"
+#include "../transport/transport.h"
+#include "lib_internal.h"
+
+_Static_assert(sizeof(((struct rblk_export_entry *)0)->name) == RBLK_NAME_MAX,
+	       "public export name holds any wire name");
+
+enum { WR_RECV = 1, WR_HELLO = 2 };
+
+struct disc_ctx {
+	const struct rblk_url *url;
+	const struct xp_ops *ops;
+	const char *host_name;
+	int timeout_ms;
+};
+
+/* Wait for the one message the target sends back; copy it into out. */
+static int wait_reply(struct xp_conn *xc, const void *rbuf, int timeout_ms,
+		      void *out, uint32_t *out_len)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	bool armed = false;
+	struct xp_wc wc;
+	int n;
+
+	for (;;) {
+		n = xp_poll(xc, &wc, 1);
+		if (n < 0)
+			return n;
+		if (n == 1) {
+			armed = false;
+			if (wc.status != XP_WC_SUCCESS)
+				return -ECONNRESET;
+			if (wc.wr_id != WR_RECV)
+				continue;
+			*out_len = MIN(wc.byte_len, (uint32_t)RBLK_MSG_MAX);
+			memcpy(out, rbuf, *out_len);
+			return 0;
+		}
+		if (!armed) {
+			armed = xp_arm(xc) <= 0;
+			continue;
+		}
+		{
+			struct pollfd pfd = { .fd = xp_fd(xc), .events = POLLIN };
+			uint64_t now = now_ms();
+
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			if (poll(&pfd, 1, (int)(deadline - now)) < 0 &&
+			    errno != EINTR)
+				return -errno;
+			armed = false;
+		}
+	}
+}
+
+/* Fetch the page of exports starting at index first. */
+static int discover_page(const struct disc_ctx *d, uint16_t first,
+			 struct rblk_disc_reply *reply)
+{
+	const struct rblk_url *u = d->url;
+	char priv[RBLK_CM_REQ_SIZE], rej[XP_PRIV_MAX];
+	uint8_t msg[RBLK_MSG_MAX];
+	size_t rej_len = sizeof(rej);
+	struct xp_conn_attr attr = { .max_send_wr = 2, .max_recv_wr = 2 };
+	struct rblk_hello hello = { 0 };
+	struct xp_send_wr wr = { 0 }, *bad;
+	struct xp_sge sge;
+	struct xp_conn *xc;
+	struct xp_mr *mr;
+	struct rblk_login login;
+	uint32_t msg_len = 0;
+	void *mem = NULL;
+	int ret, st;
+
+	ret = d->ops->connect(u->host, u->port, &attr, priv,
+			      rblk_cm_req_encode(priv, 1), d->timeout_ms, &xc,
+			      rej, &rej_len);
+	if (ret == -ECONNREFUSED && rej_len) {
+		st = rblk_cm_rej_decode(rej, rej_len);
+		return lib_set_error(st == RBLK_S_BAD_VERSION ?
+					     -EPROTONOSUPPORT :
+					     -ECONNREFUSED,
+				     "%s://%s:%u refused the connection: %s",
+				     u->scheme, u->host, u->port,
+				     rblk_status_str(st));
+	}
+	if (ret)
+		return lib_set_error(ret, "cannot connect to %s://%s:%u: %s",
+				     u->scheme, u->host, u->port,
+				     strerror(-ret));
+	/* one receive buffer, then the HELLO */
+	if (posix_memalign(&mem, 4096, 2 * RBLK_MSG_MAX)) {
+		mem = NULL;
+		ret = lib_set_error(-ENOMEM, "out of memory");
+		goto out_destroy;
+	}
+	memset(mem, 0, 2 * RBLK_MSG_MAX);
+	ret = xp_reg_mr(xc, mem, 2 * RBLK_MSG_MAX, XP_ACCESS_LOCAL_WRITE, &mr);
+	if (ret) {
+		lib_set_error(ret, "registering message buffers: %s",
+			      strerror(-ret));
+		goto out_destroy;
+	}
+	sge = (struct xp_sge){ .addr = mem, .length = RBLK_MSG_MAX, .mr = mr };
+	ret = xp_post_recv(xc, WR_RECV, &sge);
+	if (ret) {
+		lib_set_error(ret, "posting a receive: %s", strerror(-ret));
+		goto out_destroy;
+	}
+	hello.queue_depth = 1;
+	hello.queue_id = first;
+	hello.max_io = RBLK_MIN_MAX_IO;
+	hello.flags = RBLK_HELLO_F_DISCOVER;
+	snprintf(hello.host_name, sizeof(hello.host_name), "%s", d->host_name);
+	wr.wr_id = WR_HELLO;
+	wr.opcode = XP_WR_SEND;
+	wr.flags = XP_SEND_SIGNALED;
+	wr.sge.addr = (char *)mem + RBLK_MSG_MAX;
+	wr.sge.length = (uint32_t)rblk_hello_encode(wr.sge.addr, &hello);
+	wr.sge.mr = mr;
+	ret = xp_post_send(xc, &wr, &bad);
+	if (ret) {
+		lib_set_error(ret, "sending HELLO: %s", strerror(-ret));
+		goto out_destroy;
+	}
+	ret = wait_reply(xc, mem, d->timeout_ms, msg, &msg_len);
+	if (ret == -ETIMEDOUT) {
+		lib_set_error(ret, "%s://%s:%u: no discovery answer within %d ms",
+			      u->scheme, u->host, u->port, d->timeout_ms);
+		goto out_destroy;
+	}
+	if (ret) {
+		lib_set_error(ret, "%s://%s:%u: connection lost during discovery",
+			      u->scheme, u->host, u->port);
+		goto out_destroy;
+	}
+	if (rblk_msg_type(msg, msg_len) == RBLK_MSG_LOGIN &&
+	    !rblk_login_decode(msg, msg_len, &login) && login.status) {
+		/* refused: a target without discovery, or denied */
+		ret = lib_set_error(rblk_status_to_errno((int)login.status),
+				    "%s://%s:%u refused discovery: %s",
+				    u->scheme, u->host, u->port,
+				    rblk_status_str((int)login.status));
+		goto out_destroy;
+	}
+	st = rblk_disc_reply_decode(msg, msg_len, reply);
+	if (st || reply->first != first) {
+		ret = lib_set_error(-EPROTO,
+				    "%s://%s:%u: malformed discovery answer",
+				    u->scheme, u->host, u->port);
+		goto out_destroy;
+	}
+	ret = 0;
+out_destroy:
+	xp_destroy(xc); /* deregisters mr */
+	free(mem);
+	return ret;
+}
+
+int rblk_discover(const char *url, const struct rblk_opts *opts,
+		  struct rblk_export_entry **out)
+{
+	struct rblk_export_entry *list = NULL;
+	struct rblk_disc_reply reply;
+	struct rblk_url u;
+	struct disc_ctx d = { .url = &u, .timeout_ms = 10000 };
+	char host[RBLK_NAME_MAX], err[256];
+	unsigned int total = 0, have = 0;
+	int ret;
+
+	lib_clear_error();
+	*out = NULL;
+	if (opts && opts->opts_size >= offsetof(struct rblk_opts, flags) &&
+	    opts->opts_size <= sizeof(*opts)) {
+		if (opts->timeout_ms > 0)
+			d.timeout_ms = opts->timeout_ms;
+		d.host_name = opts->host_name;
+	} else if (opts) {
+		return lib_set_error(-EINVAL,
+				     "rblk_opts: bad opts_size (use rblk_opts_init)");
+	}
+	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &u, err, sizeof(err)))
+		return lib_set_error(-EINVAL, "%s", err);
+	if (u.export_name[0])
+		return lib_set_error(-EINVAL,
+				     "'%s': discovery takes no export name (want %s://HOST[:PORT])",
+				     url, u.scheme);
+	d.ops = xp_find(u.scheme);
+	if (!d.ops)
+		return lib_set_error(-EPROTONOSUPPORT,
+				     "'%s': unknown transport '%s' (tcp, rdma)",
+				     url, u.scheme);
+	if (!d.host_name) {
+		if (gethostname(host, sizeof(host) - 1))
+			snprintf(host, sizeof(host), "unknown");
+		host[sizeof(host) - 1] = 0;
+		d.host_name = host;
+	}
+	do {
+		ret = discover_page(&d, (uint16_t)have, &reply);
+		if (ret)
+			goto out_free;
+		if (!list) {
+			total = reply.total;
+			if (!total)
+				return 0;
+			list = calloc(total, sizeof(*list));
+			if (!list)
+				return lib_set_error(-ENOMEM, "out of memory");
+		}
+		/* exports can come and go between pages: stop at the end */
+		for (unsigned int i = 0; i < reply.count && have < total; i++) {
+			snprintf(list[have].name, sizeof(list[have].name), "%s",
+				 reply.entry[i].name);
+			list[have].size = reply.entry[i].size;
+			list[have].block_size = reply.entry[i].block_size;
+			list[have].features = reply.entry[i].features;
+			have++;
+		}
+	} while (reply.count && have < total && have < reply.total);
+	*out = list;
+	return (int)have;
+
+out_free:
+	free(list);
+	return ret;
+}
