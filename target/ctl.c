@@ -317,7 +317,7 @@ static void cmd_list_exports(struct target *t, struct req *r)
 }
 
 /*
- * Walk every session (connection that got as far as an export lookup) of
+ * Walk every session (connection past its login that found an export) of
  * every worker, or only those of export only; fn runs under the worker's
  * conns_lock.
  */
@@ -333,7 +333,13 @@ static void for_each_session(struct target *t, const char *only,
 
 		pthread_mutex_lock(&w->conns_lock);
 		for (struct tconn *c = w->conns; c; c = c->next) {
-			if (!c->exp || (only && strcmp(c->exp->name, only)))
+			/*
+			 * state changes under conns_lock, after the login
+			 * fields are set: in LOGIN, exp and lim may still
+			 * be being written.
+			 */
+			if (c->state == TCONN_LOGIN || !c->exp ||
+			    (only && strcmp(c->exp->name, only)))
 				continue;
 			fn(r, w, c, first);
 			first = false;
