@@ -515,11 +515,14 @@ static void cmd_remove_export(struct target *t, struct req *r)
  * host allow lists at run time.
  *
  * TODO(auth): the per-export allow lists (allow = ..., allow_ro = ...)
- * come with the auth branch, which was not merged when this was written.
- * Once struct export holds them, parse the lists here with the config
- * parser's list checks, swap them in under exports_lock (logins read them
- * under the same lock in export_lookup()'s caller) and, with --force,
- * close sessions of hosts no longer allowed via workers_check_removed().
+ * come with the auth branch (struct cfg_export: restricted, nr_allow,
+ * allow[], allow_ro[]; checked at login through e->cfg), which was not
+ * merged when this was written. Then: parse --allow/--allow-ro with the
+ * config parser's list checks into a fresh copy of *e->cfg_copy, publish
+ * it with an atomic pointer swap under exports_lock (logins read e->cfg
+ * without the lock, so keep replaced copies until the export is freed),
+ * and give add-export the same two options. Sessions already logged in
+ * keep their access; say so in the reply.
  */
 static void cmd_set_hosts(struct target *t, struct req *r)
 {

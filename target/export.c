@@ -330,7 +330,18 @@ struct export *export_create(const struct cfg_export *cfg,
 		log_err("export %s: out of memory", cfg->name);
 		return NULL;
 	}
-	if (export_open(e, cfg))
+	/*
+	 * A copy that lives as long as e: the caller's may be on its stack
+	 * (add-export), and whatever keeps a pointer to its definition must
+	 * not see it go away.
+	 */
+	e->cfg_copy = malloc(sizeof(*e->cfg_copy));
+	if (!e->cfg_copy) {
+		log_err("export %s: out of memory", cfg->name);
+		goto out_free;
+	}
+	memcpy(e->cfg_copy, cfg, sizeof(*cfg));
+	if (export_open(e, e->cfg_copy))
 		goto out_free;
 	e->wstats = aligned_alloc(_Alignof(struct iostats),
 				  (size_t)nr_workers * sizeof(*e->wstats));
@@ -346,6 +357,7 @@ struct export *export_create(const struct cfg_export *cfg,
 out_close:
 	export_close(e);
 out_free:
+	free(e->cfg_copy);
 	free(e);
 	return NULL;
 }
@@ -364,6 +376,7 @@ void export_put(struct export *e)
 			 e->name);
 	export_close(e);
 	free(e->wstats);
+	free(e->cfg_copy);
 	free(e);
 }
 

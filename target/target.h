@@ -63,10 +63,12 @@ struct export {
 	atomic_uint refs;
 	atomic_bool removed; /* unlinked; workers close its sessions */
 	/*
-	 * TODO(auth): per-export host allow lists arrive with the auth
-	 * branch; ctl's set-hosts command (target/ctl.c) writes them here
-	 * once they exist.
+	 * The definition e was opened from, owned by e (export_create()).
+	 * TODO(auth): the per-export host allow lists of the auth branch
+	 * live in struct cfg_export; point its e->cfg here, and see
+	 * cmd_set_hosts() in ctl.c for swapping them at run time.
 	 */
+	struct cfg_export *cfg_copy;
 	struct iostats *wstats; /* one per worker, written by that worker only */
 	unsigned int nr_wstats;
 	struct export *next; /* target's list, under exports_lock */
