@@ -58,6 +58,13 @@ fio_rblk()
 }
 
 [ "$(stat -c %a "$sock")" = 600 ] || fail "control socket mode is $(stat -c %a "$sock"), not 600"
+# a second target never takes over a live control socket given explicitly
+rc=0
+tmo 10 "$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$(free_port)" \
+	--export x=ram:1M --ctl-socket "$sock" >"$TEST_DIR/second.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "another rblk-target is serving it" "$TEST_DIR/second.log" ||
+	fail "second target on the same socket: rc $rc, $(cat "$TEST_DIR/second.log")"
+[ -S "$sock" ] || fail "the second target removed the first one's socket"
 
 # ---- a verify job on vol0 for the whole test --------------------------------
 fio_rblk vol0 --rw=randwrite --bsrange=4k-64k --iodepth=8 --size=32M \
