@@ -50,7 +50,7 @@ struct ctl {
 	char unix_tag, metrics_tag; /* their addresses are the epoll data */
 };
 
-/* ---- JSON and text helpers ------------------------------------------------ */
+/* ---- JSON and text helpers ---------------------------------------------- */
 
 static void json_str(FILE *f, const char *s)
 {
@@ -1070,7 +1070,7 @@ void ctl_close(struct ctl *ctl)
 	free(ctl);
 }
 
-/* ---- the client: rblk-target ctl ------------------------------------------ */
+/* ---- the client: rblk-target ctl ---------------------------------------- */
 
 static void client_usage(FILE *f)
 {
