@@ -322,12 +322,17 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 		    size_t errlen)
 {
 	struct rblk_url u;
-	char why[256];
+	char why[256], buf[64];
 
+	if (*url && strlen(url) <= 5 && strspn(url, "0123456789") == strlen(url)) {
+		/* a bare port: loopback */
+		snprintf(buf, sizeof(buf), "tcp://127.0.0.1:%s", url);
+		url = buf;
+	}
 	if (rblk_url_parse(url, 0, &u, why, sizeof(why)) ||
 	    strcmp(u.scheme, "tcp") || !u.port || u.export_name[0])
 		return fail(err, errlen, -EINVAL,
-			    "metrics '%s': want tcp://HOST:PORT (e.g. tcp://127.0.0.1:9441)",
+			    "metrics '%s': want tcp://HOST:PORT or a port on loopback (e.g. tcp://127.0.0.1:9441, 9441)",
 			    url);
 	if (strlen(url) >= sizeof(cfg->metrics))
 		return fail(err, errlen, -EINVAL, "metrics: URL too long");

@@ -91,7 +91,10 @@ int cfg_set_ctl_socket(struct cfg_target *cfg, const char *path, char *err,
 /* Parse an octal mode such as 0600 or 660; -EINVAL with reason. */
 int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 			    char *err, size_t errlen);
-/* Set the metrics endpoint tcp://HOST:PORT; -EINVAL with reason. */
+/*
+ * Set the metrics endpoint: tcp://HOST:PORT, or a bare PORT meaning
+ * tcp://127.0.0.1:PORT; -EINVAL with reason.
+ */
 int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 		    size_t errlen);
 

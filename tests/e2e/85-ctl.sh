@@ -27,7 +27,7 @@ vol1=$TEST_DIR/vol1.img
 truncate -s 32M "$vol0"
 make_random "$vol1" 8
 start_target --export "vol0=$vol0" --workers 2 \
-	--metrics "tcp://127.0.0.1:$mport"
+	--metrics "$mport" # a bare port: loopback
 sock=$RBLK_CTL_SOCKET
 base=tcp://127.0.0.1:$RBLK_PORT
 

@@ -761,6 +761,8 @@ static void test_ctl_keys(void **state)
 	assert_int_equal(cfg->ctl_socket_mode, 0660);
 	assert_string_equal(cfg->metrics, "tcp://127.0.0.1:9441");
 	load_ok(cfg, "[target]\nctl_socket = none\n");
+	load_ok(cfg, "[target]\nmetrics = 9442\n");
+	assert_string_equal(cfg->metrics, "tcp://127.0.0.1:9442");
 	assert_string_equal(cfg->ctl_socket, "none");
 
 	load_bad("[target]\nctl_socket_mode = 0999\n", 2, "ctl_socket_mode");
@@ -771,6 +773,7 @@ static void test_ctl_keys(void **state)
 		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
 		 2, "unix socket limit");
 	load_bad("[target]\nmetrics = 127.0.0.1:9441\n", 2, "tcp://HOST:PORT");
+	load_bad("[target]\nmetrics = 99999\n", 2, "tcp://HOST:PORT");
 	load_bad("[target]\nmetrics = tcp://127.0.0.1\n", 2, "tcp://HOST:PORT");
 	load_bad("[target]\nmetrics = rdma://127.0.0.1:1\n", 2,
 		 "tcp://HOST:PORT");
