@@ -778,7 +778,10 @@ static void *worker_main(void *arg)
 			void *p = evs[i].data.ptr;
 
 			if (p == EPOLL_MAILBOX) {
+				/* may close connections (removed exports,
+				 * ones that failed at once): reap below */
 				adopt_mailbox(w);
+				closing = true;
 			} else if (p == EPOLL_ENGINE) {
 				w->engine->reap(w);
 				retry_busy(w);
