@@ -325,6 +325,7 @@ struct export *export_create(const struct cfg_export *cfg,
 			     unsigned int nr_workers)
 {
 	struct export *e = calloc(1, sizeof(*e));
+	struct cfg_export *copy = NULL;
 
 	if (!e) {
 		log_err("export %s: out of memory", cfg->name);
@@ -335,14 +336,15 @@ struct export *export_create(const struct cfg_export *cfg,
 	 * (add-export), and whatever keeps a pointer to its definition must
 	 * not see it go away.
 	 */
-	e->cfg_copy = malloc(sizeof(*e->cfg_copy));
-	if (!e->cfg_copy) {
+	copy = malloc(sizeof(*copy));
+	if (!copy) {
 		log_err("export %s: out of memory", cfg->name);
 		goto out_free;
 	}
-	memcpy(e->cfg_copy, cfg, sizeof(*cfg));
-	if (export_open(e, e->cfg_copy))
+	memcpy(copy, cfg, sizeof(*cfg));
+	if (export_open(e, copy)) /* clears e first */
 		goto out_free;
+	e->cfg_copy = copy;
 	e->wstats = aligned_alloc(_Alignof(struct iostats),
 				  (size_t)nr_workers * sizeof(*e->wstats));
 	if (!e->wstats) {
@@ -357,7 +359,7 @@ struct export *export_create(const struct cfg_export *cfg,
 out_close:
 	export_close(e);
 out_free:
-	free(e->cfg_copy);
+	free(copy);
 	free(e);
 	return NULL;
 }
