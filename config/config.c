@@ -52,6 +52,9 @@ void cfg_init(struct cfg_target *cfg)
 	cfg->log_level = -1;
 	cfg->max_queue_depth = 128;
 	cfg->max_io = RBLK_DEFAULT_MAX_IO;
+	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s",
+		 CFG_DEFAULT_CTL_SOCKET);
+	cfg->ctl_socket_mode = 0600;
 }
 
 /* ---- value checks, shared by the file, the options and cfg_validate ---- */
@@ -274,16 +277,83 @@ int cfg_add_export_arg(struct cfg_target *cfg, const char *arg, char *err,
 	return ret;
 }
 
+int cfg_check_export(const struct cfg_export *e, char *err, size_t errlen)
+{
+	int ret = check_export_name(e->name, err, errlen);
+
+	if (!ret)
+		ret = check_export_path(e->path, err, errlen);
+	if (!ret)
+		ret = check_block_size(e->block_size, err, errlen);
+	return ret;
+}
+
+int cfg_set_ctl_socket(struct cfg_target *cfg, const char *path, char *err,
+		       size_t errlen)
+{
+	if (!*path)
+		return fail(err, errlen, -EINVAL, "ctl_socket: empty path");
+	if (strlen(path) >= sizeof(cfg->ctl_socket))
+		return fail(err, errlen, -EINVAL,
+			    "ctl_socket '%.40s...': longer than %zu bytes (a unix socket limit)",
+			    path, sizeof(cfg->ctl_socket) - 1);
+	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s", path);
+	cfg->ctl_socket_set = true;
+	return 0;
+}
+
+int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
+			    char *err, size_t errlen)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(mode, &end, 8);
+	if (!*mode || *end || errno || v > 0777 || !(v & 0600))
+		return fail(err, errlen, -EINVAL,
+			    "ctl_socket_mode: '%s' is not an octal mode from 0200 to 0777 that lets the owner in",
+			    mode);
+	cfg->ctl_socket_mode = (unsigned int)v;
+	return 0;
+}
+
+int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
+		    size_t errlen)
+{
+	struct rblk_url u;
+	char why[256], buf[64];
+
+	if (*url && strlen(url) <= 5 && strspn(url, "0123456789") == strlen(url)) {
+		/* a bare port: loopback */
+		snprintf(buf, sizeof(buf), "tcp://127.0.0.1:%s", url);
+		url = buf;
+	}
+	if (rblk_url_parse(url, 0, &u, why, sizeof(why)) ||
+	    strcmp(u.scheme, "tcp") || !u.port || u.export_name[0])
+		return fail(err, errlen, -EINVAL,
+			    "metrics '%s': want tcp://HOST:PORT or a port on loopback (e.g. tcp://127.0.0.1:9441, 9441)",
+			    url);
+	if (strlen(url) >= sizeof(cfg->metrics))
+		return fail(err, errlen, -EINVAL, "metrics: URL too long");
+	snprintf(cfg->metrics, sizeof(cfg->metrics), "%s", url);
+	return 0;
+}
+
 /* ---- the INI file ------------------------------------------------------ */
 
 enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
-       KEY_MAX_IO, NR_TARGET_KEYS };
+       KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
+       NR_TARGET_KEYS };
 enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, NR_EXPORT_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_LISTEN] = "listen",	  [KEY_WORKERS] = "workers",
 	[KEY_ENGINE] = "engine",	  [KEY_LOG_LEVEL] = "log_level",
 	[KEY_MAX_QD] = "max_queue_depth", [KEY_MAX_IO] = "max_io",
+	[KEY_CTL_SOCKET] = "ctl_socket",
+	[KEY_CTL_SOCKET_MODE] = "ctl_socket_mode",
+	[KEY_METRICS] = "metrics",
 };
 static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_PATH] = "path",
@@ -494,6 +564,18 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 			return ctx_fail(c, "%s", why);
 		cfg->max_io = (uint32_t)size;
 		return 1;
+	case KEY_CTL_SOCKET:
+		if (cfg_set_ctl_socket(cfg, value, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		return 1;
+	case KEY_CTL_SOCKET_MODE:
+		if (cfg_set_ctl_socket_mode(cfg, value, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		return 1;
+	case KEY_METRICS:
+		if (cfg_set_metrics(cfg, value, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		return 1;
 	}
 	return ctx_fail(c, "internal error: key %d", key);
 }
@@ -561,7 +643,7 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 	case SEC_TARGET:
 		key = lookup_key(target_keys, NR_TARGET_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, ctl_socket, ctl_socket_mode, metrics)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:

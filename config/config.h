@@ -34,10 +34,18 @@ struct cfg_target {
 	int log_level; /* enum log_level; -1: not set */
 	unsigned int max_queue_depth; /* cap on what initiators may request */
 	uint32_t max_io; /* cap on max_io, power of two */
+	/* control socket: a unix socket path, or "none" */
+	char ctl_socket[108];
+	bool ctl_socket_set; /* given explicitly: failing to create it is fatal */
+	unsigned int ctl_socket_mode; /* permission bits, default 0600 */
+	char metrics[256]; /* "tcp://HOST:PORT" for GET /metrics, or "" */
 };
 
+#define CFG_DEFAULT_CTL_SOCKET "/run/rblk/target.sock"
+
 /* Defaults: no listeners, no exports, workers 0, engine io_uring,
- * log_level -1, max_queue_depth 128, max_io 1 MiB. */
+ * log_level -1, max_queue_depth 128, max_io 1 MiB, control socket
+ * /run/rblk/target.sock with mode 0600, no metrics endpoint. */
 void cfg_init(struct cfg_target *cfg);
 
 /*
@@ -51,6 +59,9 @@ void cfg_init(struct cfg_target *cfg);
  *   log_level = error | warn | info | debug
  *   max_queue_depth = 128
  *   max_io = 1M
+ *   ctl_socket = /run/rblk/target.sock | none
+ *   ctl_socket_mode = 0600
+ *   metrics = tcp://127.0.0.1:9441
  *
  *   [export NAME]
  *   path = /srv/vol0.img | /dev/sdb | ram:1G
@@ -67,6 +78,25 @@ int cfg_add_export_arg(struct cfg_target *cfg, const char *arg, char *err,
 /* Add a listen URL after checking it parses; -EINVAL with reason. */
 int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,
 		   size_t errlen);
+
+/*
+ * Check one export definition as the file and --export do (name, path or
+ * ram:SIZE, block size); for exports added at run time.
+ */
+int cfg_check_export(const struct cfg_export *e, char *err, size_t errlen);
+
+/* Set the control socket ("none" disables); -EINVAL with reason. */
+int cfg_set_ctl_socket(struct cfg_target *cfg, const char *path, char *err,
+		       size_t errlen);
+/* Parse an octal mode such as 0600 or 660; -EINVAL with reason. */
+int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
+			    char *err, size_t errlen);
+/*
+ * Set the metrics endpoint: tcp://HOST:PORT, or a bare PORT meaning
+ * tcp://127.0.0.1:PORT; -EINVAL with reason.
+ */
+int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
+		    size_t errlen);
 
 /* Final checks: at least one export and listener, unique export names. */
 int cfg_validate(const struct cfg_target *cfg, char *err, size_t errlen);

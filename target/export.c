@@ -332,3 +332,120 @@ bool export_visible_to(const struct export *e, const char *host)
 	(void)host;
 	return true;
 }
+
+struct export *export_create(const struct cfg_export *cfg,
+			     unsigned int nr_workers)
+{
+	struct export *e = calloc(1, sizeof(*e));
+	struct cfg_export *copy = NULL;
+
+	if (!e) {
+		log_err("export %s: out of memory", cfg->name);
+		return NULL;
+	}
+	/*
+	 * A copy that lives as long as e: the caller's may be on its stack
+	 * (add-export), and whatever keeps a pointer to its definition must
+	 * not see it go away.
+	 */
+	copy = malloc(sizeof(*copy));
+	if (!copy) {
+		log_err("export %s: out of memory", cfg->name);
+		goto out_free;
+	}
+	memcpy(copy, cfg, sizeof(*cfg));
+	if (export_open(e, copy)) /* clears e first */
+		goto out_free;
+	e->cfg_copy = copy;
+	e->wstats = aligned_alloc(_Alignof(struct iostats),
+				  (size_t)nr_workers * sizeof(*e->wstats));
+	if (!e->wstats) {
+		log_err("export %s: out of memory", cfg->name);
+		goto out_close;
+	}
+	memset(e->wstats, 0, (size_t)nr_workers * sizeof(*e->wstats));
+	e->nr_wstats = nr_workers;
+	atomic_init(&e->refs, 1);
+	return e;
+
+out_close:
+	export_close(e);
+out_free:
+	free(copy);
+	free(e);
+	return NULL;
+}
+
+void export_get(struct export *e)
+{
+	atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+}
+
+void export_put(struct export *e)
+{
+	if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (atomic_load(&e->removed))
+		log_info("export %s: closed (removed, no session left)",
+			 e->name);
+	export_close(e);
+	free(e->wstats);
+	free(e->cfg_copy);
+	free(e);
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+void stats_add(struct iostats_snap *dst, const struct iostats *s)
+{
+	for (int i = 0; i < STAT_NR_OPS; i++)
+		dst->ops[i] += atomic_load_explicit(&s->ops[i],
+						    memory_order_relaxed);
+	dst->bytes_read += atomic_load_explicit(&s->bytes_read,
+						memory_order_relaxed);
+	dst->bytes_written += atomic_load_explicit(&s->bytes_written,
+						   memory_order_relaxed);
+	dst->errors += atomic_load_explicit(&s->errors, memory_order_relaxed);
+	dst->lat_sum_us += atomic_load_explicit(&s->lat_sum_us,
+						memory_order_relaxed);
+	for (int i = 0; i < STAT_LAT_BUCKETS; i++)
+		dst->lat[i] += atomic_load_explicit(&s->lat[i],
+						    memory_order_relaxed);
+}
+
+uint64_t stats_count(const struct iostats_snap *s)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < STAT_LAT_BUCKETS; i++)
+		n += s->lat[i];
+	return n;
+}
+
+uint64_t stats_quantile_us(const struct iostats_snap *s, double q)
+{
+	uint64_t total = stats_count(s), want, seen = 0;
+
+	if (!total)
+		return 0;
+	want = (uint64_t)(q * (double)total + 0.999999);
+	if (want < 1)
+		want = 1;
+	for (int i = 0; i < STAT_LAT_BUCKETS; i++) {
+		seen += s->lat[i];
+		if (seen >= want)
+			return i ? 1ull << i : 1;
+	}
+	return 1ull << (STAT_LAT_BUCKETS - 1);
+}
+
+const char *stat_op_name(enum stat_op op)
+{
+	static const char *const names[STAT_NR_OPS] = {
+		[STAT_READ] = "read",	[STAT_WRITE] = "write",
+		[STAT_FLUSH] = "flush", [STAT_TRIM] = "trim",
+		[STAT_WRITE_ZEROES] = "write_zeroes",
+	};
+
+	return (unsigned int)op < STAT_NR_OPS ? names[op] : "?";
+}

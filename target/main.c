@@ -44,12 +44,18 @@ const struct engine_ops *engine_find(const char *name)
 	return NULL;
 }
 
-struct export *target_find_export(struct target *t, const char *name)
+struct export *export_lookup(struct target *t, const char *name)
 {
-	for (unsigned int i = 0; i < t->nr_exports; i++)
-		if (!strcmp(t->exports[i].name, name))
-			return &t->exports[i];
-	return NULL;
+	struct export *e;
+
+	pthread_mutex_lock(&t->exports_lock);
+	for (e = t->exports; e; e = e->next)
+		if (!strcmp(e->name, name))
+			break;
+	if (e)
+		export_get(e);
+	pthread_mutex_unlock(&t->exports_lock);
+	return e;
 }
 
 static void usage(FILE *f)
@@ -68,19 +74,28 @@ static void usage(FILE *f)
 		"      --engine NAME         io_uring (default) or libaio\n"
 		"      --max-queue-depth N   cap on the queue depth initiators get (default 128)\n"
 		"      --max-io SIZE         cap on the bytes per command (default 1M)\n"
+		"      --ctl-socket PATH     control socket, or none (default %s)\n"
+		"      --ctl-socket-mode MODE  its permissions (default 0600)\n"
+		"      --metrics tcp://HOST:PORT|PORT\n"
+		"                            serve Prometheus text on GET /metrics\n"
+		"                            (a bare PORT: 127.0.0.1)\n"
 		"  -L, --log-level LEVEL     error, warn, info (default) or debug\n"
 		"  -h, --help                show this help\n"
 		"  -V, --version             show the version\n"
 		"\n"
+		"  rblk-target ctl [--socket PATH] COMMAND ...\n"
+		"                            talk to a running target ('ctl --help')\n"
+		"\n"
 		"Example:\n"
 		"  rblk-target --listen tcp://127.0.0.1:7441 --export vol0=/srv/vol0.img\n"
 		"  rblk-target --listen rdma://192.0.2.1 --export scratch=ram:1G\n",
-		RBLK_DEFAULT_PORT);
+		RBLK_DEFAULT_PORT, CFG_DEFAULT_CTL_SOCKET);
 }
 
 static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 {
-	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO };
+	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO, OPT_CTL, OPT_CTL_MODE,
+	       OPT_METRICS };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "export", required_argument, NULL, 'e' },
@@ -89,6 +104,9 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		{ "engine", required_argument, NULL, OPT_ENGINE },
 		{ "max-queue-depth", required_argument, NULL, OPT_MAXQD },
 		{ "max-io", required_argument, NULL, OPT_MAXIO },
+		{ "ctl-socket", required_argument, NULL, OPT_CTL },
+		{ "ctl-socket-mode", required_argument, NULL, OPT_CTL_MODE },
+		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -156,6 +174,19 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 				goto bad;
 			}
 			cfg->max_io = (uint32_t)size;
+			break;
+		case OPT_CTL:
+			if (cfg_set_ctl_socket(cfg, optarg, err, sizeof(err)))
+				goto bad;
+			break;
+		case OPT_CTL_MODE:
+			if (cfg_set_ctl_socket_mode(cfg, optarg, err,
+						    sizeof(err)))
+				goto bad;
+			break;
+		case OPT_METRICS:
+			if (cfg_set_metrics(cfg, optarg, err, sizeof(err)))
+				goto bad;
 			break;
 		case 'L':
 			level = log_parse_level(optarg);
@@ -284,6 +315,7 @@ static int serve(struct target *t, struct listener *ls)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	unsigned int next_worker = 0;
+	struct ctl *ctl = NULL;
 	int epfd, sfd, ret = 0;
 	sigset_t mask;
 
@@ -302,6 +334,9 @@ static int serve(struct target *t, struct listener *ls)
 		log_err("epoll_ctl: %s", strerror(errno));
 		goto out_close;
 	}
+	ret = ctl_open(t, epfd, &ctl);
+	if (ret)
+		goto out_close;
 	ret = open_listeners(t, ls, epfd);
 	if (ret)
 		goto out_close;
@@ -326,10 +361,13 @@ static int serve(struct target *t, struct listener *ls)
 				sd_notify_send("STOPPING=1");
 				goto out_close;
 			}
+			if (ctl_event(ctl, evs[i].data.ptr))
+				continue;
 			accept_requests(t, evs[i].data.ptr, &next_worker);
 		}
 	}
 out_close:
+	ctl_close(ctl);
 	if (epfd >= 0)
 		close(epfd);
 	if (sfd >= 0)
@@ -345,6 +383,8 @@ int main(int argc, char **argv)
 	unsigned int i;
 	int ret;
 
+	if (argc > 1 && !strcmp(argv[1], "ctl"))
+		return ctl_client_main(argc - 1, argv + 1);
 	log_set_prefix("rblk-target");
 	log_set_level(LOG_INFO);
 	cfg_init(&t.cfg);
@@ -365,25 +405,31 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	t.exports = calloc(t.cfg.nr_exports, sizeof(*t.exports));
+	pthread_mutex_init(&t.exports_lock, NULL);
 	ls = calloc(t.cfg.nr_listen, sizeof(*ls));
-	if (!t.exports || !ls) {
+	if (!ls) {
 		log_err("out of memory");
 		ret = 1;
 		goto out_free;
-	}
-	for (i = 0; i < t.cfg.nr_exports; i++) {
-		if (export_open(&t.exports[i], &t.cfg.exports[i])) {
-			ret = 1;
-			goto out_close_exports;
-		}
-		t.nr_exports++;
 	}
 	t.nr_workers = t.cfg.workers;
 	if (!t.nr_workers) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
 		t.nr_workers = n > 0 ? (unsigned int)n : 1;
+	}
+	/* built back to front so that the list keeps the configured order */
+	for (i = t.cfg.nr_exports; i-- > 0;) {
+		struct export *e = export_create(&t.cfg.exports[i],
+						 t.nr_workers);
+
+		if (!e) {
+			ret = 1;
+			goto out_close_exports;
+		}
+		e->next = t.exports;
+		t.exports = e;
+		t.nr_exports++;
 	}
 	t.workers = calloc(t.nr_workers, sizeof(*t.workers));
 	if (!t.workers) {
@@ -409,11 +455,14 @@ out_stop_workers:
 		if (ls[i].xl)
 			ls[i].xl->ops->listener_destroy(ls[i].xl);
 out_close_exports:
-	for (i = 0; i < t.nr_exports; i++)
-		export_close(&t.exports[i]);
+	while (t.exports) {
+		struct export *e = t.exports;
+
+		t.exports = e->next;
+		export_put(e);
+	}
 out_free:
 	free(ls);
-	free(t.exports);
 	if (!ret)
 		log_info("stopped");
 	return ret;

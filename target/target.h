@@ -6,7 +6,9 @@
  * Threads: the main thread owns the listeners, accepts connections and
  * hands each to a worker. A worker owns its connections, their requests
  * and one I/O engine instance (an io_uring or a libaio context) and runs
- * them to completion without locks. Exports are shared read-only by all.
+ * them to completion without locks. Exports are shared by all; the main
+ * thread (control socket) may add and remove them at run time: see
+ * struct export for the lifetime rules.
  */
 #ifndef RBLK_TARGET_H
 #define RBLK_TARGET_H
@@ -20,6 +22,7 @@
 #include "../common/proto.h"
 #include "../config/config.h"
 #include "../transport/transport.h"
+#include "stats.h"
 
 struct worker;
 struct tconn;
@@ -33,6 +36,15 @@ enum export_kind {
 	EXPORT_RAM,
 };
 
+/*
+ * Lifetime: an export is reference counted. The target's export list holds
+ * one reference, and every connection that found it at login holds one
+ * (taken under the list lock by export_lookup(), dropped when the
+ * connection is freed), so the data path reaches c->exp without a lock and
+ * an export outlives every session on it. Removing an export unlinks it,
+ * sets removed and drops the list's reference; the last put closes and
+ * frees it, on whichever thread that happens.
+ */
 struct export {
 	char name[RBLK_NAME_MAX];
 	char path[4096];
@@ -48,6 +60,18 @@ struct export {
 	atomic_bool direct_failed; /* O_DIRECT gave EINVAL once: stop using */
 	void *ram; /* EXPORT_RAM memory */
 	atomic_uint sessions; /* live logins */
+	atomic_uint refs;
+	atomic_bool removed; /* unlinked; workers close its sessions */
+	/*
+	 * The definition e was opened from, owned by e (export_create()).
+	 * TODO(auth): the per-export host allow lists of the auth branch
+	 * live in struct cfg_export; point its e->cfg here, and see
+	 * cmd_set_hosts() in ctl.c for swapping them at run time.
+	 */
+	struct cfg_export *cfg_copy;
+	struct iostats *wstats; /* one per worker, written by that worker only */
+	unsigned int nr_wstats;
+	struct export *next; /* target's list, under exports_lock */
 };
 
 /*
@@ -77,6 +101,15 @@ void export_close(struct export *e);
  * discovery listing? The one place that decides it; any thread.
  */
 bool export_visible_to(const struct export *e, const char *host);
+/*
+ * Allocate and open an export for cfg with per-worker statistics for
+ * nr_workers; holds one reference (the caller's). NULL on failure (logged).
+ */
+struct export *export_create(const struct cfg_export *cfg,
+			     unsigned int nr_workers);
+void export_get(struct export *e);
+/* Drop a reference; the last one closes and frees e. */
+void export_put(struct export *e);
 
 /* ---- I/O engines ----------------------------------------------------- */
 
@@ -131,6 +164,7 @@ struct treq {
 	int status; /* RBLK_S_* to send back */
 	bool direct; /* current attempt used the O_DIRECT descriptor */
 	bool fua_pending; /* FUA emulated: fdatasync after the write */
+	uint64_t t_recv_ns; /* when the command arrived, for latency stats */
 	void *slot; /* this tag's slot in the registered region */
 	void *resp_buf; /* this tag's response capsule buffer */
 	struct treq *next_wait; /* on conn's send-credit wait list */
@@ -172,6 +206,12 @@ struct tconn {
 	struct treq *wait_head, *wait_tail; /* waiting for credits */
 	unsigned int backend_inflight;
 	bool login_sent_close; /* close once the LOGIN refusal is sent */
+	/* shown by the control socket; written under worker->conns_lock */
+	char host[RBLK_NAME_MAX]; /* host name from HELLO */
+	uint16_t queue_id;
+	uint64_t login_ms; /* now_ms() at login */
+	struct iostats stats; /* written by the owning worker only */
+
 	uint64_t login_deadline_ms; /* TCONN_LOGIN: fail if still here then */
 
 	struct tconn *next; /* worker's list */
@@ -191,7 +231,14 @@ struct worker {
 	struct tconn *mailbox; /* handed over by the main thread */
 	struct tconn *conns; /* owned */
 	unsigned int nr_conns;
+	/*
+	 * Held by the worker while it links or unlinks conns or changes a
+	 * connection's state or login fields, and by the control socket while
+	 * it walks conns. Never taken on the command path.
+	 */
+	pthread_mutex_t conns_lock;
 	atomic_bool stop;
+	atomic_bool check_removed; /* an export was removed: close its sessions */
 
 	const struct engine_ops *engine;
 	void *engine_priv;
@@ -200,6 +247,12 @@ struct worker {
 
 struct target {
 	struct cfg_target cfg;
+	/*
+	 * Exports, newest first. The main thread adds and removes; workers
+	 * look up at login. Both under exports_lock; the command path uses
+	 * the connection's reference instead.
+	 */
+	pthread_mutex_t exports_lock;
 	struct export *exports;
 	unsigned int nr_exports;
 	struct worker *workers;
@@ -208,7 +261,25 @@ struct target {
 	atomic_uint_fast64_t next_conn_id;
 };
 
-struct export *target_find_export(struct target *t, const char *name);
+/* Find an export by name and take a reference; NULL when none. */
+struct export *export_lookup(struct target *t, const char *name);
+/* Main thread: tell every worker to close sessions of removed exports. */
+void workers_check_removed(struct target *t);
+
+/* ---- control socket and metrics endpoint (ctl.c) ----------------------- */
+
+struct ctl;
+/*
+ * Main thread: open the control socket and the metrics endpoint the
+ * configuration asks for and watch them in epfd. Returns 0 (with *out NULL
+ * when neither is configured) or -errno after logging why.
+ */
+int ctl_open(struct target *t, int epfd, struct ctl **out);
+/* Main thread: handle an epoll event if ptr is one of ctl's; else false. */
+bool ctl_event(struct ctl *ctl, void *ptr);
+void ctl_close(struct ctl *ctl);
+/* `rblk-target ctl ...`: the command-line client; returns the exit code. */
+int ctl_client_main(int argc, char **argv);
 
 int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);

@@ -101,6 +101,8 @@ void tconn_attr(uint16_t qd, struct xp_conn_attr *attr)
 static void tconn_free(struct tconn *c)
 {
 	xp_destroy(c->xc); /* deregisters every MR of the connection */
+	if (c->exp)
+		export_put(c->exp); /* after the last backend I/O on it */
 	free(c->slots);
 	free(c->msg_mem);
 	free(c->reqs);
@@ -182,7 +184,9 @@ static void tconn_fail(struct tconn *c, const char *why)
 			 (unsigned long long)c->id, c->peer);
 	if (c->state == TCONN_LIVE)
 		atomic_fetch_sub(&c->exp->sessions, 1);
+	pthread_mutex_lock(&c->worker->conns_lock);
 	c->state = TCONN_CLOSING;
+	pthread_mutex_unlock(&c->worker->conns_lock);
 	c->wait_head = c->wait_tail = NULL;
 	xp_disconnect(c->xc);
 }
@@ -198,6 +202,39 @@ static void tconn_destroy(struct worker *w, struct tconn *c)
 /* ---- requests ---------------------------------------------------------- */
 
 static void treq_process(struct treq *r);
+
+/* Count r's command in its session's and its export's statistics. */
+static void treq_account(struct worker *w, struct treq *r)
+{
+	struct tconn *c = r->conn;
+	enum stat_op op;
+	uint64_t lat_us;
+	bool ok = r->status == RBLK_S_OK;
+
+	switch (r->cmd.opcode) {
+	case RBLK_OP_READ:
+		op = STAT_READ;
+		break;
+	case RBLK_OP_WRITE:
+		op = STAT_WRITE;
+		break;
+	case RBLK_OP_FLUSH:
+		op = STAT_FLUSH;
+		break;
+	case RBLK_OP_TRIM:
+		op = STAT_TRIM;
+		break;
+	case RBLK_OP_WRITE_ZEROES:
+		op = STAT_WRITE_ZEROES;
+		break;
+	default:
+		return; /* KEEPALIVE, DISCONNECT, undecodable */
+	}
+	lat_us = (now_ns() - r->t_recv_ns) / 1000u;
+	stats_account(&c->stats, op, r->cmd.length, ok, lat_us);
+	stats_account(&c->exp->wstats[w->index], op, r->cmd.length, ok,
+		      lat_us);
+}
 
 static int treq_post_response(struct treq *r)
 {
@@ -308,6 +345,7 @@ static void treq_process(struct treq *r)
 				r->state = TREQ_FREE;
 				break;
 			}
+			treq_account(w, r);
 			/*
 			 * The tag is the initiator's again: it sends the next
 			 * command on it only after reading this response, so
@@ -396,9 +434,8 @@ static void handle_discover(struct worker *w, struct tconn *c,
 	void *buf = send_buf(c, c->cm_qd);
 	unsigned int idx = 0;
 
-	for (unsigned int i = 0; i < w->tgt->nr_exports; i++) {
-		const struct export *e = &w->tgt->exports[i];
-
+	pthread_mutex_lock(&w->tgt->exports_lock);
+	for (const struct export *e = w->tgt->exports; e; e = e->next) {
 		if (!export_visible_to(e, h->host_name))
 			continue;
 		if (idx >= d.first && d.count < RBLK_DISC_PER_REPLY) {
@@ -411,6 +448,7 @@ static void handle_discover(struct worker *w, struct tconn *c,
 		}
 		idx++;
 	}
+	pthread_mutex_unlock(&w->tgt->exports_lock);
 	d.total = (uint16_t)MIN(idx, 0xffffu);
 	if (d.first > d.total)
 		d.first = d.total; /* past the end: an empty page */
@@ -451,7 +489,7 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 		handle_discover(w, c, &h);
 		return;
 	}
-	e = target_find_export(w->tgt, h.export_name);
+	e = export_lookup(w->tgt, h.export_name);
 	if (!e) {
 		snprintf(why, sizeof(why), "no export named '%s'",
 			 h.export_name);
@@ -465,9 +503,10 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 			 "max I/O %u below export %s's block size %u", max_io,
 			 e->name, e->block_size);
 		login_refuse(c, RBLK_S_INVALID, why);
+		export_put(e);
 		return;
 	}
-	c->exp = e;
+	c->exp = e; /* the lookup's reference, dropped in tconn_free() */
 	c->slots_len = (size_t)qd * max_io;
 	if (posix_memalign(&c->slots, 4096, c->slots_len)) {
 		c->slots = NULL;
@@ -521,7 +560,12 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 		tconn_fail(c, "sending LOGIN failed");
 		return;
 	}
+	pthread_mutex_lock(&w->conns_lock);
+	snprintf(c->host, sizeof(c->host), "%s", h.host_name);
+	c->queue_id = h.queue_id;
+	c->login_ms = now_ms();
 	c->state = TCONN_LIVE;
+	pthread_mutex_unlock(&w->conns_lock);
 	atomic_fetch_add(&e->sessions, 1);
 	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u%s)",
 		 (unsigned long long)c->id, c->peer, h.host_name, e->name,
@@ -548,6 +592,7 @@ static void handle_command(struct tconn *c, const void *buf, uint32_t len)
 		tconn_fail(c, "command on a tag still in use");
 		return;
 	}
+	r->t_recv_ns = now_ns();
 	st = rblk_cmd_decode(buf, len, &c->lim, &r->cmd);
 	r->cmd.tag = (uint16_t)tag;
 	if (st) {
@@ -678,6 +723,24 @@ static void conn_progress(struct worker *w, struct tconn *c)
 #define EPOLL_MAILBOX ((void *)1)
 #define EPOLL_ENGINE ((void *)2)
 
+/*
+ * Fail the sessions of exports the control socket removed. Their backend
+ * I/O in flight completes before the connection is freed (TCONN_CLOSING);
+ * the initiator sees the disconnect and fails its outstanding commands.
+ */
+static void close_removed(struct worker *w)
+{
+	for (struct tconn *c = w->conns; c; c = c->next) {
+		char why[RBLK_NAME_MAX + 32];
+
+		if (!c->exp || c->state == TCONN_CLOSING ||
+		    !atomic_load(&c->exp->removed))
+			continue;
+		snprintf(why, sizeof(why), "export %s removed", c->exp->name);
+		tconn_fail(c, why);
+	}
+}
+
 static void adopt_mailbox(struct worker *w)
 {
 	struct tconn *list, *c;
@@ -690,14 +753,18 @@ static void adopt_mailbox(struct worker *w)
 	list = w->mailbox;
 	w->mailbox = NULL;
 	pthread_mutex_unlock(&w->mailbox_lock);
+	if (atomic_exchange(&w->check_removed, false))
+		close_removed(w);
 	while ((c = list)) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
 		list = c->next;
 		c->worker = w;
+		pthread_mutex_lock(&w->conns_lock);
 		c->next = w->conns;
 		w->conns = c;
 		w->nr_conns++;
+		pthread_mutex_unlock(&w->conns_lock);
 		c->login_deadline_ms = now_ms() + LOGIN_TIMEOUT_MS;
 		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, xp_fd(c->xc), &ev)) {
 			log_err("worker %u: epoll_ctl: %s", w->index,
@@ -720,8 +787,10 @@ static void reap_closed(struct worker *w, bool check_login_timeouts)
 		    now > c->login_deadline_ms)
 			tconn_fail(c, "no login within 10 s");
 		if (c->state == TCONN_CLOSING && !c->backend_inflight) {
+			pthread_mutex_lock(&w->conns_lock);
 			*pp = c->next;
 			w->nr_conns--;
+			pthread_mutex_unlock(&w->conns_lock);
 			tconn_destroy(w, c);
 			continue;
 		}
@@ -764,7 +833,10 @@ static void *worker_main(void *arg)
 			void *p = evs[i].data.ptr;
 
 			if (p == EPOLL_MAILBOX) {
+				/* may close connections (removed exports,
+				 * ones that failed at once): reap below */
 				adopt_mailbox(w);
+				closing = true;
 			} else if (p == EPOLL_ENGINE) {
 				w->engine->reap(w);
 				retry_busy(w);
@@ -814,6 +886,7 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	w->index = index;
 	w->engine = t->engine;
 	pthread_mutex_init(&w->mailbox_lock, NULL);
+	pthread_mutex_init(&w->conns_lock, NULL);
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (w->epfd < 0) {
 		ret = -errno;
@@ -874,6 +947,21 @@ void worker_stop(struct worker *w)
 	close(w->mailbox_fd);
 	close(w->epfd);
 	pthread_mutex_destroy(&w->mailbox_lock);
+	pthread_mutex_destroy(&w->conns_lock);
+}
+
+void workers_check_removed(struct target *t)
+{
+	uint64_t one = 1;
+
+	for (unsigned int i = 0; i < t->nr_workers; i++) {
+		struct worker *w = &t->workers[i];
+
+		atomic_store(&w->check_removed, true);
+		if (write(w->mailbox_fd, &one, sizeof(one)) < 0)
+			log_warn("worker %u: write mailbox: %s", w->index,
+				 strerror(errno));
+	}
 }
 
 void worker_adopt(struct worker *w, struct tconn *c)

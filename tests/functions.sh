@@ -36,7 +36,9 @@
 #                             listens, stop it at exit; sets RBLK_PORT,
 #                             RBLK_TARGET_PID, RBLK_TARGET_LOG. Extra
 #                             arguments for every test's target may come
-#                             from RBLK_TARGET_ARGS (e.g. "--engine libaio")
+#                             from RBLK_TARGET_ARGS (e.g. "--engine libaio"); its control socket is
+#                             $TEST_DIR/target.N.sock (RBLK_CTL_SOCKET),
+#                             never the system-wide default
 #   start_nbd URL SOCKET [ARGS...]
 #                             start `rblk nbd URL --socket SOCKET ARGS`, wait
 #                             for its "ready" line, stop it at exit; sets
@@ -228,8 +230,9 @@ start_target()
 		port=$(free_port)
 		log=$TEST_DIR/target.$attempt.log
 		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
-			--log-level info ${extra[@]+"${extra[@]}"} "$@" \
-			>"$log" 2>&1 &
+			--log-level info \
+			--ctl-socket "$TEST_DIR/target.$attempt.sock" \
+			${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1 &
 		pid=$!
 		rc=0
 		_wait_for_line "$log" "listening on tcp://127.0.0.1:$port" \
@@ -238,7 +241,9 @@ start_target()
 			RBLK_PORT=$port
 			RBLK_TARGET_PID=$pid
 			RBLK_TARGET_LOG=$log
-			export RBLK_PORT RBLK_TARGET_PID RBLK_TARGET_LOG
+			RBLK_CTL_SOCKET=$TEST_DIR/target.$attempt.sock
+			export RBLK_PORT RBLK_TARGET_PID RBLK_TARGET_LOG \
+				RBLK_CTL_SOCKET
 			cleanup_fn stop_pid "$pid"
 			return 0
 		fi

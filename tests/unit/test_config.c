@@ -742,6 +742,58 @@ static char *example_path(void)
 	return NULL;
 }
 
+/* The control socket and metrics keys, and cfg_check_export(). */
+static void test_ctl_keys(void **state)
+{
+	struct cfg_target *cfg = cfg_new();
+	struct cfg_export e = { .name = "v", .path = "/x" };
+	char err[256];
+
+	(void)state;
+	assert_string_equal(cfg->ctl_socket, "/run/rblk/target.sock");
+	assert_int_equal(cfg->ctl_socket_mode, 0600);
+	assert_false(cfg->ctl_socket_set);
+	assert_string_equal(cfg->metrics, "");
+	load_ok(cfg, "[target]\nctl_socket = /tmp/t.sock\nctl_socket_mode = 660\n"
+		     "metrics = tcp://127.0.0.1:9441\n");
+	assert_string_equal(cfg->ctl_socket, "/tmp/t.sock");
+	assert_true(cfg->ctl_socket_set);
+	assert_int_equal(cfg->ctl_socket_mode, 0660);
+	assert_string_equal(cfg->metrics, "tcp://127.0.0.1:9441");
+	load_ok(cfg, "[target]\nctl_socket = none\n");
+	load_ok(cfg, "[target]\nmetrics = 9442\n");
+	assert_string_equal(cfg->metrics, "tcp://127.0.0.1:9442");
+	assert_string_equal(cfg->ctl_socket, "none");
+
+	load_bad("[target]\nctl_socket_mode = 0999\n", 2, "ctl_socket_mode");
+	load_bad("[target]\nctl_socket_mode = 0044\n", 2, "owner");
+	load_bad("[target]\nctl_socket_mode = 01777\n", 2, "ctl_socket_mode");
+	load_bad("[target]\nctl_socket = /tmp/"
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+		 2, "unix socket limit");
+	load_bad("[target]\nmetrics = 127.0.0.1:9441\n", 2, "tcp://HOST:PORT");
+	load_bad("[target]\nmetrics = 99999\n", 2, "tcp://HOST:PORT");
+	load_bad("[target]\nmetrics = tcp://127.0.0.1\n", 2, "tcp://HOST:PORT");
+	load_bad("[target]\nmetrics = rdma://127.0.0.1:1\n", 2,
+		 "tcp://HOST:PORT");
+	load_bad("[target]\nctl_socket = /a\nctl_socket = /b\n", 3, "twice");
+
+	assert_int_equal(cfg_check_export(&e, err, sizeof(err)), 0);
+	e.block_size = 1000;
+	assert_int_equal(cfg_check_export(&e, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "block size"));
+	e.block_size = 4096;
+	snprintf(e.path, sizeof(e.path), "ram:4097");
+	assert_int_equal(cfg_check_export(&e, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "multiple of 4096"));
+	snprintf(e.path, sizeof(e.path), "/x");
+	snprintf(e.name, sizeof(e.name), "a b");
+	assert_int_equal(cfg_check_export(&e, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "bad character"));
+	free(cfg);
+}
+
 static void test_example(void **state)
 {
 	struct cfg_target *cfg = cfg_new();
@@ -788,6 +840,7 @@ int main(void)
 		cmocka_unit_test(test_export_arg_limits),
 		cmocka_unit_test(test_listen),
 		cmocka_unit_test(test_validate),
+		cmocka_unit_test(test_ctl_keys),
 		cmocka_unit_test(test_example),
 	};
 

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# The control socket (rblk-target ctl) and the statistics, live:
+#  - the socket is mode 0600; list outputs parse with jq;
+#  - an export added at run time serves the data of its file (read and
+#    written through rblk nbd + nbdcopy, compared with cmp), while a fio
+#    verify job (rblk fio engine) runs on another export;
+#  - removing an export in use is refused; --force fails that export's
+#    session (its fio reports an error) and leaves the verify job alone,
+#    which still verifies every block;
+#  - stats after a fixed-size fio job match fio's issued counts and bytes
+#    exactly, and the Prometheus endpoint says the same.
+set -euo pipefail
+source "$(dirname "$0")/../functions.sh"
+requires fio jq curl nbdcopy truncate cmp
+requires_built
+
+engine=$RBLK_BUILD/rblk-fio.so
+if [ ! -f "$engine" ]; then
+	[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
+		skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
+	fail "$engine missing: run make fio-engine (or make check)"
+fi
+
+mport=$(free_port)
+vol0=$TEST_DIR/vol0.img
+vol1=$TEST_DIR/vol1.img
+truncate -s 32M "$vol0"
+make_random "$vol1" 8
+start_target --export "vol0=$vol0" --workers 2 \
+	--metrics "$mport" # a bare port: loopback
+sock=$RBLK_CTL_SOCKET
+base=tcp://127.0.0.1:$RBLK_PORT
+
+# wait_pid PID SECS: wait for PID to exit; its exit status
+wait_pid()
+{
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$1" 2>/dev/null && fail "pid $1 still running after $2 s"
+	wait "$1"
+}
+
+ctl()
+{
+	tmo 10 "$RBLK_TARGET_BIN" ctl --socket "$sock" "$@"
+}
+
+# fio through the rblk engine on export $1, the rest fio options
+fio_rblk()
+{
+	local exp=$1
+	shift
+	fio --name="$exp" "--ioengine=external:$engine" "--uri=$base/$exp" \
+		--hostname="fio-$exp" "$@"
+}
+
+[ "$(stat -c %a "$sock")" = 600 ] || fail "control socket mode is $(stat -c %a "$sock"), not 600"
+# a second target never takes over a live control socket given explicitly
+rc=0
+tmo 10 "$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$(free_port)" \
+	--export x=ram:1M --ctl-socket "$sock" >"$TEST_DIR/second.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "another rblk-target is serving it" "$TEST_DIR/second.log" ||
+	fail "second target on the same socket: rc $rc, $(cat "$TEST_DIR/second.log")"
+[ -S "$sock" ] || fail "the second target removed the first one's socket"
+
+# ---- a verify job on vol0 for the whole test --------------------------------
+fio_rblk vol0 --rw=randwrite --bsrange=4k-64k --iodepth=8 --size=32M \
+	--verify=crc32c --verify_backlog=64 --verify_fatal=1 --time_based \
+	--runtime=10 --verify_state_save=0 --output-format=json \
+	--output="$TEST_DIR/verify.json" &
+verify_pid=$!
+cleanup_fn stop_pid "$verify_pid"
+
+# ---- add an export live and move data through it ---------------------------
+ctl list-exports -o json >"$TEST_DIR/ex.json"
+[ "$(jq -r '.exports | map(.name) | join(",")' "$TEST_DIR/ex.json")" = vol0 ] ||
+	fail "list-exports before add: $(cat "$TEST_DIR/ex.json")"
+ctl add-export vol1 "$vol1" --block-size 4096 >/dev/null
+ctl list-exports -o json >"$TEST_DIR/ex.json"
+jq -e '.exports[] | select(.name == "vol1") |
+	.size == 8388608 and .block_size == 4096 and .read_only == false' \
+	"$TEST_DIR/ex.json" >/dev/null || fail "vol1 after add: $(cat "$TEST_DIR/ex.json")"
+# the same name twice: refused, with the reason on stderr
+if ctl add-export vol1 "$vol1" 2>"$TEST_DIR/err"; then
+	fail "adding vol1 twice succeeded"
+fi
+grep -q "export 'vol1' exists" "$TEST_DIR/err" || fail "add twice: $(cat "$TEST_DIR/err")"
+if ctl add-export bad ram:1000 2>"$TEST_DIR/err"; then
+	fail "add-export ram:1000 succeeded"
+fi
+grep -q "multiple of 4096" "$TEST_DIR/err" || fail "bad ram size: $(cat "$TEST_DIR/err")"
+
+start_nbd "$base/vol1" "$TEST_DIR/nbd1.sock"
+tmo 30 nbdcopy "$NBD_URI" "$TEST_DIR/vol1.read"
+cmp "$vol1" "$TEST_DIR/vol1.read" || fail "vol1 read through rblk differs from its file"
+make_random "$TEST_DIR/vol1.new" 8
+tmo 30 nbdcopy "$TEST_DIR/vol1.new" "$NBD_URI"
+stop_pid "$RBLK_NBD_PID"
+cmp "$vol1" "$TEST_DIR/vol1.new" || fail "vol1's file does not hold what was written through rblk"
+
+# ---- a session on vol1, then remove-export -----------------------------------
+fio_rblk vol1 --rw=randread --bs=4k --iodepth=4 --time_based --runtime=30 \
+	--output="$TEST_DIR/victim.out" &
+victim_pid=$!
+cleanup_fn stop_pid "$victim_pid"
+for ((i = 0; i < 100; i++)); do
+	ctl list-sessions -o json >"$TEST_DIR/sess.json"
+	jq -e '[.sessions[] | select(.export == "vol1" and .state == "live" and
+		.host == "fio-vol1" and .queue_depth == 4)] | length >= 1' \
+		"$TEST_DIR/sess.json" >/dev/null && break
+	sleep 0.1
+done
+[ $i -lt 100 ] || fail "no live fio session on vol1: $(cat "$TEST_DIR/sess.json")"
+jq -e '[.sessions[] | select(.export == "vol0" and .host == "fio-vol0")] |
+	length >= 1' "$TEST_DIR/sess.json" >/dev/null ||
+	fail "no session of the verify job on vol0: $(cat "$TEST_DIR/sess.json")"
+ctl list-sessions >/dev/null
+ctl list-exports -o json | jq -e '.exports[] | select(.name == "vol1") |
+	.sessions >= 1' >/dev/null || fail "vol1 shows no session"
+
+if ctl remove-export vol1 2>"$TEST_DIR/err"; then
+	fail "remove-export of an export in use succeeded"
+fi
+grep -q "export 'vol1' is in use by" "$TEST_DIR/err" ||
+	fail "refusal says: $(cat "$TEST_DIR/err")"
+kill -0 "$victim_pid" || fail "the vol1 session died on a refused removal"
+
+ctl remove-export vol1 --force -o json >"$TEST_DIR/rm.json"
+jq -e '.removed == "vol1" and .sessions_closed >= 1' "$TEST_DIR/rm.json" \
+	>/dev/null || fail "forced removal said $(cat "$TEST_DIR/rm.json")"
+rc=0
+wait_pid "$victim_pid" 20 || rc=$?
+[ $rc -ne 0 ] || { cat "$TEST_DIR/victim.out"; fail "fio on the removed export exited 0"; }
+grep -q "conn .*export vol1 removed; disconnecting" "$RBLK_TARGET_LOG" ||
+	fail "the target did not close vol1's session"
+kill -0 "$verify_pid" 2>/dev/null ||
+	fail "the verify job on vol0 ended before the forced removal was over (test too slow?)"
+ctl list-exports -o json | jq -e '[.exports[].name] == ["vol0"]' >/dev/null ||
+	fail "vol1 still listed after removal"
+# its connection drains its in-flight I/O, then goes away
+for ((i = 0; i < 50; i++)); do
+	ctl list-sessions -o json >"$TEST_DIR/sess.json"
+	jq -e '[.sessions[] | select(.export == "vol1")] | length == 0' \
+		"$TEST_DIR/sess.json" >/dev/null && break
+	sleep 0.1
+done
+[ $i -lt 50 ] || fail "vol1 sessions left after removal: $(cat "$TEST_DIR/sess.json")"
+grep -q "export vol1: closed (removed, no session left)" "$RBLK_TARGET_LOG" ||
+	fail "vol1 was not closed after its last session"
+if ctl remove-export vol1 2>"$TEST_DIR/err"; then
+	fail "removing vol1 twice succeeded"
+fi
+grep -q "no export named 'vol1'" "$TEST_DIR/err" || fail "remove twice: $(cat "$TEST_DIR/err")"
+
+rc=0
+wait_pid "$verify_pid" 40 || rc=$?
+[ $rc -eq 0 ] || { cat "$TEST_DIR/verify.json"; fail "the verify job on vol0 failed (rc $rc)"; }
+# verify reads happened (verify_backlog) and nothing failed
+jq -e '.jobs[0] | .error == 0 and .read.total_ios > 0 and .write.total_ios > 0' \
+	"$TEST_DIR/verify.json" >/dev/null ||
+	{ cat "$TEST_DIR/verify.json"; fail "verify job reported errors or verified nothing"; }
+jq -c '.jobs[0] | {error, reads: .read.total_ios, writes: .write.total_ios}' "$TEST_DIR/verify.json"
+
+# ---- statistics against fio's own counts --------------------------------------
+ctl add-export st ram:16M >/dev/null
+fio_rblk st --rw=write --bs=64k --iodepth=8 --size=16M \
+	--output-format=json --output="$TEST_DIR/w.json"
+fio_rblk st --rw=randread --bs=4k --iodepth=8 --size=16M --io_size=4M \
+	--output-format=json --output="$TEST_DIR/r.json"
+wr=$(jq '.jobs[0].write.total_ios' "$TEST_DIR/w.json")
+wb=$(jq '.jobs[0].write.io_bytes' "$TEST_DIR/w.json")
+rd=$(jq '.jobs[0].read.total_ios' "$TEST_DIR/r.json")
+rb=$(jq '.jobs[0].read.io_bytes' "$TEST_DIR/r.json")
+[ "$wb" -eq 16777216 ] && [ "$rb" -eq 4194304 ] ||
+	fail "fio moved $wb/$rb bytes, expected 16M/4M"
+ctl stats st -o json >"$TEST_DIR/stats.json"
+jq -c '.exports[0].stats | del(.latency_us.buckets)' "$TEST_DIR/stats.json"
+jq -e --argjson wr "$wr" --argjson wb "$wb" --argjson rd "$rd" --argjson rb "$rb" '
+	.exports | length == 1 and .[0].name == "st" and
+	(.[0].stats | .ops.write == $wr and .bytes_written == $wb and
+	 .ops.read == $rd and .bytes_read == $rb and .errors == 0 and
+	 .ops.trim == 0 and .ops.write_zeroes == 0 and
+	 .latency_us.count == (.ops | add) and
+	 .latency_us.p50 >= 1 and .latency_us.p99 >= .latency_us.p50)' \
+	"$TEST_DIR/stats.json" >/dev/null ||
+	fail "stats do not match fio ($wr writes/$wb bytes, $rd reads/$rb bytes): $(cat "$TEST_DIR/stats.json")"
+ctl stats st | grep -q "bytes: read $rb written $wb" || fail "text stats: $(ctl stats st)"
+if ctl stats nosuch 2>"$TEST_DIR/err"; then
+	fail "stats of a missing export succeeded"
+fi
+
+# ---- Prometheus ---------------------------------------------------------------
+tmo 10 curl -sf "http://127.0.0.1:$mport/metrics" >"$TEST_DIR/metrics"
+metric()
+{
+	awk -v k="$1" '$1 == k { print $2 }' "$TEST_DIR/metrics"
+}
+[ "$(metric 'rblk_ops_total{export="st",op="write"}')" = "$wr" ] ||
+	fail "metrics writes: $(grep 'export="st"' "$TEST_DIR/metrics")"
+[ "$(metric 'rblk_ops_total{export="st",op="read"}')" = "$rd" ] || fail "metrics reads"
+[ "$(metric 'rblk_bytes_total{export="st",direction="write"}')" = "$wb" ] || fail "metrics write bytes"
+[ "$(metric 'rblk_bytes_total{export="st",direction="read"}')" = "$rb" ] || fail "metrics read bytes"
+[ "$(metric 'rblk_latency_us_count{export="st"}')" = "$((wr + rd))" ] || fail "metrics latency count"
+[ "$(metric 'rblk_latency_us_bucket{export="st",le="+Inf"}')" = "$((wr + rd))" ] || fail "metrics +Inf bucket"
+# every sample line is NAME{LABELS} INTEGER, buckets never decrease
+awk '!/^#/ && !/^[a-z_]+\{[^}]*\} [0-9]+$/ { bad = 1; print "bad line: " $0 }
+	END { exit bad }' "$TEST_DIR/metrics" || fail "unparseable metrics"
+grep '^rblk_latency_us_bucket{export="vol0"' "$TEST_DIR/metrics" |
+	awk '{ if ($2 < prev) exit 1; prev = $2 }' || fail "histogram not cumulative"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/other")
+[ "$code" = 404 ] || fail "GET /other gave $code"
+echo "PASS: $TEST_NAME"
