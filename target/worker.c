@@ -505,9 +505,10 @@ static void handle_recv(struct worker *w, struct tconn *c,
 	case TCONN_LOGIN:
 		if (c->login_sent_close)
 			break; /* refused already; ignore what follows */
-		if (type != RBLK_MSG_HELLO)
-			login_refuse(c, type < 0 ? RBLK_S_INVALID :
-						   RBLK_S_BAD_STATE,
+		/* an unreadable header goes to the HELLO decoder too, which
+		 * tells a version mismatch (BAD_VERSION) from garbage */
+		if (type >= 0 && type != RBLK_MSG_HELLO)
+			login_refuse(c, RBLK_S_BAD_STATE,
 				     "first message is not HELLO");
 		else
 			handle_hello(w, c, buf, wc->byte_len);

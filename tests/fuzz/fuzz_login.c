@@ -125,8 +125,8 @@ static void session_step(struct session *s, const uint8_t *buf, size_t len)
 
 	switch (s->state) {
 	case S_LOGIN:
-		if (type != RBLK_MSG_HELLO)
-			s->state = S_DONE; /* refused: BAD_STATE or INVALID */
+		if (type >= 0 && type != RBLK_MSG_HELLO)
+			s->state = S_DONE; /* refused: BAD_STATE */
 		else
 			on_hello(s, buf, len);
 		break;
