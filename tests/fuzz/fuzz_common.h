@@ -12,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond)                                                        \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			fprintf(stderr, "%s:%d: property violated: %s\n", \
-				__FILE__, __LINE__, #cond);                \
-			abort();                                           \
-		}                                                          \
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: property violated: %s\n",      \
+				__FILE__, __LINE__, #cond);                    \
+			abort();                                               \
+		}                                                              \
 	} while (0)
 
 /* Little-endian reads from fuzz input, zero past the end. */

@@ -29,14 +29,23 @@
 #include "../../target/target.h"
 
 static struct export exports[] = {
-	{ .name = "vol0", .size = 1ull << 30, .block_size = 4096,
-	  .features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES },
-	{ .name = "ro", .size = 64ull << 20, .block_size = 512,
-	  .features = RBLK_F_READ_ONLY | RBLK_F_FLUSH, .read_only = true },
-	{ .name = "ram", .size = 4096, .block_size = 4096,
-	  .features = RBLK_F_TRIM | RBLK_F_ZEROES },
-	{ .name = "big", .size = UINT64_MAX & ~0xffffull, .block_size = 65536,
-	  .features = RBLK_F_FLUSH },
+    {.name = "vol0",
+     .size = 1ull << 30,
+     .block_size = 4096,
+     .features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES},
+    {.name = "ro",
+     .size = 64ull << 20,
+     .block_size = 512,
+     .features = RBLK_F_READ_ONLY | RBLK_F_FLUSH,
+     .read_only = true},
+    {.name = "ram",
+     .size = 4096,
+     .block_size = 4096,
+     .features = RBLK_F_TRIM | RBLK_F_ZEROES},
+    {.name = "big",
+     .size = UINT64_MAX & ~0xffffull,
+     .block_size = 65536,
+     .features = RBLK_F_FLUSH},
 };
 
 enum session_state { S_LOGIN, S_LIVE, S_DONE };
@@ -70,7 +79,8 @@ static void on_hello(struct session *s, const uint8_t *buf, size_t len)
 	CHECK(p->lim.queue_depth >= 1);
 	CHECK(p->lim.queue_depth <= s->cm_qd);
 	CHECK(p->lim.queue_depth <= p->hello.queue_depth);
-	CHECK(p->lim.max_io <= s->cfg_max_io && p->lim.max_io <= p->hello.max_io);
+	CHECK(p->lim.max_io <= s->cfg_max_io &&
+	      p->lim.max_io <= p->hello.max_io);
 	CHECK(p->lim.max_io >= p->exp->block_size && IS_POW2(p->lim.max_io));
 	CHECK(p->lim.block_size == p->exp->block_size);
 	CHECK(p->lim.size == p->exp->size);
@@ -143,7 +153,7 @@ static void session_step(struct session *s, const uint8_t *buf, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct session s = { .state = S_LOGIN };
+	struct session s = {.state = S_LOGIN};
 	size_t off = 3;
 
 	if (size < 3)

@@ -17,12 +17,12 @@
 #include "../../common/util.h"
 
 static const struct rblk_limits fixed_limits[] = {
-	{ 1, 4096, 4096, 4096, 0 },
-	{ 64, 1u << 20, 4096, 1ull << 30, RBLK_F_ALL & ~RBLK_F_READ_ONLY },
-	{ 64, 1u << 20, 512, 1ull << 30, RBLK_F_ALL },
-	{ RBLK_MAX_QD, RBLK_MAX_MAX_IO, 65536, UINT64_MAX & ~0xffffull,
-	  RBLK_F_FLUSH | RBLK_F_TRIM },
-	{ 128, 8192, 512, 0, RBLK_F_ZEROES | RBLK_F_FUA },
+    {1, 4096, 4096, 4096, 0},
+    {64, 1u << 20, 4096, 1ull << 30, RBLK_F_ALL & ~RBLK_F_READ_ONLY},
+    {64, 1u << 20, 512, 1ull << 30, RBLK_F_ALL},
+    {RBLK_MAX_QD, RBLK_MAX_MAX_IO, 65536, UINT64_MAX & ~0xffffull,
+     RBLK_F_FLUSH | RBLK_F_TRIM},
+    {128, 8192, 512, 0, RBLK_F_ZEROES | RBLK_F_FUA},
 };
 
 static void check_cmd(const uint8_t *data, size_t size,
@@ -53,7 +53,8 @@ static void check_cmd(const uint8_t *data, size_t size,
 	if (!(c.flags & RBLK_CMD_F_PUSH))
 		CHECK(c.addr == 0 && c.rkey == 0);
 	else
-		CHECK(c.opcode == RBLK_OP_READ && (lim->features & RBLK_F_PUSH));
+		CHECK(c.opcode == RBLK_OP_READ &&
+		      (lim->features & RBLK_F_PUSH));
 	if (c.flags & RBLK_CMD_F_FUA)
 		CHECK(lim->features & RBLK_F_FUA);
 	switch (c.opcode) {
@@ -131,7 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(l.status <= RBLK_S_MAX_);
 		if (l.status == RBLK_S_OK) {
 			/* the initiator maps qd slots of max_io: in bounds */
-			CHECK(l.queue_depth >= 1 && l.queue_depth <= RBLK_MAX_QD);
+			CHECK(l.queue_depth >= 1 &&
+			      l.queue_depth <= RBLK_MAX_QD);
 			CHECK(l.max_io >= l.block_size &&
 			      l.max_io <= RBLK_MAX_MAX_IO);
 			CHECK(l.slot_len >= (uint64_t)l.queue_depth * l.max_io);

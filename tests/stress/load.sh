@@ -3,10 +3,11 @@
 # jobs through the rblk ioengine, one queue each) at STRESS_QD, random
 # writes of 4k..128k with crc32c verification, in rounds of fresh fio
 # processes (so every round connects and disconnects all sessions) until
-# STRESS_TIME seconds have passed. The target's VmRSS and open fd count are
-# taken after STRESS_WARMUP warm-up rounds and after the last one, each once every
-# session is gone; the test fails when a round reports an error, when the
-# fd count grew, or when VmRSS grew by more than STRESS_RSS_SLACK_KB.
+# STRESS_TIME seconds have passed. The target's VmRSS and open fd count
+# are taken after STRESS_WARMUP warm-up rounds and after the last one,
+# each once every session is gone; the test fails when a round reports an error, when the
+# fd count grew, or when VmRSS grew by more than STRESS_RSS_SLACK_KB in
+# all, or kept growing over the second half of the rounds.
 #
 #   make stress                              defaults below
 #   STRESS_TIME=10 STRESS_QUEUES=8 tests/stress/load.sh    a short run
@@ -17,6 +18,11 @@
 #   STRESS_REGION_MB   MiB each job writes and verifies per round (4)
 #   STRESS_RSS_SLACK_KB  allowed VmRSS growth                 (4096)
 #   STRESS_WARMUP      rounds before the first measurement    (3)
+#   STRESS_RSS_TAIL_KB, STRESS_RSS_ROUND_KB   over the second half of
+#                      the rounds (when there are 4 or more), VmRSS may
+#                      grow by this much in all, or else by at most this
+#                      much per round: a leak keeps growing at a steady
+#                      rate there, warm-up effects do not     (512, 64)
 #
 # Runs standalone (it exits 0 pass, 1 fail, 77 skip like tests/e2e).
 set -euo pipefail
@@ -30,6 +36,8 @@ qd=${STRESS_QD:-64}
 region=${STRESS_REGION_MB:-4}
 slack=${STRESS_RSS_SLACK_KB:-4096}
 warmup=${STRESS_WARMUP:-3}
+tail_slack=${STRESS_RSS_TAIL_KB:-512}
+per_round=${STRESS_RSS_ROUND_KB:-64}
 
 engine=$RBLK_BUILD/rblk-fio.so
 if [ ! -f "$engine" ]; then
@@ -98,11 +106,12 @@ settle
 rss0=$(rss_kb) fds0=$(fds)
 echo "after $warmup warm-up rounds: VmRSS $rss0 kB, $fds0 fds"
 
-start=$(date +%s) rounds=0
+start=$(date +%s) rounds=0 rss_at=()
 while [ $(($(date +%s) - start)) -lt "$secs" ]; do
 	rounds=$((rounds + 1))
 	round "$rounds"
-	echo "round $rounds: VmRSS $(rss_kb) kB, $(fds) fds"
+	rss_at[rounds]=$(rss_kb)
+	echo "round $rounds: VmRSS ${rss_at[rounds]} kB, $(fds) fds"
 done
 elapsed=$(($(date +%s) - start))
 settle
@@ -116,5 +125,17 @@ echo "sessions: $queues x QD$qd per round, $((rounds + warmup)) rounds;" \
 [ "$fds1" -le "$fds0" ] || fail "open fds grew: $fds0 -> $fds1"
 [ $((rss1 - rss0)) -le "$slack" ] ||
 	fail "VmRSS grew by $((rss1 - rss0)) kB (allowed $slack)"
+# a leak keeps growing, at a steady rate; warm-up effects have stopped by
+# the second half of the rounds
+if [ "$rounds" -ge 4 ]; then
+	half=$((rounds - (rounds + 1) / 2))
+	mid=${rss_at[$(((rounds + 1) / 2))]}
+	grow=$((rss1 - mid))
+	echo "VmRSS over the last $half rounds: $mid -> $rss1 kB" \
+		"($((grow / half)) kB per round)"
+	[ "$grow" -le "$tail_slack" ] || [ $((grow / half)) -le "$per_round" ] ||
+		fail "VmRSS still growing: +$grow kB over the last $half" \
+			"rounds (allowed $tail_slack, or $per_round kB per round)"
+fi
 [ "$rounds" -ge 1 ] || fail "no round ran after the warm-up"
 echo "PASS: $TEST_NAME"
