@@ -7,6 +7,8 @@
 #   make demo            export a demo volume, move data through it, report
 #   make install PREFIX=/usr/local DESTDIR= [UNITDIR=]
 #   make SANITIZE=1      build with ASan + UBSan (into build/ as usual)
+#   make fuzz            libFuzzer harnesses, FUZZ_TIME s each (tests/fuzz)
+#   make stress          load and leak check, STRESS_TIME s (tests/stress)
 #   make deps            install the Debian packages the build needs
 
 PREFIX ?= /usr/local
@@ -20,7 +22,7 @@ DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
 	libnl-3-dev libsodium-dev libcmocka-dev
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq curl \
-	ibverbs-utils rdmacm-utils man-db groff-base
+	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wformat=2
@@ -76,7 +78,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 all: $(PROGS) $(LIBS) $(BUILD)/rblk.pc
 
 help:
-	@sed -n '2,12p' Makefile | sed 's/^# //'
+	@sed -n '2,14p' Makefile | sed 's/^# //'
 
 $(BUILD)/gen/version-git.h: FORCE
 	@mkdir -p $(dir $@)
@@ -153,6 +155,8 @@ demo: deps all test-deps
 include tools/fio/fio.mk
 include tests/vm/vm.mk
 include tools/bench/bench.mk
+include tests/fuzz/fuzz.mk
+include tests/stress/stress.mk
 
 # ---- dependencies --------------------------------------------------------
 

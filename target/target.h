@@ -281,6 +281,34 @@ void ctl_close(struct ctl *ctl);
 /* `rblk-target ctl ...`: the command-line client; returns the exit code. */
 int ctl_client_main(int argc, char **argv);
 
+/* What login_decide() settles for an accepted HELLO. */
+struct login_plan {
+	struct rblk_hello hello; /* as decoded */
+	bool discover; /* a DISCOVER HELLO: list exports, then close */
+	struct export *exp; /* the export logged in to (lookup's result) */
+	struct rblk_limits lim; /* granted: commands are validated against it */
+	char why[256]; /* refusal reason, for the log */
+};
+
+/*
+ * Decide the answer to the HELLO in buf (len bytes) on a connection that
+ * asked for cm_qd at connect time: RBLK_S_OK with p filled, or the status
+ * to refuse with (p->why says why). Pure: no I/O, allocation or logging;
+ * the caller does the side effects. target/login.c.
+ *
+ * lookup(ctx, name) finds the export (the target's takes a reference: see
+ * export_lookup()). Whatever it returned is in p->exp even when the HELLO
+ * is refused afterwards, so the caller can drop that reference.
+ */
+typedef struct export *(*login_lookup_fn)(void *ctx, const char *name);
+int login_decide(const void *buf, size_t len, uint16_t cm_qd,
+		 uint32_t cfg_max_io, login_lookup_fn lookup, void *ctx,
+		 struct login_plan *p);
+
+/* The LOGIN granting p, for a slot region of qd * max_io at slot_addr. */
+void login_reply(const struct login_plan *p, uint64_t slot_addr,
+		 uint32_t slot_rkey, struct rblk_login *l);
+
 int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);
 /* Main thread: give c to w. w takes ownership. */

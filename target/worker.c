@@ -468,44 +468,39 @@ static void handle_discover(struct worker *w, struct tconn *c,
 		c->sq_free--;
 }
 
+static struct export *lookup_export(void *ctx, const char *name)
+{
+	return export_lookup(ctx, name);
+}
+
 static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 			 uint32_t len)
 {
-	const struct cfg_target *cfg = &w->tgt->cfg;
+	struct target *t = w->tgt;
+	struct login_plan p;
 	struct rblk_hello h;
-	struct rblk_login l = { 0 };
+	struct rblk_login l;
 	struct export *e;
 	uint32_t max_io;
 	uint16_t qd;
-	char why[256];
 	int st, ret;
 
-	st = rblk_hello_decode(buf, len, &h);
+	st = login_decide(buf, len, c->cm_qd, t->cfg.max_io, lookup_export, t,
+			  &p);
 	if (st) {
-		login_refuse(c, st, rblk_status_str(st));
+		if (p.exp)
+			export_put(p.exp); /* the lookup's reference */
+		login_refuse(c, st, p.why);
 		return;
 	}
-	if (h.flags & RBLK_HELLO_F_DISCOVER) {
+	h = p.hello;
+	if (p.discover) {
 		handle_discover(w, c, &h);
 		return;
 	}
-	e = export_lookup(w->tgt, h.export_name);
-	if (!e) {
-		snprintf(why, sizeof(why), "no export named '%s'",
-			 h.export_name);
-		login_refuse(c, RBLK_S_NO_EXPORT, why);
-		return;
-	}
-	qd = MIN(h.queue_depth, c->cm_qd);
-	max_io = MIN(h.max_io, cfg->max_io);
-	if (max_io < e->block_size) {
-		snprintf(why, sizeof(why),
-			 "max I/O %u below export %s's block size %u", max_io,
-			 e->name, e->block_size);
-		login_refuse(c, RBLK_S_INVALID, why);
-		export_put(e);
-		return;
-	}
+	e = p.exp;
+	qd = p.lim.queue_depth;
+	max_io = p.lim.max_io;
 	c->exp = e; /* the lookup's reference, dropped in tconn_free() */
 	c->slots_len = (size_t)qd * max_io;
 	if (posix_memalign(&c->slots, 4096, c->slots_len)) {
@@ -538,23 +533,9 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	if (c->buf_index < 0)
 		c->buf_index = -1;
 
-	c->lim.queue_depth = qd;
-	c->lim.max_io = max_io;
-	c->lim.block_size = e->block_size;
-	c->lim.size = e->size;
-	c->lim.features = e->features | RBLK_F_PUSH;
-	if (h.flags & RBLK_HELLO_F_READ_ONLY)
-		c->lim.features |= RBLK_F_READ_ONLY;
+	c->lim = p.lim;
 
-	l.status = RBLK_S_OK;
-	l.queue_depth = qd;
-	l.max_io = max_io;
-	l.block_size = e->block_size;
-	l.size = e->size;
-	l.features = c->lim.features;
-	l.slot_rkey = c->slot_mr->rkey;
-	l.slot_addr = (uint64_t)(uintptr_t)c->slots;
-	l.slot_len = c->slots_len;
+	login_reply(&p, (uint64_t)(uintptr_t)c->slots, c->slot_mr->rkey, &l);
 	random_bytes(&l.session_id, sizeof(l.session_id));
 	if (send_login(c, &l)) {
 		tconn_fail(c, "sending LOGIN failed");
@@ -630,9 +611,10 @@ static void handle_recv(struct worker *w, struct tconn *c,
 	case TCONN_LOGIN:
 		if (c->login_sent_close)
 			break; /* refused already; ignore what follows */
-		if (type != RBLK_MSG_HELLO)
-			login_refuse(c, type < 0 ? RBLK_S_INVALID :
-						   RBLK_S_BAD_STATE,
+		/* an unreadable header goes to the HELLO decoder too, which
+		 * tells a version mismatch (BAD_VERSION) from garbage */
+		if (type >= 0 && type != RBLK_MSG_HELLO)
+			login_refuse(c, RBLK_S_BAD_STATE,
 				     "first message is not HELLO");
 		else
 			handle_hello(w, c, buf, wc->byte_len);

@@ -102,6 +102,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
@@ -1925,6 +1926,27 @@ static int tcp_listener_fd(struct xp_listener *xl)
 	return to_tcp_listener(xl)->epfd;
 }
 
+/* The pending handshake to drop for a new one: the oldest silent one. */
+static unsigned int tcp_pending_victim(const struct tcp_listener *l)
+{
+	unsigned int old = 0;
+	bool old_silent = false;
+
+	for (unsigned int i = 0; i < l->npend; i++) {
+		int unread = 0;
+		bool silent = ioctl(l->pend[i].fd, FIONREAD, &unread) == 0 &&
+			      unread == 0;
+
+		if ((silent && !old_silent) ||
+		    (silent == old_silent &&
+		     l->pend[i].deadline_ms < l->pend[old].deadline_ms)) {
+			old = i;
+			old_silent = silent;
+		}
+	}
+	return old;
+}
+
 /* Accept what the kernel has queued into the pending table. */
 static void tcp_accept_pending(struct tcp_listener *l, uint64_t now)
 {
@@ -1942,13 +1964,14 @@ static void tcp_accept_pending(struct tcp_listener *l, uint64_t now)
 			return;
 		}
 		if (l->npend == TCP_PENDING_MAX) {
-			/* full of silent clients: the oldest one goes */
-			unsigned int old = 0;
+			/*
+			 * Full of silent clients: the oldest one goes. A
+			 * socket with unread bytes (a CONNECT not parsed yet)
+			 * is spared while a silent one is left, so a flood
+			 * of idle connections cannot evict a real client.
+			 */
+			unsigned int old = tcp_pending_victim(l);
 
-			for (unsigned int i = 1; i < l->npend; i++)
-				if (l->pend[i].deadline_ms <
-				    l->pend[old].deadline_ms)
-					old = i;
 			log_warn("tcp: %u handshakes pending, dropping the "
 				 "oldest",
 				 l->npend);

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Write the seed corpora of the tests/fuzz harnesses.
+
+    tests/fuzz/gen-corpus.py [OUTDIR]      (default: tests/fuzz/corpus)
+
+OUTDIR/proto/*: single messages, valid and edge cases (fuzz_proto).
+OUTDIR/login/*: [cm_qd u16][max_io sel u8] + [len u16][message]... sessions
+(fuzz_login). The layouts follow common/proto.h; keep them in step.
+"""
+import os
+import struct
+import sys
+
+MAGIC = 0x4B4C4252
+HELLO, LOGIN, CMD, RESP = 1, 2, 3, 4
+READ, WRITE, FLUSH, TRIM, WZ, DISC, KA = range(1, 8)
+FUA, PUSH = 1, 2
+
+
+def hdr(typ, length, magic=MAGIC, version=1):
+    return struct.pack("<IBBH", magic, version, typ, length)
+
+
+def name(s):
+    b = s.encode() if isinstance(s, str) else s
+    return b + bytes(128 - len(b))
+
+
+def hello(export="vol0", host="fuzzhost", qd=64, qid=0, max_io=1 << 20,
+          flags=0, reserved=0, **h):
+    return (hdr(HELLO, 280, **h) + struct.pack("<HHIII", qd, qid, max_io,
+            flags, reserved) + name(export) + name(host))
+
+
+def login(status=0, qd=64, max_io=1 << 20, bs=4096, size=1 << 30,
+          features=0x3e, rkey=0x1234, addr=0x7F0000001000, slot_len=None,
+          sid=42):
+    if slot_len is None:
+        slot_len = qd * max_io
+    return hdr(LOGIN, 64) + struct.pack("<IHHIIQIIQQQ", status, qd, 0,
+                                        max_io, bs, size, features, rkey,
+                                        addr, slot_len, sid)
+
+
+def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
+        reserved=(0,) * 7, **h):
+    return (hdr(CMD, 64, **h) + struct.pack("<HBBIQQI", tag, op, flags, length,
+            offset, addr, rkey) + struct.pack("<7I", *reserved))
+
+
+def resp(tag=0, status=0, length=4096):
+    return hdr(RESP, 32) + struct.pack("<HHII3I", tag, 0, status, length,
+                                       0, 0, 0)
+
+
+def cm_req(qd=64, version=1):
+    return struct.pack("<IBBHII", MAGIC, version, 0, qd, 0, 0)
+
+
+def cm_rej(status=3):
+    return struct.pack("<IBBHI", MAGIC, 1, 0, 0, status)
+
+
+U64 = (1 << 64) - 1
+proto = {
+    "hello": hello(),
+    "hello-ro": hello(flags=1, export="ro", host=""),
+    "hello-qd-max": hello(qd=1024, max_io=8 << 20),
+    "hello-qd-zero": hello(qd=0),
+    "hello-maxio-odd": hello(max_io=12288),
+    "hello-name-full": hello(export="x" * 127),
+    "hello-name-nonul": hello()[:24] + b"y" * 128 + name("h"),
+    "hello-badmagic": hello(magic=0x12345678),
+    "hello-badversion": hello(version=2),
+    "hello-short": hello()[:100],
+    "login": login(),
+    "login-refusal": login(status=3),
+    "login-slotwrap": login(addr=U64 - 100),
+    "cmd-read": cmd(),
+    "cmd-write-fua": cmd(op=WRITE, flags=FUA, tag=7, offset=8192),
+    "cmd-push": cmd(op=READ, flags=PUSH, addr=0x1000, rkey=5),
+    "cmd-flush": cmd(op=FLUSH, length=0),
+    "cmd-trim": cmd(op=TRIM, length=1 << 20),
+    "cmd-wz": cmd(op=WZ, length=1 << 20),
+    "cmd-disc": cmd(op=DISC, length=0),
+    "cmd-ka": cmd(op=KA, length=0),
+    "cmd-wrap": cmd(offset=U64 & ~4095, length=8192),
+    "cmd-past-end": cmd(offset=1 << 30, length=4096),
+    "cmd-zero-len": cmd(length=0),
+    "cmd-huge-len": cmd(length=0xFFFFF000),
+    "cmd-bad-op": cmd(op=99),
+    "cmd-bad-tag": cmd(tag=0xFFFF),
+    "cmd-reserved": cmd(reserved=(0, 0, 0, 1, 0, 0, 0)),
+    "resp": resp(),
+    "resp-err": resp(tag=3, status=5, length=0),
+    "cm-req": cm_req(),
+    "cm-req-pad": cm_req() + bytes(40),
+    "cm-rej": cm_rej(),
+}
+# fuzz_proto also reads limits from 24 bytes after a 64-byte command
+proto["cmd-with-limits"] = cmd(op=WRITE, length=65536) + struct.pack(
+    "<HBBIQ", 31, 3, 4, 0x3e, 1 << 40) + bytes(8)
+
+
+def session(*msgs, cm_qd=64, sel=8):
+    out = struct.pack("<HB", cm_qd - 1, sel)
+    for m in msgs:
+        out += struct.pack("<H", len(m)) + m
+    return out
+
+
+login_seeds = {
+    "hello-only": session(hello()),
+    "hello-io": session(hello(), cmd(), cmd(op=WRITE, tag=1, offset=4096),
+                        cmd(op=FLUSH, length=0, tag=2), cmd(op=DISC, length=0)),
+    "hello-ro-write": session(hello(export="ro", flags=1),
+                              cmd(op=WRITE, length=512)),
+    "hello-ram-edge": session(hello(export="ram", max_io=4096),
+                              cmd(offset=0, length=4096),
+                              cmd(offset=4096, length=4096)),
+    "hello-big": session(hello(export="big", qd=1024, max_io=8 << 20),
+                         cmd(offset=(U64 & ~0xffff) - 65536, length=65536),
+                         cm_qd=1024, sel=11),
+    "hello-small-maxio": session(hello(export="big", max_io=4096), sel=0),
+    "hello-noexport": session(hello(export="nosuch")),
+    "hello-twice": session(hello(), hello()),
+    "cmd-first": session(cmd()),
+    "hello-qd1": session(hello(qd=1), cmd(tag=0), cmd(tag=1), cm_qd=1),
+    "hello-trunc": session(hello()[:279]),
+    "hello-resp": session(hello(), resp()),
+    "hello-push": session(hello(), cmd(flags=PUSH, addr=0x1000, rkey=1)),
+}
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "corpus")
+    for sub, seeds in (("proto", proto), ("login", login_seeds)):
+        d = os.path.join(out, sub)
+        os.makedirs(d, exist_ok=True)
+        for k, v in seeds.items():
+            with open(os.path.join(d, k), "wb") as f:
+                f.write(v)
+    print("wrote %d + %d seeds under %s" % (len(proto), len(login_seeds), out))
+
+
+if __name__ == "__main__":
+    main()
