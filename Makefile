@@ -99,7 +99,7 @@ $(BUILD)/rblk: $(CLI_OBJ) $(BUILD)/librblk.a
 		$(PKG_LIBS_SODIUM)
 
 $(BUILD)/rblk-devices: $(DEVICES_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
 $(BUILD)/rblk.pc: Makefile
 	@mkdir -p $(BUILD)

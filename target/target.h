@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "../common/auth.h"
 #include "../common/proto.h"
 #include "../config/config.h"
 #include "../transport/transport.h"
@@ -48,6 +49,7 @@ struct export {
 	atomic_bool direct_failed; /* O_DIRECT gave EINVAL once: stop using */
 	void *ram; /* EXPORT_RAM memory */
 	atomic_uint sessions; /* live logins */
+	const struct cfg_export *cfg; /* its access list (allow, allow_ro) */
 };
 
 /*
@@ -168,6 +170,14 @@ struct tconn {
 	unsigned int backend_inflight;
 	bool login_sent_close; /* close once the LOGIN refusal is sent */
 	uint64_t login_deadline_ms; /* TCONN_LOGIN: fail if still here then */
+	/*
+	 * Authentication, in TCONN_LOGIN (so the login deadline covers it):
+	 * the HELLO is kept while AUTH_CHALLENGE is out; nothing is
+	 * allocated or registered for slots until the response verifies.
+	 */
+	bool auth_wait; /* AUTH_CHALLENGE sent; only AUTH_RESPONSE is valid */
+	struct rblk_hello hello;
+	uint8_t auth_nonce[RBLK_AUTH_NONCE_LEN];
 
 	struct tconn *next; /* worker's list */
 };

@@ -1269,6 +1269,8 @@ static void test_status_to_errno(void **state)
 		{ RBLK_S_SHUTDOWN, -ESHUTDOWN },
 		{ RBLK_S_MISALIGNED, -EINVAL },
 		{ RBLK_S_TOO_LARGE, -E2BIG },
+		{ RBLK_S_AUTH_FAILED, -EACCES },
+		{ RBLK_S_AUTH_REQUIRED, -ENOKEY },
 	};
 
 	(void)state;
