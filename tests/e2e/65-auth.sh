@@ -8,7 +8,10 @@
 #   - meanwhile the target keeps serving the verified client;
 #   - an allow_ro grant logs in read-only: librblk refuses writes with
 #     EROFS, and a raw WRITE command is answered READ_ONLY by the target;
-#   - a key file readable by others is refused before connecting.
+#   - a key file readable by others is refused before connecting;
+#   - a client that takes the challenge and never answers is dropped at
+#     the 10 s login deadline (runs alongside the rest: the test takes
+#     about 11 s).
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires nbdcopy sha256sum
@@ -34,6 +37,10 @@ start_target --log-level debug --name tgt-e2e \
 URL=tcp://127.0.0.1:$RBLK_PORT/vol
 
 registrations() { grep -c "slot region registered" "$RBLK_TARGET_LOG" || true; }
+
+# a stalled handshake, timed in the background
+"$RAW" stall "$URL" alpha "$TEST_DIR/alpha.key" >"$TEST_DIR/stall.out" 2>&1 &
+stall_pid=$!
 
 # ---- the right secret: a verified client that stays connected ----------
 start_nbd "$URL" "$TEST_DIR/alpha.sock" --host-name alpha \
@@ -116,6 +123,11 @@ grep -qx "WRITE on a read-only grant refused: volume is read-only" <<<"$out" ||
 chmod 644 "$TEST_DIR/wrong.key"
 refused "secret file $TEST_DIR/wrong.key is accessible by group or others (mode 0644); chmod 600 it" \
 	--host-name alpha --key-file "$TEST_DIR/wrong.key"
+
+wait "$stall_pid" || { cat "$TEST_DIR/stall.out"; fail "stalled handshake not dropped at the deadline"; }
+cat "$TEST_DIR/stall.out"
+grep -q "no login within 10 s" "$RBLK_TARGET_LOG" ||
+	fail "target did not log the login deadline"
 
 # the volume holds exactly what the verified client wrote last
 [ "$(sha "$TEST_DIR/vol.img")" = "$(sha "$TEST_DIR/src2.img")" ] ||

@@ -14,6 +14,9 @@
  *   rblk_rawclient rowrite URL HOST KEYFILE
  *        log in (a read-only grant) and send a WRITE command anyway: the
  *        target must answer READ_ONLY
+ *   rblk_rawclient stall URL HOST KEYFILE
+ *        take the challenge and never answer: the target must drop the
+ *        connection at its 10 s login deadline (prints the seconds)
  *   rblk_rawclient isolation URL [HOST KEYFILE]
  *        log in two connections A and B; B RDMA READs and then (on a third
  *        connection C) RDMA WRITEs A's slot region with A's rkey: both must
@@ -37,7 +40,8 @@
 
 #define NR_RECV 4
 #define BLK 4096
-#define TIMEOUT_MS 10000
+static int timeout_ms = 10000;
+#define TIMEOUT_MS timeout_ms
 
 struct rc {
 	struct xp_conn *xc;
@@ -438,6 +442,28 @@ static int cmd_rowrite(void)
 	return 0;
 }
 
+static int cmd_stall(void)
+{
+	uint64_t start = now_ms();
+	struct xp_wc wc;
+	char msg[RBLK_MSG_MAX];
+	uint32_t len;
+	struct rc c;
+	double secs;
+
+	timeout_ms = 20000;
+	rc_connect(&c);
+	send_hello(&c, true);
+	get_challenge(&c);
+	while (next_wc(&c, &wc, msg, &len) == XP_WC_SUCCESS)
+		DIE("unexpected message type %d while stalling",
+		    rblk_msg_type(msg, len));
+	secs = (double)(now_ms() - start) / 1000;
+	rc_close(&c);
+	printf("stalled after the challenge: dropped after %.1f s\n", secs);
+	return secs >= 9.5 && secs < 13 ? 0 : 1;
+}
+
 static int cmd_isolation(void)
 {
 	struct rc a, b;
@@ -513,12 +539,14 @@ int main(int argc, char **argv)
 		return cmd_reflect();
 	if (!strcmp(argv[1], "replay") && secret_len)
 		return cmd_replay();
+	if (!strcmp(argv[1], "stall") && secret_len)
+		return cmd_stall();
 	if (!strcmp(argv[1], "rowrite") && secret_len)
 		return cmd_rowrite();
 	if (!strcmp(argv[1], "isolation"))
 		return cmd_isolation();
 usage:
-	fprintf(stderr, "usage: %s reflect|replay|rowrite URL HOST KEYFILE\n"
+	fprintf(stderr, "usage: %s reflect|replay|rowrite|stall URL HOST KEYFILE\n"
 			"       %s isolation URL [HOST KEYFILE]\n",
 		argv[0], argv[0]);
 	return 2;
