@@ -124,6 +124,29 @@ chmod 644 "$TEST_DIR/wrong.key"
 refused "secret file $TEST_DIR/wrong.key is accessible by group or others (mode 0644); chmod 600 it" \
 	--host-name alpha --key-file "$TEST_DIR/wrong.key"
 
+# ---- the fio engine (when built): keyfile= and mutual_auth= -------------
+engine=$RBLK_BUILD/rblk-fio.so
+if command -v fio >/dev/null && [ -f "$engine" ]; then
+	tmo 60 fio --name=auth "--ioengine=external:$engine" "--uri=$URL" \
+		--hostname=alpha "--keyfile=$TEST_DIR/alpha.key" --mutual_auth=1 \
+		--rw=randwrite --bs=4k --size=4M --iodepth=8 --verify=crc32c \
+		--verify_state_save=0 --output="$TEST_DIR/fio.out" ||
+		{ cat "$TEST_DIR/fio.out"; fail "fio with the right key failed"; }
+	grep -q "err= 0" "$TEST_DIR/fio.out" || fail "fio reported an error"
+	if tmo 60 fio --name=auth "--ioengine=external:$engine" "--uri=$URL" \
+		--hostname=alpha "--keyfile=$TEST_DIR/delta.key" --rw=read \
+		--bs=4k --size=4M >"$TEST_DIR/fio.bad" 2>&1; then
+		fail "fio with the wrong key succeeded"
+	fi
+	grep -qx "rblk: authentication failed: wrong secret or unknown host 'alpha'" \
+		"$TEST_DIR/fio.bad" || { cat "$TEST_DIR/fio.bad"; fail "fio: wrong error"; }
+	echo "fio engine: right key verified 4 MiB, wrong key refused"
+	# put back what the last nbdcopy wrote, for the final comparison
+	tmo 60 nbdcopy "$TEST_DIR/src2.img" "$NBD_URI"
+else
+	echo "fio engine not built: its authentication case skipped"
+fi
+
 wait "$stall_pid" || { cat "$TEST_DIR/stall.out"; fail "stalled handshake not dropped at the deadline"; }
 cat "$TEST_DIR/stall.out"
 grep -q "no login within 10 s" "$RBLK_TARGET_LOG" ||
