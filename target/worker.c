@@ -487,6 +487,11 @@ static void handle_auth_response(struct worker *w, struct tconn *c,
 	}
 	host = cfg_find_host(cfg, ctx.host_name);
 	if (!host) {
+		/* the same work as a wrong secret, so timing tells nothing */
+		static const uint8_t no_key[RBLK_SECRET_MIN];
+
+		rblk_auth_verify(no_key, sizeof(no_key),
+				 RBLK_AUTH_ROLE_INITIATOR, &ctx, resp.mac);
 		snprintf(why, sizeof(why),
 			 "authentication failed: unknown host '%s'",
 			 ctx.host_name);
