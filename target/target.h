@@ -154,7 +154,7 @@ struct tconn {
 	struct export *exp;
 	struct rblk_limits lim; /* what commands are validated against */
 
-	/* receive buffers (nr_recv) then send buffers (qd + 1 for LOGIN) */
+	/* receive buffers (nr_recv), send buffers (qd + 1 for LOGIN), auth_buf */
 	void *msg_mem;
 	struct xp_mr *msg_mr;
 	unsigned int nr_recv;
@@ -176,6 +176,7 @@ struct tconn {
 	 * allocated or registered for slots until the response verifies.
 	 */
 	bool auth_wait; /* AUTH_CHALLENGE sent; only AUTH_RESPONSE is valid */
+	void *auth_buf; /* send buffer of AUTH_* messages, in msg_mem */
 	struct rblk_hello hello;
 	uint8_t auth_nonce[RBLK_AUTH_NONCE_LEN];
 

@@ -36,7 +36,9 @@
 
 _Static_assert(RBLK_RESP_SIZE <= RESP_BUF_SIZE, "response fits its buffer");
 _Static_assert(RBLK_LOGIN_SIZE <= RESP_BUF_SIZE, "login fits a send buffer");
-#define AUTH_BUF_SIZE 256 /* after LOGIN's buffer: challenge, then result */
+/* The last send buffer: AUTH_CHALLENGE, then AUTH_RESULT (sent right
+ * before LOGIN, so it cannot share LOGIN's buffer). */
+#define AUTH_BUF_SIZE 256
 _Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= AUTH_BUF_SIZE, "challenge fits");
 _Static_assert(RBLK_AUTH_RESULT_SIZE <= AUTH_BUF_SIZE, "result fits");
 
@@ -136,6 +138,8 @@ struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd)
 		goto out_reject;
 	}
 	memset(c->msg_mem, 0, len);
+	/* the last AUTH_BUF_SIZE bytes, whatever the buffers before them */
+	c->auth_buf = (char *)c->msg_mem + len - AUTH_BUF_SIZE;
 	if (xp_reg_mr(xc, c->msg_mem, len, XP_ACCESS_LOCAL_WRITE, &c->msg_mr))
 		goto out_reject;
 	for (unsigned int i = 0; i < c->nr_recv; i++)
@@ -401,10 +405,6 @@ static bool auth_needed(const struct cfg_target *cfg, const struct export *e,
 	return (e->cfg && e->cfg->restricted) || cfg_find_host(cfg, host);
 }
 
-static void *auth_buf(struct tconn *c)
-{
-	return send_buf(c, c->cm_qd + 1u);
-}
 
 static int send_auth(struct tconn *c, size_t len)
 {
@@ -414,7 +414,7 @@ static int send_auth(struct tconn *c, size_t len)
 	wr.wr_id = wrid_make(WRID_AUTH, 1);
 	wr.opcode = XP_WR_SEND;
 	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = auth_buf(c);
+	wr.sge.addr = c->auth_buf;
 	wr.sge.length = (uint32_t)len;
 	wr.sge.mr = c->msg_mr;
 	ret = xp_post_send(c->xc, &wr, &bad);
@@ -439,7 +439,7 @@ static void auth_challenge(struct worker *w, struct tconn *c)
 	memcpy(ch.nonce, c->auth_nonce, sizeof(ch.nonce));
 	snprintf(ch.target_name, sizeof(ch.target_name), "%s",
 		 w->tgt->cfg.name);
-	if (send_auth(c, rblk_auth_challenge_encode(auth_buf(c), &ch))) {
+	if (send_auth(c, rblk_auth_challenge_encode(c->auth_buf, &ch))) {
 		tconn_fail(c, "sending AUTH_CHALLENGE failed");
 		return;
 	}
@@ -519,7 +519,7 @@ static void handle_auth_response(struct worker *w, struct tconn *c,
 	/* mutual: prove we hold the secret too, bound to both nonces */
 	rblk_auth_mac(host->secret, host->secret_len, RBLK_AUTH_ROLE_TARGET,
 		      &ctx, res.mac);
-	if (send_auth(c, rblk_auth_result_encode(auth_buf(c), &res))) {
+	if (send_auth(c, rblk_auth_result_encode(c->auth_buf, &res))) {
 		tconn_fail(c, "sending AUTH_RESULT failed");
 		return;
 	}
