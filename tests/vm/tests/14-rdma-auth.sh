@@ -29,7 +29,8 @@ bg "$BUILD/rblk-target" --listen "rdma://$RDMA_ADDR:$port" --log-level debug \
 	--host "beta:secret-file=$dir/beta.key" \
 	--host "delta:secret-file=$dir/delta.key" \
 	--export "vol=$dir/vol.img,allow=alpha,allow_ro=beta" \
-	--export "open=ram:8M" 2>"$dir/target.log"
+	--export "open=ram:8M" --export "locked=ram:8M,allow=alpha" \
+	2>"$dir/target.log"
 wait_until 30 grep -q "listening on" "$dir/target.log"
 url=rdma://$RDMA_ADDR:$port/vol
 regs() { grep -c "slot region registered" "$dir/target.log" || true; }
@@ -88,7 +89,9 @@ grep -qx "WRITE on a read-only grant refused: volume is read-only" <<<"$out" ||
 	fail "rowrite: '$out'"
 
 echo "# rkey isolation"
-for args in "rdma://$RDMA_ADDR:$port/open" "$url alpha $dir/alpha.key"; do
+# (on their own exports: connection A writes a block)
+for args in "rdma://$RDMA_ADDR:$port/open" \
+	"rdma://$RDMA_ADDR:$port/locked alpha $dir/alpha.key"; do
 	# shellcheck disable=SC2086 # split on purpose
 	out=$(timeout 60 "$BUILD/tests/rblk_rawclient" isolation $args 2>&1) ||
 		{ echo "$out"; fail "isolation $args"; }
