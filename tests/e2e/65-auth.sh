@@ -2,7 +2,8 @@
 # Authentication and per-export allow lists over the tcp transport:
 #   - the right secret logs in and moves data (nbdcopy, sha256 compared);
 #   - wrong secret, unknown host, no secret, a host not in the allow list,
-#     a reflected challenge and a replayed response are each refused with
+#     a command sent instead of the response, a reflected challenge and a
+#     replayed response are each refused with
 #     their exact error, and the target registers no slot memory for any
 #     of them (its debug line "slot region registered" does not appear);
 #   - meanwhile the target keeps serving the verified client;
@@ -86,6 +87,11 @@ out=$(tmo 30 "$RAW" reflect "$URL" alpha "$TEST_DIR/alpha.key") ||
 echo "$out"
 [ "$out" = "reflected challenge refused: authentication failed" ] ||
 	fail "reflected challenge: unexpected '$out'"
+out=$(tmo 30 "$RAW" skip "$URL" alpha "$TEST_DIR/alpha.key") ||
+	fail "skipping authentication: $out"
+echo "$out"
+[ "$out" = "command instead of AUTH_RESPONSE refused: message not valid in this state" ] ||
+	fail "skipping authentication: unexpected '$out'"
 
 wait "$copy_pid" || fail "the verified client's write failed during the refusals"
 after=$(registrations)

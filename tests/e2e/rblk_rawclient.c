@@ -14,6 +14,9 @@
  *   rblk_rawclient rowrite URL HOST KEYFILE
  *        log in (a read-only grant) and send a WRITE command anyway: the
  *        target must answer READ_ONLY
+ *   rblk_rawclient skip URL HOST KEYFILE
+ *        take the challenge and send a READ command instead of answering:
+ *        must be refused BAD_STATE (no way around authentication)
  *   rblk_rawclient stall URL HOST KEYFILE
  *        take the challenge and never answer: the target must drop the
  *        connection at its 10 s login deadline (prints the seconds)
@@ -442,6 +445,30 @@ static int cmd_rowrite(void)
 	return 0;
 }
 
+static int cmd_skip(void)
+{
+	struct rblk_cmd cmd = { .tag = 0, .opcode = RBLK_OP_READ, .length = BLK };
+	char b[RBLK_CMD_SIZE];
+	struct rc c;
+	uint32_t st;
+
+	rc_connect(&c);
+	send_hello(&c, true);
+	get_challenge(&c);
+	if (post(&c, XP_WR_SEND, b, rblk_cmd_encode(b, &cmd), 0, 0, 0))
+		DIE("sending the command failed");
+	st = get_login(&c, false);
+	rc_close(&c);
+	if (st != RBLK_S_BAD_STATE) {
+		printf("FAIL: a command instead of AUTH_RESPONSE: login status %u (%s)\n",
+		       st, rblk_status_str((int)st));
+		return 1;
+	}
+	printf("command instead of AUTH_RESPONSE refused: %s\n",
+	       rblk_status_str((int)st));
+	return 0;
+}
+
 static int cmd_stall(void)
 {
 	uint64_t start = now_ms();
@@ -539,6 +566,8 @@ int main(int argc, char **argv)
 		return cmd_reflect();
 	if (!strcmp(argv[1], "replay") && secret_len)
 		return cmd_replay();
+	if (!strcmp(argv[1], "skip") && secret_len)
+		return cmd_skip();
 	if (!strcmp(argv[1], "stall") && secret_len)
 		return cmd_stall();
 	if (!strcmp(argv[1], "rowrite") && secret_len)
@@ -546,7 +575,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "isolation"))
 		return cmd_isolation();
 usage:
-	fprintf(stderr, "usage: %s reflect|replay|rowrite|stall URL HOST KEYFILE\n"
+	fprintf(stderr, "usage: %s reflect|replay|rowrite|skip|stall URL HOST KEYFILE\n"
 			"       %s isolation URL [HOST KEYFILE]\n",
 		argv[0], argv[0]);
 	return 2;
