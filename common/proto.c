@@ -21,6 +21,13 @@ _Static_assert(sizeof(struct rblk_wire_disc_reply) == RBLK_DISC_REPLY_SIZE,
 	       "discovery reply size");
 _Static_assert(RBLK_DISC_REPLY_SIZE <= RBLK_MSG_MAX,
 	       "discovery reply fits a receive buffer");
+_Static_assert(sizeof(struct rblk_wire_auth_challenge) ==
+		       RBLK_AUTH_CHALLENGE_SIZE, "auth challenge size");
+_Static_assert(sizeof(struct rblk_wire_auth_response) ==
+		       RBLK_AUTH_RESPONSE_SIZE, "auth response size");
+_Static_assert(sizeof(struct rblk_wire_auth_result) == RBLK_AUTH_RESULT_SIZE,
+	       "auth result size");
+_Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= RBLK_MSG_MAX, "challenge fits");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a receive buffer");
 _Static_assert(RBLK_MAX_QD <= 65536, "tags are 16 bits on the wire");
 _Static_assert(RBLK_CM_REQ_SIZE <= 56, "rdma_cm REQ private data limit");
@@ -42,6 +49,8 @@ static const char *const status_names[] = {
 	[RBLK_S_SHUTDOWN] = "target is shutting down",
 	[RBLK_S_MISALIGNED] = "offset or length not aligned to the block size",
 	[RBLK_S_TOO_LARGE] = "length zero or above the maximum I/O size",
+	[RBLK_S_AUTH_FAILED] = "authentication failed",
+	[RBLK_S_AUTH_REQUIRED] = "authentication required",
 };
 
 const char *rblk_status_str(int status)
@@ -78,6 +87,10 @@ int rblk_status_to_errno(int status)
 		return -ESHUTDOWN;
 	case RBLK_S_TOO_LARGE:
 		return -E2BIG;
+	case RBLK_S_AUTH_FAILED:
+		return -EACCES;
+	case RBLK_S_AUTH_REQUIRED:
+		return -ENOKEY;
 	case RBLK_S_BAD_TAG:
 	case RBLK_S_BAD_STATE:
 		return -EPROTO;
@@ -204,8 +217,7 @@ int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out)
 		return RBLK_S_INVALID;
 	if (out->max_io < RBLK_MIN_MAX_IO || !IS_POW2(out->max_io))
 		return RBLK_S_INVALID;
-	if (out->flags & ~(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER) ||
-	    w->reserved)
+	if (out->flags & ~RBLK_HELLO_F_ALL || w->reserved)
 		return RBLK_S_INVALID;
 	/* discovery names no export; a login must name one */
 	if ((out->flags & RBLK_HELLO_F_DISCOVER) && w->export_name[0])
@@ -214,6 +226,87 @@ int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out)
 			out->flags & RBLK_HELLO_F_DISCOVER) ||
 	    name_decode(out->host_name, w->host_name, true))
 		return RBLK_S_INVALID;
+	return RBLK_S_OK;
+}
+
+/* ---- authentication messages ---------------------------------------- */
+
+size_t rblk_auth_challenge_encode(void *buf, const struct rblk_auth_challenge *c)
+{
+	struct rblk_wire_auth_challenge *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_AUTH_CHALLENGE, RBLK_AUTH_CHALLENGE_SIZE);
+	memcpy(w->nonce, c->nonce, sizeof(w->nonce));
+	memcpy(w->target_name, c->target_name,
+	       strnlen(c->target_name, RBLK_NAME_MAX - 1));
+	return RBLK_AUTH_CHALLENGE_SIZE;
+}
+
+int rblk_auth_challenge_decode(const void *buf, size_t len,
+			       struct rblk_auth_challenge *out)
+{
+	const struct rblk_wire_auth_challenge *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_AUTH_CHALLENGE,
+			   RBLK_AUTH_CHALLENGE_SIZE);
+
+	if (st)
+		return st;
+	if (w->flags || w->reserved)
+		return RBLK_S_INVALID;
+	memcpy(out->nonce, w->nonce, sizeof(out->nonce));
+	return name_decode(out->target_name, w->target_name, false);
+}
+
+size_t rblk_auth_response_encode(void *buf, const struct rblk_auth_response *r)
+{
+	struct rblk_wire_auth_response *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_AUTH_RESPONSE, RBLK_AUTH_RESPONSE_SIZE);
+	memcpy(w->nonce, r->nonce, sizeof(w->nonce));
+	memcpy(w->mac, r->mac, sizeof(w->mac));
+	return RBLK_AUTH_RESPONSE_SIZE;
+}
+
+int rblk_auth_response_decode(const void *buf, size_t len,
+			      struct rblk_auth_response *out)
+{
+	const struct rblk_wire_auth_response *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_AUTH_RESPONSE,
+			   RBLK_AUTH_RESPONSE_SIZE);
+
+	if (st)
+		return st;
+	if (w->flags || w->reserved)
+		return RBLK_S_INVALID;
+	memcpy(out->nonce, w->nonce, sizeof(out->nonce));
+	memcpy(out->mac, w->mac, sizeof(out->mac));
+	return RBLK_S_OK;
+}
+
+size_t rblk_auth_result_encode(void *buf, const struct rblk_auth_result *r)
+{
+	struct rblk_wire_auth_result *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_AUTH_RESULT, RBLK_AUTH_RESULT_SIZE);
+	memcpy(w->mac, r->mac, sizeof(w->mac));
+	return RBLK_AUTH_RESULT_SIZE;
+}
+
+int rblk_auth_result_decode(const void *buf, size_t len,
+			    struct rblk_auth_result *out)
+{
+	const struct rblk_wire_auth_result *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_AUTH_RESULT,
+			   RBLK_AUTH_RESULT_SIZE);
+
+	if (st)
+		return st;
+	if (w->status || w->reserved)
+		return RBLK_S_INVALID;
+	memcpy(out->mac, w->mac, sizeof(out->mac));
 	return RBLK_S_OK;
 }
 

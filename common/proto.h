@@ -37,6 +37,9 @@ enum rblk_msg_type {
 	RBLK_MSG_CMD = 3, /* initiator -> target, a command capsule */
 	RBLK_MSG_RESP = 4, /* target -> initiator, a response capsule */
 	RBLK_MSG_DISCOVER_REPLY = 10, /* target -> initiator, exports listed */
+	RBLK_MSG_AUTH_CHALLENGE = 5, /* target -> initiator, answer to HELLO */
+	RBLK_MSG_AUTH_RESPONSE = 6, /* initiator -> target */
+	RBLK_MSG_AUTH_RESULT = 7, /* target -> initiator, target's proof */
 };
 
 /* Command opcodes (rblk_wire_cmd.opcode). Stable numbers. */
@@ -73,6 +76,9 @@ enum rblk_opcode {
  * (or a LOGIN refusal) and disconnects.
  */
 #define RBLK_HELLO_F_DISCOVER 0x02u
+#define RBLK_HELLO_F_AUTH 0x04u /* initiator holds a secret: may authenticate */
+#define RBLK_HELLO_F_ALL                                                      \
+	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH)
 
 /*
  * Status codes: in RESP.status, LOGIN.status and the rdma_cm reject private
@@ -95,7 +101,9 @@ enum rblk_status {
 	RBLK_S_SHUTDOWN = 13, /* target is shutting down */
 	RBLK_S_MISALIGNED = 14, /* offset/length not a multiple of block size */
 	RBLK_S_TOO_LARGE = 15, /* length above max_io, or zero */
-	RBLK_S_MAX_ = 15,
+	RBLK_S_AUTH_FAILED = 16, /* wrong secret, unknown host, bad response */
+	RBLK_S_AUTH_REQUIRED = 17, /* host/export needs authentication */
+	RBLK_S_MAX_ = 17,
 };
 
 const char *rblk_status_str(int status);
@@ -181,6 +189,33 @@ struct rblk_wire_disc_reply {
 	struct rblk_wire_disc_entry entry[RBLK_DISC_PER_REPLY]; /* unused: 0 */
 } __attribute__((packed));
 
+/* Authentication (docs/PROTOCOL.md, "Authentication"). */
+#define RBLK_AUTH_NONCE_LEN 32
+#define RBLK_AUTH_MAC_LEN 32
+
+struct rblk_wire_auth_challenge {
+	struct rblk_wire_hdr hdr;
+	uint32_t flags; /* 0 */
+	uint32_t reserved;
+	uint8_t nonce[RBLK_AUTH_NONCE_LEN]; /* target's, fresh per connection */
+	char target_name[RBLK_NAME_MAX]; /* the target's identity */
+} __attribute__((packed));
+
+struct rblk_wire_auth_response {
+	struct rblk_wire_hdr hdr;
+	uint32_t flags; /* 0 */
+	uint32_t reserved;
+	uint8_t nonce[RBLK_AUTH_NONCE_LEN]; /* initiator's, fresh */
+	uint8_t mac[RBLK_AUTH_MAC_LEN]; /* role "initiator" */
+} __attribute__((packed));
+
+struct rblk_wire_auth_result {
+	struct rblk_wire_hdr hdr;
+	uint32_t status; /* 0 */
+	uint32_t reserved;
+	uint8_t mac[RBLK_AUTH_MAC_LEN]; /* role "target" */
+} __attribute__((packed));
+
 /* Carried in rdma_cm (or tcp CONNECT) private data; must stay <= 56 bytes. */
 struct rblk_wire_cm_req {
 	uint32_t magic;
@@ -206,6 +241,9 @@ struct rblk_wire_cm_rej {
 #define RBLK_CM_REJ_SIZE 12
 #define RBLK_DISC_ENTRY_SIZE 144
 #define RBLK_DISC_REPLY_SIZE 456
+#define RBLK_AUTH_CHALLENGE_SIZE 176
+#define RBLK_AUTH_RESPONSE_SIZE 80
+#define RBLK_AUTH_RESULT_SIZE 48
 
 /* ---- host-order views, filled by the decoders ------------------------- */
 
@@ -261,6 +299,20 @@ struct rblk_disc_reply {
 	struct rblk_disc_entry entry[RBLK_DISC_PER_REPLY];
 };
 
+struct rblk_auth_challenge {
+	uint8_t nonce[RBLK_AUTH_NONCE_LEN];
+	char target_name[RBLK_NAME_MAX];
+};
+
+struct rblk_auth_response {
+	uint8_t nonce[RBLK_AUTH_NONCE_LEN];
+	uint8_t mac[RBLK_AUTH_MAC_LEN];
+};
+
+struct rblk_auth_result {
+	uint8_t mac[RBLK_AUTH_MAC_LEN];
+};
+
 /* What a command is validated against: the volume as granted at login. */
 struct rblk_limits {
 	uint16_t queue_depth;
@@ -299,6 +351,17 @@ size_t rblk_resp_encode(void *buf, const struct rblk_resp *r);
 /* Validates header and tag < queue_depth; status must be a known code. */
 int rblk_resp_decode(const void *buf, size_t len, uint16_t queue_depth,
 		     struct rblk_resp *out);
+
+size_t rblk_auth_challenge_encode(void *buf,
+				  const struct rblk_auth_challenge *c);
+int rblk_auth_challenge_decode(const void *buf, size_t len,
+			       struct rblk_auth_challenge *out);
+size_t rblk_auth_response_encode(void *buf, const struct rblk_auth_response *r);
+int rblk_auth_response_decode(const void *buf, size_t len,
+			      struct rblk_auth_response *out);
+size_t rblk_auth_result_encode(void *buf, const struct rblk_auth_result *r);
+int rblk_auth_result_decode(const void *buf, size_t len,
+			    struct rblk_auth_result *out);
 
 size_t rblk_cm_req_encode(void *buf, uint16_t queue_depth);
 int rblk_cm_req_decode(const void *buf, size_t len, uint16_t *queue_depth);

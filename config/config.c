@@ -19,6 +19,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,155 @@ static struct cfg_export *new_export(struct cfg_target *cfg, const char *name,
 	return e;
 }
 
+/* 1..127 bytes of printable ASCII without spaces or ','. */
+static int check_host_name(const char *name, char *err, size_t errlen)
+{
+	size_t n = strnlen(name, RBLK_NAME_MAX);
+
+	if (n == 0)
+		return fail(err, errlen, -EINVAL, "empty host name");
+	if (n >= RBLK_NAME_MAX)
+		return fail(err, errlen, -EINVAL,
+			    "host name longer than %d bytes", RBLK_NAME_MAX - 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (c < 0x21 || c > 0x7e || c == ',')
+			return fail(err, errlen, -EINVAL,
+				    "host name '%.*s' holds a bad character (0x%02x): use printable ASCII without ',' or spaces",
+				    (int)n, name, c);
+	}
+	return 0;
+}
+
+const struct cfg_host *cfg_find_host(const struct cfg_target *cfg,
+				     const char *name)
+{
+	for (unsigned int i = 0; i < cfg->nr_hosts; i++)
+		if (!strcmp(cfg->hosts[i].name, name))
+			return &cfg->hosts[i];
+	return NULL;
+}
+
+int cfg_export_allows(const struct cfg_export *e, const char *name)
+{
+	for (unsigned int i = 0; i < e->nr_allow; i++)
+		if (!strcmp(e->allow[i], name))
+			return e->allow_ro[i] ? 1 : 0;
+	return -1;
+}
+
+/* Append an empty host named name; the caller sets its secret. */
+static struct cfg_host *new_host(struct cfg_target *cfg, const char *name,
+				 char *err, size_t errlen, int *ret)
+{
+	struct cfg_host *h;
+
+	*ret = check_host_name(name, err, errlen);
+	if (*ret)
+		return NULL;
+	if (cfg_find_host(cfg, name)) {
+		*ret = fail(err, errlen, -EINVAL, "host '%s' defined twice",
+			    name);
+		return NULL;
+	}
+	if (cfg->nr_hosts >= CFG_MAX_HOSTS) {
+		*ret = fail(err, errlen, -ENOSPC, "more than %d hosts",
+			    CFG_MAX_HOSTS);
+		return NULL;
+	}
+	h = &cfg->hosts[cfg->nr_hosts++];
+	memset(h, 0, sizeof(*h));
+	snprintf(h->name, sizeof(h->name), "%s", name);
+	return h;
+}
+
+/* Add the comma-separated host names in list to e's access list. */
+static int add_allow(struct cfg_export *e, const char *list, bool ro,
+		     char *err, size_t errlen)
+{
+	char buf[4096], *rest = buf, *name;
+	int ret;
+
+	if (strlen(list) >= sizeof(buf))
+		return fail(err, errlen, -EINVAL, "host list too long");
+	snprintf(buf, sizeof(buf), "%s", list);
+	e->restricted = true;
+	while ((name = strsep(&rest, ","))) {
+		char *end;
+
+		while (isspace((unsigned char)*name))
+			name++;
+		end = name + strlen(name);
+		while (end > name && isspace((unsigned char)end[-1]))
+			*--end = 0;
+		ret = check_host_name(name, err, errlen);
+		if (ret)
+			return ret;
+		if (cfg_export_allows(e, name) >= 0)
+			return fail(err, errlen, -EINVAL,
+				    "host '%s' listed twice in allow/allow_ro",
+				    name);
+		if (e->nr_allow >= CFG_MAX_ALLOW)
+			return fail(err, errlen, -ENOSPC,
+				    "more than %d hosts in allow/allow_ro",
+				    CFG_MAX_ALLOW);
+		snprintf(e->allow[e->nr_allow], RBLK_NAME_MAX, "%s", name);
+		e->allow_ro[e->nr_allow++] = ro;
+	}
+	return 0;
+}
+
+/* The work of cfg_add_host_arg(); the reason goes to why. */
+static int host_arg(struct cfg_target *cfg, const char *arg, char *why,
+		    size_t whylen)
+{
+	char buf[RBLK_NAME_MAX + PATH_MAX + 64];
+	struct cfg_host *h;
+	uint8_t secret[RBLK_SECRET_MAX];
+	size_t len;
+	char *colon;
+	int ret;
+
+	if (strlen(arg) >= sizeof(buf))
+		return fail(why, whylen, -EINVAL, "argument too long");
+	snprintf(buf, sizeof(buf), "%s", arg);
+	colon = strchr(buf, ':');
+	if (!colon || colon == buf || strncmp(colon + 1, "secret-file=", 12) ||
+	    !colon[13])
+		return fail(why, whylen, -EINVAL,
+			    "expected NAME:secret-file=PATH");
+	*colon = 0;
+	ret = check_host_name(buf, why, whylen);
+	if (ret)
+		return ret;
+	if (cfg_find_host(cfg, buf))
+		return fail(why, whylen, -EINVAL, "host '%s' defined twice",
+			    buf);
+	ret = rblk_auth_load_secret(colon + 13, secret, &len, why, whylen);
+	if (ret)
+		return ret;
+	h = new_host(cfg, buf, why, whylen, &ret);
+	if (h) {
+		memcpy(h->secret, secret, len);
+		h->secret_len = len;
+	}
+	memset(secret, 0, sizeof(secret));
+	return h ? 0 : ret;
+}
+
+int cfg_add_host_arg(struct cfg_target *cfg, const char *arg, char *err,
+		     size_t errlen)
+{
+	char why[512];
+	int ret = host_arg(cfg, arg, why, sizeof(why));
+
+	if (ret)
+		fail(err, errlen, ret, "--host '%.80s%s': %s", arg,
+		     strlen(arg) > 80 ? "..." : "", why);
+	return ret;
+}
+
 int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,
 		   size_t errlen)
 {
@@ -216,6 +366,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	char buf[RBLK_NAME_MAX + PATH_MAX + 64];
 	struct cfg_export *e;
 	char *eq, *path, *opts, *opt;
+	struct cfg_export acl = { 0 };
 	bool ro = false;
 	uint64_t bs = 0;
 	int ret;
@@ -226,7 +377,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	eq = strchr(buf, '=');
 	if (!eq || eq == buf)
 		return fail(why, whylen, -EINVAL,
-			    "expected NAME=PATH[,ro][,bs=N]");
+			    "expected NAME=PATH[,ro][,bs=N][,allow=HOST][,allow_ro=HOST]");
 	*eq = 0;
 	path = eq + 1;
 	opts = strchr(path, ',');
@@ -250,15 +401,27 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return fail(why, whylen, -EINVAL,
 					    "bad bs '%.32s' (0 or a power of two from 512 to 65536)",
 					    opt + 3);
+		} else if (!strncmp(opt, "allow=", 6)) {
+			ret = add_allow(&acl, opt + 6, false, why, whylen);
+			if (ret)
+				return ret;
+		} else if (!strncmp(opt, "allow_ro=", 9)) {
+			ret = add_allow(&acl, opt + 9, true, why, whylen);
+			if (ret)
+				return ret;
 		} else {
 			return fail(why, whylen, -EINVAL,
-				    "%s option '%.32s' (known: ro, rw, bs=N)",
+				    "%s option '%.32s' (known: ro, rw, bs=N, allow=HOST, allow_ro=HOST)",
 				    *opt ? "unknown" : "empty", opt);
 		}
 	}
 	e = new_export(cfg, buf, why, whylen, &ret);
 	if (!e)
 		return ret;
+	e->restricted = acl.restricted;
+	e->nr_allow = acl.nr_allow;
+	memcpy(e->allow, acl.allow, sizeof(acl.allow));
+	memcpy(e->allow_ro, acl.allow_ro, sizeof(acl.allow_ro));
 	snprintf(e->path, sizeof(e->path), "%s", path);
 	e->read_only = ro;
 	e->block_size = (uint32_t)bs;
@@ -344,8 +507,10 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 
 enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
-       NR_TARGET_KEYS };
-enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, NR_EXPORT_KEYS };
+       KEY_NAME, NR_TARGET_KEYS };
+enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
+       NR_EXPORT_KEYS };
+enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_LISTEN] = "listen",	  [KEY_WORKERS] = "workers",
@@ -354,14 +519,21 @@ static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_CTL_SOCKET] = "ctl_socket",
 	[KEY_CTL_SOCKET_MODE] = "ctl_socket_mode",
 	[KEY_METRICS] = "metrics",
+	[KEY_NAME] = "name",
 };
 static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_PATH] = "path",
 	[KEY_READ_ONLY] = "read_only",
 	[KEY_BLOCK_SIZE] = "block_size",
+	[KEY_ALLOW] = "allow",
+	[KEY_ALLOW_RO] = "allow_ro",
+};
+static const char *const host_keys[NR_HOST_KEYS] = {
+	[KEY_SECRET] = "secret",
+	[KEY_SECRET_FILE] = "secret_file",
 };
 
-enum section { SEC_NONE, SEC_TARGET, SEC_EXPORT };
+enum section { SEC_NONE, SEC_TARGET, SEC_EXPORT, SEC_HOST };
 
 struct parse_ctx {
 	struct cfg_target *cfg; /* a scratch copy, committed on success */
@@ -375,6 +547,10 @@ struct parse_ctx {
 	int target_seen[NR_TARGET_KEYS]; /* line of first use, 0: none */
 	int export_seen[CFG_MAX_EXPORTS][NR_EXPORT_KEYS];
 	int export_line[CFG_MAX_EXPORTS]; /* line of [export NAME] */
+	unsigned int host; /* SEC_HOST: index into cfg->hosts */
+	unsigned int first_new_host;
+	int host_seen[CFG_MAX_HOSTS][NR_HOST_KEYS];
+	int host_line[CFG_MAX_HOSTS];
 	int err_line; /* first error found by us, 0: none */
 	char err[512];
 };
@@ -408,6 +584,40 @@ static char *trim(char *s)
 	return s;
 }
 
+/* "[host NAME]": name is trimmed. */
+static void host_section_begin(struct parse_ctx *c, const char *name)
+{
+	const struct cfg_host *old;
+	struct cfg_host *h;
+	char why[256];
+	int ret;
+
+	c->sec = SEC_NONE;
+	if (!*name) {
+		ctx_fail(c, "[host] needs a name: [host NAME]");
+		return;
+	}
+	old = cfg_find_host(c->cfg, name);
+	if (old) {
+		unsigned int i = (unsigned int)(old - c->cfg->hosts);
+
+		if (i >= c->first_new_host)
+			ctx_fail(c, "host '%s' defined twice (first on line %d)",
+				 name, c->host_line[i]);
+		else
+			ctx_fail(c, "host '%s' is already defined", name);
+		return;
+	}
+	h = new_host(c->cfg, name, why, sizeof(why), &ret);
+	if (!h) {
+		ctx_fail(c, "[host %s]: %s", name, why);
+		return;
+	}
+	c->sec = SEC_HOST;
+	c->host = (unsigned int)(h - c->cfg->hosts);
+	c->host_line[c->host] = c->lineno;
+}
+
 /* "[target]" or "[export NAME]" on line c->lineno; text is inside [ ]. */
 static void section_begin(struct parse_ctx *c, char *text)
 {
@@ -421,10 +631,15 @@ static void section_begin(struct parse_ctx *c, char *text)
 		c->sec = SEC_TARGET;
 		return;
 	}
+	if (!strncmp(text, "host", 4) &&
+	    (!text[4] || isspace((unsigned char)text[4]))) {
+		host_section_begin(c, trim(text + 4));
+		return;
+	}
 	if (strncmp(text, "export", 6) ||
 	    (text[6] && !isspace((unsigned char)text[6]))) {
 		c->sec = SEC_NONE;
-		ctx_fail(c, "unknown section [%s] (known: [target], [export NAME])",
+		ctx_fail(c, "unknown section [%s] (known: [target], [export NAME], [host NAME])",
 			 text);
 		return;
 	}
@@ -576,6 +791,11 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 		if (cfg_set_metrics(cfg, value, why, sizeof(why)))
 			return ctx_fail(c, "%s", why);
 		return 1;
+	case KEY_NAME:
+		if (check_host_name(value, why, sizeof(why)))
+			return ctx_fail(c, "name: %s", why);
+		snprintf(cfg->name, sizeof(cfg->name), "%s", value);
+		return 1;
 	}
 	return ctx_fail(c, "internal error: key %d", key);
 }
@@ -609,6 +829,40 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 			return ctx_fail(c, "export '%s': %s", e->name, why);
 		e->block_size = (uint32_t)bs;
 		return 1;
+	case KEY_ALLOW:
+	case KEY_ALLOW_RO:
+		if (add_allow(e, value, key == KEY_ALLOW_RO, why, sizeof(why)))
+			return ctx_fail(c, "export '%s': %s: %s", e->name,
+					export_keys[key], why);
+		return 1;
+	}
+	return ctx_fail(c, "internal error: key %d", key);
+}
+
+static int host_key(struct parse_ctx *c, int key, const char *value)
+{
+	struct cfg_host *h = &c->cfg->hosts[c->host];
+	char why[512];
+	int *seen = c->host_seen[c->host];
+
+	if (seen_before(c, &seen[key], host_keys[key]))
+		return 0;
+	if (seen[KEY_SECRET] && seen[KEY_SECRET_FILE])
+		return ctx_fail(c, "host '%s': give secret or secret_file, not both",
+				h->name);
+	switch (key) {
+	case KEY_SECRET:
+		if (rblk_auth_check_secret(value, strlen(value), why,
+					   sizeof(why)))
+			return ctx_fail(c, "host '%s': %s", h->name, why);
+		h->secret_len = strlen(value);
+		memcpy(h->secret, value, h->secret_len);
+		return 1;
+	case KEY_SECRET_FILE:
+		if (rblk_auth_load_secret(value, h->secret, &h->secret_len,
+					  why, sizeof(why)))
+			return ctx_fail(c, "host '%s': %s", h->name, why);
+		return 1;
 	}
 	return ctx_fail(c, "internal error: key %d", key);
 }
@@ -638,18 +892,24 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 		return ctx_fail(c, "'%s' has no value", name);
 	switch (c->sec) {
 	case SEC_NONE:
-		return ctx_fail(c, "'%s' outside a section ([target] or [export NAME])",
+		return ctx_fail(c, "'%s' outside a section ([target], [export NAME] or [host NAME])",
 				name);
+	case SEC_HOST:
+		key = lookup_key(host_keys, NR_HOST_KEYS, name);
+		if (key < 0)
+			return ctx_fail(c, "unknown key '%s' in [host %s] (known: secret, secret_file)",
+					name, c->cfg->hosts[c->host].name);
+		return host_key(c, key, value);
 	case SEC_TARGET:
 		key = lookup_key(target_keys, NR_TARGET_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, ctl_socket, ctl_socket_mode, metrics)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, ctl_socket, ctl_socket_mode, metrics, name)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size)",
+			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro)",
 					name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);
 	}
@@ -672,6 +932,7 @@ int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 	}
 	memcpy(c->cfg, cfg, sizeof(*cfg));
 	c->first_new = cfg->nr_exports;
+	c->first_new_host = cfg->nr_hosts;
 	c->f = fopen(path, "re");
 	if (!c->f) {
 		ret = -errno;
@@ -709,9 +970,18 @@ int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 			goto out_close;
 		}
 	}
+	for (unsigned int i = c->first_new_host; i < c->cfg->nr_hosts; i++) {
+		if (!c->cfg->hosts[i].secret_len) {
+			ret = fail(err, errlen, -EINVAL,
+				   "%s:%d: host '%s' has no secret (give secret_file = PATH or secret = TEXT)",
+				   path, c->host_line[i], c->cfg->hosts[i].name);
+			goto out_close;
+		}
+	}
 	memcpy(cfg, c->cfg, sizeof(*cfg));
 	ret = 0;
 out_close:
+	sodium_memzero(c->cfg->hosts, sizeof(c->cfg->hosts));
 	fclose(c->f);
 	free(c->line);
 out_free_cfg:
@@ -746,7 +1016,18 @@ int cfg_validate(const struct cfg_target *cfg, char *err, size_t errlen)
 				return fail(err, errlen, -EINVAL,
 					    "export '%s' defined twice",
 					    e->name);
+		for (unsigned int j = 0; j < e->nr_allow; j++)
+			if (!cfg_find_host(cfg, e->allow[j]))
+				return fail(err, errlen, -EINVAL,
+					    "export '%s' allows host '%s', which has no [host %s] section (or --host %s:secret-file=PATH)",
+					    e->name, e->allow[j], e->allow[j],
+					    e->allow[j]);
 	}
+	for (unsigned int i = 0; i < cfg->nr_hosts; i++)
+		if (!cfg->hosts[i].secret_len)
+			return fail(err, errlen, -EINVAL,
+				    "host '%s' has no secret",
+				    cfg->hosts[i].name);
 	if (cfg->max_queue_depth < 1 || cfg->max_queue_depth > RBLK_MAX_QD)
 		return fail(err, errlen, -EINVAL,
 			    "max_queue_depth %u is not from 1 to %d",

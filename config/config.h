@@ -11,10 +11,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/auth.h"
 #include "../common/proto.h"
 
 #define CFG_MAX_LISTEN 16
 #define CFG_MAX_EXPORTS 256
+#define CFG_MAX_HOSTS 64
+#define CFG_MAX_ALLOW 16 /* hosts named by one export's allow + allow_ro */
+
+/* A host that authenticates with a shared secret ([host NAME]). */
+struct cfg_host {
+	char name[RBLK_NAME_MAX];
+	uint8_t secret[RBLK_SECRET_MAX];
+	size_t secret_len;
+};
 
 struct cfg_export {
 	char name[RBLK_NAME_MAX];
@@ -22,6 +32,16 @@ struct cfg_export {
 	char path[PATH_MAX];
 	bool read_only;
 	uint32_t block_size; /* 0: choose (device logical block size or 512) */
+	/*
+	 * Access list. Without allow/allow_ro any host may log in (hosts
+	 * with a [host] section must still authenticate). With them, only
+	 * the hosts named, each after authenticating; allow_ro ones get a
+	 * read-only login.
+	 */
+	bool restricted; /* allow or allow_ro given */
+	unsigned int nr_allow;
+	char allow[CFG_MAX_ALLOW][RBLK_NAME_MAX];
+	bool allow_ro[CFG_MAX_ALLOW];
 };
 
 struct cfg_target {
@@ -39,6 +59,9 @@ struct cfg_target {
 	bool ctl_socket_set; /* given explicitly: failing to create it is fatal */
 	unsigned int ctl_socket_mode; /* permission bits, default 0600 */
 	char metrics[256]; /* "tcp://HOST:PORT" for GET /metrics, or "" */
+	char name[RBLK_NAME_MAX]; /* identity in authentication; "": hostname */
+	struct cfg_host hosts[CFG_MAX_HOSTS];
+	unsigned int nr_hosts;
 };
 
 #define CFG_DEFAULT_CTL_SOCKET "/run/rblk/target.sock"
@@ -67,6 +90,12 @@ void cfg_init(struct cfg_target *cfg);
  *   path = /srv/vol0.img | /dev/sdb | ram:1G
  *   read_only = yes | no
  *   block_size = 512 | 4096 ...
+ *   allow = host1, host2             ; only these hosts, authenticated
+ *   allow_ro = host3                 ; read-only for these
+ *
+ *   [host NAME]
+ *   secret_file = /etc/rblk/NAME.key ; mode 0600 or stricter
+ *   secret = TEXT                    ; or the secret inline
  */
 int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 	     size_t errlen);
@@ -74,6 +103,23 @@ int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 /* Parse "NAME=PATH[,ro][,bs=N]" (the --export option) and add it. */
 int cfg_add_export_arg(struct cfg_target *cfg, const char *arg, char *err,
 		       size_t errlen);
+
+/*
+ * Parse "NAME:secret-file=PATH" (the --host option): read the secret file
+ * and add the host.
+ */
+int cfg_add_host_arg(struct cfg_target *cfg, const char *arg, char *err,
+		     size_t errlen);
+
+/* The [host] entry named name, or NULL. */
+const struct cfg_host *cfg_find_host(const struct cfg_target *cfg,
+				     const char *name);
+
+/*
+ * Where e's access list puts host name: -1 not listed, 0 read-write,
+ * 1 read-only. Only meaningful when e->restricted.
+ */
+int cfg_export_allows(const struct cfg_export *e, const char *name);
 
 /* Add a listen URL after checking it parses; -EINVAL with reason. */
 int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,

@@ -7,6 +7,62 @@
 #define RBLK_INITIATOR_CLI_H
 
 #include <stdio.h>
+#include <stdbool.h>
+#include <rblk/rblk.h>
+
+/*
+ * Authentication options, shared by info, nbd and map: add
+ * CLI_AUTH_LONGOPTS to the getopt table, pass every option to
+ * cli_auth_opt(), and cli_auth_apply() the result to the rblk_opts.
+ */
+enum {
+	CLI_OPT_HOST_NAME = 0x4000,
+	CLI_OPT_KEY_FILE,
+	CLI_OPT_MUTUAL_AUTH,
+};
+
+#define CLI_AUTH_LONGOPTS                                                  \
+	{ "host-name", required_argument, NULL, CLI_OPT_HOST_NAME },       \
+	{ "key-file", required_argument, NULL, CLI_OPT_KEY_FILE },         \
+	{ "mutual-auth", no_argument, NULL, CLI_OPT_MUTUAL_AUTH }
+
+#define CLI_AUTH_HELP                                                          \
+	"      --host-name NAME      who we are to the target (default: hostname)\n" \
+	"      --key-file PATH       this host's shared secret (mode 0600)\n"       \
+	"      --mutual-auth         refuse a target that does not prove the secret\n"
+
+struct cli_auth {
+	const char *host_name;
+	const char *key_file;
+	bool mutual;
+};
+
+/* Records ch if it is an authentication option; returns whether it was. */
+static inline bool cli_auth_opt(int ch, const char *arg, struct cli_auth *a)
+{
+	switch (ch) {
+	case CLI_OPT_HOST_NAME:
+		a->host_name = arg;
+		return true;
+	case CLI_OPT_KEY_FILE:
+		a->key_file = arg;
+		return true;
+	case CLI_OPT_MUTUAL_AUTH:
+		a->mutual = true;
+		return true;
+	}
+	return false;
+}
+
+static inline void cli_auth_apply(const struct cli_auth *a,
+				  struct rblk_opts *o)
+{
+	if (a->host_name)
+		o->host_name = a->host_name;
+	o->key_file = a->key_file;
+	if (a->mutual)
+		o->flags |= RBLK_OPEN_MUTUAL_AUTH;
+}
 
 int cmd_info(int argc, char **argv);
 int cmd_nbd(int argc, char **argv); /* initiator/nbd_server.c */

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/auth.h"
 #include "../common/log.h"
 #include "../common/proto.h"
 #include "../common/url.h"
@@ -141,6 +142,7 @@ struct rblk_queue {
 	uint64_t slot_addr;
 	uint32_t slot_rkey;
 	uint32_t features;
+	bool authed; /* login: the target proved the secret (AUTH_RESULT) */
 
 	/* receive buffers (nr_recv), command buffers (qd), HELLO */
 	void *msg_mem;
@@ -186,6 +188,9 @@ struct rblk {
 	unsigned int nr_queues;
 	struct rblk_queue *queues;
 	char host_name[RBLK_NAME_MAX];
+	uint8_t secret[RBLK_SECRET_MAX]; /* from opts.key_file */
+	size_t secret_len; /* 0: none */
+	bool mutual; /* RBLK_OPEN_MUTUAL_AUTH */
 };
 
 /* Work request ids: kind in the top byte, tag and credit count below. */
@@ -877,14 +882,82 @@ int rblk_write_zeroes(struct rblk *r, uint64_t len, uint64_t offset,
 
 /* ---- connecting -------------------------------------------------------------------- */
 
-/* Wait for one RECV completion (the LOGIN) within timeout_ms. */
+/*
+ * One authentication message during login (docs/PROTOCOL.md). Answers
+ * AUTH_CHALLENGE with AUTH_RESPONSE (sent from the HELLO buffer: the
+ * target has the HELLO already) and checks AUTH_RESULT, the target's MAC.
+ * Returns 0 to keep waiting for LOGIN, or -errno with the error set.
+ */
+static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
+			   bool *challenged, const void *buf, uint32_t len)
+{
+	struct rblk *r = q->r;
+	struct rblk_auth_challenge ch;
+	struct rblk_auth_response resp;
+	struct rblk_auth_result res;
+	struct xp_send_wr wr = { 0 }, *bad;
+	int ret;
+
+	if (rblk_msg_type(buf, len) == RBLK_MSG_AUTH_RESULT) {
+		if (!*challenged || q->authed ||
+		    rblk_auth_result_decode(buf, len, &res))
+			return set_error(-EPROTO,
+					 "target sent a malformed or unexpected AUTH_RESULT");
+		if (rblk_auth_verify(r->secret, r->secret_len,
+				     RBLK_AUTH_ROLE_TARGET, ctx, res.mac))
+			return set_error(-EACCES,
+					 "authentication failed: target '%s' does not hold our secret (mutual authentication)",
+					 ctx->target_name);
+		q->authed = true;
+		return 0;
+	}
+	if (!r->secret_len)
+		return set_error(-ENOKEY,
+				 "target requires authentication; give --key-file");
+	if (*challenged || rblk_auth_challenge_decode(buf, len, &ch))
+		return set_error(-EPROTO,
+				 "target sent a malformed or repeated AUTH_CHALLENGE");
+	*challenged = true;
+	memcpy(ctx->target_nonce, ch.nonce, sizeof(ctx->target_nonce));
+	memcpy(ctx->target_name, ch.target_name, sizeof(ctx->target_name));
+	snprintf(ctx->host_name, sizeof(ctx->host_name), "%s", r->host_name);
+	snprintf(ctx->export_name, sizeof(ctx->export_name), "%s",
+		 r->url.export_name);
+	do
+		rblk_auth_nonce(ctx->initiator_nonce);
+	while (rblk_auth_check_nonces(ctx));
+	memcpy(resp.nonce, ctx->initiator_nonce, sizeof(resp.nonce));
+	rblk_auth_mac(r->secret, r->secret_len, RBLK_AUTH_ROLE_INITIATOR, ctx,
+		      resp.mac);
+	wr.wr_id = wrid_make(WRID_HELLO, 0, 1);
+	wr.opcode = XP_WR_SEND;
+	wr.flags = XP_SEND_SIGNALED;
+	wr.sge.addr = hello_buf(q);
+	wr.sge.length = (uint32_t)rblk_auth_response_encode(wr.sge.addr, &resp);
+	wr.sge.mr = q->msg_mr;
+	if (!q->sq_free)
+		return set_error(-EPROTO, "no send credit for AUTH_RESPONSE");
+	ret = xp_post_send(q->xc, &wr, &bad);
+	if (ret)
+		return set_error(ret, "sending AUTH_RESPONSE: %s",
+				 strerror(-ret));
+	q->sq_free--;
+	return 0;
+}
+
+/*
+ * Wait for the LOGIN within timeout_ms, answering authentication messages
+ * on the way. -EACCES, -ENOKEY and -EPROTO from authentication come with
+ * the error already set (*err_set).
+ */
 static int wait_login(struct rblk_queue *q, int timeout_ms,
-		      struct rblk_login *login)
+		      struct rblk_login *login, bool *err_set)
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	bool armed = false;
+	struct rblk_auth_ctx ctx = { 0 };
+	bool armed = false, challenged = false;
 	struct xp_wc wc;
-	int n, st;
+	int n, st, type;
 
 	for (;;) {
 		n = xp_poll(q->xc, &wc, 1);
@@ -898,10 +971,31 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 				q->sq_free += wrid_credits(wc.wr_id);
 			if (wrid_kind(wc.wr_id) != WRID_RECV)
 				continue;
+			type = rblk_msg_type(recv_buf(q, wrid_tag(wc.wr_id)),
+					     wc.byte_len);
+			if (type == RBLK_MSG_AUTH_CHALLENGE ||
+			    type == RBLK_MSG_AUTH_RESULT) {
+				st = login_auth_step(q, &ctx, &challenged,
+						     recv_buf(q, wrid_tag(wc.wr_id)),
+						     wc.byte_len);
+				if (st) {
+					*err_set = true;
+					return st;
+				}
+				if (post_recv_buf(q, wrid_tag(wc.wr_id)))
+					return -ECONNRESET;
+				continue;
+			}
 			st = rblk_login_decode(recv_buf(q, wrid_tag(wc.wr_id)),
 					       wc.byte_len, login);
 			if (st)
 				return -EPROTO;
+			if (login->status == RBLK_S_OK && challenged &&
+			    !q->authed) {
+				*err_set = true;
+				return set_error(-EPROTO,
+						 "target logged us in without AUTH_RESULT");
+			}
 			return post_recv_buf(q, wrid_tag(wc.wr_id)) ?
 				       -ECONNRESET :
 				       0;
@@ -924,6 +1018,28 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 			armed = false;
 		}
 	}
+}
+
+/* Sets the error for a login refused for an authentication reason. */
+static bool login_auth_error(struct rblk *r, int status)
+{
+	switch (status) {
+	case RBLK_S_AUTH_FAILED:
+		set_error(-EACCES,
+			  "authentication failed: wrong secret or unknown host '%s'",
+			  r->host_name);
+		return true;
+	case RBLK_S_AUTH_REQUIRED:
+		set_error(-ENOKEY,
+			  "target requires authentication for host '%s'; give --key-file",
+			  r->host_name);
+		return true;
+	case RBLK_S_ACCESS_DENIED:
+		set_error(-EACCES, "host '%s' is not allowed to use export '%s'",
+			  r->host_name, r->url.export_name);
+		return true;
+	}
+	return false;
 }
 
 static void queue_destroy(struct rblk_queue *q)
@@ -950,6 +1066,7 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	struct xp_send_wr wr = { 0 }, *bad;
 	const char *url_host = r->url.host;
 	uint16_t qd = (uint16_t)o->queue_depth;
+	bool err_set = false;
 	int ret;
 
 	attr.max_recv_wr = qd + 2u;
@@ -999,6 +1116,8 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	hello.max_io = o->max_io;
 	hello.flags = (o->flags & RBLK_OPEN_READ_ONLY) ? RBLK_HELLO_F_READ_ONLY :
 							  0;
+	if (r->secret_len)
+		hello.flags |= RBLK_HELLO_F_AUTH;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 r->url.export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
@@ -1013,7 +1132,9 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 		return set_error(ret, "sending HELLO: %s", strerror(-ret));
 	q->sq_free--;
 
-	ret = wait_login(q, o->timeout_ms, &login);
+	ret = wait_login(q, o->timeout_ms, &login, &err_set);
+	if (ret && err_set)
+		return ret;
 	if (ret == -ETIMEDOUT)
 		return set_error(ret, "%s://%s:%u: no login answer within %d ms",
 				 r->url.scheme, url_host, r->url.port,
@@ -1026,6 +1147,8 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 				 r->url.scheme, url_host, r->url.port);
 	if (login.status != RBLK_S_OK) {
 		ret = rblk_status_to_errno((int)login.status);
+		if (login_auth_error(r, (int)login.status))
+			return ret;
 		if (login.status == RBLK_S_NO_EXPORT)
 			return set_error(ret, "export '%s' not found on %s://%s:%u",
 					 r->url.export_name, r->url.scheme,
@@ -1034,6 +1157,10 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 				 r->url.export_name,
 				 rblk_status_str((int)login.status));
 	}
+	if (r->mutual && !q->authed)
+		return set_error(-EACCES,
+				 "target did not authenticate itself and mutual authentication was required (is host '%s' configured on the target?)",
+				 r->host_name);
 	if (login.queue_depth > qd || login.max_io > o->max_io)
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
@@ -1079,6 +1206,29 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 		q->free_tags = &q->reqs[t];
 		q->ios[t].next = q->free_ios;
 		q->free_ios = &q->ios[t];
+	}
+	return 0;
+}
+
+/* Load opts.key_file into r (the secret stays in r until rblk_close). */
+static int open_secret(struct rblk *r, const struct rblk_opts *o)
+{
+	char err[320];
+
+	r->mutual = o->flags & RBLK_OPEN_MUTUAL_AUTH;
+	if (o->opts_size <= offsetof(struct rblk_opts, key_file) ||
+	    !o->key_file) {
+		if (r->mutual)
+			return set_error(-EINVAL,
+					 "mutual authentication needs a key file");
+		return 0;
+	}
+	if (rblk_auth_init())
+		return set_error(-EIO, "libsodium failed to initialise");
+	if (rblk_auth_load_secret(o->key_file, r->secret, &r->secret_len, err,
+				  sizeof(err))) {
+		r->secret_len = 0;
+		return set_error(-EINVAL, "%s", err);
 	}
 	return 0;
 }
@@ -1136,6 +1286,9 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 		snprintf(r->host_name, sizeof(r->host_name), "%s", o.host_name);
 	else if (gethostname(r->host_name, sizeof(r->host_name) - 1))
 		snprintf(r->host_name, sizeof(r->host_name), "unknown");
+	ret = open_secret(r, &o);
+	if (ret)
+		goto out_free;
 	r->queues = calloc(o.queues, sizeof(*r->queues));
 	if (!r->queues) {
 		ret = set_error(-ENOMEM, "out of memory");
@@ -1172,6 +1325,7 @@ void rblk_close(struct rblk *r)
 	for (unsigned int i = 0; i < r->nr_queues; i++)
 		queue_destroy(&r->queues[i]);
 	free(r->queues);
+	memset(r->secret, 0, sizeof(r->secret));
 	free(r);
 }
 

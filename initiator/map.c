@@ -728,6 +728,7 @@ static int map_daemon(struct map_ctx *ctx)
 	ro.queue_depth = ctx->opts.queue_depth;
 	if (ctx->opts.read_only)
 		ro.flags |= RBLK_OPEN_READ_ONLY;
+	cli_auth_apply(&ctx->opts.auth, &ro);
 	ret = rblk_open(ctx->opts.url, &ro, &r);
 	if (ret < 0) {
 		snprintf(msg, sizeof(msg), "cannot open %s: %s", ctx->opts.url,
@@ -898,6 +899,7 @@ static void map_usage(FILE *f)
 	    "                     nbd: 30)\n"
 	    "  --foreground       do not detach: log to stderr, stop on SIGINT/SIGTERM\n"
 	    "  --log-level L      error, warn, info (default) or debug\n"
+	    CLI_AUTH_HELP
 	    "  -h, --help         show this help\n\n"
 	    "The daemon logs to %s/map-PID.log (directory: $RBLK_RUN_DIR).\n"
 	    "Exit status: 0 with the device path on stdout; 1 on errors; 2 on usage\n"
@@ -983,6 +985,7 @@ int cmd_map(int argc, char **argv)
 	    {"foreground", no_argument, NULL, OPT_FG},
 	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
 	    {"help", no_argument, NULL, 'h'},
+	    CLI_AUTH_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
 	static struct map_ctx
@@ -1006,6 +1009,8 @@ int cmd_map(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (cli_auth_opt(ch, optarg, &ctx.opts.auth))
+			continue;
 		switch (ch) {
 		case OPT_NBD:
 		case OPT_UBLK:

@@ -26,6 +26,8 @@
 
 #include <rblk/rblk.h>
 
+#include "initiator/cli.h"
+
 struct map_opts {
 	const char *url;
 	unsigned int queues; /* rblk queues = hardware queues / NBD sockets */
@@ -34,6 +36,7 @@ struct map_opts {
 	int dev_id; /* -1: any free device number */
 	int recover_id; /* ublk: re-attach to this device id; -1: none */
 	unsigned int io_timeout_s; /* kernel request timeout; 0: default */
+	struct cli_auth auth; /* --host-name, --key-file, --mutual-auth */
 };
 
 struct map_ctx; /* owned by map.c */

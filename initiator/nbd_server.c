@@ -1014,6 +1014,7 @@ static void usage(FILE *f)
 	    "  --max-connections N   sockets open at once, in handshake or serving,\n"
 	    "                        default %d; more are closed at once\n"
 	    "  --log-level L         error, warn (default), info or debug, to stderr\n"
+	    CLI_AUTH_HELP
 	    "  -h, --help            this text\n"
 	    "\n"
 	    "The export is offered under its rblk export name and as the default\n"
@@ -1052,6 +1053,7 @@ struct nbd_args {
 	unsigned long queue_depth; /* 0: library default */
 	unsigned long max_conns;
 	bool read_only;
+	struct cli_auth auth;
 };
 
 /* Returns -1 to go on, or the exit code. */
@@ -1075,6 +1077,7 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	    {"max-connections", required_argument, NULL, OPT_MAXCONN},
 	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
 	    {"help", no_argument, NULL, 'h'},
+	    CLI_AUTH_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
 	int ch, lvl;
@@ -1084,6 +1087,8 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (cli_auth_opt(ch, optarg, &a->auth))
+			continue;
 		switch (ch) {
 		case OPT_SOCKET:
 			a->socket_path = optarg;
@@ -1285,6 +1290,7 @@ int cmd_nbd(int argc, char **argv)
 		o.queue_depth = (unsigned int)a.queue_depth;
 	if (a.read_only)
 		o.flags |= RBLK_OPEN_READ_ONLY;
+	cli_auth_apply(&a.auth, &o);
 	ret = rblk_open(a.url, &o, &srv.r);
 	if (ret < 0) {
 		nbd_errmsg("cannot open %s: %s", a.url, rblk_last_error());

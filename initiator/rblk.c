@@ -52,6 +52,7 @@ static void info_usage(FILE *f)
 		   "  -o, --output FORMAT  text (default) or json\n"
 		   "  -t, --timeout MS     connect/login timeout (default 10000)\n"
 		   "  -L, --log-level L    error, warn (default), info, debug\n"
+		   CLI_AUTH_HELP
 		   "  -h, --help           show this help\n");
 }
 
@@ -62,8 +63,10 @@ int cmd_info(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
+		CLI_AUTH_LONGOPTS,
 		{ 0 },
 	};
+	struct cli_auth auth = { 0 };
 	const struct rblk_info *info;
 	struct rblk_opts o;
 	struct rblk *r;
@@ -72,6 +75,8 @@ int cmd_info(int argc, char **argv)
 
 	rblk_opts_init(&o);
 	while ((c = getopt_long(argc, argv, "o:t:L:h", opts, NULL)) != -1) {
+		if (cli_auth_opt(c, optarg, &auth))
+			continue;
 		switch (c) {
 		case 'o':
 			if (!strcmp(optarg, "json")) {
@@ -111,6 +116,7 @@ int cmd_info(int argc, char **argv)
 		return 2;
 	}
 	o.queue_depth = 1;
+	cli_auth_apply(&auth, &o);
 	ret = rblk_open(argv[optind], &o, &r);
 	if (ret) {
 		fprintf(stderr, "rblk info: %s\n", rblk_last_error());

@@ -518,7 +518,7 @@ static void cmd_remove_export(struct target *t, struct req *r)
  * come with the auth branch (struct cfg_export: restricted, nr_allow,
  * allow[], allow_ro[]; checked at login through e->cfg), which was not
  * merged when this was written. Then: parse --allow/--allow-ro with the
- * config parser's list checks into a fresh copy of *e->cfg_copy, publish
+ * config parser's list checks into a fresh copy of *e->cfg, publish
  * it with an atomic pointer swap under exports_lock (logins read e->cfg
  * without the lock, so keep replaced copies until the export is freed),
  * and give add-export the same two options. Sessions already logged in

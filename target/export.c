@@ -324,13 +324,13 @@ void export_close(struct export *e)
 bool export_visible_to(const struct export *e, const char *host)
 {
 	/*
-	 * Every export is visible for now. Once exports carry host allow
-	 * lists, discovery must list only those this host may log in to:
-	 * apply the same rule as the login check here, so the two agree.
+	 * The login rule (auth_needed() and the allow-list check in
+	 * worker.c): an export without an allow list is open to every host;
+	 * one with a list shows only to the hosts on it. Discovery is not
+	 * authenticated, so this reveals names, never data.
 	 */
-	(void)e;
-	(void)host;
-	return true;
+	return !e->cfg || !e->cfg->restricted ||
+	       cfg_export_allows(e->cfg, host) >= 0;
 }
 
 struct export *export_create(const struct cfg_export *cfg,
@@ -356,7 +356,7 @@ struct export *export_create(const struct cfg_export *cfg,
 	memcpy(copy, cfg, sizeof(*cfg));
 	if (export_open(e, copy)) /* clears e first */
 		goto out_free;
-	e->cfg_copy = copy;
+	e->cfg = copy;
 	e->wstats = aligned_alloc(_Alignof(struct iostats),
 				  (size_t)nr_workers * sizeof(*e->wstats));
 	if (!e->wstats) {
@@ -390,7 +390,7 @@ void export_put(struct export *e)
 			 e->name);
 	export_close(e);
 	free(e->wstats);
-	free(e->cfg_copy);
+	free(e->cfg);
 	free(e);
 }
 

@@ -52,17 +52,17 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	return RBLK_S_OK;
 }
 
-void login_reply(const struct login_plan *p, uint64_t slot_addr,
+void login_reply(const struct rblk_limits *lim, uint64_t slot_addr,
 		 uint32_t slot_rkey, struct rblk_login *l)
 {
 	memset(l, 0, sizeof(*l));
 	l->status = RBLK_S_OK;
-	l->queue_depth = p->lim.queue_depth;
-	l->max_io = p->lim.max_io;
-	l->block_size = p->lim.block_size;
-	l->size = p->lim.size;
-	l->features = p->lim.features;
+	l->queue_depth = lim->queue_depth;
+	l->max_io = lim->max_io;
+	l->block_size = lim->block_size;
+	l->size = lim->size;
+	l->features = lim->features;
 	l->slot_rkey = slot_rkey;
 	l->slot_addr = slot_addr;
-	l->slot_len = (uint64_t)p->lim.queue_depth * p->lim.max_io;
+	l->slot_len = (uint64_t)lim->queue_depth * lim->max_io;
 }

@@ -66,9 +66,15 @@ static void usage(FILE *f)
 		"\n"
 		"  -l, --listen URL          listen on tcp://HOST[:PORT] or rdma://HOST[:PORT]\n"
 		"                            (repeatable; default port %d)\n"
-		"  -e, --export NAME=PATH[,ro][,bs=N]\n"
+		"  -e, --export NAME=PATH[,ro][,bs=N][,allow=HOST][,allow_ro=HOST]\n"
 		"                            export a file, block device or ram:SIZE\n"
-		"                            (repeatable)\n"
+		"                            (repeatable); allow/allow_ro: only these\n"
+		"                            hosts, authenticated (repeatable)\n"
+		"      --host NAME:secret-file=PATH\n"
+		"                            a host that authenticates with the secret\n"
+		"                            in PATH (mode 0600; repeatable)\n"
+		"      --name NAME           this target's identity in authentication\n"
+		"                            (default: the system host name)\n"
 		"  -c, --config FILE         read an INI configuration (rblk-target.conf(5))\n"
 		"  -w, --workers N           worker threads (default: online CPUs)\n"
 		"      --engine NAME         io_uring (default) or libaio\n"
@@ -95,7 +101,7 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 {
 	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO, OPT_CTL, OPT_CTL_MODE,
-	       OPT_METRICS };
+	       OPT_METRICS, OPT_HOST, OPT_NAME };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "export", required_argument, NULL, 'e' },
@@ -107,6 +113,8 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		{ "ctl-socket", required_argument, NULL, OPT_CTL },
 		{ "ctl-socket-mode", required_argument, NULL, OPT_CTL_MODE },
 		{ "metrics", required_argument, NULL, OPT_METRICS },
+		{ "host", required_argument, NULL, OPT_HOST },
+		{ "name", required_argument, NULL, OPT_NAME },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -138,6 +146,20 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			break;
 		case 'c':
 			break; /* loaded above */
+		case OPT_HOST:
+			if (cfg_add_host_arg(cfg, optarg, err, sizeof(err)))
+				goto bad;
+			break;
+		case OPT_NAME:
+			if (!*optarg || strlen(optarg) >= RBLK_NAME_MAX ||
+			    strpbrk(optarg, " \t,")) {
+				snprintf(err, sizeof(err),
+					 "--name: '%.64s' is not 1..%d characters without spaces or ','",
+					 optarg, RBLK_NAME_MAX - 1);
+				goto bad;
+			}
+			snprintf(cfg->name, sizeof(cfg->name), "%s", optarg);
+			break;
 		case 'w':
 			if (parse_uint(optarg, 1, 1024, &v)) {
 				snprintf(err, sizeof(err),
@@ -393,6 +415,13 @@ int main(int argc, char **argv)
 		return ret;
 	if (t.cfg.log_level >= 0)
 		log_set_level(t.cfg.log_level);
+	if (rblk_auth_init()) {
+		log_err("libsodium failed to initialise");
+		return 1;
+	}
+	if (!t.cfg.name[0] &&
+	    gethostname(t.cfg.name, sizeof(t.cfg.name) - 1))
+		snprintf(t.cfg.name, sizeof(t.cfg.name), "rblk-target");
 	t.engine = engine_find(t.cfg.engine);
 	if (!t.engine) {
 		log_err("unknown engine '%s'", t.cfg.engine);

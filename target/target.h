@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "../common/auth.h"
 #include "../common/proto.h"
 #include "../config/config.h"
 #include "../transport/transport.h"
@@ -63,12 +64,10 @@ struct export {
 	atomic_uint refs;
 	atomic_bool removed; /* unlinked; workers close its sessions */
 	/*
-	 * The definition e was opened from, owned by e (export_create()).
-	 * TODO(auth): the per-export host allow lists of the auth branch
-	 * live in struct cfg_export; point its e->cfg here, and see
-	 * cmd_set_hosts() in ctl.c for swapping them at run time.
+	 * The definition e was opened from, owned by e (export_create()):
+	 * path, options and the access list (allow, allow_ro).
 	 */
-	struct cfg_export *cfg_copy;
+	struct cfg_export *cfg;
 	struct iostats *wstats; /* one per worker, written by that worker only */
 	unsigned int nr_wstats;
 	struct export *next; /* target's list, under exports_lock */
@@ -191,7 +190,7 @@ struct tconn {
 	struct export *exp;
 	struct rblk_limits lim; /* what commands are validated against */
 
-	/* receive buffers (nr_recv) then send buffers (qd + 1 for LOGIN) */
+	/* receive buffers (nr_recv), send buffers (qd + 1 for LOGIN), auth_buf */
 	void *msg_mem;
 	struct xp_mr *msg_mr;
 	unsigned int nr_recv;
@@ -213,6 +212,15 @@ struct tconn {
 	struct iostats stats; /* written by the owning worker only */
 
 	uint64_t login_deadline_ms; /* TCONN_LOGIN: fail if still here then */
+	/*
+	 * Authentication, in TCONN_LOGIN (so the login deadline covers it):
+	 * the HELLO is kept while AUTH_CHALLENGE is out; nothing is
+	 * allocated or registered for slots until the response verifies.
+	 */
+	bool auth_wait; /* AUTH_CHALLENGE sent; only AUTH_RESPONSE is valid */
+	void *auth_buf; /* send buffer of AUTH_* messages, in msg_mem */
+	struct rblk_hello hello;
+	uint8_t auth_nonce[RBLK_AUTH_NONCE_LEN];
 
 	struct tconn *next; /* worker's list */
 };
@@ -305,8 +313,8 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		 uint32_t cfg_max_io, login_lookup_fn lookup, void *ctx,
 		 struct login_plan *p);
 
-/* The LOGIN granting p, for a slot region of qd * max_io at slot_addr. */
-void login_reply(const struct login_plan *p, uint64_t slot_addr,
+/* The LOGIN granting lim, for a slot region of qd * max_io at slot_addr. */
+void login_reply(const struct rblk_limits *lim, uint64_t slot_addr,
 		 uint32_t slot_rkey, struct rblk_login *l);
 
 int worker_start(struct worker *w, struct target *t, unsigned int index);

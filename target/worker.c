@@ -5,8 +5,11 @@
  *
  *   main thread: tconn_accept()  message buffers registered, receives
  *                                posted, transport accept
- *   worker:      TCONN_LOGIN     HELLO -> export lookup, slot region
- *                                allocated and registered, LOGIN sent
+ *   worker:      TCONN_LOGIN     HELLO -> export lookup; when the host or
+ *                                export needs it, AUTH_CHALLENGE ->
+ *                                AUTH_RESPONSE verified -> AUTH_RESULT;
+ *                                only then slot region allocated and
+ *                                registered, LOGIN sent
  *                TCONN_LIVE      commands
  *                TCONN_CLOSING   transport disconnected; wait for backend
  *                                I/O on the slots to finish, then free
@@ -33,6 +36,11 @@
 
 _Static_assert(RBLK_RESP_SIZE <= RESP_BUF_SIZE, "response fits its buffer");
 _Static_assert(RBLK_LOGIN_SIZE <= RESP_BUF_SIZE, "login fits a send buffer");
+/* The last send buffer: AUTH_CHALLENGE, then AUTH_RESULT (sent right
+ * before LOGIN, so it cannot share LOGIN's buffer). */
+#define AUTH_BUF_SIZE 256
+_Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= AUTH_BUF_SIZE, "challenge fits");
+_Static_assert(RBLK_AUTH_RESULT_SIZE <= AUTH_BUF_SIZE, "result fits");
 
 /*
  * Work request ids: kind in the top byte, a value below. RECV carries the
@@ -42,6 +50,7 @@ enum wrid_kind {
 	WRID_RECV = 1,
 	WRID_RESP = 2,
 	WRID_LOGIN = 3,
+	WRID_AUTH = 4, /* AUTH_CHALLENGE or AUTH_RESULT */
 };
 
 static inline uint64_t wrid_make(enum wrid_kind kind, uint32_t val)
@@ -127,14 +136,17 @@ struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd)
 	c->nr_recv = attr.max_recv_wr;
 	c->buf_index = -1;
 	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
-	/* the last send buffer (LOGIN, DISCOVER_REPLY) is a full message */
+	/* the last send buffer (LOGIN, DISCOVER_REPLY) is a full message;
+	 * the AUTH_* messages have their own after it */
 	len = (size_t)c->nr_recv * RBLK_MSG_MAX + (size_t)qd * RESP_BUF_SIZE +
-	      RBLK_MSG_MAX;
+	      RBLK_MSG_MAX + AUTH_BUF_SIZE;
 	if (posix_memalign(&c->msg_mem, 4096, len)) {
 		c->msg_mem = NULL;
 		goto out_reject;
 	}
 	memset(c->msg_mem, 0, len);
+	/* the last AUTH_BUF_SIZE bytes, whatever the buffers before them */
+	c->auth_buf = (char *)c->msg_mem + len - AUTH_BUF_SIZE;
 	if (xp_reg_mr(xc, c->msg_mem, len, XP_ACCESS_LOCAL_WRITE, &c->msg_mr))
 		goto out_reject;
 	for (unsigned int i = 0; i < c->nr_recv; i++)
@@ -473,35 +485,158 @@ static struct export *lookup_export(void *ctx, const char *name)
 	return export_lookup(ctx, name);
 }
 
-static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
-			 uint32_t len)
-{
-	struct target *t = w->tgt;
-	struct login_plan p;
-	struct rblk_hello h;
-	struct rblk_login l;
-	struct export *e;
-	uint32_t max_io;
-	uint16_t qd;
-	int st, ret;
+/* ---- authentication ------------------------------------------------------- */
 
-	st = login_decide(buf, len, c->cm_qd, t->cfg.max_io, lookup_export, t,
-			  &p);
+static void login_grant(struct worker *w, struct tconn *c, bool force_ro);
+
+/*
+ * The rule (docs/man/rblk-target.conf.5): a host with a [host] section must
+ * always authenticate, so nobody can use its name without its secret; an
+ * export with allow/allow_ro admits only the hosts listed, authenticated.
+ */
+static bool auth_needed(const struct cfg_target *cfg, const struct export *e,
+			const char *host)
+{
+	return (e->cfg && e->cfg->restricted) || cfg_find_host(cfg, host);
+}
+
+
+static int send_auth(struct tconn *c, size_t len)
+{
+	struct xp_send_wr wr = { 0 }, *bad;
+	int ret;
+
+	wr.wr_id = wrid_make(WRID_AUTH, 1);
+	wr.opcode = XP_WR_SEND;
+	wr.flags = XP_SEND_SIGNALED;
+	wr.sge.addr = c->auth_buf;
+	wr.sge.length = (uint32_t)len;
+	wr.sge.mr = c->msg_mr;
+	ret = xp_post_send(c->xc, &wr, &bad);
+	if (!ret)
+		c->sq_free--;
+	return ret;
+}
+
+static void auth_challenge(struct worker *w, struct tconn *c)
+{
+	struct rblk_auth_challenge ch = { 0 };
+	char why[320];
+
+	if (!(c->hello.flags & RBLK_HELLO_F_AUTH)) {
+		snprintf(why, sizeof(why),
+			 "host '%s' must authenticate for export %s and offered no secret",
+			 c->hello.host_name, c->exp->name);
+		login_refuse(c, RBLK_S_AUTH_REQUIRED, why);
+		return;
+	}
+	rblk_auth_nonce(c->auth_nonce);
+	memcpy(ch.nonce, c->auth_nonce, sizeof(ch.nonce));
+	snprintf(ch.target_name, sizeof(ch.target_name), "%s",
+		 w->tgt->cfg.name);
+	if (send_auth(c, rblk_auth_challenge_encode(c->auth_buf, &ch))) {
+		tconn_fail(c, "sending AUTH_CHALLENGE failed");
+		return;
+	}
+	c->auth_wait = true;
+	log_debug("conn %llu: challenged host '%s'", (unsigned long long)c->id,
+		  c->hello.host_name);
+}
+
+/*
+ * AUTH_RESPONSE: one per connection, to the nonce of this connection's
+ * challenge, so a response recorded on another connection (a replay) fails
+ * the MAC. A response that hands our own nonce back is a reflection.
+ */
+static void handle_auth_response(struct worker *w, struct tconn *c,
+				 const void *buf, uint32_t len)
+{
+	const struct cfg_target *cfg = &w->tgt->cfg;
+	const struct cfg_host *host;
+	struct rblk_auth_response resp;
+	struct rblk_auth_result res;
+	struct rblk_auth_ctx ctx = { 0 };
+	char why[320];
+	int allow = 0, st;
+
+	c->auth_wait = false;
+	st = rblk_auth_response_decode(buf, len, &resp);
 	if (st) {
-		if (p.exp)
-			export_put(p.exp); /* the lookup's reference */
-		login_refuse(c, st, p.why);
+		login_refuse(c, st, "malformed AUTH_RESPONSE");
 		return;
 	}
-	h = p.hello;
-	if (p.discover) {
-		handle_discover(w, c, &h);
+	memcpy(ctx.target_nonce, c->auth_nonce, sizeof(ctx.target_nonce));
+	memcpy(ctx.initiator_nonce, resp.nonce, sizeof(ctx.initiator_nonce));
+	snprintf(ctx.host_name, sizeof(ctx.host_name), "%s",
+		 c->hello.host_name);
+	snprintf(ctx.export_name, sizeof(ctx.export_name), "%s",
+		 c->hello.export_name);
+	snprintf(ctx.target_name, sizeof(ctx.target_name), "%s", cfg->name);
+	memset(c->auth_nonce, 0, sizeof(c->auth_nonce)); /* used once */
+	if (rblk_auth_check_nonces(&ctx)) {
+		snprintf(why, sizeof(why),
+			 "authentication failed for host '%s': reflected or empty nonce",
+			 ctx.host_name);
+		login_refuse(c, RBLK_S_AUTH_FAILED, why);
 		return;
 	}
-	e = p.exp;
-	qd = p.lim.queue_depth;
-	max_io = p.lim.max_io;
-	c->exp = e; /* the lookup's reference, dropped in tconn_free() */
+	host = cfg_find_host(cfg, ctx.host_name);
+	if (!host) {
+		/* the same work as a wrong secret, so timing tells nothing */
+		static const uint8_t no_key[RBLK_SECRET_MIN];
+
+		rblk_auth_verify(no_key, sizeof(no_key),
+				 RBLK_AUTH_ROLE_INITIATOR, &ctx, resp.mac);
+		snprintf(why, sizeof(why),
+			 "authentication failed: unknown host '%s'",
+			 ctx.host_name);
+		login_refuse(c, RBLK_S_AUTH_FAILED, why);
+		return;
+	}
+	if (rblk_auth_verify(host->secret, host->secret_len,
+			     RBLK_AUTH_ROLE_INITIATOR, &ctx, resp.mac)) {
+		snprintf(why, sizeof(why),
+			 "authentication failed for host '%s': wrong secret or stale response",
+			 ctx.host_name);
+		login_refuse(c, RBLK_S_AUTH_FAILED, why);
+		return;
+	}
+	if (c->exp->cfg && c->exp->cfg->restricted) {
+		allow = cfg_export_allows(c->exp->cfg, ctx.host_name);
+		if (allow < 0) {
+			snprintf(why, sizeof(why),
+				 "host '%s' is not in export %s's allow list",
+				 ctx.host_name, c->exp->name);
+			login_refuse(c, RBLK_S_ACCESS_DENIED, why);
+			return;
+		}
+	}
+	/* mutual: prove we hold the secret too, bound to both nonces */
+	rblk_auth_mac(host->secret, host->secret_len, RBLK_AUTH_ROLE_TARGET,
+		      &ctx, res.mac);
+	if (send_auth(c, rblk_auth_result_encode(c->auth_buf, &res))) {
+		tconn_fail(c, "sending AUTH_RESULT failed");
+		return;
+	}
+	log_info("conn %llu (%s): host '%s' authenticated",
+		 (unsigned long long)c->id, c->peer, ctx.host_name);
+	login_grant(w, c, allow == 1);
+}
+
+/*
+ * Allocate and register the slot region for the HELLO kept in c->hello,
+ * then send LOGIN. Runs only after authentication succeeded (or was not
+ * needed): nothing is registered for a peer that has not proven itself.
+ */
+static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
+{
+	const struct rblk_hello *h = &c->hello;
+	struct export *e = c->exp;
+	struct rblk_login l;
+	uint16_t qd = c->lim.queue_depth; /* as login_decide() planned */
+	uint32_t max_io = c->lim.max_io;
+	int ret;
+
 	c->slots_len = (size_t)qd * max_io;
 	if (posix_memalign(&c->slots, 4096, c->slots_len)) {
 		c->slots = NULL;
@@ -519,6 +654,8 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 			     "registering the slot region failed");
 		return;
 	}
+	log_debug("conn %llu: slot region registered (%zu bytes, rkey 0x%x)",
+		  (unsigned long long)c->id, c->slots_len, c->slot_mr->rkey);
 	c->reqs = calloc(qd, sizeof(*c->reqs));
 	if (!c->reqs) {
 		login_refuse(c, RBLK_S_NO_RESOURCES, "out of memory");
@@ -533,25 +670,56 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	if (c->buf_index < 0)
 		c->buf_index = -1;
 
-	c->lim = p.lim;
+	if (force_ro) /* an allow_ro grant */
+		c->lim.features |= RBLK_F_READ_ONLY;
 
-	login_reply(&p, (uint64_t)(uintptr_t)c->slots, c->slot_mr->rkey, &l);
+	login_reply(&c->lim, (uint64_t)(uintptr_t)c->slots, c->slot_mr->rkey,
+		    &l);
 	random_bytes(&l.session_id, sizeof(l.session_id));
 	if (send_login(c, &l)) {
 		tconn_fail(c, "sending LOGIN failed");
 		return;
 	}
 	pthread_mutex_lock(&w->conns_lock);
-	snprintf(c->host, sizeof(c->host), "%s", h.host_name);
-	c->queue_id = h.queue_id;
+	snprintf(c->host, sizeof(c->host), "%s", h->host_name);
+	c->queue_id = h->queue_id;
 	c->login_ms = now_ms();
 	c->state = TCONN_LIVE;
 	pthread_mutex_unlock(&w->conns_lock);
 	atomic_fetch_add(&e->sessions, 1);
 	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u%s)",
-		 (unsigned long long)c->id, c->peer, h.host_name, e->name,
-		 h.queue_id, qd, max_io,
+		 (unsigned long long)c->id, c->peer, h->host_name, e->name,
+		 h->queue_id, qd, max_io,
 		 (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "");
+}
+
+static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
+			 uint32_t len)
+{
+	struct target *t = w->tgt;
+	struct login_plan p;
+	int st;
+
+	st = login_decide(buf, len, c->cm_qd, t->cfg.max_io, lookup_export, t,
+			  &p);
+	if (st) {
+		if (p.exp)
+			export_put(p.exp); /* the lookup's reference */
+		login_refuse(c, st, p.why);
+		return;
+	}
+	if (p.discover) {
+		handle_discover(w, c, &p.hello);
+		return;
+	}
+	c->exp = p.exp; /* the lookup's reference, dropped in tconn_free() */
+	c->hello = p.hello;
+	c->lim = p.lim; /* granted once LOGIN is sent */
+	if (auth_needed(&t->cfg, c->exp, c->hello.host_name)) {
+		auth_challenge(w, c);
+		return;
+	}
+	login_grant(w, c, false);
 }
 
 /* ---- completions ---------------------------------------------------------- */
@@ -611,9 +779,17 @@ static void handle_recv(struct worker *w, struct tconn *c,
 	case TCONN_LOGIN:
 		if (c->login_sent_close)
 			break; /* refused already; ignore what follows */
-		/* an unreadable header goes to the HELLO decoder too, which
-		 * tells a version mismatch (BAD_VERSION) from garbage */
-		if (type >= 0 && type != RBLK_MSG_HELLO)
+		if (c->auth_wait) {
+			if (type != RBLK_MSG_AUTH_RESPONSE)
+				login_refuse(c, type < 0 ? RBLK_S_INVALID :
+							   RBLK_S_BAD_STATE,
+					     "expected AUTH_RESPONSE");
+			else
+				handle_auth_response(w, c, buf, wc->byte_len);
+		} else if (type >= 0 && type != RBLK_MSG_HELLO)
+			/* an unreadable header goes to the HELLO decoder too,
+			 * which tells a version mismatch (BAD_VERSION) from
+			 * garbage */
 			login_refuse(c, RBLK_S_BAD_STATE,
 				     "first message is not HELLO");
 		else

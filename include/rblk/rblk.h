@@ -20,7 +20,9 @@
  * no such export, -EROFS read-only volume, -ERANGE beyond the end,
  * -EINVAL misaligned or malformed, -EOPNOTSUPP not offered by the volume,
  * -EIO backend failure, -ENOSPC target out of space, -ECONNREFUSED refused,
- * -EPROTONOSUPPORT version mismatch, -ENOTCONN the queue's connection died.
+ * -EPROTONOSUPPORT version mismatch, -ENOTCONN the queue's connection died,
+ * -EACCES authentication failed or host not allowed, -ENOKEY the target
+ * requires authentication and no key file was given.
  */
 #ifndef RBLK_RBLK_H
 #define RBLK_RBLK_H
@@ -40,6 +42,8 @@ struct rblk_queue;
 /* rblk_opts.flags */
 #define RBLK_OPEN_READ_ONLY (1u << 0) /* log in read-only */
 #define RBLK_OPEN_PUSH_READS (1u << 1) /* target RDMA WRITEs read data */
+/* Refuse a target that does not prove it holds our secret (AUTH_RESULT). */
+#define RBLK_OPEN_MUTUAL_AUTH (1u << 2)
 
 struct rblk_opts {
 	size_t opts_size; /* set by rblk_opts_init(); lets the struct grow */
@@ -49,6 +53,13 @@ struct rblk_opts {
 	int timeout_ms; /* connect and login timeout; default 10000 */
 	const char *host_name; /* identifies us to the target; default hostname */
 	unsigned int flags; /* RBLK_OPEN_* */
+	/*
+	 * File holding this host's shared secret (the target's [host NAME]
+	 * secret; mode 0600 or stricter). NULL: no authentication. With it,
+	 * the target may challenge us; a wrong secret fails with -EACCES,
+	 * a target that needs one we lack with -ENOKEY.
+	 */
+	const char *key_file;
 };
 
 void rblk_opts_init(struct rblk_opts *opts);

@@ -11,6 +11,9 @@
  *   rblk_libtest ro URL        reads work, writes fail with -EROFS
  *   rblk_libtest open URL      just open; print rblk_last_error() on failure
  *
+ * ro and open log in as $RBLK_HOST_NAME with the key in $RBLK_KEY_FILE when
+ * those are set (tests/e2e/65-auth.sh).
+ *
  * Exit 0 on success, 1 on any mismatch or unexpected error.
  */
 #include <errno.h>
@@ -170,13 +173,23 @@ static int test_rw(const char *url)
 	return 0;
 }
 
+/* Options from the environment: host name and key file, when given. */
+static struct rblk_opts *env_opts(struct rblk_opts *o)
+{
+	rblk_opts_init(o);
+	o->host_name = getenv("RBLK_HOST_NAME");
+	o->key_file = getenv("RBLK_KEY_FILE");
+	return o;
+}
+
 static int test_ro(const char *url)
 {
+	struct rblk_opts o;
 	struct rblk *r;
 	char *buf = aligned_alloc(4096, 65536);
 	int ret;
 
-	CHECK(rblk_open(url, NULL, &r) == 0, "open");
+	CHECK(rblk_open(url, env_opts(&o), &r) == 0, "open");
 	CHECK(rblk_get_info(r)->features & RBLK_FEAT_READ_ONLY,
 	      "volume not read-only");
 	CHECK(rblk_pread(r, buf, 65536, 0) == 0, "read");
@@ -201,7 +214,11 @@ int main(int argc, char **argv)
 		return test_rw(argv[2]);
 	if (!strcmp(argv[1], "ro"))
 		return test_ro(argv[2]);
-	ret = rblk_open(argv[2], NULL, &r);
+	{
+		struct rblk_opts o;
+
+		ret = rblk_open(argv[2], env_opts(&o), &r);
+	}
 	if (ret) {
 		printf("error %d: %s\n", ret, rblk_last_error());
 		return 1;

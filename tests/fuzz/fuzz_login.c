@@ -102,7 +102,7 @@ static void on_hello(struct session *s, const uint8_t *buf, size_t len)
 		CHECK(p->lim.features & RBLK_F_READ_ONLY);
 
 	s->slots_len = (uint64_t)p->lim.queue_depth * p->lim.max_io;
-	login_reply(p, 0x7f0000001000ull, 0x1234, &l);
+	login_reply(&p->lim, 0x7f0000001000ull, 0x1234, &l);
 	l.session_id = 42;
 	CHECK(rblk_login_encode(wire, &l) == RBLK_LOGIN_SIZE);
 	/* what the initiator will make of it */

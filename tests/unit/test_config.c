@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -817,9 +818,158 @@ static void test_example(void **state)
 	free(cfg);
 }
 
+/* ---- [host], allow, allow_ro, --host ----------------------------------- */
+
+static char *key_file(mode_t mode)
+{
+	char *path = tmp_file("0123456789abcdef-key\n");
+
+	assert_int_equal(chmod(path, mode), 0);
+	return path;
+}
+
+static void test_hosts(void **state)
+{
+	struct cfg_target *cfg = cfg_new();
+	char *kf = key_file(0600), text[2048], err[1024];
+	const struct cfg_host *h;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "[target]\nlisten = tcp://127.0.0.1\nname = tgt-1\n"
+		 "[host alpha]\nsecret_file = %s\n"
+		 "[host beta]\nsecret = sixteen-chars-ok\n"
+		 "[export vol]\npath = ram:1M\nallow = alpha , beta\n"
+		 "allow_ro = gamma\n"
+		 "[export open]\npath = ram:1M\n"
+		 "[host gamma]\nsecret = another-secret-16\n",
+		 kf);
+	load_ok(cfg, text);
+	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), 0);
+	assert_string_equal(cfg->name, "tgt-1");
+	assert_int_equal(cfg->nr_hosts, 3);
+	h = cfg_find_host(cfg, "alpha");
+	assert_non_null(h);
+	assert_int_equal(h->secret_len, 20);
+	assert_memory_equal(h->secret, "0123456789abcdef-key", 20);
+	h = cfg_find_host(cfg, "beta");
+	assert_non_null(h);
+	assert_int_equal(h->secret_len, 16);
+	assert_memory_equal(h->secret, "sixteen-chars-ok", 16);
+	assert_null(cfg_find_host(cfg, "delta"));
+	assert_null(cfg_find_host(cfg, ""));
+	assert_true(cfg->exports[0].restricted);
+	assert_int_equal(cfg->exports[0].nr_allow, 3);
+	assert_int_equal(cfg_export_allows(&cfg->exports[0], "alpha"), 0);
+	assert_int_equal(cfg_export_allows(&cfg->exports[0], "beta"), 0);
+	assert_int_equal(cfg_export_allows(&cfg->exports[0], "gamma"), 1);
+	assert_int_equal(cfg_export_allows(&cfg->exports[0], "delta"), -1);
+	assert_false(cfg->exports[1].restricted);
+	assert_int_equal(cfg->exports[1].nr_allow, 0);
+
+	/* an allow list naming a host without a [host] section */
+	cfg_init(cfg);
+	load_ok(cfg, "[export v]\npath = ram:1M\nallow = nobody\n"
+		     "[target]\nlisten = tcp://127.0.0.1\n");
+	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "allows host 'nobody', which has no [host nobody] section"));
+	unlink(kf);
+	free(kf);
+	free(cfg);
+}
+
+static void test_hosts_bad(void **state)
+{
+	char *kf = key_file(0644), text[2048];
+
+	(void)state;
+	load_bad("[host]\nsecret = sixteen-chars-ok\n", 1, "needs a name");
+	load_bad("[host a]\nsecret = short\n", 2,
+		 "host 'a': secret is 5 bytes; at least 16 are needed");
+	load_bad("[host a]\nsecret = sixteen-chars-ok\nsecret_file = /x\n",
+		 3, "give secret or secret_file, not both");
+	load_bad("[host a]\nsecret = sixteen-chars-ok\nsecret = sixteen-chars-ok\n",
+		 3, "'secret' given twice");
+	load_bad("[host a]\n\n[export v]\npath = ram:1M\n", 1,
+		 "host 'a' has no secret");
+	load_bad("[host a]\nkey = sixteen-chars-ok\n", 2,
+		 "unknown key 'key' in [host a]");
+	load_bad("[host a]\nsecret = sixteen-chars-ok\n[host a]\n", 3,
+		 "host 'a' defined twice (first on line 1)");
+	load_bad("[host a,b]\n", 1, "bad character");
+	load_bad("[host a]\nsecret_file = /nonexistent/key\n", 2,
+		 "secret file /nonexistent/key: No such file or directory");
+	snprintf(text, sizeof(text), "[host a]\nsecret_file = %s\n", kf);
+	load_bad(text, 2, "is accessible by group or others (mode 0644); chmod 600 it");
+	load_bad("[export v]\npath = ram:1M\nallow = a, a\n", 3,
+		 "host 'a' listed twice");
+	load_bad("[export v]\npath = ram:1M\nallow = a\nallow_ro = a\n", 4,
+		 "host 'a' listed twice");
+	load_bad("[export v]\npath = ram:1M\nallow = a,,b\n", 3,
+		 "empty host name");
+	load_bad("[export v]\npath = ram:1M\nallow = a\nallow = b\n", 4,
+		 "'allow' given twice");
+	load_bad("[target]\nname = a b\n", 2, "name: host name 'a b'");
+	unlink(kf);
+	free(kf);
+}
+
+static void test_host_arg(void **state)
+{
+	struct cfg_target *cfg = cfg_new();
+	char *kf = key_file(0600), *open_kf = key_file(0604), arg[PATH_MAX + 64],
+	     err[1024];
+
+	(void)state;
+	snprintf(arg, sizeof(arg), "alpha:secret-file=%s", kf);
+	assert_int_equal(cfg_add_host_arg(cfg, arg, err, sizeof(err)), 0);
+	assert_non_null(cfg_find_host(cfg, "alpha"));
+	assert_int_equal(cfg_add_host_arg(cfg, arg, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "host 'alpha' defined twice"));
+	snprintf(arg, sizeof(arg), "beta:secret-file=%s", open_kf);
+	assert_int_equal(cfg_add_host_arg(cfg, arg, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "accessible by group or others"));
+	assert_int_equal(cfg_add_host_arg(cfg, "beta", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "expected NAME:secret-file=PATH"));
+	assert_int_equal(cfg_add_host_arg(cfg, "beta:secret=abc", err,
+					  sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(cfg_add_host_arg(cfg, ":secret-file=/x", err,
+					  sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(cfg->nr_hosts, 1);
+
+	assert_int_equal(cfg_add_export_arg(cfg,
+					    "v=ram:1M,allow=alpha,allow_ro=beta",
+					    err, sizeof(err)),
+			 0);
+	assert_true(cfg->exports[0].restricted);
+	assert_int_equal(cfg_export_allows(&cfg->exports[0], "alpha"), 0);
+	assert_int_equal(cfg_export_allows(&cfg->exports[0], "beta"), 1);
+	assert_int_equal(cfg_add_listen(cfg, "tcp://127.0.0.1", err,
+					sizeof(err)),
+			 0);
+	/* beta has no secret (its --host failed) */
+	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "allows host 'beta'"));
+	assert_int_equal(cfg_add_export_arg(cfg, "w=ram:1M,allow=", err,
+					    sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "empty host name"));
+	unlink(kf);
+	unlink(open_kf);
+	free(kf);
+	free(open_kf);
+	free(cfg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hosts),
+		cmocka_unit_test(test_hosts_bad),
+		cmocka_unit_test(test_host_arg),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_load_full),
 		cmocka_unit_test(test_load_layout),

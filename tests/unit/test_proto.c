@@ -390,8 +390,8 @@ static void test_resp_roundtrip(void **state)
 		r.tag = (uint16_t)st;
 		r.length = st * 512;
 		rblk_resp_encode(m.b, &r);
-		assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 16,
-						  &out),
+		assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE,
+						  RBLK_S_MAX_ + 1, &out),
 				 RBLK_S_OK);
 		assert_int_equal(out.tag, st);
 		assert_int_equal(out.status, st);
@@ -1269,6 +1269,8 @@ static void test_status_to_errno(void **state)
 		{ RBLK_S_SHUTDOWN, -ESHUTDOWN },
 		{ RBLK_S_MISALIGNED, -EINVAL },
 		{ RBLK_S_TOO_LARGE, -E2BIG },
+		{ RBLK_S_AUTH_FAILED, -EACCES },
+		{ RBLK_S_AUTH_REQUIRED, -ENOKEY },
 	};
 
 	(void)state;

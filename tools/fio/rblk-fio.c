@@ -59,6 +59,8 @@ struct rblk_fio_opts {
 	unsigned int read_mode; /* enum read_mode */
 	unsigned long long max_io;
 	char *hostname;
+	char *keyfile;
+	unsigned int mutual_auth;
 };
 
 /* Per-job state (td->io_ops_data); used by the job's thread only. */
@@ -151,6 +153,25 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "keyfile",
+		.lname = "rblk key file",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, keyfile),
+		.help = "File with this host's shared secret (mode 0600) for authentication",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "mutual_auth",
+		.lname = "rblk mutual authentication",
+		.type = FIO_OPT_BOOL,
+		.off1 = offsetof(struct rblk_fio_opts, mutual_auth),
+		.def = "0",
+		.help = "Refuse a target that does not prove the shared secret",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -174,6 +195,10 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 	ro->queue_depth = qd;
 	ro->max_io = (unsigned int)o->max_io;
 	ro->host_name = o->hostname;
+	if (o->keyfile && o->keyfile[0])
+		ro->key_file = o->keyfile;
+	if (o->mutual_auth)
+		ro->flags |= RBLK_OPEN_MUTUAL_AUTH;
 	if (o->read_mode == READ_MODE_PUSH)
 		ro->flags |= RBLK_OPEN_PUSH_READS;
 	if (!td_write(td) && !td_trim(td))

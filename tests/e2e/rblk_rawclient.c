@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A raw rblk initiator for the security tests (tests/e2e/65-auth.sh and
+ * 66-rkey-isolation.sh). It speaks the wire protocol through the transport
+ * API directly, so it can send what librblk never would:
+ *
+ *   rblk_rawclient reflect URL HOST KEYFILE
+ *        answer the challenge with the target's own nonce as ours (and a
+ *        MAC that is right for that input): must be refused AUTH_FAILED
+ *   rblk_rawclient replay URL HOST KEYFILE
+ *        log in properly (checking the target's AUTH_RESULT), then send the
+ *        same AUTH_RESPONSE bytes on a second connection: must be refused
+ *        AUTH_FAILED
+ *   rblk_rawclient rowrite URL HOST KEYFILE
+ *        log in (a read-only grant) and send a WRITE command anyway: the
+ *        target must answer READ_ONLY
+ *   rblk_rawclient skip URL HOST KEYFILE
+ *        take the challenge and send a READ command instead of answering:
+ *        must be refused BAD_STATE (no way around authentication)
+ *   rblk_rawclient stall URL HOST KEYFILE
+ *        take the challenge and never answer: the target must drop the
+ *        connection at its 10 s login deadline (prints the seconds)
+ *   rblk_rawclient isolation URL [HOST KEYFILE]
+ *        log in two connections A and B; B RDMA READs and then (on a third
+ *        connection C) RDMA WRITEs A's slot region with A's rkey: both must
+ *        fail with a remote access error; then A writes and reads back a
+ *        block through its slot and compares
+ *
+ * Prints what happened; exits 0 when the target behaved, 1 otherwise.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/auth.h"
+#include "common/proto.h"
+#include "common/url.h"
+#include "common/util.h"
+#include "transport/transport.h"
+
+#define NR_RECV 4
+#define BLK 4096
+static int timeout_ms = 10000;
+#define TIMEOUT_MS timeout_ms
+
+struct rc {
+	struct xp_conn *xc;
+	char *mem; /* NR_RECV receive buffers, a send buffer, two data blocks */
+	struct xp_mr *mr;
+	struct rblk_login login;
+	struct rblk_auth_ctx ctx;
+	uint8_t resp_wire[RBLK_AUTH_RESPONSE_SIZE]; /* our last AUTH_RESPONSE */
+};
+
+static struct rblk_url url;
+static const struct xp_ops *ops;
+static const char *host = "";
+static uint8_t secret[RBLK_SECRET_MAX];
+static size_t secret_len;
+
+#define DIE(...)                                      \
+	do {                                          \
+		fprintf(stderr, "rawclient: " __VA_ARGS__); \
+		fputc('\n', stderr);                  \
+		exit(1);                              \
+	} while (0)
+
+static char *recv_buf(struct rc *c, unsigned int i)
+{
+	return c->mem + (size_t)i * RBLK_MSG_MAX;
+}
+
+static char *send_buf(struct rc *c)
+{
+	return c->mem + NR_RECV * RBLK_MSG_MAX;
+}
+
+static char *data_buf(struct rc *c, unsigned int i)
+{
+	return c->mem + (NR_RECV + 1) * RBLK_MSG_MAX + (size_t)i * BLK;
+}
+
+static void post_recv(struct rc *c, unsigned int i)
+{
+	struct xp_sge sge = { recv_buf(c, i), RBLK_MSG_MAX, c->mr };
+
+	if (xp_post_recv(c->xc, 100 + i, &sge))
+		DIE("post_recv failed");
+}
+
+static void rc_connect(struct rc *c)
+{
+	struct xp_conn_attr attr = { .max_send_wr = 8, .max_recv_wr = NR_RECV };
+	char priv[RBLK_CM_REQ_SIZE];
+	size_t len = (NR_RECV + 1) * RBLK_MSG_MAX + 2 * BLK;
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	ret = ops->connect(url.host, url.port, &attr, priv,
+			   rblk_cm_req_encode(priv, 4), TIMEOUT_MS, &c->xc,
+			   NULL, NULL);
+	if (ret)
+		DIE("connect: %s", strerror(-ret));
+	if (posix_memalign((void **)&c->mem, 4096, len))
+		DIE("out of memory");
+	memset(c->mem, 0, len);
+	if (xp_reg_mr(c->xc, c->mem, len,
+		      XP_ACCESS_LOCAL_WRITE | XP_ACCESS_REMOTE_WRITE, &c->mr))
+		DIE("reg_mr failed");
+	for (unsigned int i = 0; i < NR_RECV; i++)
+		post_recv(c, i);
+}
+
+static void rc_close(struct rc *c)
+{
+	xp_destroy(c->xc);
+	free(c->mem);
+}
+
+/* Post one work request; data ones use data block `blk`. */
+static int post(struct rc *c, enum xp_wr_opcode op, const void *msg,
+		size_t len, unsigned int blk, uint64_t raddr, uint32_t rkey)
+{
+	struct xp_send_wr wr = { 0 }, *bad;
+
+	wr.wr_id = op;
+	wr.opcode = op;
+	wr.flags = XP_SEND_SIGNALED;
+	if (op == XP_WR_SEND) {
+		memcpy(send_buf(c), msg, len);
+		wr.sge.addr = send_buf(c);
+		wr.sge.length = (uint32_t)len;
+	} else {
+		wr.sge.addr = data_buf(c, blk);
+		wr.sge.length = BLK;
+		wr.remote_addr = raddr;
+		wr.rkey = rkey;
+	}
+	wr.sge.mr = c->mr;
+	return xp_post_send(c->xc, &wr, &bad);
+}
+
+/*
+ * Next completion that is not a successful SEND. Returns its status; a
+ * received message is copied to copy (its length to len) and its buffer
+ * reposted at once.
+ */
+static enum xp_wc_status next_wc(struct rc *c, struct xp_wc *wc, void *copy,
+				 uint32_t *len)
+{
+	uint64_t deadline = now_ms() + TIMEOUT_MS;
+	bool armed = false;
+	int n;
+
+	for (;;) {
+		n = xp_poll(c->xc, wc, 1);
+		if (n < 0)
+			DIE("poll: %s", strerror(-n));
+		if (n == 1) {
+			armed = false;
+			if (wc->status == XP_WC_SUCCESS &&
+			    wc->opcode == XP_WC_SEND)
+				continue;
+			if (wc->status == XP_WC_SUCCESS &&
+			    wc->opcode == XP_WC_RECV) {
+				memcpy(copy, recv_buf(c, (unsigned)wc->wr_id - 100),
+				       wc->byte_len);
+				*len = wc->byte_len;
+				post_recv(c, (unsigned)wc->wr_id - 100);
+			}
+			return wc->status;
+		}
+		if (!armed) {
+			armed = xp_arm(c->xc) <= 0;
+			continue;
+		}
+		{
+			struct pollfd pfd = { .fd = xp_fd(c->xc),
+					      .events = POLLIN };
+			uint64_t now = now_ms();
+
+			if (now >= deadline)
+				DIE("timed out waiting for a completion");
+			poll(&pfd, 1, (int)(deadline - now));
+			armed = false;
+		}
+	}
+}
+
+/* Wait for one message; returns its type, the bytes in msg. */
+static int recv_msg(struct rc *c, void *msg, uint32_t *len)
+{
+	struct xp_wc wc;
+
+	if (next_wc(c, &wc, msg, len) != XP_WC_SUCCESS ||
+	    wc.opcode != XP_WC_RECV)
+		DIE("connection failed (%s) while waiting for a message",
+		    xp_wc_status_str(wc.status));
+	return rblk_msg_type(msg, *len);
+}
+
+static void send_hello(struct rc *c, bool auth)
+{
+	struct rblk_hello h = { .queue_depth = 4, .max_io = BLK };
+	char b[RBLK_HELLO_SIZE];
+
+	h.flags = auth ? RBLK_HELLO_F_AUTH : 0;
+	snprintf(h.export_name, sizeof(h.export_name), "%s", url.export_name);
+	snprintf(h.host_name, sizeof(h.host_name), "%s", host);
+	if (post(c, XP_WR_SEND, b, rblk_hello_encode(b, &h), 0, 0, 0))
+		DIE("sending HELLO failed");
+}
+
+/* Wait for the challenge and fill c->ctx with its nonce and the names. */
+static void get_challenge(struct rc *c)
+{
+	struct rblk_auth_challenge ch;
+	char msg[RBLK_MSG_MAX];
+	uint32_t len;
+	int type = recv_msg(c, msg, &len);
+
+	if (type == RBLK_MSG_LOGIN && !rblk_login_decode(msg, len, &c->login))
+		DIE("expected AUTH_CHALLENGE, got LOGIN status %u (%s)",
+		    c->login.status, rblk_status_str((int)c->login.status));
+	if (type != RBLK_MSG_AUTH_CHALLENGE ||
+	    rblk_auth_challenge_decode(msg, len, &ch))
+		DIE("expected AUTH_CHALLENGE, got message type %d", type);
+	memcpy(c->ctx.target_nonce, ch.nonce, RBLK_AUTH_NONCE_LEN);
+	memcpy(c->ctx.target_name, ch.target_name, RBLK_NAME_MAX);
+	snprintf(c->ctx.host_name, sizeof(c->ctx.host_name), "%s", host);
+	snprintf(c->ctx.export_name, sizeof(c->ctx.export_name), "%s",
+		 url.export_name);
+}
+
+/* Send AUTH_RESPONSE for initiator nonce `nonce` with a right MAC. */
+static void respond(struct rc *c, const uint8_t *nonce)
+{
+	struct rblk_auth_response r;
+
+	memcpy(c->ctx.initiator_nonce, nonce, RBLK_AUTH_NONCE_LEN);
+	memcpy(r.nonce, nonce, RBLK_AUTH_NONCE_LEN);
+	rblk_auth_mac(secret, secret_len, RBLK_AUTH_ROLE_INITIATOR, &c->ctx,
+		      r.mac);
+	rblk_auth_response_encode(c->resp_wire, &r);
+	if (post(c, XP_WR_SEND, c->resp_wire, sizeof(c->resp_wire), 0, 0, 0))
+		DIE("sending AUTH_RESPONSE failed");
+}
+
+/* Wait for LOGIN (after AUTH_RESULT, checked, when authenticating). */
+static uint32_t get_login(struct rc *c, bool expect_result)
+{
+	char msg[RBLK_MSG_MAX];
+	uint32_t len;
+	int type = recv_msg(c, msg, &len);
+
+	if (type == RBLK_MSG_AUTH_RESULT) {
+		struct rblk_auth_result res;
+
+		if (!expect_result || rblk_auth_result_decode(msg, len, &res))
+			DIE("unexpected AUTH_RESULT");
+		if (rblk_auth_verify(secret, secret_len, RBLK_AUTH_ROLE_TARGET,
+				     &c->ctx, res.mac))
+			DIE("the target's AUTH_RESULT MAC is wrong");
+		printf("target proved the secret (AUTH_RESULT verified)\n");
+		type = recv_msg(c, msg, &len);
+	}
+	if (type != RBLK_MSG_LOGIN || rblk_login_decode(msg, len, &c->login))
+		DIE("expected LOGIN, got message type %d", type);
+	return c->login.status;
+}
+
+static void login(struct rc *c)
+{
+	uint8_t nonce[RBLK_AUTH_NONCE_LEN];
+
+	rc_connect(c);
+	send_hello(c, secret_len > 0);
+	if (secret_len) {
+		get_challenge(c);
+		rblk_auth_nonce(nonce);
+		respond(c, nonce);
+	}
+	if (get_login(c, secret_len > 0) != RBLK_S_OK)
+		DIE("login refused: %s",
+		    rblk_status_str((int)c->login.status));
+}
+
+static int expect_refused(struct rc *c, const char *what)
+{
+	uint32_t st = get_login(c, false);
+
+	if (st != RBLK_S_AUTH_FAILED) {
+		printf("FAIL: %s: login status %u (%s), want AUTH_FAILED\n",
+		       what, st, rblk_status_str((int)st));
+		return 1;
+	}
+	printf("%s refused: %s\n", what, rblk_status_str((int)st));
+	return 0;
+}
+
+static int cmd_reflect(void)
+{
+	struct rc c;
+	int ret;
+
+	rc_connect(&c);
+	send_hello(&c, true);
+	get_challenge(&c);
+	respond(&c, c.ctx.target_nonce); /* the target's nonce as ours */
+	ret = expect_refused(&c, "reflected challenge");
+	rc_close(&c);
+	return ret;
+}
+
+static int cmd_replay(void)
+{
+	uint8_t old[RBLK_AUTH_RESPONSE_SIZE];
+	struct rc c;
+	int ret;
+
+	login(&c);
+	printf("first connection logged in (rkey 0x%x)\n", c.login.slot_rkey);
+	memcpy(old, c.resp_wire, sizeof(old));
+	rc_close(&c);
+
+	rc_connect(&c);
+	send_hello(&c, true);
+	get_challenge(&c);
+	if (post(&c, XP_WR_SEND, old, sizeof(old), 0, 0, 0))
+		DIE("sending the replayed response failed");
+	ret = expect_refused(&c, "replayed response");
+	rc_close(&c);
+	return ret;
+}
+
+/* One command on tag 0 of a logged-in connection; returns the status. */
+static uint32_t command(struct rc *c, uint8_t op, uint64_t off)
+{
+	struct rblk_cmd cmd = { .tag = 0, .opcode = op, .length = BLK,
+				.offset = off };
+	struct rblk_resp resp;
+	char b[RBLK_CMD_SIZE], msg[RBLK_MSG_MAX];
+	uint32_t len;
+
+	if (op == RBLK_OP_WRITE &&
+	    post(c, XP_WR_RDMA_WRITE, NULL, 0, 0, c->login.slot_addr,
+		 c->login.slot_rkey))
+		DIE("RDMA WRITE to our own slot failed to post");
+	if (post(c, XP_WR_SEND, b, rblk_cmd_encode(b, &cmd), 0, 0, 0))
+		DIE("sending a command failed");
+	for (;;) {
+		struct xp_wc wc;
+
+		if (next_wc(c, &wc, msg, &len) != XP_WC_SUCCESS)
+			DIE("connection A failed: %s",
+			    xp_wc_status_str(wc.status));
+		if (wc.opcode == XP_WC_RECV)
+			break;
+	}
+	if (rblk_resp_decode(msg, len, 4, &resp))
+		DIE("malformed response");
+	return resp.status;
+}
+
+/*
+ * B's one-sided op on A's slots must fail with a remote access error. RDMA
+ * READ reports it on the READ itself. An RDMA WRITE over the tcp transport
+ * completes once its bytes are in the kernel (transport/tcp.c, "Known
+ * differences"), so there the error arrives as the connection failing
+ * right after; that the bytes never landed is checked on A's slot.
+ */
+static int foreign_access(struct rc *b, struct rc *a, enum xp_wr_opcode op,
+			  const char *what)
+{
+	struct xp_wc wc;
+	char msg[RBLK_MSG_MAX];
+	uint32_t len;
+	enum xp_wc_status st;
+
+	memset(data_buf(b, 1), 0x5a, BLK);
+	if (post(b, op, NULL, 0, 1, a->login.slot_addr, a->login.slot_rkey))
+		DIE("posting %s failed", what);
+	st = next_wc(b, &wc, msg, &len);
+	if (st == XP_WC_SUCCESS && op == XP_WR_RDMA_WRITE &&
+	    !strcmp(url.scheme, "tcp")) {
+		st = next_wc(b, &wc, msg, &len);
+		if (st == XP_WC_FLUSH_ERR)
+			st = XP_WC_REM_ACCESS_ERR; /* logged by the transport */
+	}
+	if (st == XP_WC_SUCCESS) {
+		printf("FAIL: %s with another connection's rkey succeeded\n",
+		       what);
+		return 1;
+	}
+	if (st != XP_WC_REM_ACCESS_ERR) {
+		printf("FAIL: %s failed with %s, want a remote access error\n",
+		       what, xp_wc_status_str(st));
+		return 1;
+	}
+	printf("%s with connection A's rkey 0x%x: %s\n", what,
+	       a->login.slot_rkey, xp_wc_status_str(st));
+	return 0;
+}
+
+/* RDMA READ of A's own slot 0 into A's data block 0. */
+static void read_own_slot(struct rc *a)
+{
+	struct xp_wc wc;
+	char msg[RBLK_MSG_MAX];
+	uint32_t len;
+
+	if (post(a, XP_WR_RDMA_READ, NULL, 0, 0, a->login.slot_addr,
+		 a->login.slot_rkey))
+		DIE("A: RDMA READ failed to post");
+	if (next_wc(a, &wc, msg, &len) != XP_WC_SUCCESS ||
+	    wc.opcode != XP_WC_RDMA_READ)
+		DIE("A: RDMA READ of its own slot failed: %s",
+		    xp_wc_status_str(wc.status));
+}
+
+static int cmd_rowrite(void)
+{
+	struct rc c;
+	uint32_t st;
+
+	login(&c);
+	if (!(c.login.features & RBLK_F_READ_ONLY)) {
+		printf("FAIL: login is not read-only (features 0x%x)\n",
+		       c.login.features);
+		return 1;
+	}
+	memset(data_buf(&c, 0), 0x77, BLK);
+	st = command(&c, RBLK_OP_WRITE, 0);
+	rc_close(&c);
+	if (st != RBLK_S_READ_ONLY) {
+		printf("FAIL: WRITE on a read-only grant: status %u (%s)\n", st,
+		       rblk_status_str((int)st));
+		return 1;
+	}
+	printf("WRITE on a read-only grant refused: %s\n",
+	       rblk_status_str((int)st));
+	return 0;
+}
+
+static int cmd_skip(void)
+{
+	struct rblk_cmd cmd = { .tag = 0, .opcode = RBLK_OP_READ, .length = BLK };
+	char b[RBLK_CMD_SIZE];
+	struct rc c;
+	uint32_t st;
+
+	rc_connect(&c);
+	send_hello(&c, true);
+	get_challenge(&c);
+	if (post(&c, XP_WR_SEND, b, rblk_cmd_encode(b, &cmd), 0, 0, 0))
+		DIE("sending the command failed");
+	st = get_login(&c, false);
+	rc_close(&c);
+	if (st != RBLK_S_BAD_STATE) {
+		printf("FAIL: a command instead of AUTH_RESPONSE: login status %u (%s)\n",
+		       st, rblk_status_str((int)st));
+		return 1;
+	}
+	printf("command instead of AUTH_RESPONSE refused: %s\n",
+	       rblk_status_str((int)st));
+	return 0;
+}
+
+static int cmd_stall(void)
+{
+	uint64_t start = now_ms();
+	struct xp_wc wc;
+	char msg[RBLK_MSG_MAX];
+	uint32_t len;
+	struct rc c;
+	double secs;
+
+	timeout_ms = 20000;
+	rc_connect(&c);
+	send_hello(&c, true);
+	get_challenge(&c);
+	while (next_wc(&c, &wc, msg, &len) == XP_WC_SUCCESS)
+		DIE("unexpected message type %d while stalling",
+		    rblk_msg_type(msg, len));
+	secs = (double)(now_ms() - start) / 1000;
+	rc_close(&c);
+	printf("stalled after the challenge: dropped after %.1f s\n", secs);
+	return secs >= 9.5 && secs < 13 ? 0 : 1;
+}
+
+static int cmd_isolation(void)
+{
+	struct rc a, b;
+	uint32_t st;
+	int bad = 0;
+
+	login(&a);
+	login(&b);
+	printf("A: slot addr 0x%llx rkey 0x%x; B: slot addr 0x%llx rkey 0x%x\n",
+	       (unsigned long long)a.login.slot_addr, a.login.slot_rkey,
+	       (unsigned long long)b.login.slot_addr, b.login.slot_rkey);
+	bad |= foreign_access(&b, &a, XP_WR_RDMA_READ, "RDMA READ");
+	rc_close(&b);
+	login(&b);
+	bad |= foreign_access(&b, &a, XP_WR_RDMA_WRITE, "RDMA WRITE");
+	rc_close(&b);
+	/* A's slot was zeroed at login and A has not used it since */
+	memset(data_buf(&a, 0), 0xff, BLK);
+	read_own_slot(&a);
+	for (int i = 0; i < BLK; i++) {
+		if (data_buf(&a, 0)[i]) {
+			printf("FAIL: B's RDMA WRITE reached A's slot (byte %d = 0x%02x)\n",
+			       i, (unsigned char)data_buf(&a, 0)[i]);
+			bad = 1;
+			break;
+		}
+	}
+
+	/* A carries on: write a block through its slot, read it back */
+	for (int i = 0; i < BLK; i++)
+		data_buf(&a, 0)[i] = (char)(i * 7 + 3);
+	memcpy(data_buf(&a, 1), data_buf(&a, 0), BLK);
+	st = command(&a, RBLK_OP_WRITE, 8192);
+	if (st)
+		DIE("A: WRITE failed: %s", rblk_status_str((int)st));
+	memset(data_buf(&a, 0), 0, BLK);
+	st = command(&a, RBLK_OP_READ, 8192);
+	if (st)
+		DIE("A: READ failed: %s", rblk_status_str((int)st));
+	read_own_slot(&a);
+	if (memcmp(data_buf(&a, 0), data_buf(&a, 1), BLK)) {
+		printf("FAIL: connection A read back different data\n");
+		bad = 1;
+	} else {
+		printf("connection A still verifies data (4096 bytes at 8192)\n");
+	}
+	rc_close(&a);
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	char err[512];
+
+	if (argc < 3)
+		goto usage;
+	if (rblk_auth_init())
+		DIE("libsodium failed");
+	if (rblk_url_parse(argv[2], RBLK_DEFAULT_PORT, &url, err, sizeof(err)))
+		DIE("%s", err);
+	ops = xp_find(url.scheme);
+	if (!ops)
+		DIE("unknown transport %s", url.scheme);
+	if (argc >= 5) {
+		host = argv[3];
+		if (rblk_auth_load_secret(argv[4], secret, &secret_len, err,
+					  sizeof(err)))
+			DIE("%s", err);
+	} else if (argc != 3) {
+		goto usage;
+	}
+	if (!strcmp(argv[1], "reflect") && secret_len)
+		return cmd_reflect();
+	if (!strcmp(argv[1], "replay") && secret_len)
+		return cmd_replay();
+	if (!strcmp(argv[1], "skip") && secret_len)
+		return cmd_skip();
+	if (!strcmp(argv[1], "stall") && secret_len)
+		return cmd_stall();
+	if (!strcmp(argv[1], "rowrite") && secret_len)
+		return cmd_rowrite();
+	if (!strcmp(argv[1], "isolation"))
+		return cmd_isolation();
+usage:
+	fprintf(stderr, "usage: %s reflect|replay|rowrite|skip|stall URL HOST KEYFILE\n"
+			"       %s isolation URL [HOST KEYFILE]\n",
+		argv[0], argv[0]);
+	return 2;
+}
