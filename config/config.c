@@ -213,6 +213,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	char buf[RBLK_NAME_MAX + PATH_MAX + 64];
 	struct cfg_export *e;
 	char *eq, *path, *opts, *opt;
+	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
 	bool ro = false;
 	uint64_t bs = 0;
 	int ret;
@@ -223,7 +224,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	eq = strchr(buf, '=');
 	if (!eq || eq == buf)
 		return fail(why, whylen, -EINVAL,
-			    "expected NAME=PATH[,ro][,bs=N]");
+			    "expected NAME=PATH[,ro][,bs=N][,direct]");
 	*eq = 0;
 	path = eq + 1;
 	opts = strchr(path, ',');
@@ -241,6 +242,10 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 			ro = true;
 		} else if (!strcmp(opt, "rw")) {
 			ro = false;
+		} else if (!strcmp(opt, "direct")) {
+			direct = CFG_DIRECT_YES;
+		} else if (!strcmp(opt, "nodirect")) {
+			direct = CFG_DIRECT_NO;
 		} else if (!strncmp(opt, "bs=", 3)) {
 			if (parse_size(opt + 3, &bs) ||
 			    check_block_size(bs, NULL, 0))
@@ -249,7 +254,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 					    opt + 3);
 		} else {
 			return fail(why, whylen, -EINVAL,
-				    "%s option '%.32s' (known: ro, rw, bs=N)",
+				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect)",
 				    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -259,6 +264,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	snprintf(e->path, sizeof(e->path), "%s", path);
 	e->read_only = ro;
 	e->block_size = (uint32_t)bs;
+	e->direct = direct;
 	return 0;
 }
 
@@ -278,7 +284,7 @@ int cfg_add_export_arg(struct cfg_target *cfg, const char *arg, char *err,
 
 enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_MAX_IO, NR_TARGET_KEYS };
-enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, NR_EXPORT_KEYS };
+enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_DIRECT, NR_EXPORT_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_LISTEN] = "listen",	  [KEY_WORKERS] = "workers",
@@ -289,6 +295,7 @@ static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_PATH] = "path",
 	[KEY_READ_ONLY] = "read_only",
 	[KEY_BLOCK_SIZE] = "block_size",
+	[KEY_DIRECT] = "direct",
 };
 
 enum section { SEC_NONE, SEC_TARGET, SEC_EXPORT };
@@ -527,6 +534,12 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 			return ctx_fail(c, "export '%s': %s", e->name, why);
 		e->block_size = (uint32_t)bs;
 		return 1;
+	case KEY_DIRECT:
+		if (parse_bool(value, &b))
+			return ctx_fail(c, "direct: '%s' is not yes/no, true/false, on/off or 1/0",
+					value);
+		e->direct = b ? CFG_DIRECT_YES : CFG_DIRECT_NO;
+		return 1;
 	}
 	return ctx_fail(c, "internal error: key %d", key);
 }
@@ -567,7 +580,7 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size)",
+			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, direct)",
 					name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);
 	}

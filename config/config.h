@@ -16,12 +16,20 @@
 #define CFG_MAX_LISTEN 16
 #define CFG_MAX_EXPORTS 256
 
+/* cfg_export.direct: register the volume itself for each connection */
+enum cfg_direct {
+	CFG_DIRECT_DEFAULT = 0, /* RAM volumes: yes; files: no */
+	CFG_DIRECT_NO,
+	CFG_DIRECT_YES, /* files are mmap'd MAP_SHARED; block devices refused */
+};
+
 struct cfg_export {
 	char name[RBLK_NAME_MAX];
 	/* A file or block device path, or "ram:SIZE" (e.g. ram:1G). */
 	char path[PATH_MAX];
 	bool read_only;
 	uint32_t block_size; /* 0: choose (device logical block size or 512) */
+	enum cfg_direct direct;
 };
 
 struct cfg_target {
@@ -56,11 +64,15 @@ void cfg_init(struct cfg_target *cfg);
  *   path = /srv/vol0.img | /dev/sdb | ram:1G
  *   read_only = yes | no
  *   block_size = 512 | 4096 ...
+ *   direct = yes | no                ; RAM: yes unless no; files: no
  */
 int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 	     size_t errlen);
 
-/* Parse "NAME=PATH[,ro][,bs=N]" (the --export option) and add it. */
+/*
+ * Parse "NAME=PATH[,ro][,bs=N][,direct|,nodirect]" (the --export option)
+ * and add it.
+ */
 int cfg_add_export_arg(struct cfg_target *cfg, const char *arg, char *err,
 		       size_t errlen);
 

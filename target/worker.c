@@ -30,9 +30,10 @@
 #define LOGIN_TIMEOUT_MS 10000
 #define POLL_BATCH 32
 #define RESP_BUF_SIZE 64 /* per tag; a response is RBLK_RESP_SIZE */
+#define LOGIN_BUF_SIZE 128 /* the last send buffer, after the tags' */
 
 _Static_assert(RBLK_RESP_SIZE <= RESP_BUF_SIZE, "response fits its buffer");
-_Static_assert(RBLK_LOGIN_SIZE <= RESP_BUF_SIZE, "login fits a send buffer");
+_Static_assert(RBLK_LOGIN_SIZE <= LOGIN_BUF_SIZE, "login fits a send buffer");
 
 /*
  * Work request ids: kind in the top byte, a value below. RECV carries the
@@ -122,8 +123,8 @@ struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd)
 	c->nr_recv = attr.max_recv_wr;
 	c->buf_index = -1;
 	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
-	len = (size_t)c->nr_recv * RBLK_MSG_MAX +
-	      (size_t)(qd + 1u) * RESP_BUF_SIZE;
+	len = (size_t)c->nr_recv * RBLK_MSG_MAX + (size_t)qd * RESP_BUF_SIZE +
+	      LOGIN_BUF_SIZE;
 	if (posix_memalign(&c->msg_mem, 4096, len)) {
 		c->msg_mem = NULL;
 		goto out_reject;
@@ -181,6 +182,9 @@ static void tconn_fail(struct tconn *c, const char *why)
 	c->state = TCONN_CLOSING;
 	c->wait_head = c->wait_tail = NULL;
 	xp_disconnect(c->xc);
+	/* no target work uses it: the volume's rkey dies with the link */
+	xp_dereg_mr(c->vol_mr);
+	c->vol_mr = NULL;
 }
 
 static void tconn_destroy(struct worker *w, struct tconn *c)
@@ -379,6 +383,34 @@ static void login_refuse(struct tconn *c, int status, const char *why)
 		tconn_fail(c, "sending the login refusal failed");
 }
 
+/*
+ * RBLK_F_DIRECT: register the volume memory itself for this connection,
+ * so the initiator RDMA READs and WRITEs it in place. Called only once the
+ * login is accepted (like the slot region), with remote write only for a
+ * read-write login: a read-only login's RDMA WRITE then fails with a
+ * remote access error. The registration lives in the connection's own
+ * protection domain and goes with it at tconn_free() (xp_destroy).
+ * Fills the volume fields of l; returns 0 or -errno.
+ */
+static int tconn_reg_volume(struct tconn *c, struct rblk_login *l)
+{
+	struct export *e = c->exp;
+	int access = XP_ACCESS_REMOTE_READ;
+	int ret;
+
+	if (!(c->lim.features & RBLK_F_DIRECT))
+		return 0;
+	if (!(c->lim.features & RBLK_F_READ_ONLY))
+		access |= XP_ACCESS_LOCAL_WRITE | XP_ACCESS_REMOTE_WRITE;
+	ret = xp_reg_mr(c->xc, e->ram, e->size, access, &c->vol_mr);
+	if (ret)
+		return ret;
+	l->vol_rkey = c->vol_mr->rkey;
+	l->vol_addr = (uint64_t)(uintptr_t)e->ram;
+	l->vol_len = e->size;
+	return 0;
+}
+
 static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 			 uint32_t len)
 {
@@ -462,16 +494,22 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	l.slot_addr = (uint64_t)(uintptr_t)c->slots;
 	l.slot_len = c->slots_len;
 	random_bytes(&l.session_id, sizeof(l.session_id));
+	if (tconn_reg_volume(c, &l)) {
+		login_refuse(c, RBLK_S_NO_RESOURCES,
+			     "registering the volume for direct access failed");
+		return;
+	}
 	if (send_login(c, &l)) {
 		tconn_fail(c, "sending LOGIN failed");
 		return;
 	}
 	c->state = TCONN_LIVE;
 	atomic_fetch_add(&e->sessions, 1);
-	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u%s)",
+	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u%s%s)",
 		 (unsigned long long)c->id, c->peer, h.host_name, e->name,
 		 h.queue_id, qd, max_io,
-		 (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "");
+		 (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "",
+		 c->vol_mr ? ", direct" : "");
 }
 
 /* ---- completions ---------------------------------------------------------- */
