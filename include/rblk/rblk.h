@@ -41,6 +41,13 @@ struct rblk_queue;
 #define RBLK_OPEN_READ_ONLY (1u << 0) /* log in read-only */
 #define RBLK_OPEN_PUSH_READS (1u << 1) /* target RDMA WRITEs read data */
 
+/* rblk_opts.direct: use the volume's direct access (RBLK_FEAT_DIRECT) */
+enum rblk_direct {
+	RBLK_DIRECT_AUTO = 0, /* when the export offers it (default) */
+	RBLK_DIRECT_ON, /* required: rblk_open fails with -EOPNOTSUPP without */
+	RBLK_DIRECT_OFF, /* always the slot path */
+};
+
 struct rblk_opts {
 	size_t opts_size; /* set by rblk_opts_init(); lets the struct grow */
 	unsigned int queues; /* connections to open; default 1 */
@@ -49,6 +56,7 @@ struct rblk_opts {
 	int timeout_ms; /* connect and login timeout; default 10000 */
 	const char *host_name; /* identifies us to the target; default hostname */
 	unsigned int flags; /* RBLK_OPEN_* */
+	int direct; /* enum rblk_direct */
 };
 
 void rblk_opts_init(struct rblk_opts *opts);
@@ -60,6 +68,12 @@ void rblk_opts_init(struct rblk_opts *opts);
 #define RBLK_FEAT_TRIM 0x08u
 #define RBLK_FEAT_ZEROES 0x10u
 #define RBLK_FEAT_PUSH 0x20u
+/*
+ * Direct volume access in use: READ and WRITE move by RDMA READ/WRITE
+ * straight against the target's registered volume memory, with no command
+ * and no target CPU; FUA adds a FLUSH command behind the data.
+ */
+#define RBLK_FEAT_DIRECT 0x40u
 
 struct rblk_info {
 	uint64_t size; /* bytes */
