@@ -13,6 +13,10 @@
  *   rblk_libtest rw URL direct|slot
  *                              rw with opts.direct ON (and the volume must
  *                              report RBLK_FEAT_DIRECT) or OFF (must not)
+ *   rblk_libtest put URL FILE  write FILE at offset 0 through direct access
+ *                              (required), 1 MiB I/Os, 4 in flight, then
+ *                              FLUSH when the volume offers it
+ *   rblk_libtest get URL FILE  read the whole volume (direct) into FILE
  *   rblk_libtest rawro URL     below librblk: log in read-only by hand and
  *                              RDMA WRITE the registered volume; the target
  *                              must have registered it without remote
@@ -22,6 +26,7 @@
  * Exit 0 on success, 1 on any mismatch or unexpected error.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +212,65 @@ static int test_ro(const char *url)
 	return 0;
 }
 
+/* put/get: whole-file transfers with direct access required. */
+static int test_copy(const char *url, const char *path, bool put)
+{
+	const uint64_t chunk = 1 * MiB;
+	struct rblk_opts o;
+	const struct rblk_info *info;
+	struct rblk_queue *q;
+	struct rblk *r;
+	uint64_t size, off;
+	char *buf;
+	FILE *f;
+
+	rblk_opts_init(&o);
+	o.direct = RBLK_DIRECT_ON;
+	o.queue_depth = 4;
+	CHECK(rblk_open(url, &o, &r) == 0, "open %s", url);
+	info = rblk_get_info(r);
+	CHECK(info->features & RBLK_FEAT_DIRECT, "direct not in use");
+	q = rblk_get_queue(r, 0);
+	f = fopen(path, put ? "rb" : "wb");
+	CHECK(f, "open %s", path);
+	if (put) {
+		fseek(f, 0, SEEK_END);
+		size = (uint64_t)ftell(f);
+		rewind(f);
+		CHECK(size <= info->size && size % info->block_size == 0,
+		      "%s: %llu bytes do not fit the volume", path,
+		      (unsigned long long)size);
+	} else {
+		size = info->size;
+	}
+	buf = aligned_alloc(4096, 4 * chunk);
+	CHECK(buf, "alloc");
+	for (off = 0; off < size; off += 4 * chunk) {
+		uint64_t n = size - off < 4 * chunk ? size - off : 4 * chunk;
+
+		if (put)
+			CHECK(fread(buf, 1, n, f) == n, "read %s", path);
+		/* up to 4 I/Os in flight, completions in any order */
+		for (uint64_t i = 0; i < n; i += chunk)
+			CHECK(rblk_submit(q, put ? RBLK_IO_WRITE : RBLK_IO_READ,
+					  buf + i, off + i,
+					  n - i < chunk ? n - i : chunk, 0,
+					  NULL) == 0,
+			      "submit at %llu", (unsigned long long)(off + i));
+		wait_all(q);
+		if (!put)
+			CHECK(fwrite(buf, 1, n, f) == n, "write %s", path);
+	}
+	if (put && (info->features & RBLK_FEAT_FLUSH))
+		CHECK(rblk_flush(r) == 0, "flush");
+	CHECK(fclose(f) == 0, "close %s", path);
+	rblk_close(r);
+	free(buf);
+	printf("%s: %llu bytes %s through direct access\n", put ? "put" : "get",
+	       (unsigned long long)size, put ? "written" : "read");
+	return 0;
+}
+
 /* Wait for one completion on xc; returns it in *wc. */
 static void raw_wait(struct xp_conn *xc, struct xp_wc *wc)
 {
@@ -308,6 +372,8 @@ int main(int argc, char **argv)
 			return 2;
 		return test_rw(argv[2]);
 	}
+	if (argc == 4 && (!strcmp(argv[1], "put") || !strcmp(argv[1], "get")))
+		return test_copy(argv[2], argv[3], argv[1][0] == 'p');
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s rw|ro|open|rawro URL\n", argv[0]);
 		return 2;
