@@ -287,8 +287,8 @@ static void raw_wait(struct xp_conn *xc, struct xp_wc *wc)
 
 static int test_rawro(const char *url)
 {
-	const struct xp_ops *ops = xp_find("tcp");
-	char host[64], exp[RBLK_NAME_MAX], priv[RBLK_CM_REQ_SIZE];
+	const struct xp_ops *ops;
+	char scheme[8], host[64], exp[RBLK_NAME_MAX], priv[RBLK_CM_REQ_SIZE];
 	static char msgs[2 * RBLK_MSG_MAX], data[4096];
 	struct xp_conn_attr attr = { .max_send_wr = 4, .max_recv_wr = 4 };
 	struct rblk_hello h = { .queue_depth = 1, .max_io = 4096,
@@ -301,8 +301,10 @@ static int test_rawro(const char *url)
 	struct xp_wc wc;
 	unsigned int port;
 
-	CHECK(sscanf(url, "tcp://%63[^:]:%u/%127s", host, &port, exp) == 3,
-	      "rawro wants tcp://HOST:PORT/EXPORT");
+	CHECK(sscanf(url, "%7[a-z]://%63[^:]:%u/%127s", scheme, host, &port,
+		     exp) == 4 &&
+		      (ops = xp_find(scheme)),
+	      "rawro wants tcp|rdma://HOST:PORT/EXPORT");
 	CHECK(ops->connect(host, (uint16_t)port, &attr, priv,
 			   rblk_cm_req_encode(priv, 1), 5000, &xc, NULL,
 			   NULL) == 0,
