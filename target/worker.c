@@ -400,8 +400,17 @@ static int tconn_reg_volume(struct tconn *c, struct rblk_login *l)
 
 	if (!(c->lim.features & RBLK_F_DIRECT))
 		return 0;
+	/*
+	 * Local write whenever the memory is writable, even for a read-only
+	 * login: only then does registering pin real pages. Pinned for read
+	 * only, untouched anonymous (RAM) pages would stay the shared zero
+	 * page, and this connection would never see what others write there.
+	 * It grants the peer nothing.
+	 */
+	if (e->kind == EXPORT_RAM || !e->read_only)
+		access |= XP_ACCESS_LOCAL_WRITE;
 	if (!(c->lim.features & RBLK_F_READ_ONLY))
-		access |= XP_ACCESS_LOCAL_WRITE | XP_ACCESS_REMOTE_WRITE;
+		access |= XP_ACCESS_REMOTE_WRITE;
 	ret = xp_reg_mr(c->xc, e->ram, e->size, access, &c->vol_mr);
 	if (ret)
 		return ret;

@@ -6,12 +6,14 @@
 # exported with `direct` (the file equals the source after FLUSH/msync);
 # the fio engine with direct_access=on and crc32c verify; a read-only
 # direct login whose RDMA WRITE fails with a remote access error on the
-# HCA's own check while the target keeps serving.
+# HCA's own check while the target keeps serving; a read-only login made
+# before anything was written sees what a writer writes afterwards (its
+# registration pinned real pages, not the zero page).
 # vm-timeout: 420
 set -u
 . "$(dirname "$0")/../lib.sh"
 need_guest
-need_cmd fio jq sha256sum
+need_cmd fio jq sha256sum nbdcopy
 need_file "$BUILD/rblk-target" "$BUILD/rblk" "$BUILD/tests/rblk_libtest" \
 	"$BUILD/rblk-fio.so"
 
@@ -25,7 +27,8 @@ head -c 32M /dev/urandom >"$dir/src.bin"
 
 bg "$BUILD/rblk-target" --listen "$url" --log-level info \
 	--export "mem=ram:32M" --export "file=$dir/direct.img,direct" \
-	--export "romem=ram:8M,ro" 2>"$dir/target.log"
+	--export "romem=ram:8M,ro" --export "fresh=ram:16M" \
+	--export "rofile=$dir/src.bin,ro,direct" 2>"$dir/target.log"
 target_pid=$!
 wait_until 30 grep -q "listening on" "$dir/target.log"
 
@@ -72,6 +75,17 @@ done
 echo "# read-only direct login"
 timeout 60 "$t" rawro "$url/romem" || fail "read-only direct login over rdma"
 timeout 60 "$t" ro "$url/romem" || fail "librblk on a read-only direct export"
+timeout 60 "$t" rawro "$url/rofile" || fail "read-only direct file export over rdma"
+timeout 60 "$t" ro "$url/rofile" || fail "librblk on a read-only direct file"
+
+echo "# a read-only login made before the writes sees them"
+sock=$dir/ro.sock
+bg "$BUILD/rblk" nbd "$url/fresh" --read-only --direct --socket "$sock" 2>"$dir/nbd.log"
+wait_until 30 test -S "$sock"
+head -c 16M "$dir/src.bin" >"$dir/src16.bin"
+timeout 120 "$t" put "$url/fresh" "$dir/src16.bin" || fail "put fresh"
+timeout 120 nbdcopy "nbd+unix:///fresh?socket=$sock" "$dir/ro16.bin" || fail "nbdcopy from the read-only session"
+cmp "$dir/src16.bin" "$dir/ro16.bin" || fail "the read-only session does not see the later writes"
 kill -0 "$target_pid" || fail "the target died"
 rm -f "$dir/back.bin"
 timeout 120 "$t" get "$url/file" "$dir/back.bin" || fail "get after the refused write"
