@@ -468,14 +468,17 @@ static int post_read(struct rblk_queue *q, struct ireq *rq)
 }
 
 /*
- * Direct access serves READ and WRITE. A FUA write on a volume without FUA
- * takes the slot path so the target refuses it exactly as it always has.
+ * Direct access serves READ and WRITE. FUA where the target would refuse
+ * it (on a READ, or on a volume without FUA) takes the slot path, so the
+ * target answers exactly as it always has.
  */
 static bool direct_io(const struct rblk_queue *q, const struct io *io)
 {
-	return q->direct &&
-	       (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) &&
-	       (!(io->flags & RBLK_IO_FUA) || (q->features & RBLK_F_FUA));
+	if (!q->direct)
+		return false;
+	if (io->flags & RBLK_IO_FUA)
+		return io->op == RBLK_OP_WRITE && (q->features & RBLK_F_FUA);
+	return io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE;
 }
 
 /*

@@ -158,6 +158,10 @@ static int test_rw(const char *url)
 		CHECK(rblk_queue_io(q0, RBLK_IO_WRITE, data, 0, 4096,
 				    RBLK_IO_FUA) == 0,
 		      "fua write");
+	else /* refused the same way on the slot and the direct path */
+		CHECK(rblk_queue_io(q0, RBLK_IO_WRITE, data, 0, 4096,
+				    RBLK_IO_FUA) == -EOPNOTSUPP,
+		      "fua write on a volume without FUA");
 	CHECK(rblk_trim(r, 1 * MiB, 1 * MiB) == 0, "trim");
 	CHECK(rblk_write_zeroes(r, 1 * MiB, 3 * MiB, 0) == 0, "write zeroes");
 	CHECK(rblk_queue_io(q1, RBLK_IO_READ, back, 0, span, 0) == 0, "read");
