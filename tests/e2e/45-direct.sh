@@ -15,6 +15,7 @@
 #   - direct required where not offered, and `rblk info` reporting it
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
+requires jq cmp truncate
 requires_built
 t=$RBLK_BUILD/tests/rblk_libtest
 [ -x "$t" ] || fail "$t missing: run make check"
