@@ -23,7 +23,7 @@
 # operations are served by the target's progress loop).
 set -euo pipefail
 
-transport=tcp addr= size=256 runtime=5 md=
+transport=tcp addr='' size=256 runtime=5 md=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--transport) transport=$2; shift 2 ;;
@@ -68,7 +68,7 @@ url=$transport://$addr:$port
 "$build/rblk-target" --listen "$url" --log-level warn \
 	--export "mem=ram:${size}M" >"$dir/target.log" 2>&1 &
 tpid=$!
-pids+=($tpid)
+pids+=("$tpid")
 hz=$(getconf CLK_TCK)
 # the target's user + system CPU time so far, in clock ticks
 tcpu() { awk '{ print $14 + $15 }' "/proc/$tpid/stat"; }
@@ -86,7 +86,7 @@ fio --name=fill "--ioengine=external:$engine" "--uri=$url/mem" \
 run_fio()
 {
 	local out=$1 rw=$2 bs=$3 qd=$4 mode=$5 dd=read c0 c1
-	case $rw in *write) dd=write ;; esac
+	case $rw in *write) dd='write' ;; esac
 	c0=$(tcpu)
 	fio --name=bench "--ioengine=external:$engine" "--uri=$url/mem" \
 		--direct_access="$mode" --rw="$rw" --bs="$bs" --iodepth="$qd" \
