@@ -326,6 +326,9 @@ size_t rblk_login_encode(void *buf, const struct rblk_login *l)
 	w->slot_addr = htole64(l->slot_addr);
 	w->slot_len = htole64(l->slot_len);
 	w->session_id = htole64(l->session_id);
+	w->vol_rkey = htole32(l->vol_rkey);
+	w->vol_addr = htole64(l->vol_addr);
+	w->vol_len = htole64(l->vol_len);
 	return RBLK_LOGIN_SIZE;
 }
 
@@ -351,6 +354,19 @@ int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out)
 	out->slot_addr = le64toh(w->slot_addr);
 	out->slot_len = le64toh(w->slot_len);
 	out->session_id = le64toh(w->session_id);
+	out->vol_rkey = le32toh(w->vol_rkey);
+	out->vol_addr = le64toh(w->vol_addr);
+	out->vol_len = le64toh(w->vol_len);
+	if (w->reserved1)
+		return RBLK_S_INVALID;
+	if (out->features & RBLK_F_DIRECT) {
+		/* the whole volume, and nothing that wraps around */
+		if (out->vol_len != out->size ||
+		    out->vol_addr + out->vol_len < out->vol_addr)
+			return RBLK_S_INVALID;
+	} else if (out->vol_rkey || out->vol_addr || out->vol_len) {
+		return RBLK_S_INVALID;
+	}
 	if (out->queue_depth == 0 || out->queue_depth > RBLK_MAX_QD)
 		return RBLK_S_INVALID;
 	if (out->block_size < 512 || out->block_size > 65536 ||

@@ -66,7 +66,9 @@ enum rblk_opcode {
 #define RBLK_F_TRIM 0x08u
 #define RBLK_F_ZEROES 0x10u
 #define RBLK_F_PUSH 0x20u /* READ with RBLK_CMD_F_PUSH is accepted */
-#define RBLK_F_ALL 0x3fu
+/* the volume itself is registered: vol_addr/vol_rkey/vol_len in LOGIN */
+#define RBLK_F_DIRECT 0x40u
+#define RBLK_F_ALL 0x7fu
 
 /* HELLO flags. */
 #define RBLK_HELLO_F_READ_ONLY 0x01u /* initiator asks for a read-only login */
@@ -146,6 +148,11 @@ struct rblk_wire_login {
 	uint64_t slot_addr; /* slot[i] = slot_addr + i * max_io */
 	uint64_t slot_len;
 	uint64_t session_id;
+	/* DIRECT only (zero otherwise): the volume, registered for this conn */
+	uint32_t vol_rkey;
+	uint32_t reserved1;
+	uint64_t vol_addr; /* byte b of the volume is at vol_addr + b */
+	uint64_t vol_len; /* == size */
 } __attribute__((packed));
 
 struct rblk_wire_cmd {
@@ -234,7 +241,7 @@ struct rblk_wire_cm_rej {
 } __attribute__((packed));
 
 #define RBLK_HELLO_SIZE 280
-#define RBLK_LOGIN_SIZE 64
+#define RBLK_LOGIN_SIZE 88
 #define RBLK_CMD_SIZE 64
 #define RBLK_RESP_SIZE 32
 #define RBLK_CM_REQ_SIZE 16
@@ -267,6 +274,9 @@ struct rblk_login {
 	uint64_t slot_addr;
 	uint64_t slot_len;
 	uint64_t session_id;
+	uint32_t vol_rkey; /* RBLK_F_DIRECT only */
+	uint64_t vol_addr;
+	uint64_t vol_len;
 };
 
 struct rblk_cmd {

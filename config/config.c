@@ -367,6 +367,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	struct cfg_export *e;
 	char *eq, *path, *opts, *opt;
 	struct cfg_export acl = { 0 };
+	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
 	bool ro = false;
 	uint64_t bs = 0;
 	int ret;
@@ -377,7 +378,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	eq = strchr(buf, '=');
 	if (!eq || eq == buf)
 		return fail(why, whylen, -EINVAL,
-			    "expected NAME=PATH[,ro][,bs=N][,allow=HOST][,allow_ro=HOST]");
+			    "expected NAME=PATH[,ro][,bs=N][,direct][,allow=HOST][,allow_ro=HOST]");
 	*eq = 0;
 	path = eq + 1;
 	opts = strchr(path, ',');
@@ -395,6 +396,10 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 			ro = true;
 		} else if (!strcmp(opt, "rw")) {
 			ro = false;
+		} else if (!strcmp(opt, "direct")) {
+			direct = CFG_DIRECT_YES;
+		} else if (!strcmp(opt, "nodirect")) {
+			direct = CFG_DIRECT_NO;
 		} else if (!strncmp(opt, "bs=", 3)) {
 			if (parse_size(opt + 3, &bs) ||
 			    check_block_size(bs, NULL, 0))
@@ -411,7 +416,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return ret;
 		} else {
 			return fail(why, whylen, -EINVAL,
-				    "%s option '%.32s' (known: ro, rw, bs=N, allow=HOST, allow_ro=HOST)",
+				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, allow=HOST, allow_ro=HOST)",
 				    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -425,6 +430,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	snprintf(e->path, sizeof(e->path), "%s", path);
 	e->read_only = ro;
 	e->block_size = (uint32_t)bs;
+	e->direct = direct;
 	return 0;
 }
 
@@ -509,7 +515,7 @@ enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
        KEY_NAME, NR_TARGET_KEYS };
 enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
-       NR_EXPORT_KEYS };
+       KEY_DIRECT, NR_EXPORT_KEYS };
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
@@ -527,6 +533,7 @@ static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_BLOCK_SIZE] = "block_size",
 	[KEY_ALLOW] = "allow",
 	[KEY_ALLOW_RO] = "allow_ro",
+	[KEY_DIRECT] = "direct",
 };
 static const char *const host_keys[NR_HOST_KEYS] = {
 	[KEY_SECRET] = "secret",
@@ -835,6 +842,12 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 			return ctx_fail(c, "export '%s': %s: %s", e->name,
 					export_keys[key], why);
 		return 1;
+	case KEY_DIRECT:
+		if (parse_bool(value, &b))
+			return ctx_fail(c, "direct: '%s' is not yes/no, true/false, on/off or 1/0",
+					value);
+		e->direct = b ? CFG_DIRECT_YES : CFG_DIRECT_NO;
+		return 1;
 	}
 	return ctx_fail(c, "internal error: key %d", key);
 }
@@ -909,7 +922,7 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro)",
+			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct)",
 					name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);
 	}

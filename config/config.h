@@ -26,6 +26,13 @@ struct cfg_host {
 	size_t secret_len;
 };
 
+/* cfg_export.direct: register the volume itself for each connection */
+enum cfg_direct {
+	CFG_DIRECT_DEFAULT = 0, /* RAM volumes: yes; files: no */
+	CFG_DIRECT_NO,
+	CFG_DIRECT_YES, /* files are mmap'd MAP_SHARED; block devices refused */
+};
+
 struct cfg_export {
 	char name[RBLK_NAME_MAX];
 	/* A file or block device path, or "ram:SIZE" (e.g. ram:1G). */
@@ -42,6 +49,7 @@ struct cfg_export {
 	unsigned int nr_allow;
 	char allow[CFG_MAX_ALLOW][RBLK_NAME_MAX];
 	bool allow_ro[CFG_MAX_ALLOW];
+	enum cfg_direct direct;
 };
 
 struct cfg_target {
@@ -96,11 +104,15 @@ void cfg_init(struct cfg_target *cfg);
  *   [host NAME]
  *   secret_file = /etc/rblk/NAME.key ; mode 0600 or stricter
  *   secret = TEXT                    ; or the secret inline
+ *   direct = yes | no                ; RAM: yes unless no; files: no
  */
 int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 	     size_t errlen);
 
-/* Parse "NAME=PATH[,ro][,bs=N]" (the --export option) and add it. */
+/*
+ * Parse "NAME=PATH[,ro][,bs=N][,direct|,nodirect]" (the --export option)
+ * and add it.
+ */
 int cfg_add_export_arg(struct cfg_target *cfg, const char *arg, char *err,
 		       size_t errlen);
 

@@ -13,6 +13,10 @@
  *          (slot -> our buffer); the part completes with the READ.
  *   READ (push): the command carries our buffer's address and rkey; the
  *          target RDMA WRITEs it before sending the response.
+ *   DIRECT (the volume offers RBLK_F_DIRECT and opts.direct allows it):
+ *          READ and WRITE are one RDMA READ/WRITE against the registered
+ *          volume (vol_addr + offset) and complete with that work
+ *          completion; no command, no response. See issue_direct_part().
  *
  * A user I/O (struct io) larger than max_io is split into parts, one tag
  * each; parts waiting for a tag sit on the queue's pending list in order.
@@ -54,7 +58,8 @@ _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
 		       RBLK_FEAT_FUA == RBLK_F_FUA &&
 		       RBLK_FEAT_TRIM == RBLK_F_TRIM &&
 		       RBLK_FEAT_ZEROES == RBLK_F_ZEROES &&
-		       RBLK_FEAT_PUSH == RBLK_F_PUSH,
+		       RBLK_FEAT_PUSH == RBLK_F_PUSH &&
+		       RBLK_FEAT_DIRECT == RBLK_F_DIRECT,
 	       "public feature bits are the wire bits");
 
 /* ---- errors -------------------------------------------------------------- */
@@ -112,6 +117,7 @@ enum ireq_state {
 	IREQ_CMD, /* command posted; waiting for the response */
 	IREQ_NEED_READ, /* response OK; RDMA READ waits for send credits */
 	IREQ_READ, /* RDMA READ posted */
+	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
 };
 
 struct ireq {
@@ -143,6 +149,9 @@ struct rblk_queue {
 	uint32_t slot_rkey;
 	uint32_t features;
 	bool authed; /* login: the target proved the secret (AUTH_RESULT) */
+	bool direct; /* READ/WRITE go straight to the volume */
+	uint32_t vol_rkey;
+	uint64_t vol_addr;
 
 	/* receive buffers (nr_recv), command buffers (qd), HELLO */
 	void *msg_mem;
@@ -199,6 +208,7 @@ enum wrid_kind {
 	WRID_CMD = 2, /* the command SEND of a tag (+ chained RDMA WRITE) */
 	WRID_READ = 3, /* RDMA READ of a tag */
 	WRID_HELLO = 4,
+	WRID_DIRECT = 5, /* RDMA READ/WRITE of a tag against the volume */
 };
 
 static inline uint64_t wrid_make(enum wrid_kind kind, uint32_t tag,
@@ -478,6 +488,87 @@ static int post_read(struct rblk_queue *q, struct ireq *rq)
 	return 0;
 }
 
+/*
+ * Direct access serves READ and WRITE. FUA where the target would refuse
+ * it (on a READ, or on a volume without FUA) takes the slot path, so the
+ * target answers exactly as it always has.
+ */
+static bool direct_io(const struct rblk_queue *q, const struct io *io)
+{
+	if (!q->direct)
+		return false;
+	if (io->flags & RBLK_IO_FUA)
+		return io->op == RBLK_OP_WRITE && (q->features & RBLK_F_FUA);
+	return io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE;
+}
+
+/*
+ * Issue the next part of io as one RDMA READ/WRITE against the volume,
+ * tracked by a free tag (its bounce slot stands in for an unregistered
+ * user buffer). The part completes with the work completion. The last
+ * part of a FUA write is instead followed, in the same chained post, by
+ * a FLUSH command on its tag: RC ordering places this data (and every
+ * earlier part's, posted before on this connection) before the target
+ * sees the FLUSH, and the part completes with the FLUSH's response.
+ * -EAGAIN: no tag or credits.
+ */
+static int issue_direct_part(struct rblk_queue *q, struct io *io)
+{
+	struct ireq *rq = q->free_tags;
+	struct xp_send_wr *wr;
+	char *slot_local;
+	uint32_t len;
+	bool fua;
+
+	if (!rq || q->sq_free < 2)
+		return -EAGAIN;
+	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
+	fua = io->op == RBLK_OP_WRITE && (io->flags & RBLK_IO_FUA) &&
+	      io->next_off + len >= io->end;
+	rq->io = io;
+	rq->op = io->op;
+	rq->len = len;
+	rq->buf = io->buf;
+	rq->mr = umr_find(q, rq->buf, len);
+	slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+	if (io->op == RBLK_OP_WRITE && !rq->mr)
+		memcpy(slot_local, rq->buf, len);
+
+	wr = batch_add(q);
+	wr->opcode = io->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
+					      XP_WR_RDMA_WRITE;
+	wr->sge.addr = rq->mr ? rq->buf : slot_local;
+	wr->sge.length = len;
+	wr->sge.mr = rq->mr ? rq->mr : q->bounce_mr;
+	wr->remote_addr = q->vol_addr + io->next_off;
+	wr->rkey = q->vol_rkey;
+	if (fua) {
+		struct rblk_cmd cmd = { .tag = rq->tag,
+					.opcode = RBLK_OP_FLUSH };
+
+		wr = batch_add(q);
+		wr->wr_id = wrid_make(WRID_CMD, rq->tag, 2);
+		wr->opcode = XP_WR_SEND;
+		wr->flags = XP_SEND_SIGNALED;
+		wr->sge.addr = cmd_buf(q, rq->tag);
+		wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
+		wr->sge.mr = q->msg_mr;
+		q->sq_free -= 2;
+		rq->state = IREQ_CMD;
+	} else {
+		wr->wr_id = wrid_make(WRID_DIRECT, rq->tag, 1);
+		wr->flags = XP_SEND_SIGNALED;
+		q->sq_free -= 1;
+		rq->state = IREQ_DIRECT;
+	}
+	q->free_tags = rq->next;
+	io->parts_inflight++;
+	io->next_off += len;
+	io->buf += len;
+	batch_done_adding(q);
+	return q->dead ? -ENOTCONN : 0;
+}
+
 /* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
 static int issue_part(struct rblk_queue *q, struct io *io)
 {
@@ -487,6 +578,8 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 	uint32_t split, credits = 1;
 	char *slot_local;
 
+	if (direct_io(q, io))
+		return issue_direct_part(q, io);
 	if (!rq || q->sq_free < 2)
 		return -EAGAIN;
 	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
@@ -646,6 +739,11 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 	case WRID_READ:
 		q->sq_free += 1;
 		if (tag < q->qd && q->reqs[tag].state == IREQ_READ)
+			part_done(q, &q->reqs[tag], 0);
+		break;
+	case WRID_DIRECT:
+		q->sq_free += 1;
+		if (tag < q->qd && q->reqs[tag].state == IREQ_DIRECT)
 			part_done(q, &q->reqs[tag], 0);
 		break;
 	}
@@ -1055,6 +1153,27 @@ static void queue_destroy(struct rblk_queue *q)
 	free(q->batch);
 }
 
+/*
+ * Decide whether q moves READ/WRITE by direct volume access: the target
+ * offers it (the LOGIN carries the volume's region) and opts.direct is
+ * AUTO or ON; ON without the offer is an error.
+ */
+static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
+			    const struct rblk_opts *o,
+			    const struct rblk_login *login)
+{
+	bool offered = login->features & RBLK_F_DIRECT;
+
+	if (o->direct == RBLK_DIRECT_ON && !offered)
+		return set_error(-EOPNOTSUPP,
+				 "export '%s' does not offer direct access",
+				 r->url.export_name);
+	q->direct = offered && o->direct != RBLK_DIRECT_OFF;
+	q->vol_rkey = login->vol_rkey;
+	q->vol_addr = login->vol_addr;
+	return 0;
+}
+
 static int queue_connect(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_opts *o)
 {
@@ -1169,6 +1288,9 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	q->slot_addr = login.slot_addr;
 	q->slot_rkey = login.slot_rkey;
 	q->features = login.features;
+	ret = queue_use_direct(r, q, o, &login);
+	if (ret)
+		return ret;
 	if (q->index == 0) {
 		r->info.size = login.size;
 		r->info.block_size = login.block_size;
@@ -1177,6 +1299,8 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 		r->info.features = login.features;
 		if (!(o->flags & RBLK_OPEN_PUSH_READS))
 			r->info.features &= ~RBLK_F_PUSH;
+		if (!q->direct)
+			r->info.features &= ~RBLK_F_DIRECT;
 	} else if (login.size != r->info.size ||
 		   login.block_size != r->info.block_size ||
 		   login.max_io != r->info.max_io ||
@@ -1262,6 +1386,8 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 				 "max I/O must be a power of two in 4K..8M");
 	if (o.timeout_ms <= 0)
 		o.timeout_ms = 10000;
+	if (o.direct < RBLK_DIRECT_AUTO || o.direct > RBLK_DIRECT_OFF)
+		return set_error(-EINVAL, "direct must be RBLK_DIRECT_AUTO, _ON or _OFF");
 
 	r = calloc(1, sizeof(*r));
 	if (!r)

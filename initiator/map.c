@@ -729,6 +729,7 @@ static int map_daemon(struct map_ctx *ctx)
 	if (ctx->opts.read_only)
 		ro.flags |= RBLK_OPEN_READ_ONLY;
 	cli_auth_apply(&ctx->opts.auth, &ro);
+	ro.direct = ctx->opts.direct;
 	ret = rblk_open(ctx->opts.url, &ro, &r);
 	if (ret < 0) {
 		snprintf(msg, sizeof(msg), "cannot open %s: %s", ctx->opts.url,
@@ -880,6 +881,7 @@ static void map_usage(FILE *f)
 	fprintf(
 	    f,
 	    "Usage: rblk map URL [--nbd | --ublk] [--queues N] [--depth N] [--read-only]\n"
+	    "                    [--direct | --no-direct]\n"
 	    "                    [--device-id N | --recover N] [--timeout SEC]\n"
 	    "                    [--foreground] [--log-level L] [--help]\n"
 	    "Present the rblk volume URL (rdma://HOST[:PORT]/EXPORT or\n"
@@ -892,6 +894,9 @@ static void map_usage(FILE *f)
 	    "                     (default: online CPUs, at most %d)\n"
 	    "  --depth N          requests in flight per queue (default %d)\n"
 	    "  --read-only        log in read-only; the device is read-only\n"
+	    "  --direct           require direct volume access (RDMA straight to the\n"
+	    "                     target's volume memory); default: use it if offered\n"
+	    "  --no-direct        always use the target's slots\n"
 	    "  --device-id N      use device number N (/dev/nbdN, /dev/ublkbN)\n"
 	    "  --recover N        ublk: take over device N, whose daemon died, with a\n"
 	    "                     new session; its queued I/O resumes\n"
@@ -970,7 +975,9 @@ int cmd_map(int argc, char **argv)
 		OPT_RECOVER,
 		OPT_TIMEOUT,
 		OPT_FG,
-		OPT_LOGLEVEL
+		OPT_LOGLEVEL,
+		OPT_DIRECT,
+		OPT_NO_DIRECT
 	};
 	static const struct option longopts[] = {
 	    {"nbd", no_argument, NULL, OPT_NBD},
@@ -983,6 +990,8 @@ int cmd_map(int argc, char **argv)
 	    {"recover", required_argument, NULL, OPT_RECOVER},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"foreground", no_argument, NULL, OPT_FG},
+	    {"direct", no_argument, NULL, OPT_DIRECT},
+	    {"no-direct", no_argument, NULL, OPT_NO_DIRECT},
 	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
 	    {"help", no_argument, NULL, 'h'},
 	    CLI_AUTH_LONGOPTS,
@@ -1038,6 +1047,12 @@ int cmd_map(int argc, char **argv)
 			break;
 		case OPT_RO:
 			ctx.opts.read_only = true;
+			break;
+		case OPT_DIRECT:
+			ctx.opts.direct = RBLK_DIRECT_ON;
+			break;
+		case OPT_NO_DIRECT:
+			ctx.opts.direct = RBLK_DIRECT_OFF;
 			break;
 		case OPT_DEVID:
 			if (parse_uint(optarg, 0, INT_MAX, &v))

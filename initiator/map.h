@@ -33,6 +33,7 @@ struct map_opts {
 	unsigned int queues; /* rblk queues = hardware queues / NBD sockets */
 	unsigned int queue_depth; /* per queue */
 	bool read_only;
+	int direct; /* enum rblk_direct */
 	int dev_id; /* -1: any free device number */
 	int recover_id; /* ublk: re-attach to this device id; -1: none */
 	unsigned int io_timeout_s; /* kernel request timeout; 0: default */

@@ -992,6 +992,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: rblk nbd URL (--socket PATH | --listen tcp://HOST[:PORT])\n"
 	    "                [--queues N] [--queue-depth N] [--read-only]\n"
+	    "                [--direct | --no-direct]\n"
 	    "                [--max-connections N] [--log-level L] [--help]\n"
 	    "\n"
 	    "Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT or\n"
@@ -1011,6 +1012,9 @@ static void usage(FILE *f)
 	    "                        default: the library's, 64)\n"
 	    "  --read-only           log in read-only and advertise a read-only export;\n"
 	    "                        writes fail with EPERM\n"
+	    "  --direct              require direct volume access (RDMA straight to the\n"
+	    "                        target's volume memory); default: use it if offered\n"
+	    "  --no-direct           always use the target's slots\n"
 	    "  --max-connections N   sockets open at once, in handshake or serving,\n"
 	    "                        default %d; more are closed at once\n"
 	    "  --log-level L         error, warn (default), info or debug, to stderr\n"
@@ -1054,6 +1058,7 @@ struct nbd_args {
 	unsigned long max_conns;
 	bool read_only;
 	struct cli_auth auth;
+	int direct; /* enum rblk_direct */
 };
 
 /* Returns -1 to go on, or the exit code. */
@@ -1066,7 +1071,9 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 		OPT_QD,
 		OPT_RO,
 		OPT_MAXCONN,
-		OPT_LOGLEVEL
+		OPT_LOGLEVEL,
+		OPT_DIRECT,
+		OPT_NO_DIRECT
 	};
 	static const struct option longopts[] = {
 	    {"socket", required_argument, NULL, OPT_SOCKET},
@@ -1074,6 +1081,8 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	    {"queues", required_argument, NULL, OPT_QUEUES},
 	    {"queue-depth", required_argument, NULL, OPT_QD},
 	    {"read-only", no_argument, NULL, OPT_RO},
+	    {"direct", no_argument, NULL, OPT_DIRECT},
+	    {"no-direct", no_argument, NULL, OPT_NO_DIRECT},
 	    {"max-connections", required_argument, NULL, OPT_MAXCONN},
 	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
 	    {"help", no_argument, NULL, 'h'},
@@ -1110,6 +1119,12 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 			break;
 		case OPT_RO:
 			a->read_only = true;
+			break;
+		case OPT_DIRECT:
+			a->direct = RBLK_DIRECT_ON;
+			break;
+		case OPT_NO_DIRECT:
+			a->direct = RBLK_DIRECT_OFF;
 			break;
 		case OPT_MAXCONN:
 			if (parse_uint(optarg, 1, 65536, &a->max_conns))
@@ -1291,6 +1306,7 @@ int cmd_nbd(int argc, char **argv)
 	if (a.read_only)
 		o.flags |= RBLK_OPEN_READ_ONLY;
 	cli_auth_apply(&a.auth, &o);
+	o.direct = a.direct;
 	ret = rblk_open(a.url, &o, &srv.r);
 	if (ret < 0) {
 		nbd_errmsg("cannot open %s: %s", a.url, rblk_last_error());

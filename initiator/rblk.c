@@ -47,9 +47,11 @@ static void usage(FILE *f)
 
 static void info_usage(FILE *f)
 {
-	fprintf(f, "Usage: rblk info URL [-o text|json] [--timeout MS]\n"
+	fprintf(f, "Usage: rblk info URL [-o text|json] [--timeout MS] [--direct|--no-direct]\n"
 		   "Connect to URL, log in, and print the volume's geometry and features.\n\n"
 		   "  -o, --output FORMAT  text (default) or json\n"
+		   "      --direct         require direct volume access (fail if not offered)\n"
+		   "      --no-direct      do not use direct volume access\n"
 		   "  -t, --timeout MS     connect/login timeout (default 10000)\n"
 		   "  -L, --log-level L    error, warn (default), info, debug\n"
 		   CLI_AUTH_HELP
@@ -62,6 +64,8 @@ int cmd_info(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "log-level", required_argument, NULL, 'L' },
+		{ "direct", no_argument, NULL, 'D' },
+		{ "no-direct", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		CLI_AUTH_LONGOPTS,
 		{ 0 },
@@ -103,6 +107,12 @@ int cmd_info(int argc, char **argv)
 			}
 			log_set_level(log_parse_level(optarg));
 			break;
+		case 'D':
+			o.direct = RBLK_DIRECT_ON;
+			break;
+		case 'N':
+			o.direct = RBLK_DIRECT_OFF;
+			break;
 		case 'h':
 			info_usage(stdout);
 			return 0;
@@ -130,14 +140,16 @@ int cmd_info(int argc, char **argv)
 		cli_json_string(stdout, info->export_name);
 		printf(",\"size\":%llu,\"block_size\":%u,\"max_io\":%u,"
 		       "\"queue_depth\":%u,\"read_only\":%s,\"flush\":%s,"
-		       "\"fua\":%s,\"trim\":%s,\"write_zeroes\":%s}\n",
+		       "\"fua\":%s,\"trim\":%s,\"write_zeroes\":%s,"
+		       "\"direct\":%s}\n",
 		       (unsigned long long)info->size, info->block_size,
 		       info->max_io, info->queue_depth,
 		       info->features & RBLK_FEAT_READ_ONLY ? "true" : "false",
 		       info->features & RBLK_FEAT_FLUSH ? "true" : "false",
 		       info->features & RBLK_FEAT_FUA ? "true" : "false",
 		       info->features & RBLK_FEAT_TRIM ? "true" : "false",
-		       info->features & RBLK_FEAT_ZEROES ? "true" : "false");
+		       info->features & RBLK_FEAT_ZEROES ? "true" : "false",
+		       info->features & RBLK_FEAT_DIRECT ? "true" : "false");
 	} else {
 		printf("url:         %s\n", argv[optind]);
 		printf("transport:   %s\n", info->transport);
@@ -148,13 +160,14 @@ int cmd_info(int argc, char **argv)
 		printf("block size:  %u\n", info->block_size);
 		printf("max I/O:     %u\n", info->max_io);
 		printf("queue depth: %u\n", info->queue_depth);
-		printf("features:   %s%s%s%s%s\n",
+		printf("features:   %s%s%s%s%s%s\n",
 		       info->features & RBLK_FEAT_READ_ONLY ? " read-only" :
 							      " read-write",
 		       info->features & RBLK_FEAT_FLUSH ? " flush" : "",
 		       info->features & RBLK_FEAT_FUA ? " fua" : "",
 		       info->features & RBLK_FEAT_TRIM ? " trim" : "",
-		       info->features & RBLK_FEAT_ZEROES ? " write-zeroes" : "");
+		       info->features & RBLK_FEAT_ZEROES ? " write-zeroes" : "",
+		       info->features & RBLK_FEAT_DIRECT ? " direct" : "");
 	}
 	rblk_close(r);
 	return 0;

@@ -289,6 +289,106 @@ const struct backend_ops backend_ram_ops = {
 	.submit = ram_submit,
 };
 
+/* ---- mapped file backend (files exported with `direct`) ------------------- */
+
+/*
+ * The file is mapped MAP_SHARED once; the mapping is what connections
+ * register for direct access, so slot-path commands must go through it too
+ * (memcpy, as RAM) or they would race the page cache behind O_DIRECT.
+ * FLUSH and FUA msync. The size is fixed at open: growing the file later
+ * does not grow the volume. Block devices are refused (documented in
+ * rblk-target.conf(5)): mapping a device pins its page cache per
+ * connection and its size may change under us; the O_DIRECT slot path
+ * serves them.
+ */
+static int map_open(struct export *e, const struct cfg_export *cfg)
+{
+	int prot = PROT_READ | (e->read_only ? 0 : PROT_WRITE);
+	int ret;
+
+	ret = file_open(e, cfg);
+	if (ret)
+		return ret;
+	if (e->kind != EXPORT_FILE) {
+		log_err("export %s: direct needs a regular file; %s is a block device",
+			e->name, cfg->path);
+		ret = -EINVAL;
+		goto out_close;
+	}
+	e->ram = mmap(NULL, e->size, prot, MAP_SHARED, e->fd, 0);
+	if (e->ram == MAP_FAILED) {
+		e->ram = NULL;
+		ret = -errno;
+		log_err("export %s: mmap %s: %s", e->name, cfg->path,
+			strerror(errno));
+		goto out_close;
+	}
+	/* every slot-path command goes through the mapping: no O_DIRECT fd */
+	if (e->fd_direct >= 0)
+		close(e->fd_direct);
+	e->fd_direct = -1;
+	return 0;
+
+out_close:
+	file_close(e);
+	return ret;
+}
+
+static void map_close(struct export *e)
+{
+	if (e->ram)
+		munmap(e->ram, e->size);
+	e->ram = NULL;
+	file_close(e);
+}
+
+/* msync the pages covering [off, off + len); the whole map when len is 0. */
+static int map_sync(struct export *e, uint64_t off, uint64_t len)
+{
+	uint64_t start = off & ~((uint64_t)sysconf(_SC_PAGESIZE) - 1);
+
+	if (!len) {
+		start = 0;
+		len = e->size;
+	} else {
+		len += off - start;
+	}
+	return msync((char *)e->ram + start, len, MS_SYNC) ? -errno : 0;
+}
+
+static int map_submit(struct worker *w, struct treq *r)
+{
+	struct export *e = r->conn->exp;
+	const struct rblk_cmd *cmd = &r->cmd;
+
+	switch (cmd->opcode) {
+	case RBLK_OP_FLUSH:
+		/* DIRECT writes of this connection were placed before this
+		 * command arrived (RC ordering); msync makes them durable */
+		r->result = map_sync(e, 0, 0);
+		return 1;
+	case RBLK_OP_READ:
+	case RBLK_OP_WRITE:
+	case RBLK_OP_TRIM:
+	case RBLK_OP_WRITE_ZEROES:
+		ram_submit(w, r);
+		if (!r->result && cmd->opcode != RBLK_OP_READ &&
+		    (cmd->flags & RBLK_CMD_F_FUA))
+			r->result = map_sync(e, cmd->offset, cmd->length);
+		return 1;
+	default:
+		r->result = -EOPNOTSUPP;
+		return 1;
+	}
+}
+
+const struct backend_ops backend_map_ops = {
+	.name = "mmap",
+	.open = map_open,
+	.close = map_close,
+	.submit = map_submit,
+};
+
 /* ---- exports ------------------------------------------------------------ */
 
 int export_open(struct export *e, const struct cfg_export *cfg)
@@ -300,17 +400,25 @@ int export_open(struct export *e, const struct cfg_export *cfg)
 	snprintf(e->path, sizeof(e->path), "%s", cfg->path);
 	e->read_only = cfg->read_only;
 	e->fd = e->fd_direct = -1;
-	e->ops = strncmp(cfg->path, "ram:", 4) ? &backend_file_ops :
-						 &backend_ram_ops;
+	if (!strncmp(cfg->path, "ram:", 4)) {
+		e->ops = &backend_ram_ops;
+		e->direct = cfg->direct != CFG_DIRECT_NO;
+	} else {
+		e->direct = cfg->direct == CFG_DIRECT_YES;
+		e->ops = e->direct ? &backend_map_ops : &backend_file_ops;
+	}
 	ret = e->ops->open(e, cfg);
 	if (ret)
 		return ret;
 	if (e->read_only)
 		e->features |= RBLK_F_READ_ONLY;
-	log_info("export %s: %s %s, %llu bytes, block size %u%s%s", e->name,
+	if (e->direct)
+		e->features |= RBLK_F_DIRECT;
+	log_info("export %s: %s %s, %llu bytes, block size %u%s%s%s", e->name,
 		 e->ops->name, e->path, (unsigned long long)e->size,
 		 e->block_size, e->read_only ? ", read-only" : "",
-		 e->fd_direct >= 0 ? ", O_DIRECT" : "");
+		 e->fd_direct >= 0 ? ", O_DIRECT" : "",
+		 e->direct ? ", direct access" : "");
 	return 0;
 }
 

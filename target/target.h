@@ -59,7 +59,8 @@ struct export {
 	int fd_direct; /* O_DIRECT descriptor, or -1 when refused */
 	uint32_t dio_align; /* offset/length alignment O_DIRECT needs */
 	atomic_bool direct_failed; /* O_DIRECT gave EINVAL once: stop using */
-	void *ram; /* EXPORT_RAM memory */
+	void *ram; /* EXPORT_RAM memory, or a direct file's MAP_SHARED map */
+	bool direct; /* RBLK_F_DIRECT: ram is registered per connection */
 	atomic_uint sessions; /* live logins */
 	atomic_uint refs;
 	atomic_bool removed; /* unlinked; workers close its sessions */
@@ -92,6 +93,7 @@ struct backend_ops {
 
 extern const struct backend_ops backend_file_ops; /* files and block devices */
 extern const struct backend_ops backend_ram_ops;
+extern const struct backend_ops backend_map_ops; /* files exported direct */
 
 int export_open(struct export *e, const struct cfg_export *cfg);
 void export_close(struct export *e);
@@ -199,6 +201,8 @@ struct tconn {
 	size_t slots_len;
 	struct xp_mr *slot_mr;
 	int buf_index; /* engine registration of slots, or -1 */
+	/* RBLK_F_DIRECT: exp->ram registered for this connection only */
+	struct xp_mr *vol_mr;
 
 	struct treq *reqs; /* qd of them */
 	unsigned int sq_free; /* send-queue credits */

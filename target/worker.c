@@ -35,7 +35,7 @@
 #define RESP_BUF_SIZE 64 /* per tag; a response is RBLK_RESP_SIZE */
 
 _Static_assert(RBLK_RESP_SIZE <= RESP_BUF_SIZE, "response fits its buffer");
-_Static_assert(RBLK_LOGIN_SIZE <= RESP_BUF_SIZE, "login fits a send buffer");
+_Static_assert(RBLK_LOGIN_SIZE <= RBLK_MSG_MAX, "login fits its send buffer");
 /* The last send buffer: AUTH_CHALLENGE, then AUTH_RESULT (sent right
  * before LOGIN, so it cannot share LOGIN's buffer). */
 #define AUTH_BUF_SIZE 256
@@ -201,6 +201,9 @@ static void tconn_fail(struct tconn *c, const char *why)
 	pthread_mutex_unlock(&c->worker->conns_lock);
 	c->wait_head = c->wait_tail = NULL;
 	xp_disconnect(c->xc);
+	/* no target work uses it: the volume's rkey dies with the link */
+	xp_dereg_mr(c->vol_mr);
+	c->vol_mr = NULL;
 }
 
 static void tconn_destroy(struct worker *w, struct tconn *c)
@@ -485,6 +488,43 @@ static struct export *lookup_export(void *ctx, const char *name)
 	return export_lookup(ctx, name);
 }
 
+/*
+ * RBLK_F_DIRECT: register the volume memory itself for this connection,
+ * so the initiator RDMA READs and WRITEs it in place. Called only once the
+ * login is accepted (like the slot region), with remote write only for a
+ * read-write login: a read-only login's RDMA WRITE then fails with a
+ * remote access error. The registration lives in the connection's own
+ * protection domain and goes with it at tconn_free() (xp_destroy).
+ * Fills the volume fields of l; returns 0 or -errno.
+ */
+static int tconn_reg_volume(struct tconn *c, struct rblk_login *l)
+{
+	struct export *e = c->exp;
+	int access = XP_ACCESS_REMOTE_READ;
+	int ret;
+
+	if (!(c->lim.features & RBLK_F_DIRECT))
+		return 0;
+	/*
+	 * Local write whenever the memory is writable, even for a read-only
+	 * login: only then does registering pin real pages. Pinned for read
+	 * only, untouched anonymous (RAM) pages would stay the shared zero
+	 * page, and this connection would never see what others write there.
+	 * It grants the peer nothing.
+	 */
+	if (e->kind == EXPORT_RAM || !e->read_only)
+		access |= XP_ACCESS_LOCAL_WRITE;
+	if (!(c->lim.features & RBLK_F_READ_ONLY))
+		access |= XP_ACCESS_REMOTE_WRITE;
+	ret = xp_reg_mr(c->xc, e->ram, e->size, access, &c->vol_mr);
+	if (ret)
+		return ret;
+	l->vol_rkey = c->vol_mr->rkey;
+	l->vol_addr = (uint64_t)(uintptr_t)e->ram;
+	l->vol_len = e->size;
+	return 0;
+}
+
 /* ---- authentication ------------------------------------------------------- */
 
 static void login_grant(struct worker *w, struct tconn *c, bool force_ro);
@@ -676,6 +716,11 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	login_reply(&c->lim, (uint64_t)(uintptr_t)c->slots, c->slot_mr->rkey,
 		    &l);
 	random_bytes(&l.session_id, sizeof(l.session_id));
+	if (tconn_reg_volume(c, &l)) {
+		login_refuse(c, RBLK_S_NO_RESOURCES,
+			     "registering the volume for direct access failed");
+		return;
+	}
 	if (send_login(c, &l)) {
 		tconn_fail(c, "sending LOGIN failed");
 		return;
@@ -687,10 +732,11 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	c->state = TCONN_LIVE;
 	pthread_mutex_unlock(&w->conns_lock);
 	atomic_fetch_add(&e->sessions, 1);
-	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u%s)",
+	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u%s%s)",
 		 (unsigned long long)c->id, c->peer, h->host_name, e->name,
 		 h->queue_id, qd, max_io,
-		 (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "");
+		 (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "",
+		 c->vol_mr ? ", direct" : "");
 }
 
 static void handle_hello(struct worker *w, struct tconn *c, const void *buf,

@@ -18,7 +18,9 @@
  *
  *   off size field
  *     0    1 type     enum tcp_ftype
- *     1    1 flags    0 (reserved; a receiver fails the connection otherwise)
+ *     1    1 flags    0, or on WRITE 0x01 ACK (the issuer's WR is signaled:
+ *                     answer WRITE_ACK once the payload is placed); any
+ *                     other bit fails the connection
  *     2    2 magic    0x5854 on every frame: catches a desynchronised stream
  *     4    4 len      payload bytes (READ_REQ: bytes requested)
  *     8    8 id       issuer's send-queue sequence number (SEND, WRITE,
@@ -35,6 +37,10 @@
  *   WRITE     payload lands at addr in the region named by rkey
  *   READ_REQ  asks for len bytes at addr/rkey
  *   READ_RESP payload = the bytes asked for by READ_REQ `id`
+ *   WRITE_ACK no payload; WRITE `id` (sent with ACK) has been placed. A
+ *             signaled RDMA WRITE completes on it, as on an RC QP, where
+ *             the completion follows the responder's acknowledgement; an
+ *             unsignaled one is finished once its bytes are out
  *   ERROR     the sender found request `id` bad (rkey, bounds, access,
  *             RNR, receive too small) and has moved to XP_CONN_ERROR; no
  *             frame follows it
@@ -147,11 +153,15 @@ enum tcp_ftype {
 	TCP_F_READ_REQ = 6,
 	TCP_F_READ_RESP = 7,
 	TCP_F_ERROR = 8,
+	TCP_F_WRITE_ACK = 9,
 };
+
+#define TCP_FL_ACK 0x01u /* WRITE: answer with WRITE_ACK once placed */
 
 /* Host-order view of a frame header; tcp_hdr_decode() validates it. */
 struct tcp_hdr {
 	uint8_t type;
+	uint8_t flags; /* TCP_FL_* */
 	uint32_t len;
 	uint64_t id;
 	uint64_t addr;
@@ -360,12 +370,14 @@ static void tcp_hdr_encode(uint8_t *p, uint8_t type, uint32_t len, uint64_t id,
 static int tcp_hdr_decode(const uint8_t *p, struct tcp_hdr *h)
 {
 	h->type = p[0];
+	h->flags = p[1];
 	h->len = get32(p + 4);
 	h->id = get64(p + 8);
 	h->addr = get64(p + 16);
 	h->rkey = get32(p + 24);
 	h->aux = get32(p + 28);
-	if (p[1] != 0 || get16(p + 2) != TCP_MAGIC)
+	if (get16(p + 2) != TCP_MAGIC ||
+	    (h->flags & ~(h->type == TCP_F_WRITE ? TCP_FL_ACK : 0)))
 		return -EPROTO;
 	switch (h->type) {
 	case TCP_F_CONNECT:
@@ -381,6 +393,7 @@ static int tcp_hdr_decode(const uint8_t *p, struct tcp_hdr *h)
 	case TCP_F_READ_RESP:
 		return 0;
 	case TCP_F_ERROR:
+	case TCP_F_WRITE_ACK:
 		return h->len == 0 ? 0 : -EPROTO;
 	}
 	return -EPROTO;
@@ -1078,6 +1091,21 @@ static void tcp_rx_payload(struct tcp_conn *c, char *dst, struct xp_mr *mr)
 	c->rx.left = c->rx.hdr.len;
 }
 
+/* Queue WRITE_ACK for a placed WRITE; poll() flushes it with the rest. */
+static void tcp_queue_write_ack(struct tcp_conn *c, const struct tcp_hdr *h)
+{
+	struct tcp_frame f = { .seq = TCP_NO_SEQ };
+
+	if (c->oq_count >= TCP_OQ_LIMIT ||
+	    c->ob_tail - c->ob_head >= TCP_OB_LIMIT) {
+		tcp_fail_proto(c, h, "peer does not read its WRITE acks");
+		return;
+	}
+	tcp_hdr_encode(f.hdr, TCP_F_WRITE_ACK, 0, h->id, 0, 0, 0);
+	if (tcp_queue_frame(c, &f, 0, 0))
+		tcp_fail_io(c, -ENOMEM);
+}
+
 /* The payload of the current frame has been placed. */
 static void tcp_rx_finish(struct tcp_conn *c)
 {
@@ -1097,8 +1125,13 @@ static void tcp_rx_finish(struct tcp_conn *c)
 		tcp_swr(c, h->id)->done = true;
 		tcp_sq_emit(c);
 		break;
+	case TCP_F_WRITE:
+		/* placed; nothing to report on this side */
+		if (h->flags & TCP_FL_ACK)
+			tcp_queue_write_ack(c, h);
+		break;
 	default:
-		break; /* WRITE: placed, nothing to report on this side */
+		break;
 	}
 }
 
@@ -1186,6 +1219,19 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 		}
 		tcp_rx_payload(c, s->dst, s->mr);
 		break;
+	case TCP_F_WRITE_ACK:
+		if (h->id < c->sq_emit || h->id >= c->sq_tail) {
+			tcp_fail_proto(c, h, "WRITE ack for no request");
+			return;
+		}
+		s = tcp_swr(c, h->id);
+		if (s->opcode != XP_WR_RDMA_WRITE || !s->signaled || s->done) {
+			tcp_fail_proto(c, h, "WRITE ack does not match");
+			return;
+		}
+		s->done = true;
+		tcp_sq_emit(c);
+		return;
 	case TCP_F_ERROR:
 		if (h->aux != XP_WC_REM_ACCESS_ERR && h->aux != XP_WC_RNR_ERR)
 			h->aux = XP_WC_FATAL;
@@ -1536,6 +1582,9 @@ static void tcp_build(struct tcp_conn *c, const struct xp_send_wr *wr,
 	f->copy = false;
 	if (wr->opcode == XP_WR_RDMA_WRITE) {
 		type = TCP_F_WRITE;
+		/* signaled: done on the peer's WRITE_ACK, not when sent */
+		if (s->signaled)
+			f->seq = TCP_NO_SEQ;
 	} else if (wr->opcode == XP_WR_RDMA_READ) {
 		type = TCP_F_READ_REQ;
 		f->len = 0; /* no payload; done when READ_RESP is placed */
@@ -1543,6 +1592,8 @@ static void tcp_build(struct tcp_conn *c, const struct xp_send_wr *wr,
 	}
 	tcp_hdr_encode(f->hdr, type, wr->sge.length, seq, wr->remote_addr,
 		       wr->rkey, 0);
+	if (type == TCP_F_WRITE && s->signaled)
+		f->hdr[1] = TCP_FL_ACK;
 }
 
 static int tcp_post_send(struct xp_conn *xc, struct xp_send_wr *wr,

@@ -22,6 +22,9 @@
  *   - Completions are reaped with poll(). Every RECV completes; SEND, RDMA
  *     WRITE and RDMA READ complete only when XP_SEND_SIGNALED is set, and
  *     an unsignaled request is finished when a later signaled one completes.
+ *     A signaled RDMA WRITE completes once the peer has placed its data
+ *     (RC: the responder's acknowledgement; tcp: its WRITE_ACK frame), so
+ *     the data is then visible to every later reader of that memory.
  *   - Any error moves the connection to the error state: the failing request
  *     completes with its error status, every other outstanding request
  *     completes with XP_WC_FLUSH_ERR, and new posts fail with -ENOTCONN.

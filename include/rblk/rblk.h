@@ -45,6 +45,13 @@ struct rblk_queue;
 /* Refuse a target that does not prove it holds our secret (AUTH_RESULT). */
 #define RBLK_OPEN_MUTUAL_AUTH (1u << 2)
 
+/* rblk_opts.direct: use the volume's direct access (RBLK_FEAT_DIRECT) */
+enum rblk_direct {
+	RBLK_DIRECT_AUTO = 0, /* when the export offers it (default) */
+	RBLK_DIRECT_ON, /* required: rblk_open fails with -EOPNOTSUPP without */
+	RBLK_DIRECT_OFF, /* always the slot path */
+};
+
 struct rblk_opts {
 	size_t opts_size; /* set by rblk_opts_init(); lets the struct grow */
 	unsigned int queues; /* connections to open; default 1 */
@@ -60,6 +67,7 @@ struct rblk_opts {
 	 * a target that needs one we lack with -ENOKEY.
 	 */
 	const char *key_file;
+	int direct; /* enum rblk_direct */
 };
 
 void rblk_opts_init(struct rblk_opts *opts);
@@ -71,6 +79,12 @@ void rblk_opts_init(struct rblk_opts *opts);
 #define RBLK_FEAT_TRIM 0x08u
 #define RBLK_FEAT_ZEROES 0x10u
 #define RBLK_FEAT_PUSH 0x20u
+/*
+ * Direct volume access in use: READ and WRITE move by RDMA READ/WRITE
+ * straight against the target's registered volume memory, with no command
+ * and no target CPU; FUA adds a FLUSH command behind the data.
+ */
+#define RBLK_FEAT_DIRECT 0x40u
 
 struct rblk_info {
 	uint64_t size; /* bytes */

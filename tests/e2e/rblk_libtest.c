@@ -10,6 +10,18 @@
  *                              arguments refused with the documented errno
  *   rblk_libtest ro URL        reads work, writes fail with -EROFS
  *   rblk_libtest open URL      just open; print rblk_last_error() on failure
+ *   rblk_libtest rw URL direct|slot
+ *                              rw with opts.direct ON (and the volume must
+ *                              report RBLK_FEAT_DIRECT) or OFF (must not)
+ *   rblk_libtest put URL FILE  write FILE at offset 0 through direct access
+ *                              (required), 1 MiB I/Os, 4 in flight, then
+ *                              FLUSH when the volume offers it
+ *   rblk_libtest get URL FILE  read the whole volume (direct) into FILE
+ *   rblk_libtest rawro URL     below librblk: log in read-only by hand and
+ *                              RDMA WRITE the registered volume; the target
+ *                              must have registered it without remote
+ *                              write (remote access error), while an RDMA
+ *                              READ of it works
  *
  * ro and open log in as $RBLK_HOST_NAME with the key in $RBLK_KEY_FILE when
  * those are set (tests/e2e/65-auth.sh).
@@ -17,11 +29,16 @@
  * Exit 0 on success, 1 on any mismatch or unexpected error.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rblk/rblk.h>
+
+#include "common/proto.h"
+#include "transport/transport.h"
 
 #define MiB (1024ull * 1024)
 #define CHECK(cond, ...)                                              \
@@ -68,6 +85,8 @@ static void wait_all(struct rblk_queue *q)
 	}
 }
 
+static int direct_mode = RBLK_DIRECT_AUTO;
+
 static int test_rw(const char *url)
 {
 	const uint64_t span = 8 * MiB;
@@ -83,9 +102,14 @@ static int test_rw(const char *url)
 	o.queues = 2;
 	o.queue_depth = 8;
 	o.max_io = 64 * 1024; /* small, so that big I/Os are split */
+	o.direct = direct_mode;
 	ret = rblk_open(url, &o, &r);
 	CHECK(ret == 0, "open %s: %d", url, ret);
 	info = rblk_get_info(r);
+	if (direct_mode == RBLK_DIRECT_ON)
+		CHECK(info->features & RBLK_FEAT_DIRECT, "direct not in use");
+	if (direct_mode == RBLK_DIRECT_OFF)
+		CHECK(!(info->features & RBLK_FEAT_DIRECT), "direct in use");
 	CHECK(info->size >= span, "volume too small: %llu",
 	      (unsigned long long)info->size);
 	CHECK(info->queues == 2 && info->max_io == 64 * 1024,
@@ -137,6 +161,10 @@ static int test_rw(const char *url)
 		CHECK(rblk_queue_io(q0, RBLK_IO_WRITE, data, 0, 4096,
 				    RBLK_IO_FUA) == 0,
 		      "fua write");
+	else /* refused the same way on the slot and the direct path */
+		CHECK(rblk_queue_io(q0, RBLK_IO_WRITE, data, 0, 4096,
+				    RBLK_IO_FUA) == -EOPNOTSUPP,
+		      "fua write on a volume without FUA");
 	CHECK(rblk_trim(r, 1 * MiB, 1 * MiB) == 0, "trim");
 	CHECK(rblk_write_zeroes(r, 1 * MiB, 3 * MiB, 0) == 0, "write zeroes");
 	CHECK(rblk_queue_io(q1, RBLK_IO_READ, back, 0, span, 0) == 0, "read");
@@ -201,17 +229,178 @@ static int test_ro(const char *url)
 	return 0;
 }
 
+/* put/get: whole-file transfers with direct access required. */
+static int test_copy(const char *url, const char *path, bool put)
+{
+	const uint64_t chunk = 1 * MiB;
+	struct rblk_opts o;
+	const struct rblk_info *info;
+	struct rblk_queue *q;
+	struct rblk *r;
+	uint64_t size, off;
+	char *buf;
+	FILE *f;
+
+	rblk_opts_init(&o);
+	o.direct = RBLK_DIRECT_ON;
+	o.queue_depth = 4;
+	CHECK(rblk_open(url, &o, &r) == 0, "open %s", url);
+	info = rblk_get_info(r);
+	CHECK(info->features & RBLK_FEAT_DIRECT, "direct not in use");
+	q = rblk_get_queue(r, 0);
+	f = fopen(path, put ? "rb" : "wb");
+	CHECK(f, "open %s", path);
+	if (put) {
+		fseek(f, 0, SEEK_END);
+		size = (uint64_t)ftell(f);
+		rewind(f);
+		CHECK(size <= info->size && size % info->block_size == 0,
+		      "%s: %llu bytes do not fit the volume", path,
+		      (unsigned long long)size);
+	} else {
+		size = info->size;
+	}
+	buf = aligned_alloc(4096, 4 * chunk);
+	CHECK(buf, "alloc");
+	for (off = 0; off < size; off += 4 * chunk) {
+		uint64_t n = size - off < 4 * chunk ? size - off : 4 * chunk;
+
+		if (put)
+			CHECK(fread(buf, 1, n, f) == n, "read %s", path);
+		/* up to 4 I/Os in flight, completions in any order */
+		for (uint64_t i = 0; i < n; i += chunk)
+			CHECK(rblk_submit(q, put ? RBLK_IO_WRITE : RBLK_IO_READ,
+					  buf + i, off + i,
+					  n - i < chunk ? n - i : chunk, 0,
+					  NULL) == 0,
+			      "submit at %llu", (unsigned long long)(off + i));
+		wait_all(q);
+		if (!put)
+			CHECK(fwrite(buf, 1, n, f) == n, "write %s", path);
+	}
+	if (put && (info->features & RBLK_FEAT_FLUSH))
+		CHECK(rblk_flush(r) == 0, "flush");
+	CHECK(fclose(f) == 0, "close %s", path);
+	rblk_close(r);
+	free(buf);
+	printf("%s: %llu bytes %s through direct access\n", put ? "put" : "get",
+	       (unsigned long long)size, put ? "written" : "read");
+	return 0;
+}
+
+/* Wait for one completion on xc; returns it in *wc. */
+static void raw_wait(struct xp_conn *xc, struct xp_wc *wc)
+{
+	for (int i = 0; i < 100000; i++) {
+		int n = xp_poll(xc, wc, 1);
+
+		CHECK(n >= 0, "xp_poll: %d", n);
+		if (n == 1)
+			return;
+		usleep(100);
+	}
+	CHECK(0, "no completion within 10 s");
+}
+
+static int test_rawro(const char *url)
+{
+	const struct xp_ops *ops;
+	char scheme[8], host[64], exp[RBLK_NAME_MAX], priv[RBLK_CM_REQ_SIZE];
+	static char msgs[2 * RBLK_MSG_MAX], data[4096];
+	struct xp_conn_attr attr = { .max_send_wr = 4, .max_recv_wr = 4 };
+	struct rblk_hello h = { .queue_depth = 1, .max_io = 4096,
+				.flags = RBLK_HELLO_F_READ_ONLY };
+	struct xp_send_wr wr = { 0 }, *bad;
+	struct xp_mr *mr, *dmr;
+	struct rblk_login l;
+	struct xp_conn *xc;
+	struct xp_sge sge;
+	struct xp_wc wc;
+	unsigned int port;
+
+	CHECK(sscanf(url, "%7[a-z]://%63[^:]:%u/%127s", scheme, host, &port,
+		     exp) == 4 &&
+		      (ops = xp_find(scheme)),
+	      "rawro wants tcp|rdma://HOST:PORT/EXPORT");
+	CHECK(ops->connect(host, (uint16_t)port, &attr, priv,
+			   rblk_cm_req_encode(priv, 1), 5000, &xc, NULL,
+			   NULL) == 0,
+	      "connect");
+	CHECK(xp_reg_mr(xc, msgs, sizeof(msgs), XP_ACCESS_LOCAL_WRITE, &mr) ==
+			      0 &&
+		      xp_reg_mr(xc, data, sizeof(data), XP_ACCESS_LOCAL_WRITE,
+				&dmr) == 0,
+	      "reg_mr");
+	sge = (struct xp_sge){ .addr = msgs, .length = RBLK_MSG_MAX, .mr = mr };
+	CHECK(xp_post_recv(xc, 1, &sge) == 0, "post_recv");
+	snprintf(h.export_name, sizeof(h.export_name), "%s", exp);
+	wr.opcode = XP_WR_SEND;
+	wr.flags = XP_SEND_SIGNALED;
+	wr.sge.addr = msgs + RBLK_MSG_MAX;
+	wr.sge.length = (uint32_t)rblk_hello_encode(wr.sge.addr, &h);
+	wr.sge.mr = mr;
+	CHECK(xp_post_send(xc, &wr, &bad) == 0, "send HELLO");
+	do
+		raw_wait(xc, &wc);
+	while (wc.opcode != XP_WC_RECV);
+	CHECK(rblk_login_decode(msgs, wc.byte_len, &l) == RBLK_S_OK &&
+		      l.status == RBLK_S_OK,
+	      "login");
+	CHECK((l.features & RBLK_F_DIRECT) && (l.features & RBLK_F_READ_ONLY),
+	      "want a read-only direct login, features 0x%x", l.features);
+
+	/* reading the volume in place is allowed */
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 2;
+	wr.opcode = XP_WR_RDMA_READ;
+	wr.flags = XP_SEND_SIGNALED;
+	wr.sge = (struct xp_sge){ .addr = data, .length = 4096, .mr = dmr };
+	wr.remote_addr = l.vol_addr;
+	wr.rkey = l.vol_rkey;
+	CHECK(xp_post_send(xc, &wr, &bad) == 0, "post RDMA READ");
+	raw_wait(xc, &wc);
+	CHECK(wc.wr_id == 2 && wc.status == XP_WC_SUCCESS,
+	      "RDMA READ of a read-only volume: %s",
+	      xp_wc_status_str(wc.status));
+	/* writing it is not: the registration lacks remote write */
+	memset(data, 0x5a, sizeof(data));
+	wr.wr_id = 3;
+	wr.opcode = XP_WR_RDMA_WRITE;
+	CHECK(xp_post_send(xc, &wr, &bad) == 0, "post RDMA WRITE");
+	raw_wait(xc, &wc);
+	CHECK(wc.wr_id == 3 && wc.status == XP_WC_REM_ACCESS_ERR,
+	      "RDMA WRITE of a read-only volume completed with %s",
+	      xp_wc_status_str(wc.status));
+	xp_destroy(xc);
+	printf("rawro: RDMA READ of the volume OK, RDMA WRITE refused (%s)\n",
+	       xp_wc_status_str(XP_WC_REM_ACCESS_ERR));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rblk *r;
 	int ret;
 
+	if (argc == 4 && !strcmp(argv[1], "rw")) {
+		if (!strcmp(argv[3], "direct"))
+			direct_mode = RBLK_DIRECT_ON;
+		else if (!strcmp(argv[3], "slot"))
+			direct_mode = RBLK_DIRECT_OFF;
+		else
+			return 2;
+		return test_rw(argv[2]);
+	}
+	if (argc == 4 && (!strcmp(argv[1], "put") || !strcmp(argv[1], "get")))
+		return test_copy(argv[2], argv[3], argv[1][0] == 'p');
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s rw|ro|open URL\n", argv[0]);
+		fprintf(stderr, "usage: %s rw|ro|open|rawro URL\n", argv[0]);
 		return 2;
 	}
 	if (!strcmp(argv[1], "rw"))
 		return test_rw(argv[2]);
+	if (!strcmp(argv[1], "rawro"))
+		return test_rawro(argv[2]);
 	if (!strcmp(argv[1], "ro"))
 		return test_ro(argv[2]);
 	{

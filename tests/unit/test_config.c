@@ -583,6 +583,45 @@ static void test_export_arg(void **state)
 	export_bad("a=ram:x", "RAM size");
 }
 
+static void test_direct(void **state)
+{
+	struct cfg_target *cfg = cfg_new();
+	char err[512];
+
+	(void)state;
+	/* --export: direct / nodirect, default left to the backend */
+	assert_int_equal(cfg_add_export_arg(cfg, "a=/x", err, sizeof(err)), 0);
+	assert_int_equal(cfg_add_export_arg(cfg, "b=/x,direct", err,
+					    sizeof(err)),
+			 0);
+	assert_int_equal(cfg_add_export_arg(cfg, "c=ram:4K,ro,nodirect", err,
+					    sizeof(err)),
+			 0);
+	assert_int_equal(cfg_add_export_arg(cfg, "d=/x,nodirect,direct", err,
+					    sizeof(err)),
+			 0);
+	assert_int_equal(cfg->exports[0].direct, CFG_DIRECT_DEFAULT);
+	assert_int_equal(cfg->exports[1].direct, CFG_DIRECT_YES);
+	assert_int_equal(cfg->exports[2].direct, CFG_DIRECT_NO);
+	assert_true(cfg->exports[2].read_only);
+	assert_int_equal(cfg->exports[3].direct, CFG_DIRECT_YES);
+	export_bad("a=/x,Direct", "unknown option 'Direct'");
+	export_bad("a=/x,direct=yes", "unknown option 'direct=yes'");
+
+	/* the INI key */
+	cfg_init(cfg);
+	load_ok(cfg, "[export a]\npath = /x\ndirect = yes\n"
+		     "[export b]\npath = ram:1M\ndirect = off\n"
+		     "[export c]\npath = ram:1M\n");
+	assert_int_equal(cfg->exports[0].direct, CFG_DIRECT_YES);
+	assert_int_equal(cfg->exports[1].direct, CFG_DIRECT_NO);
+	assert_int_equal(cfg->exports[2].direct, CFG_DIRECT_DEFAULT);
+	free(cfg);
+	load_bad("[export a]\npath = /x\ndirect = maybe\n", 3, "direct");
+	load_bad("[export a]\npath = /x\ndirect = yes\ndirect = no\n", 4,
+		 "direct");
+}
+
 static void test_export_arg_limits(void **state)
 {
 	struct cfg_target *cfg = cfg_new();
@@ -987,6 +1026,7 @@ int main(void)
 		cmocka_unit_test(test_load_export_names),
 		cmocka_unit_test(test_load_long_and_odd_lines),
 		cmocka_unit_test(test_export_arg),
+		cmocka_unit_test(test_direct),
 		cmocka_unit_test(test_export_arg_limits),
 		cmocka_unit_test(test_listen),
 		cmocka_unit_test(test_validate),

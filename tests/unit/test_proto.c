@@ -260,6 +260,9 @@ static void test_login_roundtrip(void **state)
 	assert_true(get64(m.b + 40) == 0x7f0000000000ull);
 	assert_true(get64(m.b + 48) == 32ull * 128 * KIB);
 	assert_true(get64(m.b + 56) == 0x0123456789abcdefull);
+	/* no DIRECT: the volume fields are zero on the wire */
+	for (int i = 64; i < RBLK_LOGIN_SIZE; i++)
+		assert_int_equal(m.b[i], 0);
 	assert_int_equal(m.b[RBLK_LOGIN_SIZE], 0xee);
 	assert_int_equal(rblk_msg_type(m.b, RBLK_LOGIN_SIZE), RBLK_MSG_LOGIN);
 
@@ -1077,7 +1080,63 @@ static void test_login_size_and_max_io(void **state)
 	l.features = 0x80000000u;
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
 	l.features = RBLK_F_ALL;
+	l.vol_len = l.size; /* DIRECT is among them */
 	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+}
+
+static void test_login_direct(void **state)
+{
+	struct rblk_login l, out;
+	struct msgbuf m;
+
+	(void)state;
+	l = good_login();
+	l.features |= RBLK_F_DIRECT;
+	l.vol_rkey = 0xcafef00d;
+	l.vol_addr = 0x7e0000000000ull;
+	l.vol_len = l.size;
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_login_encode(m.b, &l), RBLK_LOGIN_SIZE);
+	assert_int_equal(get32(m.b + 32), RBLK_F_FLUSH | RBLK_F_TRIM |
+						  RBLK_F_DIRECT);
+	assert_int_equal(get32(m.b + 64), 0xcafef00d);
+	assert_int_equal(get32(m.b + 68), 0);
+	assert_true(get64(m.b + 72) == 0x7e0000000000ull);
+	assert_true(get64(m.b + 80) == l.size);
+	assert_int_equal(m.b[RBLK_LOGIN_SIZE], 0xee);
+	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+			 RBLK_S_OK);
+	assert_int_equal(out.vol_rkey, 0xcafef00d);
+	assert_true(out.vol_addr == l.vol_addr);
+	assert_true(out.vol_len == l.size);
+
+	/* reserved1 must be zero */
+	m.b[68] = 1;
+	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+			 RBLK_S_INVALID);
+	/* the region is exactly the volume */
+	l.vol_len = l.size - 4096;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.vol_len = l.size + 4096;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.vol_len = 0;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	/* and does not wrap the address space */
+	l.vol_len = l.size;
+	l.vol_addr = UINT64_MAX - l.size + 1;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.vol_addr = UINT64_MAX - l.size;
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+	/* without DIRECT every volume field is zero */
+	l = good_login();
+	l.vol_rkey = 1;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l = good_login();
+	l.vol_addr = 4096;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l = good_login();
+	l.vol_len = l.size;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
 }
 
 static void test_login_slots(void **state)
@@ -1556,6 +1615,7 @@ int main(void)
 		cmocka_unit_test(test_login_block_size),
 		cmocka_unit_test(test_login_size_and_max_io),
 		cmocka_unit_test(test_login_slots),
+		cmocka_unit_test(test_login_direct),
 		cmocka_unit_test(test_resp_fields),
 		cmocka_unit_test(test_cm_req),
 		cmocka_unit_test(test_cm_rej),

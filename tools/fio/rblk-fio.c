@@ -61,6 +61,7 @@ struct rblk_fio_opts {
 	char *hostname;
 	char *keyfile;
 	unsigned int mutual_auth;
+	unsigned int direct_access; /* enum rblk_direct */
 };
 
 /* Per-job state (td->io_ops_data); used by the job's thread only. */
@@ -144,6 +145,31 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		/* not "direct": that is fio's own option (O_DIRECT) */
+		.name = "direct_access",
+		.lname = "rblk direct volume access",
+		.type = FIO_OPT_STR,
+		.off1 = offsetof(struct rblk_fio_opts, direct_access),
+		.def = "auto",
+		.help = "RDMA READ/WRITE the target's registered volume in place (RAM and direct exports)",
+		.posval = {
+			{ .ival = "auto",
+			  .oval = RBLK_DIRECT_AUTO,
+			  .help = "when the export offers it",
+			},
+			{ .ival = "on",
+			  .oval = RBLK_DIRECT_ON,
+			  .help = "required: fail if the export does not offer it",
+			},
+			{ .ival = "off",
+			  .oval = RBLK_DIRECT_OFF,
+			  .help = "always through the target's slots",
+			},
+		},
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = "hostname",
 		.lname = "rblk host name",
 		.type = FIO_OPT_STR_STORE,
@@ -199,6 +225,7 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		ro->key_file = o->keyfile;
 	if (o->mutual_auth)
 		ro->flags |= RBLK_OPEN_MUTUAL_AUTH;
+	ro->direct = (int)o->direct_access;
 	if (o->read_mode == READ_MODE_PUSH)
 		ro->flags |= RBLK_OPEN_PUSH_READS;
 	if (!td_write(td) && !td_trim(td))
@@ -383,9 +410,11 @@ static int rblk_fio_init(struct thread_data *td)
 	/* --sync=1 (O_SYNC): every write durable on completion */
 	if (td->o.sync_io && (info->features & RBLK_FEAT_FUA))
 		d->write_flags = RBLK_IO_FUA;
-	dprint(FD_IO, "rblk: %s: queue depth %u (iodepth %u), max_io %u, %s reads\n",
+	dprint(FD_IO, "rblk: %s: queue depth %u (iodepth %u), max_io %u, %s\n",
 	       o->uri, d->qd, depth, info->max_io,
-	       o->read_mode == READ_MODE_PUSH ? "push" : "pull");
+	       (info->features & RBLK_FEAT_DIRECT) ? "direct access" :
+	       o->read_mode == READ_MODE_PUSH      ? "push reads" :
+						     "pull reads");
 	return 0;
 }
 
