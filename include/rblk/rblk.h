@@ -49,6 +49,12 @@ struct rblk_opts {
 	int timeout_ms; /* connect and login timeout; default 10000 */
 	const char *host_name; /* identifies us to the target; default hostname */
 	unsigned int flags; /* RBLK_OPEN_* */
+	/*
+	 * Adaptive polling: before rblk_poll() sleeps, it polls the
+	 * transport this long (microseconds) without sleeping; 0 (default)
+	 * sleeps at once. Trades CPU for completion latency.
+	 */
+	unsigned int poll_spin_us;
 };
 
 void rblk_opts_init(struct rblk_opts *opts);
