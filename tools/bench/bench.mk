@@ -16,7 +16,7 @@
 # $(BUILD)/vm-bench-out (fio JSON, logs, results, output.log); the table is
 # also copied to $(BUILD)/vm-bench.md.
 
-BENCH_DEPS := fio nbdkit jq python3 gnuplot-nox linux-perf
+DEB_BENCH_DEPS := fio nbdkit jq python3 gnuplot-nox linux-perf
 BENCH_ARGS ?=
 BENCH_RUNTIME ?=
 BENCH_VM_ARGS ?=
@@ -26,7 +26,7 @@ BENCH_VM_OUT := $(BUILD)/vm-bench-out
 .PHONY: bench bench-vm bench-deps
 
 bench-deps:
-	@m="$(call missing,$(BENCH_DEPS))"; if [ -n "$$m" ]; then \
+	@m="$(call missing,$(DEB_BENCH_DEPS))"; if [ -n "$$m" ]; then \
 		echo "installing benchmark dependencies: $$m"; \
 		tools/apt-install.sh $$m; fi
 
