@@ -24,6 +24,7 @@ lines in that file is replaced by the header, summary, table and chart link
 (the markers are added at the end if missing).
 """
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -159,6 +160,9 @@ def chart(a, paths, workloads, res):
             if any(res.get((p, w), {}).get("iops") for p, _ in cols)]
     if not cols or not rows:
         return
+    lo = min(res[(p, w)]["iops"] for p, _ in cols for w in rows
+             if res.get((p, w), {}).get("iops"))
+    ymin = 10 ** math.floor(math.log10(max(lo, 1)))
     dat = a.chart + ".dat"
     with open(dat, "w") as f:
         f.write("workload " + " ".join(f'"{l}"' for _, l in cols) + "\n")
@@ -179,7 +183,7 @@ set ylabel "IOPS (log scale)"
 set grid ytics
 set key outside right top vertical
 set xtics rotate by -20 scale 0
-set yrange [1:*]
+set yrange [{ymin}:*]
 plot for [i=2:{len(cols) + 1}] "{dat}" using i:xtic(1) title columnheader(i)
 """
     try:

@@ -428,6 +428,20 @@ md=$OUT/vm-bench.md
 		"one fio job per cell, ${runtime} s + ${ramp} s ramp, time_based, norandommap;" \
 		"CPU us/IO is fio's own (usr+sys of the fio job), not the servers' or the kernel's elsewhere." \
 		"Guest wall time: $(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.0f", b - a }') s."
+	echo
+	echo "Every cell: \`fio --name=b PATH-ARGS --rw=RW --rwmixread=70 --bs=BS --iodepth=QD" \
+		"--numjobs=1 --size=${size}M --time_based --runtime=$runtime --ramp_time=$ramp" \
+		"--norandommap --randrepeat=0 --group_reporting --output-format=json\` with PATH-ARGS" \
+		"\`--ioengine=external:build/rblk-fio.so --uri=rdma://$ADDR:$PORT/vol\`" \
+		"(engine; plus \`--read_mode=push\`, \`--poll=busy\`, \`--poll=adaptive --poll_spin_us=50\`)" \
+		"or \`--ioengine=libaio --direct=1 --filename=/dev/ublkbN|/dev/nbdN|/dev/nvmeXnY\`." \
+		"Servers: \`rblk-target --listen rdma://$ADDR:$PORT --export vol=$BACK\`;" \
+		"\`rblk map rdma://$ADDR:$PORT/vol --ublk|--nbd --queues 2\`;" \
+		"nvmet: a configfs subsystem with namespace $BACK on an rdma port $ADDR:4420," \
+		"\`nvme connect -t rdma -a $ADDR -s 4420 -n $NQN\`." \
+		"Wire: \`ib_read_bw -d $RDEV -R -s 131072 -D $runtime -F [$ADDR]\`, the same with ib_write_bw," \
+		"\`ib_read_lat -d $RDEV -R -s 4096 -n 2000 -F [$ADDR]\`." \
+		"rblk-target and nvmet never run at the same time."
 } >"$OUT/vm-bench-header.md"
 python3 "$root/tools/bench/report.py" --results "$RES" \
 	--header "$OUT/vm-bench-header.md" --md "$md" \
