@@ -234,10 +234,14 @@ hdr=$dir/header.md
 		"backing: a ${size} MiB file on $(stat -f -c %T "$where"), page cache dropped before each cell," \
 		"rblk-target O_DIRECT, nbdkit cache=none. $cell cells in $elapsed s; one cell per path, paths side by side per workload."
 	echo
-	echo "Every cell is \`fio --name=bench PATH-ARGS --rw=RW --bs=BS --iodepth=QD $(echo $common | sed "s|--output-format=json||")\` with PATH-ARGS:"
+	echo "Every cell is \`fio --name=bench PATH-ARGS --rw=RW --bs=BS --iodepth=QD $(echo $common | sed "s| --output-format=json||")\` with PATH-ARGS:"
 	echo
 	for p in $paths; do
-		echo "- $p: \`${pargs[$p]//$dir/\$DIR}\`"
+		a=${pargs[$p]//$dir/\$DIR}
+		a=${a//$engine/build/rblk-fio.so}
+		a=${a//127.0.0.1:${port:-0}\//127.0.0.1:PORT/}
+		a=${a//127.0.0.1:${nport:-0}\//127.0.0.1:NPORT/}
+		echo "- $p: \`$a\`"
 	done
 	echo
 	echo "Servers: \`rblk-target --listen tcp://127.0.0.1:PORT --export vol0=\$DIR/vol.img\`;" \
@@ -245,7 +249,9 @@ hdr=$dir/header.md
 		"\`nbdkit -f -U \$DIR/nbdkit.sock file \$DIR/vol.img cache=none\` and" \
 		"\`nbdkit -f -i 127.0.0.1 -p NPORT file \$DIR/vol.img cache=none\`."
 	echo "CPU us/IO: fio's usr+sys plus the servers' CPU time during the cell, per I/O." \
-		"The 70/30 row's latencies are the reads'. Ratio: IOPS over the peer's (MB/s for wire rows)."
+		"The 70/30 row's latencies are the reads'. Ratio: IOPS over the peer's." \
+		"nbdkit reads through the page cache (cache=none only evicts afterwards), so it gets" \
+		"kernel readahead on sequential reads, which O_DIRECT (rblk-target, io_uring) does not."
 } >"$hdr"
 
 args=(--results "$RES" --header "$hdr" --paths "$REPORT_PATHS" "${REPORT_TARGETS[@]}")
