@@ -30,10 +30,16 @@ bench-deps:
 		echo "installing benchmark dependencies: $$m"; \
 		tools/apt-install.sh $$m; fi
 
+# The full set on a file (disk), then the QD32 random reads and the
+# sequential reads again on tmpfs: the software paths without the disk.
 bench: all $(BUILD)/rblk-fio.so bench-deps
 	BUILD=$(BUILD) BENCH_RUNTIME=$(BENCH_RUNTIME) \
 		tools/bench/host-bench.sh --doc docs/BENCHMARKS.md \
 		--chart docs/bench-host.png $(BENCH_ARGS)
+	BUILD=$(BUILD) BENCH_RUNTIME=$(BENCH_RUNTIME) \
+		tools/bench/host-bench.sh --doc docs/BENCHMARKS.md \
+		--marker host-bench-tmpfs --dir /dev/shm \
+		--only 'randread QD32|seq read' $(BENCH_ARGS)
 
 bench-vm: all $(BUILD)/rblk-fio.so vm-setup bench-deps
 	rm -rf $(BENCH_VM_OUT)

@@ -24,13 +24,19 @@
 # p50/p99 completion latency, CPU per I/O, ratio to the path's peer).
 #
 #   tools/bench/host-bench.sh [--runtime S] [--ramp S] [--size MiB]
-#       [--jobs N] [--paths "engine ... io_uring"] [--dir DIR]
-#       [--doc docs/BENCHMARKS.md] [--chart docs/bench-host.png]
+#       [--jobs N] [--paths "engine ... io_uring"] [--only REGEX] [--dir DIR]
+#       [--doc docs/BENCHMARKS.md] [--marker host-bench]
+#       [--chart docs/bench-host.png]
 #
 # BENCH_RUNTIME (default 5) / BENCH_RAMP (1) / BENCH_SIZE (256) /
 # BENCH_JOBS (1) set the defaults; BUILD the build directory (build).
-# --doc replaces the block between <!-- host-bench:begin --> and
-# <!-- host-bench:end --> in that file; --chart writes a gnuplot PNG.
+# --only keeps the workloads whose name matches REGEX (grep -E), e.g.
+# --only 'randread QD32|seq read'. --dir DIR puts the file in DIR (default
+# $TMPDIR or /tmp); on tmpfs (--dir /dev/shm) every server reads memory
+# (rblk-target falls back to buffered I/O), which compares the software
+# paths without the disk.
+# --doc replaces the block between <!-- MARKER:begin --> and
+# <!-- MARKER:end --> in that file (--marker, default host-bench); --chart writes a gnuplot PNG.
 #
 # CPU us/IO = fio's own usr+sys for the job, plus the CPU time the server
 # processes (rblk-target, rblk nbd, nbdkit) used during the cell, both per
@@ -40,7 +46,8 @@
 set -euo pipefail
 
 runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
-jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart=''
+jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
+marker=host-bench
 paths="engine engine-push engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
 [ -n "$runtime" ] || runtime=5
 while [ $# -gt 0 ]; do
@@ -51,8 +58,10 @@ while [ $# -gt 0 ]; do
 	--jobs) jobs=$2; shift 2 ;;
 	--paths) paths=$2; shift 2 ;;
 	--dir) where=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
 	--doc) doc=$2; shift 2 ;;
 	--chart) chart=$2; shift 2 ;;
+	--marker) marker=$2; shift 2 ;;
 	-h | --help)
 		awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print; next }
 			NR > 3 { exit }' "$0"
@@ -81,6 +90,14 @@ WORKLOADS=("4k randread QD1|randread|4k|1"
 	"128k seq read QD16|read|128k|16"
 	"128k seq write QD16|write|128k|16"
 	"4k randrw 70/30 QD32|randrw|4k|32")
+if [ -n "$only" ]; then
+	keep=()
+	for w in "${WORKLOADS[@]}"; do
+		grep -qE -- "$only" <<<"${w%%|*}" && keep+=("$w")
+	done
+	[ ${#keep[@]} -gt 0 ] || { echo "host-bench: no workload matches '$only'" >&2; exit 2; }
+	WORKLOADS=("${keep[@]}")
+fi
 # report.py: path:label:peer ('~' = space)
 REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
 	engine-push:engine,~push~reads:engine
@@ -227,12 +244,14 @@ done
 elapsed=$(($(date +%s) - t0))
 
 hdr=$dir/header.md
+fstype=$(stat -f -c %T "$where")
 {
-	echo "\`make bench\` (tools/bench/host-bench.sh --runtime $runtime --ramp $ramp --size $size --jobs $jobs)," \
+	echo "\`tools/bench/host-bench.sh --runtime $runtime --ramp $ramp --size $size --jobs $jobs${only:+ --only '$only'}$([ "$where" = "${TMPDIR:-/tmp}" ] || echo " --dir $where")\` (\`make bench\` runs it with --doc and --chart)," \
 		"$(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1))," \
 		"kernel $(uname -r), fio $(fio --version | sed 's/^fio-//'), $(nbdkit --version | head -n 1)," \
-		"backing: a ${size} MiB file on $(stat -f -c %T "$where"), page cache dropped before each cell," \
-		"rblk-target O_DIRECT, nbdkit cache=none. $cell cells in $elapsed s; one cell per path, paths side by side per workload."
+		"backing: a ${size} MiB file on $fstype, $([ "$fstype" = tmpfs ] &&
+			echo "in memory (rblk-target falls back to buffered I/O; nothing for drop_caches)" ||
+			echo "page cache dropped before each cell, rblk-target O_DIRECT"), nbdkit cache=none. $cell cells in $elapsed s; one cell per path, paths side by side per workload."
 	echo
 	echo "Every cell is \`fio --name=bench PATH-ARGS --rw=RW --bs=BS --iodepth=QD $(echo $common | sed "s| --output-format=json||")\` with PATH-ARGS:"
 	echo
@@ -256,7 +275,7 @@ hdr=$dir/header.md
 
 args=(--results "$RES" --header "$hdr" --paths "$REPORT_PATHS" "${REPORT_TARGETS[@]}")
 [ -n "$chart" ] && args+=(--chart "$chart" --chart-title "rblk vs nbdkit vs io_uring, host (tcp loopback): IOPS")
-[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- host-bench:begin -->" --end "<!-- host-bench:end -->")
+[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- $marker:begin -->" --end "<!-- $marker:end -->")
 python3 "$root/tools/bench/report.py" "${args[@]}"
 [ -z "$doc" ] || log "host-bench: table written to $doc${chart:+, chart to $chart}"
 cp "$RES" "${build}/host-bench-results.txt"
