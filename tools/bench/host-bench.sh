@@ -25,11 +25,14 @@
 #
 #   tools/bench/host-bench.sh [--runtime S] [--ramp S] [--size MiB]
 #       [--jobs N] [--paths "engine ... io_uring"] [--only REGEX] [--dir DIR]
+#       [--repeat N]
 #       [--doc docs/BENCHMARKS.md] [--marker host-bench]
 #       [--chart docs/bench-host.png]
 #
 # BENCH_RUNTIME (default 5) / BENCH_RAMP (1) / BENCH_SIZE (256) /
 # BENCH_JOBS (1) set the defaults; BUILD the build directory (build).
+# --repeat N runs the paths of each workload N times in turn (A B C A B C
+# ...) and reports each cell's median: slower, but steadier on a noisy host.
 # --only keeps the workloads whose name matches REGEX (grep -E), e.g.
 # --only 'randread QD32|seq read'. --dir DIR puts the file in DIR (default
 # $TMPDIR or /tmp); on tmpfs (--dir /dev/shm) every server reads memory
@@ -47,7 +50,7 @@ set -euo pipefail
 
 runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
 jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
-marker=host-bench
+marker=host-bench repeat=1
 paths="engine engine-push engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
 [ -n "$runtime" ] || runtime=5
 while [ $# -gt 0 ]; do
@@ -62,6 +65,7 @@ while [ $# -gt 0 ]; do
 	--doc) doc=$2; shift 2 ;;
 	--chart) chart=$2; shift 2 ;;
 	--marker) marker=$2; shift 2 ;;
+	--repeat) repeat=$2; shift 2 ;;
 	-h | --help)
 		awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print; next }
 			NR > 3 { exit }' "$0"
@@ -204,7 +208,7 @@ total=0
 for w in "${WORKLOADS[@]}"; do
 	for p in $paths; do
 		[ "$p" = engine-push ] && [[ $w == *"|write|"* || $w == *"|randwrite|"* ]] && continue
-		total=$((total + 1))
+		total=$((total + repeat))
 	done
 done
 
@@ -212,6 +216,7 @@ cell=0 failed=0 t0=$(date +%s)
 log "host-bench: $total cells, ${runtime} s + ${ramp} s ramp each, fio $(fio --version | sed 's/^fio-//'), $jobs job(s), $(nproc) CPUs"
 for w in "${WORKLOADS[@]}"; do
 	IFS='|' read -r name rw bs qd <<<"$w"
+	for ((rep = 0; rep < repeat; rep++)); do
 	for p in $paths; do
 		[ "$p" = engine-push ] && [[ $rw == write || $rw == randwrite ]] && continue
 		cell=$((cell + 1))
@@ -240,18 +245,19 @@ for w in "${WORKLOADS[@]}"; do
 		echo "$p|$name|$iops|$mbs|$p50|$p99|$cpu" >>"$RES"
 		log "[$cell/$total] $p $name ... $iops IOPS, $mbs MB/s, p50 $p50 us, p99 $p99 us, $cpu us CPU/IO"
 	done
+	done
 done
 elapsed=$(($(date +%s) - t0))
 
 hdr=$dir/header.md
 fstype=$(stat -f -c %T "$where")
 {
-	echo "\`tools/bench/host-bench.sh --runtime $runtime --ramp $ramp --size $size --jobs $jobs${only:+ --only '$only'}$([ "$where" = "${TMPDIR:-/tmp}" ] || echo " --dir $where")\` (\`make bench\` runs it with --doc and --chart)," \
+	echo "\`tools/bench/host-bench.sh --runtime $runtime --ramp $ramp --size $size --jobs $jobs$([ "$repeat" = 1 ] || echo " --repeat $repeat")${only:+ --only '$only'}$([ "$where" = "${TMPDIR:-/tmp}" ] || echo " --dir $where")\` (\`make bench\` runs it with --doc and --chart)," \
 		"$(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1))," \
 		"kernel $(uname -r), fio $(fio --version | sed 's/^fio-//'), $(nbdkit --version | head -n 1)," \
 		"backing: a ${size} MiB file on $fstype, $([ "$fstype" = tmpfs ] &&
 			echo "in memory (rblk-target falls back to buffered I/O; nothing for drop_caches)" ||
-			echo "page cache dropped before each cell, rblk-target O_DIRECT"), nbdkit cache=none. $cell cells in $elapsed s; one cell per path, paths side by side per workload."
+			echo "page cache dropped before each cell, rblk-target O_DIRECT"), nbdkit cache=none. $cell cells in $elapsed s; $([ "$repeat" = 1 ] && echo "one cell per path" || echo "each path $repeat times in turn, medians"), paths side by side per workload."
 	echo
 	echo "Every cell is \`fio --name=bench PATH-ARGS --rw=RW --bs=BS --iodepth=QD $(echo $common | sed "s| --output-format=json||")\` with PATH-ARGS:"
 	echo

@@ -9,6 +9,8 @@ line per cell:
     path|workload|iops|MB/s|p50 us|p99 us|CPU us per I/O
 
 with '-' where a value does not exist (wire rows have MB/s or latency only).
+A cell that appears more than once (repeated runs) is reported as the
+median of each column.
 
     report.py --results FILE --paths "engine:rblk fio engine:nbdkit-unix ..."
               [--target "label|path|workload|peer-path|peer-workload|metric|goal"]...
@@ -35,6 +37,14 @@ def num(s):
         return float(s)
     except (TypeError, ValueError):
         return None
+
+
+def median(vals):
+    vals = sorted(v for v in vals if v is not None)
+    if not vals:
+        return None
+    m = len(vals) // 2
+    return vals[m] if len(vals) % 2 else (vals[m - 1] + vals[m]) / 2
 
 
 def fmt(v, nd=1):
@@ -67,6 +77,7 @@ def main():
     labels = {p: l for p, l, _ in paths}
 
     res = {}  # (path, workload) -> dict
+    runs = {}  # (path, workload) -> [fields of each run]
     workloads = []
     with open(a.results) as f:
         for line in f:
@@ -77,9 +88,12 @@ def main():
             p, w = parts[0], parts[1]
             if w not in workloads:
                 workloads.append(w)
-            res[(p, w)] = dict(iops=num(parts[2]), mbs=num(parts[3]),
-                               p50=num(parts[4]), p99=num(parts[5]),
-                               cpu=num(parts[6]), p50s=parts[4])
+            runs.setdefault((p, w), []).append(parts[2:7])
+    # repeated cells (host-bench --repeat): the median of each column
+    for k, rows in runs.items():
+        col = [median([num(r[i]) for r in rows]) for i in range(5)]
+        res[k] = dict(iops=col[0], mbs=col[1], p50=col[2], p99=col[3],
+                      cpu=col[4], n=len(rows))
 
     def ratio(x, y, metric=None):
         if not x or not y:
