@@ -259,7 +259,9 @@ fstype=$(stat -f -c %T "$where")
 			echo "in memory (rblk-target falls back to buffered I/O; nothing for drop_caches)" ||
 			echo "page cache dropped before each cell, rblk-target O_DIRECT"), nbdkit cache=none. $cell cells in $elapsed s; $([ "$repeat" = 1 ] && echo "one cell per path" || echo "each path $repeat times in turn, medians"), paths side by side per workload."
 	echo
-	echo "Every cell is \`fio --name=bench PATH-ARGS --rw=RW --bs=BS --iodepth=QD $(echo $common | sed "s| --output-format=json||")\` with PATH-ARGS:"
+	# shellcheck disable=SC2086 # $common on one line
+	flat=$(echo $common)
+	echo "Every cell is \`fio --name=bench PATH-ARGS --rw=RW --bs=BS --iodepth=QD ${flat% --output-format=json}\` with PATH-ARGS:"
 	echo
 	for p in $paths; do
 		a=${pargs[$p]//$dir/\$DIR}
