@@ -200,6 +200,7 @@ struct rblk {
 	uint8_t secret[RBLK_SECRET_MAX]; /* from opts.key_file */
 	size_t secret_len; /* 0: none */
 	bool mutual; /* RBLK_OPEN_MUTUAL_AUTH */
+	unsigned int poll_spin_us; /* rblk_opts.poll_spin_us */
 };
 
 /* Work request ids: kind in the top byte, tag and credit count below. */
@@ -885,10 +886,27 @@ unsigned int rblk_queue_inflight(const struct rblk_queue *q)
 	return q->inflight;
 }
 
+/*
+ * Adaptive polling: reap without sleeping for up to spin_us, or until a
+ * completion is ready or the queue fails. Returns true if one is ready.
+ */
+static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
+{
+	uint64_t end = now_ns() + (uint64_t)spin_us * 1000;
+
+	do {
+		progress(q);
+		if (q->done_count || q->dead)
+			return true;
+	} while (now_ns() < end);
+	return false;
+}
+
 int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 	      int timeout_ms)
 {
 	uint64_t deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+	bool spun = false;
 
 	if (max <= 0)
 		return set_error(-EINVAL, "poll: max must be positive");
@@ -907,6 +925,11 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 					 q->index);
 		if (timeout_ms == 0)
 			return 0;
+		if (!spun && q->r->poll_spin_us && q->inflight) {
+			spun = true;
+			if (spin_poll(q, q->r->poll_spin_us))
+				continue;
+		}
 		if (rblk_queue_arm(q))
 			continue;
 		wait = -1;
@@ -1415,6 +1438,7 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 	ret = open_secret(r, &o);
 	if (ret)
 		goto out_free;
+	r->poll_spin_us = o.poll_spin_us;
 	r->queues = calloc(o.queues, sizeof(*r->queues));
 	if (!r->queues) {
 		ret = set_error(-ENOMEM, "out of memory");

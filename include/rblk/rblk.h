@@ -68,6 +68,12 @@ struct rblk_opts {
 	 */
 	const char *key_file;
 	int direct; /* enum rblk_direct */
+	/*
+	 * Adaptive polling: before rblk_poll() sleeps, it polls the
+	 * transport this long (microseconds) without sleeping; 0 (default)
+	 * sleeps at once. Trades CPU for completion latency.
+	 */
+	unsigned int poll_spin_us;
 };
 
 void rblk_opts_init(struct rblk_opts *opts);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of the fio ioengine (build/rblk-fio.so) over tcp: two jobs =
 # two rblk sessions of one queue each, QD16, random writes of 4k..64k with
-# crc32c headers, then a verify-only pass; the same with read_mode=push. A
+# crc32c headers, then a verify-only pass; the same with read_mode=push,
+# and verify-only passes with poll=busy and poll=adaptive. A
 # verify-only pass with fio's own psync engine on the exported file itself
 # proves the data landed at the right offsets, not only that the engine
 # reads back what it wrote.
@@ -59,12 +60,24 @@ for mode in pull push; do
 		{ cat "$TEST_DIR/$mode.file.out"; fail "$img does not hold what the $mode run wrote"; }
 done
 
-# each job had its own session of one queue at the job's iodepth (4 runs x
+# busy and adaptive completion polling read back what the pull run wrote
+for poll in busy adaptive; do
+	run wpull "$TEST_DIR/poll-$poll.out" --poll="$poll" --poll_spin_us=20 \
+		--randseed=4242 --verify_only
+done
+# a polling mode fio does not know is refused
+if fio --name=bad "--ioengine=external:$engine" "--uri=$url" --poll=spin \
+	--rw=read --size=4k >"$TEST_DIR/bad.out" 2>&1; then
+	cat "$TEST_DIR/bad.out"
+	fail "fio accepted --poll=spin"
+fi
+
+# each job had its own session of one queue at the job's iodepth (6 runs x
 # 2 jobs), besides the depth-1 sessions fio's main process opens to learn
 # the size
 n=$(grep -c "host 'fio-smoke' logged in to export vol0 (queue 0, depth 16," \
 	"$RBLK_TARGET_LOG" || true)
-[ "$n" -eq 8 ] || { cat "$RBLK_TARGET_LOG"; fail "expected 8 job sessions at depth 16, saw $n"; }
+[ "$n" -eq 12 ] || { cat "$RBLK_TARGET_LOG"; fail "expected 12 job sessions at depth 16, saw $n"; }
 grep "host 'fio-smoke'" "$RBLK_TARGET_LOG" | grep -q "queue 1" &&
 	fail "a job opened more than one queue"
 echo "PASS: $TEST_NAME"

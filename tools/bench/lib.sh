@@ -35,6 +35,6 @@ drop_cache()
 	[ "${cache:-0}" = 1 ] && return 0
 	if [ -w /proc/sys/vm/drop_caches ]; then
 		sync
-		echo 1 >/proc/sys/vm/drop_caches 2>/dev/null || true
+		echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
 	fi
 }

@@ -4,37 +4,51 @@
 # Benchmark (not a test), run INSIDE the rblk test guest (tests/vm, TCG,
 # rdma_rxe on d0 = 192.0.2.1): fio on the same backing store through
 #
-#   engine   fio's rblk ioengine ($BUILD/rblk-fio.so) -> rblk-target
+#   engine           fio's rblk ioengine ($BUILD/rblk-fio.so) -> rblk-target
+#                    (pull reads, event-driven completions)
+#   engine-push      the same with --read_mode=push (target RDMA WRITEs)
+#   engine-busy      the same with --poll=busy (never sleeps)
+#   engine-adaptive  the same with --poll=adaptive (spin 50 us, then sleep)
 #   ublk     /dev/ublkbN from `rblk map --ublk --queues 2`, libaio, direct
 #   nbd      /dev/nbdN   from `rblk map --nbd --queues 2`, libaio, direct
 #   nvme     the kernel's nvme-rdma -> nvmet-rdma (configfs), libaio, direct
-#   wire     ib_read_bw -R (128 KiB READs) and ib_read_lat -R (4 KiB) on rxe0
+#   wire     ib_read_bw -R and ib_write_bw -R (128 KiB), ib_read_lat -R
+#            (4 KiB) on rxe0
 #
-# for 4k randread QD1, 4k randread QD32, 128k seq read QD16 and 4k
-# randwrite QD32 (one fio job each, time_based). Writes a markdown table
-# with each path's ratio to nvme-rdma to $RBLK_VM_OUT/vm-bench.md (plus the
-# fio JSON under $RBLK_VM_OUT/vm-bench/). From the host:
+# for the host benchmark's workloads (tools/bench/host-bench.sh): 4k
+# randread and randwrite at QD1 and QD32, 128k sequential read and write at
+# QD16, 70/30 4k randrw at QD32; one fio job each, time_based (push reads
+# skip the write-only workloads). Results go line by line to
+# $RBLK_VM_OUT/vm-bench-results.txt as they come (tools/bench/report.py
+# makes the table from it, also from a run cut short); the markdown table
+# with each path's ratio to its peer goes to $RBLK_VM_OUT/vm-bench.md, the
+# fio JSON to $RBLK_VM_OUT/vm-bench/. From the host:
 #
-#   make bench-vm                       (tools/bench/bench.mk)
+#   make bench-vm                       (tools/bench/bench.mk; also the chart
+#                                        docs/bench-vm.png and the block in
+#                                        docs/BENCHMARKS.md)
 #   BUILD=build tests/vm/run-vm.sh --out /tmp/vmbench --timeout 1500 -- \
 #       tools/bench/vm-bench.sh [--runtime S] [--ramp S] [--size MiB]
-#       [--paths "engine ublk nbd nvme wire"] [--backing brd|file]
+#       [--paths "engine engine-push engine-busy engine-adaptive ublk nbd
+#       nvme wire"] [--backing brd|file]
 #
 #   tools/bench/vm-bench.sh --dry-run   on the host: check tools, print plan
 #
 # Backing: a brd ramdisk /dev/ram0 of --size MiB (default 512), zero-filled
 # so every page exists; --backing file uses a file in the guest's /tmp
 # (tmpfs: rblk-target falls back to buffered I/O, nvmet uses buffered_io).
-# rblk-target and nvmet never run at the same time (2 vCPUs).
+# rblk-target and nvmet serve the same store side by side (both idle but
+# for the path being measured).
 #
 # Everything is TCG-emulated, with rxe in software on the same 2 vCPUs that
 # also run fio and the servers: the numbers compare the software paths
 # against each other and against the kernel's nvme-rdma, not wire speeds.
 set -uo pipefail
 
-runtime=${VMB_RUNTIME:-8} ramp=${VMB_RAMP:-2} size=${VMB_SIZE:-512}
-paths=${VMB_PATHS:-"engine ublk nbd nvme wire"} backing=${VMB_BACKING:-brd}
-dry=0
+runtime=${VMB_RUNTIME:-4} ramp=${VMB_RAMP:-1} size=${VMB_SIZE:-512}
+paths=${VMB_PATHS:-"engine engine-push engine-busy engine-adaptive ublk nbd nvme wire"}
+backing=${VMB_BACKING:-brd}
+dry=0 report='' chart='' doc=''
 while [ $# -gt 0 ]; do
 	case $1 in
 	--runtime) runtime=$2; shift 2 ;;
@@ -43,6 +57,9 @@ while [ $# -gt 0 ]; do
 	--paths) paths=$2; shift 2 ;;
 	--backing) backing=$2; shift 2 ;;
 	--dry-run) dry=1; shift ;;
+	--report) report=$2; shift 2 ;;
+	--chart) chart=$2; shift 2 ;;
+	--doc) doc=$2; shift 2 ;;
 	-h | --help)
 		awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next }
 			NR > 2 { exit }' "$0"
@@ -60,11 +77,25 @@ RDEV=${RBLK_TEST_RDMA_DEV:-rxe0}
 PORT=7460
 NQN=nqn.2026-11.io.rblk:vmbench
 NVMET=/sys/kernel/config/nvmet
-# name rw bs qd
+# name rw bs qd (the same list as tools/bench/host-bench.sh)
 WORKLOADS=("4k randread QD1|randread|4k|1"
 	"4k randread QD32|randread|4k|32"
+	"4k randwrite QD1|randwrite|4k|1"
+	"4k randwrite QD32|randwrite|4k|32"
 	"128k seq read QD16|read|128k|16"
-	"4k randwrite QD32|randwrite|4k|32")
+	"128k seq write QD16|write|128k|16"
+	"4k randrw 70/30 QD32|randrw|4k|32")
+# report.py: path:label:peer (label '~' = space), and the issue's targets
+VMB_REPORT_PATHS="engine:rblk~fio~engine:nvme engine-push:engine,~push~reads:engine
+	engine-busy:engine,~busy~poll:engine
+	engine-adaptive:engine,~adaptive~poll~50~us:engine
+	ublk:rblk~ublk:nvme nbd:rblk~nbd:nvme nvme:nvme-rdma~(kernel):
+	wire-read-bw:wire~ib_read_bw~-R~128~KiB: wire-write-bw:wire~ib_write_bw~-R~128~KiB:
+	wire-read-lat:wire~ib_read_lat~-R~4~KiB~(typical):"
+VMB_REPORT_TARGETS=(
+	--target "engine vs nvme-rdma, 4k randread QD32|engine|4k randread QD32|nvme|4k randread QD32|iops|1.2"
+	--target "ublk vs nvme-rdma, 4k randread QD32|ublk|4k randread QD32|nvme|4k randread QD32|iops|1.0"
+	--target "engine 128k seq read vs ib_read_bw 128 KiB (MB/s)|engine|128k seq read QD16|wire-read-bw|128k seq read QD16|mbs|0.8")
 
 log()
 {
@@ -73,8 +104,20 @@ log()
 	printf '[%7.1f] %s\n' "$u" "$*"
 }
 
+# --report DIR [--chart PNG] [--doc FILE] (on the host, after a run): the
+# table from DIR/vm-bench-results.txt again, with the chart, and the block
+# between the vm-bench markers in FILE replaced
+if [ -n "$report" ]; then
+	args=(--results "$report/vm-bench-results.txt" --md "$report/vm-bench.md"
+		--paths "$VMB_REPORT_PATHS" "${VMB_REPORT_TARGETS[@]}")
+	[ -s "$report/vm-bench-header.md" ] && args+=(--header "$report/vm-bench-header.md")
+	[ -n "$chart" ] && args+=(--chart "$chart" --chart-title "rblk vs nvme-rdma, guest (rxe, TCG): IOPS")
+	[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- vm-bench:begin -->" --end "<!-- vm-bench:end -->")
+	exec python3 "$root/tools/bench/report.py" "${args[@]}"
+fi
+
 missing=()
-for t in fio jq awk ib_read_bw ib_read_lat nvme modprobe; do
+for t in fio jq awk python3 ib_read_bw ib_write_bw ib_read_lat nvme modprobe; do
 	command -v $t >/dev/null 2>&1 || missing+=("$t")
 done
 for f in "$BUILD/rblk" "$BUILD/rblk-target" "$BUILD/rblk-fio.so"; do
@@ -92,6 +135,7 @@ if [ "$dry" = 1 ]; then
 	done
 	n=0
 	for p in $paths; do [ "$p" != wire ] && n=$((n + 1)); done
+	# (push reads skip the two write-only workloads)
 	echo "  fio runs: $((n * ${#WORKLOADS[@]})), about" \
 		"$((n * ${#WORKLOADS[@]} * (runtime + ramp + 4) / 60)) min of fio"
 	exit 0
@@ -105,7 +149,8 @@ JDIR=$OUT/vm-bench
 mkdir -p "$JDIR"
 W=$(mktemp -d /tmp/vm-bench.XXXXXX)
 export RBLK_RUN_DIR=$W/run
-RES=$W/results # lines: path|workload|iops|MB/s|p50us|p99us
+# lines: path|workload|iops|MB/s|p50us|p99us|cpu us per I/O (fio's)
+RES=$OUT/vm-bench-results.txt
 : >"$RES"
 target_pid='' mapped=() nvme_up=0 bgpids=()
 
@@ -180,42 +225,38 @@ log "backing ready"
 # run_fio PATH WORKLOAD-SPEC FIO-ARGS...: one run, JSON kept, result line added
 run_fio()
 {
-	local path=$1 spec=$2 name rw bs qd json dir line
+	local path=$1 spec=$2 name rw bs qd json line
 	shift 2
 	IFS='|' read -r name rw bs qd <<<"$spec"
 	json=$JDIR/$path-$rw-$bs-qd$qd.json
-	dir="read"
-	[ "$rw" = randwrite ] && dir="write"
 	timeout -k 10 $((runtime + ramp + 120)) fio --name=b "$@" --rw="$rw" \
-		--bs="$bs" --iodepth="$qd" --numjobs=1 --size="${size}M" \
-		--time_based --runtime="$runtime" --ramp_time="$ramp" \
-		--norandommap --randrepeat=0 --group_reporting \
-		--output-format=json --output="$json" >"$W/fio.err" 2>&1
-	if ! line=$(jq -r --arg d "$dir" '.jobs[0][$d] |
-		[(.iops | floor), (.bw_bytes / 1e6 * 10 | floor / 10),
-		 (.clat_ns.percentile["50.000000"] / 1000 * 10 | floor / 10),
-		 (.clat_ns.percentile["99.000000"] / 1000 * 10 | floor / 10)]
-		| map(tostring) | join("|")' "$json" 2>/dev/null) || [ -z "$line" ]; then
+		--rwmixread=70 --bs="$bs" --iodepth="$qd" --numjobs=1 \
+		--size="${size}M" --time_based --runtime="$runtime" \
+		--ramp_time="$ramp" --norandommap --randrepeat=0 \
+		--group_reporting --output-format=json --output="$json" \
+		>"$W/fio.err" 2>&1
+	if ! line=$(jq -r -f "$root/tools/bench/fio-row.jq" "$json" 2>/dev/null) ||
+		[ -z "$line" ]; then
 		log "  $path $name: FAILED: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
-		echo "$path|$name|-|-|-|-" >>"$RES"
+		echo "$path|$name|-|-|-|-|-" >>"$RES"
 		return 1
 	fi
 	echo "$path|$name|$line" >>"$RES"
-	IFS='|' read -r a b c d <<<"$line"
-	log "  $path $name: $a IOPS, $b MB/s, clat p50 $c us, p99 $d us"
+	IFS='|' read -r a b c d e <<<"$line"
+	log "  [$((++cell))] $path $name: $a IOPS, $b MB/s, clat p50 $c us, p99 $d us, $e us CPU/IO"
 }
+cell=0
 
-all_workloads()
+# push changes how reads move: the write-only workloads would be the same
+skip_cell()
 {
-	local path=$1 w
-	shift
-	for w in "${WORKLOADS[@]}"; do run_fio "$path" "$w" "$@"; done
+	[ "$1" = engine-push ] && [[ $2 == *"|write|"* || $2 == *"|randwrite|"* ]]
 }
 
 failed_all()
 {
 	local w
-	for w in "${WORKLOADS[@]}"; do echo "$1|${w%%|*}|-|-|-|-" >>"$RES"; done
+	for w in "${WORKLOADS[@]}"; do echo "$1|${w%%|*}|-|-|-|-|-" >>"$RES"; done
 	log "$1: skipped: $2"
 }
 
@@ -257,30 +298,37 @@ unmap()
 	mapped=("${mapped[@]/$DEV/}")
 }
 
-bench_engine()
+# The setup_* functions make a path ready and put its fio arguments in
+# PARGS[path] (no spaces inside an argument); a path that cannot be set up
+# gets failure rows instead.
+declare -A PARGS
+setup_engine()
 {
-	log "path engine: fio ioengine external:rblk-fio.so -> rdma://$ADDR:$PORT/vol"
-	start_target || { failed_all engine "rblk-target did not start"; return; }
-	all_workloads engine "--ioengine=external:$BUILD/rblk-fio.so" \
-		"--uri=rdma://$ADDR:$PORT/vol"
+	local path=$1 extra=''
+	case $path in
+	engine-push) extra=' --read_mode=push' ;;
+	engine-busy) extra=' --poll=busy' ;;
+	engine-adaptive) extra=' --poll=adaptive --poll_spin_us=50' ;;
+	esac
+	log "path $path: fio ioengine external:rblk-fio.so$extra -> rdma://$ADDR:$PORT/vol"
+	start_target || { failed_all "$path" "rblk-target did not start"; return; }
+	PARGS[$path]="--ioengine=external:$BUILD/rblk-fio.so --uri=rdma://$ADDR:$PORT/vol$extra"
 }
 
-bench_dev()
+setup_dev()
 {
 	local kind=$1
 	log "path $kind: rblk map --$kind --queues 2, fio libaio direct"
 	start_target || { failed_all "$kind" "rblk-target did not start"; return; }
 	[ "$kind" = ublk ] && [ ! -c /dev/ublk-control ] && { failed_all ublk "no /dev/ublk-control"; return; }
 	map "$kind" || { failed_all "$kind" "rblk map --$kind failed"; return; }
-	all_workloads "$kind" --ioengine=libaio --direct=1 --filename="$DEV"
-	unmap
+	PARGS[$kind]="--ioengine=libaio --direct=1 --filename=$DEV"
 }
 
-bench_nvme()
+setup_nvme()
 {
 	local S=$NVMET/subsystems/$NQN P=$NVMET/ports/1 dev='' i hostnqn mq
 	log "path nvme: nvme-rdma -> nvmet-rdma, namespace $BACK"
-	stop_target
 	modprobe -a nvmet nvmet-rdma nvme-rdma ||
 		{ failed_all nvme "modprobe nvmet nvmet-rdma nvme-rdma failed"; return; }
 	[ -d "$NVMET" ] || { failed_all nvme "no $NVMET (configfs)"; return; }
@@ -312,105 +360,107 @@ bench_nvme()
 	# native multipath: the hardware queues are on the path nvmeXcYnZ
 	mq=$(ls -d "/sys/block/${dev#/dev/}/mq" /sys/block/nvme*c*n*/mq 2>/dev/null | head -n 1)
 	log "nvme: connected as $dev ($(cat "/sys/block/${dev#/dev/}/queue/max_sectors_kb") KiB max, $( [ -n "$mq" ] && ls "$mq" | wc -l || echo '?') hw queues)"
-	all_workloads nvme --ioengine=libaio --direct=1 --filename="$dev"
-	nvmet_down
-	log "nvme: disconnected, nvmet torn down"
+	PARGS[nvme]="--ioengine=libaio --direct=1 --filename=$dev"
 }
 
-WIRE_BW='-' WIRE_LAT='-'
+# perftest_pair TOOL PORT LOG ARGS...: server in the background, client
+# against it (retried while the server comes up); client output in LOG
+perftest_pair()
+{
+	local tool=$1 port=$2 out=$3 p c
+	shift 3
+	"$tool" -d "$RDEV" -R -p "$port" "$@" -F >"$W/$tool-s.log" 2>&1 &
+	p=$!
+	bgpids+=("$p")
+	for c in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 0.5
+		timeout $((runtime + 90)) "$tool" -d "$RDEV" -R -p "$port" "$@" -F "$ADDR" \
+			>"$out" 2>&1 && break
+	done
+	stop_pid "$p"
+	cp "$out" "$JDIR/$tool.txt"
+}
+
 bench_wire()
 {
-	local p c
+	local bw
 	stop_target
-	log "wire: ib_read_bw -R -s 131072 -D $runtime on $RDEV"
-	ib_read_bw -d "$RDEV" -R -p 18530 -s 131072 -D "$runtime" -F >"$W/ibbw-s.log" 2>&1 &
-	p=$!
-	bgpids+=("$p")
-	for c in 1 2 3 4 5 6 7 8 9 10; do
-		sleep 0.5
-		timeout $((runtime + 60)) ib_read_bw -d "$RDEV" -R -p 18530 -s 131072 -D "$runtime" -F "$ADDR" \
-			>"$W/ibbw-c.log" 2>&1 && break
+	for t in read write; do
+		log "wire: ib_${t}_bw -R -s 131072 -D $runtime on $RDEV"
+		perftest_pair "ib_${t}_bw" $((18530 + ${#t})) "$W/ib${t}bw-c.log" \
+			-s 131072 -D "$runtime"
+		# #bytes #iterations BW peak BW average MsgRate
+		bw=$(awk '$1 == 131072 { print $4 }' "$W/ib${t}bw-c.log" | tail -n 1)
+		log "  ib_${t}_bw 128 KiB: ${bw:-?} MB/s"
+		[ "$t" = read ] && w="128k seq read QD16" || w="128k seq write QD16"
+		echo "wire-$t-bw|$w|-|${bw:--}|-|-|-" >>"$RES"
 	done
-	stop_pid "$p"
-	cp "$W/ibbw-c.log" "$JDIR/ib_read_bw.txt"
-	WIRE_BW=$(awk '$1 == 131072 { print $4 }' "$W/ibbw-c.log" | tail -n 1)
-	log "  ib_read_bw 128 KiB: ${WIRE_BW:-?} MB/s"
 	log "wire: ib_read_lat -R -s 4096 -n 2000"
-	ib_read_lat -d "$RDEV" -R -p 18531 -s 4096 -n 2000 -F >"$W/iblat-s.log" 2>&1 &
-	p=$!
-	bgpids+=("$p")
-	for c in 1 2 3 4 5 6 7 8 9 10; do
-		sleep 0.5
-		timeout 120 ib_read_lat -d "$RDEV" -R -p 18531 -s 4096 -n 2000 -F "$ADDR" \
-			>"$W/iblat-c.log" 2>&1 && break
-	done
-	stop_pid "$p"
-	cp "$W/iblat-c.log" "$JDIR/ib_read_lat.txt"
+	perftest_pair ib_read_lat 18540 "$W/iblat-c.log" -s 4096 -n 2000
 	# #bytes #iter t_min t_max t_typical t_avg t_stdev p99 p99.9
-	WIRE_LAT=$(awk '$1 == 4096 { print $5 "|" $6 "|" $8 }' "$W/iblat-c.log" | tail -n 1)
-	log "  ib_read_lat 4 KiB: typical|avg|p99 = ${WIRE_LAT:-?} us"
+	lat=$(awk '$1 == 4096 { print $5 "|" $8 }' "$W/iblat-c.log" | tail -n 1)
+	log "  ib_read_lat 4 KiB: typical|p99 = ${lat:-?} us"
+	echo "wire-read-lat|4k randread QD1|-|-|${lat:--|-}|-" >>"$RES"
 }
 
+# Set every path up first, then run each workload through all of them in
+# turn: drift on the host (TCG shares its CPUs) hits the paths of one
+# workload alike. Idle servers (rblk-target, the rblk map daemons, nvmet)
+# cost next to nothing while another path runs.
 for p in $paths; do
 	case $p in
-	engine) bench_engine ;;
-	ublk | nbd) bench_dev "$p" ;;
-	nvme) bench_nvme ;;
-	wire) bench_wire ;;
+	engine | engine-*) setup_engine "$p" ;;
+	ublk | nbd) setup_dev "$p" ;;
+	nvme) setup_nvme ;;
+	wire) ;;
 	*) log "unknown path '$p' skipped" ;;
 	esac
 done
+for w in "${WORKLOADS[@]}"; do
+	log "workload ${w%%|*}"
+	for p in $paths; do
+		[ -n "${PARGS[$p]:-}" ] || continue
+		skip_cell "$p" "$w" && continue
+		# shellcheck disable=SC2086 # PARGS holds several arguments
+		run_fio "$p" "$w" ${PARGS[$p]}
+	done
+done
+# the wire's ceiling alone on the link
+for d in "${mapped[@]+"${mapped[@]}"}"; do [ -n "$d" ] && DEV=$d && unmap; done
+nvmet_down
 stop_target
+[[ " $paths " == *" wire "* ]] && bench_wire
 
-# ---- table -------------------------------------------------------------------
+# ---- table ---------------------------------------------------------------
 t_end=$(awk '{print $1}' /proc/uptime)
 md=$OUT/vm-bench.md
 {
-	echo "# rblk vs nvme-rdma in the test guest (rdma_rxe, TCG)"
-	echo
 	echo "$(uname -r), $(nproc) vCPUs (TCG), $(fio --version), backing:" \
 		"$([ "$backing" = brd ] && echo "brd /dev/ram0" || echo "file in tmpfs"), ${size} MiB;" \
-		"one fio job per run, ${runtime} s + ${ramp} s ramp, time_based, norandommap."
-	echo "engine = fio rblk ioengine (pull reads, one rblk queue); ublk/nbd = \`rblk map --queues 2\`," \
-		"libaio direct; nvme = kernel nvme-rdma -> nvmet-rdma, libaio direct."
-	echo "Ratio = IOPS / nvme-rdma IOPS for the same workload (wire rows: MB/s / nvme-rdma MB/s)." \
-		"Bench wall time (guest):" \
-		"$(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.0f", b - a }') s."
+		"one fio job per cell, ${runtime} s + ${ramp} s ramp, time_based, norandommap;" \
+		"CPU us/IO is fio's own (usr+sys of the fio job), not the servers' or the kernel's elsewhere." \
+		"Guest wall time: $(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.0f", b - a }') s."
 	echo
-	echo "| workload | path | IOPS | MB/s | p50 clat (us) | p99 clat (us) | vs nvme-rdma |"
-	echo "|---|---|---:|---:|---:|---:|---:|"
-	for w in "${WORKLOADS[@]}"; do
-		name=${w%%|*}
-		ref=$(awk -F'|' -v n="$name" '$1 == "nvme" && $2 == n { print $3 }' "$RES")
-		for p in $paths; do
-			[ "$p" = wire ] && continue
-			awk -F'|' -v p="$p" -v n="$name" -v ref="$ref" '
-				$1 == p && $2 == n {
-					r = "-"
-					if (ref ~ /^[0-9]+$/ && ref > 0 && $3 ~ /^[0-9]+$/)
-						r = sprintf("%.2fx", $3 / ref)
-					label = p
-					if (p == "engine") label = "rblk fio engine"
-					if (p == "ublk") label = "rblk ublk"
-					if (p == "nbd") label = "rblk nbd"
-					if (p == "nvme") label = "nvme-rdma (kernel)"
-					printf "| %s | %s | %s | %s | %s | %s | %s |\n", n, label, $3, $4, $5, $6, r
-				}' "$RES"
-		done
-		if [ "$name" = "128k seq read QD16" ] && [ "$WIRE_BW" != - ]; then
-			ref_mb=$(awk -F'|' -v n="$name" '$1 == "nvme" && $2 == n { print $4 }' "$RES")
-			r=$(awk -v a="${WIRE_BW:-0}" -v b="${ref_mb:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "-" }')
-			echo "| $name | wire: ib_read_bw -R 128 KiB | - | ${WIRE_BW:-?} | - | - | $r (MB/s) |"
-		fi
-		if [ "$name" = "4k randread QD1" ] && [ "$WIRE_LAT" != - ] && [ -n "$WIRE_LAT" ]; then
-			IFS='|' read -r typ avg p99 <<<"$WIRE_LAT"
-			echo "| $name | wire: ib_read_lat -R 4 KiB | - | - | $typ (typical; avg $avg) | $p99 | - |"
-		fi
-	done
-} >"$md"
+	echo "Every cell: \`fio --name=b PATH-ARGS --rw=RW --rwmixread=70 --bs=BS --iodepth=QD" \
+		"--numjobs=1 --size=${size}M --time_based --runtime=$runtime --ramp_time=$ramp" \
+		"--norandommap --randrepeat=0 --group_reporting --output-format=json\` with PATH-ARGS" \
+		"\`--ioengine=external:build/rblk-fio.so --uri=rdma://$ADDR:$PORT/vol\`" \
+		"(engine; plus \`--read_mode=push\`, \`--poll=busy\`, \`--poll=adaptive --poll_spin_us=50\`)" \
+		"or \`--ioengine=libaio --direct=1 --filename=/dev/ublkbN|/dev/nbdN|/dev/nvmeXnY\`." \
+		"Servers: \`rblk-target --listen rdma://$ADDR:$PORT --export vol=$BACK\`;" \
+		"\`rblk map rdma://$ADDR:$PORT/vol --ublk|--nbd --queues 2\`;" \
+		"nvmet: a configfs subsystem with namespace $BACK on an rdma port $ADDR:4420," \
+		"\`nvme connect -t rdma -a $ADDR -s 4420 -n $NQN\`." \
+		"Wire: \`ib_read_bw -d $RDEV -R -s 131072 -D $runtime -F [$ADDR]\`, the same with ib_write_bw," \
+		"\`ib_read_lat -d $RDEV -R -s 4096 -n 2000 -F [$ADDR]\`." \
+		"All paths are set up at once and each workload runs through them in turn."
+} >"$OUT/vm-bench-header.md"
+python3 "$root/tools/bench/report.py" --results "$RES" \
+	--header "$OUT/vm-bench-header.md" --md "$md" \
+	--paths "$VMB_REPORT_PATHS" "${VMB_REPORT_TARGETS[@]}"
 cat "$md"
 log "vm-bench: done; table in $md"
-if grep -q '|-|-|-|-$' "$RES"; then
+if grep -q '|-|-|-|-|-$' "$RES"; then
 	log "vm-bench: some runs failed (see above)"
 	exit 1
 fi

@@ -51,6 +51,12 @@ enum read_mode {
 	READ_MODE_PUSH = 1, /* the target RDMA WRITEs into our buffer */
 };
 
+enum poll_mode {
+	POLL_EVENT = 0, /* sleep on the queue's descriptor */
+	POLL_BUSY = 1, /* never sleep: rblk_poll(timeout 0) in a loop */
+	POLL_ADAPTIVE = 2, /* spin poll_spin_us, then sleep (librblk) */
+};
+
 /* Engine options; fio fills this (td->eo). The first member belongs to fio. */
 struct rblk_fio_opts {
 	void *pad;
@@ -62,6 +68,8 @@ struct rblk_fio_opts {
 	char *keyfile;
 	unsigned int mutual_auth;
 	unsigned int direct_access; /* enum rblk_direct */
+	unsigned int poll_mode; /* enum poll_mode */
+	unsigned int poll_spin_us;
 };
 
 /* Per-job state (td->io_ops_data); used by the job's thread only. */
@@ -72,6 +80,7 @@ struct rblk_fio {
 	unsigned int iodepth; /* fio's: most io_us in flight at once */
 	uint32_t features; /* RBLK_FEAT_* of the volume */
 	unsigned int write_flags; /* RBLK_IO_FUA with --sync=1 */
+	bool busy_poll; /* poll=busy */
 
 	void *mem; /* fio's I/O buffers (td->orig_buffer), ours to free */
 	size_t mem_len;
@@ -188,12 +197,48 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "poll",
+		.lname = "rblk completion polling",
+		.type = FIO_OPT_STR,
+		.off1 = offsetof(struct rblk_fio_opts, poll_mode),
+		.def = "event",
+		.help = "How getevents waits for completions",
+		.posval = {
+			{ .ival = "event",
+			  .oval = POLL_EVENT,
+			  .help = "sleep on the queue's descriptor until woken",
+			},
+			{ .ival = "busy",
+			  .oval = POLL_BUSY,
+			  .help = "poll the transport without ever sleeping (one CPU per job)",
+			},
+			{ .ival = "adaptive",
+			  .oval = POLL_ADAPTIVE,
+			  .help = "poll for poll_spin_us, then sleep",
+			},
+		},
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = "mutual_auth",
 		.lname = "rblk mutual authentication",
 		.type = FIO_OPT_BOOL,
 		.off1 = offsetof(struct rblk_fio_opts, mutual_auth),
 		.def = "0",
 		.help = "Refuse a target that does not prove the shared secret",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "poll_spin_us",
+		.lname = "rblk adaptive poll spin",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct rblk_fio_opts, poll_spin_us),
+		.def = "50",
+		.minval = 0,
+		.maxval = 1000000,
+		.help = "poll=adaptive: microseconds to poll before sleeping",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
@@ -230,6 +275,8 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		ro->flags |= RBLK_OPEN_PUSH_READS;
 	if (!td_write(td) && !td_trim(td))
 		ro->flags |= RBLK_OPEN_READ_ONLY;
+	if (o->poll_mode == POLL_ADAPTIVE)
+		ro->poll_spin_us = o->poll_spin_us;
 	return 0;
 }
 
@@ -402,6 +449,7 @@ static int rblk_fio_init(struct thread_data *td)
 	info = rblk_get_info(d->r);
 	d->qd = info->queue_depth;
 	d->features = info->features;
+	d->busy_poll = o->poll_mode == POLL_BUSY;
 	if (o->read_mode == READ_MODE_PUSH &&
 	    !(info->features & RBLK_FEAT_PUSH)) {
 		log_err("rblk: read_mode=push: the target does not offer push reads\n");
@@ -410,11 +458,12 @@ static int rblk_fio_init(struct thread_data *td)
 	/* --sync=1 (O_SYNC): every write durable on completion */
 	if (td->o.sync_io && (info->features & RBLK_FEAT_FUA))
 		d->write_flags = RBLK_IO_FUA;
-	dprint(FD_IO, "rblk: %s: queue depth %u (iodepth %u), max_io %u, %s\n",
+	dprint(FD_IO, "rblk: %s: queue depth %u (iodepth %u), max_io %u, %s, poll %u\n",
 	       o->uri, d->qd, depth, info->max_io,
 	       (info->features & RBLK_FEAT_DIRECT) ? "direct access" :
 	       o->read_mode == READ_MODE_PUSH      ? "push reads" :
-						     "pull reads");
+						     "pull reads",
+	       o->poll_mode);
 	return 0;
 }
 
@@ -610,6 +659,7 @@ static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
 		deadline = now_ns() + (uint64_t)wait * 1000000;
 
 	while (n < max) {
+		bool need;
 		int w = 0;
 
 		while (d->nr_done_local && n < max)
@@ -617,7 +667,8 @@ static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
 		if (n == max)
 			break;
 		/* wait only while short of min and something can complete */
-		if (n < min && rblk_queue_inflight(d->q)) {
+		need = n < min && rblk_queue_inflight(d->q);
+		if (need) {
 			w = wait;
 			if (wait > 0) {
 				uint64_t now = now_ns();
@@ -627,7 +678,12 @@ static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
 				w = (int)((deadline - now + 999999) / 1000000);
 			}
 		}
-		got = rblk_poll(d->q, d->comps, (int)(max - n), w);
+		/*
+		 * poll=busy: the same loop, but rblk_poll() never sleeps;
+		 * w != 0 keeps us looping until min or the deadline.
+		 */
+		got = rblk_poll(d->q, d->comps, (int)(max - n),
+				d->busy_poll ? 0 : w);
 		if (got < 0) {
 			if (n)
 				break;

@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Benchmark (not a test): `make bench`. Fixed fio workloads, each run on the
+# same backing file through every path, side by side (one path after the
+# other for each workload, so the machine's drift hits them alike):
+#
+#   engine           fio rblk ioengine (build/rblk-fio.so) -> rblk-target,
+#                    tcp transport on loopback; pull reads, event completions
+#   engine-push      the same, --read_mode=push
+#   engine-busy      the same, --poll=busy (getevents never sleeps)
+#   engine-adaptive  the same, --poll=adaptive --poll_spin_us=50 (librblk
+#                    spins 50 us before it sleeps)
+#   rblk-nbd         fio nbd engine -> `rblk nbd` (unix socket) -> rblk-target
+#   nbdkit-unix      fio nbd engine -> `nbdkit file cache=none`, unix socket
+#   nbdkit-tcp       fio nbd engine -> `nbdkit file cache=none`, TCP loopback
+#   io_uring         fio io_uring engine, O_DIRECT, on the file itself (the
+#                    ceiling: no server, no protocol)
+#
+# Workloads: 4k randread and randwrite at QD1 and QD32, 128k sequential read
+# and write at QD16, 70/30 4k randrw at QD32 (push reads skip the write-only
+# ones). The page cache is dropped before every cell (root). Prints a
+# progress line per cell and, at the end, a markdown table (IOPS, MB/s,
+# p50/p99 completion latency, CPU per I/O, ratio to the path's peer).
+#
+#   tools/bench/host-bench.sh [--runtime S] [--ramp S] [--size MiB]
+#       [--jobs N] [--paths "engine ... io_uring"] [--only REGEX] [--dir DIR]
+#       [--repeat N]
+#       [--doc docs/BENCHMARKS.md] [--marker host-bench]
+#       [--chart docs/bench-host.png]
+#
+# BENCH_RUNTIME (default 5) / BENCH_RAMP (1) / BENCH_SIZE (256) /
+# BENCH_JOBS (1) set the defaults; BUILD the build directory (build).
+# --repeat N runs the paths of each workload N times in turn (A B C A B C
+# ...) and reports each cell's median: slower, but steadier on a noisy host.
+# --only keeps the workloads whose name matches REGEX (grep -E), e.g.
+# --only 'randread QD32|seq read'. --dir DIR puts the file in DIR (default
+# $TMPDIR or /tmp); on tmpfs (--dir /dev/shm) every server reads memory
+# (rblk-target falls back to buffered I/O), which compares the software
+# paths without the disk.
+# --doc replaces the block between <!-- MARKER:begin --> and
+# <!-- MARKER:end --> in that file (--marker, default host-bench); --chart writes a gnuplot PNG.
+#
+# CPU us/IO = fio's own usr+sys for the job, plus the CPU time the server
+# processes (rblk-target, rblk nbd, nbdkit) used during the cell, both per
+# completed I/O (the servers' share is spread over runtime + ramp I/Os).
+# On one host the servers share the CPUs with fio and tcp stands in for
+# RDMA: the numbers compare software paths, not wire speeds.
+set -euo pipefail
+
+runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
+jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
+marker=host-bench repeat=1
+paths="engine engine-push engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
+[ -n "$runtime" ] || runtime=5
+while [ $# -gt 0 ]; do
+	case $1 in
+	--runtime) runtime=$2; shift 2 ;;
+	--ramp) ramp=$2; shift 2 ;;
+	--size) size=$2; shift 2 ;;
+	--jobs) jobs=$2; shift 2 ;;
+	--paths) paths=$2; shift 2 ;;
+	--dir) where=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
+	--doc) doc=$2; shift 2 ;;
+	--chart) chart=$2; shift 2 ;;
+	--marker) marker=$2; shift 2 ;;
+	--repeat) repeat=$2; shift 2 ;;
+	-h | --help)
+		awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print; next }
+			NR > 3 { exit }' "$0"
+		exit 0 ;;
+	*) echo "host-bench: unknown argument '$1'" >&2; exit 2 ;;
+	esac
+done
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+engine=$build/rblk-fio.so
+for t in fio nbdkit jq python3; do
+	command -v $t >/dev/null || { echo "host-bench: $t not found" >&2; exit 1; }
+done
+for f in "$build/rblk-target" "$build/rblk" "$engine"; do
+	[ -e "$f" ] || { echo "host-bench: $f missing (make all fio-engine)" >&2; exit 1; }
+done
+fio --enghelp=nbd >/dev/null 2>&1 || { echo "host-bench: this fio has no nbd engine" >&2; exit 1; }
+
+# name rw bs qd (the same list as tools/bench/vm-bench.sh)
+WORKLOADS=("4k randread QD1|randread|4k|1"
+	"4k randread QD32|randread|4k|32"
+	"4k randwrite QD1|randwrite|4k|1"
+	"4k randwrite QD32|randwrite|4k|32"
+	"128k seq read QD16|read|128k|16"
+	"128k seq write QD16|write|128k|16"
+	"4k randrw 70/30 QD32|randrw|4k|32")
+if [ -n "$only" ]; then
+	keep=()
+	for w in "${WORKLOADS[@]}"; do
+		grep -qE -- "$only" <<<"${w%%|*}" && keep+=("$w")
+	done
+	[ ${#keep[@]} -gt 0 ] || { echo "host-bench: no workload matches '$only'" >&2; exit 2; }
+	WORKLOADS=("${keep[@]}")
+fi
+# report.py: path:label:peer ('~' = space)
+REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
+	engine-push:engine,~push~reads:engine
+	engine-busy:engine,~busy~poll:engine
+	engine-adaptive:engine,~adaptive~poll~50~us:engine
+	rblk-nbd:rblk~nbd~(fio~nbd~engine):nbdkit-unix
+	nbdkit-unix:nbdkit~file,~unix~socket:io_uring
+	nbdkit-tcp:nbdkit~file,~TCP:nbdkit-unix
+	io_uring:fio~io_uring~on~the~file~(ceiling):"
+REPORT_TARGETS=(
+	--target "rblk fio engine vs nbdkit unix, 4k randread QD32|engine|4k randread QD32|nbdkit-unix|4k randread QD32|iops|1.5"
+	--target "rblk fio engine vs nbdkit unix, 128k seq read QD16|engine|128k seq read QD16|nbdkit-unix|128k seq read QD16|mbs|1.0"
+	--target "rblk nbd vs nbdkit unix, 4k randread QD32|rblk-nbd|4k randread QD32|nbdkit-unix|4k randread QD32|iops|1.0")
+
+BENCH_NAME=host-bench
+BENCH_DIR_PARENT="$where"
+cache=0
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+log() { printf '%s %s\n' "$(date +%T)" "$*"; }
+
+log "host-bench: preparing a ${size} MiB file in $where ($(stat -f -c %T "$where"))"
+head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
+[ -w /proc/sys/vm/drop_caches ] ||
+	log "host-bench: not root: the page cache cannot be dropped between cells"
+
+free_port()
+{
+	python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+declare -A spid # path -> server pids (for CPU time)
+needs() { [[ " $paths " == *" $1 "* ]]; }
+
+if needs engine || needs engine-push || needs engine-busy ||
+	needs engine-adaptive || needs rblk-nbd; then
+	port=$(free_port)
+	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --log-level info \
+		--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
+	tpid=$!
+	pids+=("$tpid")
+	wait_for "$dir/target.log" "listening on"
+	for p in engine engine-push engine-busy engine-adaptive; do spid[$p]=$tpid; done
+fi
+if needs rblk-nbd; then
+	"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk.sock" \
+		--queues "$jobs" >"$dir/nbd.out" 2>"$dir/nbd.log" &
+	pids+=($!)
+	spid[rblk-nbd]="$tpid $!"
+	wait_for "$dir/nbd.out" "^ready "
+fi
+if needs nbdkit-unix; then
+	nbdkit -f -U "$dir/nbdkit.sock" file "$dir/vol.img" cache=none \
+		>"$dir/nbdkit-unix.log" 2>&1 &
+	pids+=($!)
+	spid[nbdkit-unix]=$!
+	for ((i = 0; i < 100; i++)); do [ -S "$dir/nbdkit.sock" ] && break; sleep 0.05; done
+	[ -S "$dir/nbdkit.sock" ] || { cat "$dir/nbdkit-unix.log" >&2; exit 1; }
+fi
+if needs nbdkit-tcp; then
+	nport=$(free_port)
+	nbdkit -f -i 127.0.0.1 -p "$nport" file "$dir/vol.img" cache=none \
+		>"$dir/nbdkit-tcp.log" 2>&1 &
+	pids+=($!)
+	spid[nbdkit-tcp]=$!
+	for ((i = 0; i < 100; i++)); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$nport") 2>/dev/null && break
+		sleep 0.05
+	done
+fi
+
+# fio arguments of each path
+declare -A pargs
+e="--ioengine=external:$engine --uri=tcp://127.0.0.1:${port:-0}/vol0"
+pargs[engine]="$e"
+pargs[engine-push]="$e --read_mode=push"
+pargs[engine-busy]="$e --poll=busy"
+pargs[engine-adaptive]="$e --poll=adaptive --poll_spin_us=50"
+pargs[rblk-nbd]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk.sock"
+pargs[nbdkit-unix]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/nbdkit.sock"
+pargs[nbdkit-tcp]="--ioengine=nbd --uri=nbd://127.0.0.1:${nport:-0}/"
+pargs[io_uring]="--ioengine=io_uring --direct=1 --filename=$dir/vol.img"
+common="--numjobs=$jobs --size=${size}M --time_based --runtime=$runtime
+	--ramp_time=$ramp --norandommap --randrepeat=0 --rwmixread=70
+	--group_reporting --output-format=json"
+
+# CPU seconds (utime + stime, in clock ticks) of some processes, summed
+ticks()
+{
+	local p t=0 f
+	for p in "$@"; do
+		f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
+		t=$((t + ${f% *} + ${f#* }))
+	done
+	echo "$t"
+}
+hz=$(getconf CLK_TCK)
+
+RES=$dir/results
+: >"$RES"
+total=0
+for w in "${WORKLOADS[@]}"; do
+	for p in $paths; do
+		[ "$p" = engine-push ] && [[ $w == *"|write|"* || $w == *"|randwrite|"* ]] && continue
+		total=$((total + repeat))
+	done
+done
+
+cell=0 failed=0 t0=$(date +%s)
+log "host-bench: $total cells, ${runtime} s + ${ramp} s ramp each, fio $(fio --version | sed 's/^fio-//'), $jobs job(s), $(nproc) CPUs"
+for w in "${WORKLOADS[@]}"; do
+	IFS='|' read -r name rw bs qd <<<"$w"
+	for ((rep = 0; rep < repeat; rep++)); do
+	for p in $paths; do
+		[ "$p" = engine-push ] && [[ $rw == write || $rw == randwrite ]] && continue
+		cell=$((cell + 1))
+		json=$dir/$p-$rw-$bs-qd$qd.json
+		drop_cache
+		# shellcheck disable=SC2086 # split the argument strings
+		s0=$(ticks ${spid[$p]:-})
+		# shellcheck disable=SC2086
+		if ! timeout -k 5 $((runtime + ramp + 60)) fio --name=bench ${pargs[$p]} \
+			--rw="$rw" --bs="$bs" --iodepth="$qd" $common \
+			--output="$json" >"$dir/fio.err" 2>&1 ||
+			! row=$(jq -r -f "$root/tools/bench/fio-row.jq" "$json" 2>/dev/null) ||
+			[ -z "$row" ]; then
+			log "[$cell/$total] $p $name ... FAILED: $(tail -n 2 "$dir/fio.err" | tr '\n' ' ')"
+			echo "$p|$name|-|-|-|-|-" >>"$RES"
+			failed=$((failed + 1))
+			continue
+		fi
+		# shellcheck disable=SC2086
+		s1=$(ticks ${spid[$p]:-})
+		IFS='|' read -r iops mbs p50 p99 ccpu <<<"$row"
+		cpu=$(awk -v c="$ccpu" -v s=$((s1 - s0)) -v hz="$hz" -v i="$iops" \
+			-v t=$((runtime + ramp)) 'BEGIN {
+				if (c == "-" || i <= 0) { print "-"; exit }
+				printf "%.2f", c + s / hz * 1e6 / (i * t) }')
+		echo "$p|$name|$iops|$mbs|$p50|$p99|$cpu" >>"$RES"
+		log "[$cell/$total] $p $name ... $iops IOPS, $mbs MB/s, p50 $p50 us, p99 $p99 us, $cpu us CPU/IO"
+	done
+	done
+done
+elapsed=$(($(date +%s) - t0))
+
+hdr=$dir/header.md
+fstype=$(stat -f -c %T "$where")
+{
+	echo "\`tools/bench/host-bench.sh --runtime $runtime --ramp $ramp --size $size --jobs $jobs$([ "$repeat" = 1 ] || echo " --repeat $repeat")${only:+ --only '$only'}$([ "$where" = "${TMPDIR:-/tmp}" ] || echo " --dir $where")\` (\`make bench\` runs it with --doc and --chart)," \
+		"$(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1))," \
+		"kernel $(uname -r), fio $(fio --version | sed 's/^fio-//'), $(nbdkit --version | head -n 1)," \
+		"backing: a ${size} MiB file on $fstype, $([ "$fstype" = tmpfs ] &&
+			echo "in memory (rblk-target falls back to buffered I/O; nothing for drop_caches)" ||
+			echo "page cache dropped before each cell, rblk-target O_DIRECT"), nbdkit cache=none. $cell cells in $elapsed s; $([ "$repeat" = 1 ] && echo "one cell per path" || echo "each path $repeat times in turn, medians"), paths side by side per workload."
+	echo
+	# shellcheck disable=SC2086 # $common on one line
+	flat=$(echo $common)
+	echo "Every cell is \`fio --name=bench PATH-ARGS --rw=RW --bs=BS --iodepth=QD ${flat% --output-format=json}\` with PATH-ARGS:"
+	echo
+	for p in $paths; do
+		a=${pargs[$p]//$dir/\$DIR}
+		a=${a//$engine/build/rblk-fio.so}
+		a=${a//127.0.0.1:${port:-0}\//127.0.0.1:PORT/}
+		a=${a//127.0.0.1:${nport:-0}\//127.0.0.1:NPORT/}
+		echo "- $p: \`$a\`"
+	done
+	echo
+	echo "Servers: \`rblk-target --listen tcp://127.0.0.1:PORT --export vol0=\$DIR/vol.img\`;" \
+		"\`rblk nbd tcp://127.0.0.1:PORT/vol0 --socket \$DIR/rblk.sock --queues $jobs\`;" \
+		"\`nbdkit -f -U \$DIR/nbdkit.sock file \$DIR/vol.img cache=none\` and" \
+		"\`nbdkit -f -i 127.0.0.1 -p NPORT file \$DIR/vol.img cache=none\`."
+	echo "CPU us/IO: fio's usr+sys plus the servers' CPU time during the cell, per I/O." \
+		"The 70/30 row's latencies are the reads'. Ratio: IOPS over the peer's." \
+		"nbdkit reads through the page cache (cache=none only evicts afterwards), so it gets" \
+		"kernel readahead on sequential reads, which O_DIRECT (rblk-target, io_uring) does not."
+} >"$hdr"
+
+args=(--results "$RES" --header "$hdr" --paths "$REPORT_PATHS" "${REPORT_TARGETS[@]}")
+[ -n "$chart" ] && args+=(--chart "$chart" --chart-title "rblk vs nbdkit vs io_uring, host (tcp loopback): IOPS")
+[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- $marker:begin -->" --end "<!-- $marker:end -->")
+python3 "$root/tools/bench/report.py" "${args[@]}"
+[ -z "$doc" ] || log "host-bench: table written to $doc${chart:+, chart to $chart}"
+cp "$RES" "${build}/host-bench-results.txt"
+[ "$failed" = 0 ] || { log "host-bench: $failed cell(s) failed"; exit 1; }
