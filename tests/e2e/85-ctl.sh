@@ -7,7 +7,8 @@
 #  - removing an export in use is refused; --force --wait fails that
 #    export's session (its fio reports an error), answers once the file is
 #    closed, and leaves the verify job alone, which still verifies every
-#    block;
+#    block; --force alone answers "closing 1 session" and the export is
+#    closed (logged) when its session is gone;
 #  - stats after a fixed-size fio job match fio's issued counts and bytes
 #    exactly, and the Prometheus endpoint says the same; 431 for headers
 #    over 4 KiB;
@@ -236,6 +237,30 @@ add_fails()
 add_fails nofile "$TEST_DIR/nosuch.img" "open $TEST_DIR/nosuch.img: No such file or directory"
 add_fails dir "$TEST_DIR" "open $TEST_DIR: Is a directory"
 add_fails empty "$TEST_DIR/empty.img" "$TEST_DIR/empty.img is empty"
+
+# ---- remove-export --force without --wait: answers at once, the control
+# thread closes the export when the worker drops the last reference -------
+ctl add-export gone ram:4M >/dev/null
+fio_rblk gone --rw=randread --bs=4k --iodepth=2 --time_based --runtime=30 \
+	--output="$TEST_DIR/gone.out" &
+gone_pid=$!
+cleanup_fn stop_pid "$gone_pid"
+for ((i = 0; i < 100; i++)); do
+	ctl list-sessions --export gone -o json |
+		jq -e '.sessions | length == 1' >/dev/null && break
+	sleep 0.1
+done
+[ $i -lt 100 ] || fail "no session on gone"
+out=$(ctl remove-export gone --force)
+[ "$out" = "removed export gone (closing 1 session; --wait waits for them)" ] ||
+	fail "remove-export --force said: $out"
+for ((i = 0; i < 100; i++)); do
+	grep -q "export gone: closed, its backing store released" \
+		"$RBLK_TARGET_LOG" && break
+	sleep 0.1
+done
+[ $i -lt 100 ] || fail "gone was not closed after its session ended"
+wait_pid "$gone_pid" 20 || true
 
 # ---- idle and trickling ctl/metrics clients never delay logins ------------------
 # 2 idle metrics, 2 idle ctl connections and one metrics client sending a
