@@ -314,17 +314,21 @@ struct exp_row {
 static struct exp_row *exports_copy(struct target *t, struct req *r,
 				    const char *only, unsigned int *n)
 {
-	/* never more than CFG_MAX_EXPORTS (add-export enforces it) */
-	struct exp_row *rows = calloc(CFG_MAX_EXPORTS, sizeof(*rows));
+	struct exp_row *rows;
+	unsigned int max;
 
+	/* only this thread adds and removes: the count holds until we copy */
+	pthread_mutex_lock(&t->exports_lock);
+	max = t->nr_exports;
+	pthread_mutex_unlock(&t->exports_lock);
 	*n = 0;
+	rows = calloc(max ? max : 1, sizeof(*rows));
 	if (!rows) {
 		req_fail(r, "out of memory");
 		return NULL;
 	}
 	pthread_mutex_lock(&t->exports_lock);
-	for (struct export *e = t->exports; e && *n < CFG_MAX_EXPORTS;
-	     e = e->next) {
+	for (struct export *e = t->exports; e && *n < max; e = e->next) {
 		struct exp_row *x = &rows[*n];
 
 		if (only && strcmp(e->name, only))
