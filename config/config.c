@@ -483,6 +483,14 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 		return fail(err, errlen, -EINVAL,
 			    "ctl_socket_mode: '%s' is not an octal mode from 0200 to 0777 that lets the owner in",
 			    mode);
+	/*
+	 * Connecting to a unix socket needs write permission, so 0660 is how
+	 * a dedicated group gets in; any user at all never should.
+	 */
+	if (v & 0002)
+		return fail(err, errlen, -EINVAL,
+			    "ctl_socket_mode: '%s' lets every local user connect, and whoever connects can add and remove exports; use 0600, or 0660 with a dedicated group",
+			    mode);
 	cfg->ctl_socket_mode = (unsigned int)v;
 	return 0;
 }

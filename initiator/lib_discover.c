@@ -158,7 +158,20 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 	}
 	if (rblk_msg_type(msg, msg_len) == RBLK_MSG_LOGIN &&
 	    !rblk_login_decode(msg, msg_len, &login) && login.status) {
-		/* refused: a target without discovery, or denied */
+		/*
+		 * A target from before discovery reads the HELLO as a login
+		 * with a flag it does not know (INVALID) or as a message it
+		 * did not expect (BAD_STATE).
+		 */
+		if (login.status == RBLK_S_INVALID ||
+		    login.status == RBLK_S_BAD_STATE) {
+			ret = lib_set_error(-EOPNOTSUPP,
+					    "%s://%s:%u: target does not support discovery (older rblk-target?): %s",
+					    u->scheme, u->host, u->port,
+					    rblk_status_str((int)login.status));
+			goto out_destroy;
+		}
+		/* refused: denied, shutting down, ... */
 		ret = lib_set_error(rblk_status_to_errno((int)login.status),
 				    "%s://%s:%u refused discovery: %s",
 				    u->scheme, u->host, u->port,
@@ -218,28 +231,52 @@ int rblk_discover(const char *url, const struct rblk_opts *opts,
 		host[sizeof(host) - 1] = 0;
 		d.host_name = host;
 	}
-	do {
-		ret = discover_page(&d, (uint16_t)have, &reply);
-		if (ret)
-			goto out_free;
-		if (!list) {
-			total = reply.total;
-			if (!total)
-				return 0;
-			list = calloc(total, sizeof(*list));
-			if (!list)
-				return lib_set_error(-ENOMEM, "out of memory");
-		}
-		/* exports can come and go between pages: stop at the end */
-		for (unsigned int i = 0; i < reply.count && have < total; i++) {
-			snprintf(list[have].name, sizeof(list[have].name), "%s",
-				 reply.entry[i].name);
-			list[have].size = reply.entry[i].size;
-			list[have].block_size = reply.entry[i].block_size;
-			list[have].features = reply.entry[i].features;
-			have++;
-		}
-	} while (reply.count && have < total && have < reply.total);
+	/*
+	 * Exports can come and go between pages. The target appends new ones
+	 * at the tail, so a total that changed means an earlier page may be
+	 * stale: start over, a few times at most.
+	 */
+	for (int tries = 0;; tries++) {
+		bool restart = false;
+
+		free(list);
+		list = NULL;
+		have = 0;
+		do {
+			ret = discover_page(&d, (uint16_t)have, &reply);
+			if (ret)
+				goto out_free;
+			if (!list) {
+				total = reply.total;
+				if (!total)
+					return 0;
+				list = calloc(total, sizeof(*list));
+				if (!list)
+					return lib_set_error(-ENOMEM,
+							     "out of memory");
+			} else if (reply.total != total) {
+				restart = true;
+				break;
+			}
+			/* count 0 at first == total: the end of the list */
+			for (unsigned int i = 0; i < reply.count && have < total;
+			     i++) {
+				struct rblk_export_entry *x = &list[have++];
+
+				snprintf(x->name, sizeof(x->name), "%s",
+					 reply.entry[i].name);
+				x->size = reply.entry[i].size;
+				x->block_size = reply.entry[i].block_size;
+				x->features = reply.entry[i].features;
+			}
+		} while (reply.count && have < total);
+		if (!restart || tries == 2)
+			break;
+	}
+	if (!have) {
+		free(list);
+		return 0;
+	}
 	*out = list;
 	return (int)have;
 

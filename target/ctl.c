@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The control socket of rblk-target, and the Prometheus metrics endpoint.
- * Both are served by the main thread's epoll loop, one request per
- * connection; docs/CONTROL.md describes the protocol.
+ * Both are served by the control thread (started by ctl_open()), one
+ * request per connection and one connection at a time; docs/CONTROL.md
+ * describes the protocol.
  *
  * Request: one line, the command and its arguments as the command line
  * gives them, separated by spaces; a backslash makes the next character
@@ -10,12 +11,17 @@
  * "error: MESSAGE", then the body (text, or JSON with -o json), then the
  * server closes the connection.
  *
- * Threads: everything here runs on the main thread. It walks the export
- * list under exports_lock and each worker's connections under that
- * worker's conns_lock; counters are read with relaxed loads (stats.h).
- * A client that stalls holds the main thread for at most IO_TIMEOUT_S;
- * the control socket is mode 0600 by default, the metrics endpoint
- * listens on loopback unless told otherwise.
+ * Threads: the control thread is the only one that adds and removes
+ * exports, and the reaper that closes removed exports (export_put()). It
+ * copies what it shows under exports_lock and each worker's conns_lock
+ * (counters with relaxed loads, stats.h) and formats after unlocking.
+ * The main thread only accepts data connections, so no control or
+ * metrics client can delay a login. A client gets IO_TIMEOUT_S in all to
+ * send its request, and again to take the response (non-blocking socket,
+ * poll against an absolute deadline): a stalled or trickling client holds
+ * the control thread that long at most. The control socket is mode 0600
+ * by default, the metrics endpoint listens on loopback unless told
+ * otherwise.
  */
 #include "target.h"
 
@@ -28,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -41,13 +49,22 @@
 #define REQ_MAX 8192
 #define MAX_ARGS 32
 #define IO_TIMEOUT_S 2
+#define HTTP_HDR_MAX 4096
+#define REMOVE_WAIT_S 20 /* remove-export --wait; below CLIENT_TIMEOUT_S */
+#define CLIENT_TIMEOUT_S 30
 
 struct ctl {
 	struct target *t;
 	int unix_fd; /* -1: none */
 	int metrics_fd; /* -1: none */
+	int epfd; /* the control thread's */
+	int stop_fd; /* eventfd: end the thread */
+	int reap_fd; /* eventfd: a removed export waits to be closed */
+	pthread_t thread;
+	bool started;
 	char path[108]; /* unix socket we created, unlinked at close */
-	char unix_tag, metrics_tag; /* their addresses are the epoll data */
+	/* their addresses are the epoll data */
+	char unix_tag, metrics_tag, stop_tag, reap_tag;
 };
 
 /* ---- JSON and text helpers ---------------------------------------------- */
@@ -279,60 +296,133 @@ static struct export *find_locked(struct target *t, const char *name)
 	return NULL;
 }
 
+/* What is shown of an export, copied under exports_lock. */
+struct exp_row {
+	char name[RBLK_NAME_MAX];
+	char path[4096];
+	uint64_t size;
+	uint32_t block_size;
+	bool read_only;
+	unsigned int sessions;
+	struct iostats_snap stats;
+};
+
+/*
+ * Copy the exports (only the one named only, when given) with their
+ * statistics. NULL with r->err set when out of memory or only is unknown.
+ */
+static struct exp_row *exports_copy(struct target *t, struct req *r,
+				    const char *only, unsigned int *n)
+{
+	struct exp_row *rows;
+	unsigned int max;
+
+	/* only this thread adds and removes: the count holds until we copy */
+	pthread_mutex_lock(&t->exports_lock);
+	max = t->nr_exports;
+	pthread_mutex_unlock(&t->exports_lock);
+	*n = 0;
+	rows = calloc(max ? max : 1, sizeof(*rows));
+	if (!rows) {
+		req_fail(r, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_lock(&t->exports_lock);
+	for (struct export *e = t->exports; e && *n < max; e = e->next) {
+		struct exp_row *x = &rows[*n];
+
+		if (only && strcmp(e->name, only))
+			continue;
+		snprintf(x->name, sizeof(x->name), "%s", e->name);
+		snprintf(x->path, sizeof(x->path), "%s", e->path);
+		x->size = e->size;
+		x->block_size = e->block_size;
+		x->read_only = e->read_only;
+		x->sessions = atomic_load(&e->sessions);
+		export_stats(e, &x->stats);
+		(*n)++;
+	}
+	pthread_mutex_unlock(&t->exports_lock);
+	if (only && !*n) {
+		free(rows);
+		req_fail(r, "no export named '%s'", only);
+		return NULL;
+	}
+	return rows;
+}
+
 static void cmd_list_exports(struct target *t, struct req *r)
 {
 	FILE *f = r->out;
-	bool first = true;
+	struct exp_row *rows;
+	unsigned int n;
 
 	if (parse_opts(r, NULL, NULL, 0, 0) < 0)
+		return;
+	rows = exports_copy(t, r, NULL, &n);
+	if (!rows)
 		return;
 	if (r->json)
 		fputs("{\"exports\":[", f);
 	else
 		fprintf(f, "%-20s %-40s %14s %6s %-3s %s\n", "NAME", "PATH",
 			"SIZE", "BS", "RO", "SESSIONS");
-	pthread_mutex_lock(&t->exports_lock);
-	for (struct export *e = t->exports; e; e = e->next) {
-		unsigned int n = atomic_load(&e->sessions);
+	for (unsigned int i = 0; i < n; i++) {
+		const struct exp_row *e = &rows[i];
 
 		if (r->json) {
-			fputs(first ? "{\"name\":" : ",{\"name\":", f);
+			fputs(i ? ",{\"name\":" : "{\"name\":", f);
 			json_str(f, e->name);
 			fputs(",\"path\":", f);
 			json_str(f, e->path);
 			fprintf(f,
 				",\"size\":%llu,\"block_size\":%u,\"read_only\":%s,\"sessions\":%u}",
 				(unsigned long long)e->size, e->block_size,
-				e->read_only ? "true" : "false", n);
+				e->read_only ? "true" : "false", e->sessions);
 		} else {
 			fprintf(f, "%-20s %-40s %14llu %6u %-3s %u\n", e->name,
 				e->path, (unsigned long long)e->size,
-				e->block_size, e->read_only ? "yes" : "no", n);
+				e->block_size, e->read_only ? "yes" : "no",
+				e->sessions);
 		}
-		first = false;
 	}
-	pthread_mutex_unlock(&t->exports_lock);
+	free(rows);
 	if (r->json)
 		fputs("]}\n", f);
 }
 
-/*
- * Walk every session (connection past its login that found an export) of
- * every worker, or only those of export only; fn runs under the worker's
- * conns_lock.
- */
-static void for_each_session(struct target *t, const char *only,
-			     void (*fn)(struct req *r, struct worker *w,
-					struct tconn *c, bool first),
-			     struct req *r)
-{
-	bool first = true;
+/* What is shown of a session, copied under its worker's conns_lock. */
+struct sess_row {
+	uint64_t id;
+	char peer[96];
+	char host[RBLK_NAME_MAX];
+	char exp[RBLK_NAME_MAX];
+	uint16_t queue_id, queue_depth;
+	unsigned int worker;
+	enum tconn_state state;
+	uint64_t login_ms;
+	struct iostats_snap stats;
+};
 
+/*
+ * Copy every session (connection past its login that found an export) of
+ * every worker, or only those of export only. NULL with r->err set when
+ * out of memory; *n may be 0.
+ */
+static struct sess_row *sessions_copy(struct target *t, struct req *r,
+				      const char *only, unsigned int *n)
+{
+	struct sess_row *rows = NULL;
+	unsigned int cap = 0;
+
+	*n = 0;
 	for (unsigned int i = 0; i < t->nr_workers; i++) {
 		struct worker *w = &t->workers[i];
 
 		pthread_mutex_lock(&w->conns_lock);
 		for (struct tconn *c = w->conns; c; c = c->next) {
+			struct sess_row *x;
+
 			/*
 			 * state changes under conns_lock, after the login
 			 * fields are set: in LOGIN, exp and lim may still
@@ -341,55 +431,90 @@ static void for_each_session(struct target *t, const char *only,
 			if (c->state == TCONN_LOGIN || !c->exp ||
 			    (only && strcmp(c->exp->name, only)))
 				continue;
-			fn(r, w, c, first);
-			first = false;
+			if (*n == cap) {
+				unsigned int ncap = cap ? 2 * cap : 64;
+				void *p = realloc(rows, ncap * sizeof(*rows));
+
+				if (!p) {
+					pthread_mutex_unlock(&w->conns_lock);
+					free(rows);
+					req_fail(r, "out of memory");
+					return NULL;
+				}
+				rows = p;
+				cap = ncap;
+			}
+			x = &rows[(*n)++];
+			memset(x, 0, sizeof(*x));
+			x->id = c->id;
+			snprintf(x->peer, sizeof(x->peer), "%s", c->peer);
+			snprintf(x->host, sizeof(x->host), "%s", c->host);
+			snprintf(x->exp, sizeof(x->exp), "%s", c->exp->name);
+			x->queue_id = c->queue_id;
+			x->queue_depth = c->lim.queue_depth;
+			x->worker = w->index;
+			x->state = c->state;
+			x->login_ms = c->login_ms;
+			stats_add(&x->stats, &c->stats);
 		}
 		pthread_mutex_unlock(&w->conns_lock);
 	}
-}
-
-static void session_line(struct req *r, struct worker *w, struct tconn *c,
-			 bool first)
-{
-	FILE *f = r->out;
-	uint64_t up = c->login_ms ? (now_ms() - c->login_ms) / 1000u : 0;
-
-	if (r->json) {
-		fprintf(f, "%s{\"id\":%llu,\"peer\":", first ? "" : ",",
-			(unsigned long long)c->id);
-		json_str(f, c->peer);
-		fputs(",\"host\":", f);
-		json_str(f, c->host);
-		fputs(",\"export\":", f);
-		json_str(f, c->exp->name);
-		fprintf(f,
-			",\"queue\":%u,\"queue_depth\":%u,\"worker\":%u,\"state\":\"%s\",\"uptime_s\":%llu}",
-			c->queue_id, c->lim.queue_depth, w->index,
-			conn_state_str(c->state), (unsigned long long)up);
-	} else {
-		fprintf(f, "%-6llu %-24s %-20s %-20s %5u %5u %6u %-8s %llu\n",
-			(unsigned long long)c->id, c->peer,
-			c->host[0] ? c->host : "-", c->exp->name, c->queue_id,
-			c->lim.queue_depth, w->index, conn_state_str(c->state),
-			(unsigned long long)up);
-	}
+	if (!rows)
+		rows = malloc(sizeof(*rows)); /* an empty list, not a failure */
+	if (!rows)
+		req_fail(r, "out of memory");
+	return rows;
 }
 
 static void cmd_list_sessions(struct target *t, struct req *r)
 {
 	struct opt opts[] = { { "export", 'e', true, NULL }, { 0 } };
+	struct sess_row *rows;
+	FILE *f = r->out;
+	unsigned int n;
 
 	if (parse_opts(r, opts, NULL, 0, 0) < 0)
 		return;
+	rows = sessions_copy(t, r, opts[0].val, &n);
+	if (!rows)
+		return;
 	if (r->json)
-		fputs("{\"sessions\":[", r->out);
+		fputs("{\"sessions\":[", f);
 	else
-		fprintf(r->out, "%-6s %-24s %-20s %-20s %5s %5s %6s %-8s %s\n",
+		fprintf(f, "%-6s %-24s %-20s %-20s %5s %5s %6s %-8s %s\n",
 			"ID", "PEER", "HOST", "EXPORT", "QUEUE", "QD", "WORKER",
 			"STATE", "UPTIME_S");
-	for_each_session(t, opts[0].val, session_line, r);
+	for (unsigned int i = 0; i < n; i++) {
+		const struct sess_row *c = &rows[i];
+		uint64_t up = c->login_ms ? (now_ms() - c->login_ms) / 1000u :
+					    0;
+
+		if (r->json) {
+			fprintf(f, "%s{\"id\":%llu,\"peer\":", i ? "," : "",
+				(unsigned long long)c->id);
+			json_str(f, c->peer);
+			fputs(",\"host\":", f);
+			json_str(f, c->host);
+			fputs(",\"export\":", f);
+			json_str(f, c->exp);
+			fprintf(f,
+				",\"queue\":%u,\"queue_depth\":%u,\"worker\":%u,\"state\":\"%s\",\"uptime_s\":%llu}",
+				c->queue_id, c->queue_depth, c->worker,
+				conn_state_str(c->state),
+				(unsigned long long)up);
+		} else {
+			fprintf(f,
+				"%-6llu %-24s %-20s %-20s %5u %5u %6u %-8s %llu\n",
+				(unsigned long long)c->id, c->peer,
+				c->host[0] ? c->host : "-", c->exp, c->queue_id,
+				c->queue_depth, c->worker,
+				conn_state_str(c->state),
+				(unsigned long long)up);
+		}
+	}
+	free(rows);
 	if (r->json)
-		fputs("]}\n", r->out);
+		fputs("]}\n", f);
 }
 
 static void cmd_add_export(struct target *t, struct req *r)
@@ -401,7 +526,9 @@ static void cmd_add_export(struct target *t, struct req *r)
 	};
 	const char *pos[2];
 	struct cfg_export ce = { 0 };
-	struct export *e;
+	struct export *e, **pp;
+	char why[400];
+	unsigned int n;
 	uint64_t bs = 0;
 
 	if (parse_opts(r, opts, pos, 2, 2) < 0)
@@ -429,22 +556,31 @@ static void cmd_add_export(struct target *t, struct req *r)
 		return;
 	pthread_mutex_lock(&t->exports_lock);
 	e = find_locked(t, ce.name);
+	n = t->nr_exports;
 	pthread_mutex_unlock(&t->exports_lock);
 	if (e) {
 		req_fail(r, "export '%s' exists", ce.name);
 		return;
 	}
+	if (n >= CFG_MAX_EXPORTS) {
+		req_fail(r, "add-export: already %u exports, the most one target serves",
+			 n);
+		return;
+	}
 	/* opening may take a moment (files, mmap); not under the lock */
-	e = export_create(&ce, t->nr_workers);
+	e = export_create(&ce, t->nr_workers, why, sizeof(why));
 	if (!e) {
-		req_fail(r, "cannot open export '%s' on %s (see the target's log)",
-			 ce.name, ce.path);
+		req_fail(r, "cannot open export '%s': %s", ce.name, why);
 		return;
 	}
 	pthread_mutex_lock(&t->exports_lock);
-	/* only this thread adds, so the name is still free */
-	e->next = t->exports;
-	t->exports = e;
+	/*
+	 * Only this thread adds, so the name is still free. At the tail:
+	 * discovery pages by index, and earlier pages stay valid.
+	 */
+	for (pp = &t->exports; *pp; pp = &(*pp)->next)
+		;
+	*pp = e;
 	t->nr_exports++;
 	pthread_mutex_unlock(&t->exports_lock);
 	log_info("ctl: added export %s", e->name);
@@ -461,13 +597,20 @@ static void cmd_add_export(struct target *t, struct req *r)
 
 static void cmd_remove_export(struct target *t, struct req *r)
 {
-	struct opt opts[] = { { "force", 'f', false, NULL }, { 0 } };
+	struct opt opts[] = {
+		{ "force", 'f', false, NULL },
+		{ "wait", 'w', false, NULL },
+		{ 0 },
+	};
+	bool wait, released;
 	struct export **pp, *e;
 	const char *pos[1];
-	unsigned int sessions, refs;
+	unsigned int sessions, refs, left = 0;
+	char name[RBLK_NAME_MAX];
 
 	if (parse_opts(r, opts, pos, 1, 1) < 0)
 		return;
+	wait = opts[1].val != NULL;
 	pthread_mutex_lock(&t->exports_lock);
 	for (pp = &t->exports; (e = *pp); pp = &e->next)
 		if (!strcmp(e->name, pos[0]))
@@ -495,19 +638,48 @@ static void cmd_remove_export(struct target *t, struct req *r)
 	t->nr_exports--;
 	atomic_store(&e->removed, true);
 	pthread_mutex_unlock(&t->exports_lock);
-	log_info("ctl: removed export %s%s", e->name,
+	snprintf(name, sizeof(name), "%s", e->name);
+	log_info("ctl: removed export %s%s", name,
 		 refs > 1 ? "; closing its sessions" : "");
-	if (refs > 1)
+	if (refs > 1) {
+		uint64_t deadline = now_ms() + REMOVE_WAIT_S * 1000u;
+
 		workers_check_removed(t);
+		/*
+		 * --wait: until only the list's reference (still ours) is
+		 * left. The workers drop theirs when their connections are
+		 * freed, after the last backend I/O.
+		 */
+		while (wait && atomic_load(&e->refs) > 1 && now_ms() < deadline)
+			usleep(20 * 1000);
+		left = atomic_load(&e->refs) - 1;
+	}
+	released = left == 0;
+	/*
+	 * The list's reference. On this thread the last put closes e at
+	 * once, so with released the backing store is closed when we answer.
+	 */
+	export_put(e);
+	if (wait && !released) {
+		req_fail(r, "removed export %s, but %u connection%s still closing after %d s",
+			 name, left, left == 1 ? " is" : "s are", REMOVE_WAIT_S);
+		return;
+	}
 	if (r->json) {
 		fputs("{\"removed\":", r->out);
-		json_str(r->out, e->name);
-		fprintf(r->out, ",\"sessions_closed\":%u}\n", sessions);
-	} else {
+		json_str(r->out, name);
+		fprintf(r->out, ",\"sessions\":%u,\"released\":%s}\n",
+			sessions, released ? "true" : "false");
+	} else if (!sessions && released) {
+		fprintf(r->out, "removed export %s\n", name);
+	} else if (released) {
 		fprintf(r->out, "removed export %s (%u session%s closed)\n",
-			e->name, sessions, sessions == 1 ? "" : "s");
+			name, sessions, sessions == 1 ? "" : "s");
+	} else {
+		fprintf(r->out,
+			"removed export %s (closing %u session%s; --wait waits for them)\n",
+			name, sessions, sessions == 1 ? "" : "s");
 	}
-	export_put(e); /* the list's reference */
 }
 
 /*
@@ -539,73 +711,66 @@ static void cmd_set_hosts(struct target *t, struct req *r)
 	req_fail(r, "set-hosts: this rblk-target has no per-export host lists yet");
 }
 
-static void session_stats(struct req *r, struct worker *w, struct tconn *c,
-			  bool first)
-{
-	struct iostats_snap s = { 0 };
-
-	(void)w;
-	stats_add(&s, &c->stats);
-	if (r->json) {
-		fprintf(r->out, "%s{\"id\":%llu,\"export\":", first ? "" : ",",
-			(unsigned long long)c->id);
-		json_str(r->out, c->exp->name);
-		fputs(",\"host\":", r->out);
-		json_str(r->out, c->host);
-		fputs(",\"stats\":", r->out);
-		stats_json(r->out, &s);
-		fputc('}', r->out);
-	} else {
-		fprintf(r->out, "session %llu (export %s, host %s, %s)\n",
-			(unsigned long long)c->id, c->exp->name,
-			c->host[0] ? c->host : "-", c->peer);
-		stats_text(r->out, &s);
-	}
-}
-
 static void cmd_stats(struct target *t, struct req *r)
 {
 	const char *pos[1] = { NULL };
-	struct iostats_snap s;
-	bool first = true;
-	int n;
+	struct exp_row *ex;
+	struct sess_row *ss;
+	unsigned int nex, nss;
+	FILE *f = r->out;
 
-	n = parse_opts(r, NULL, pos, 1, 0);
-	if (n < 0)
+	if (parse_opts(r, NULL, pos, 1, 0) < 0)
 		return;
-	pthread_mutex_lock(&t->exports_lock);
-	if (pos[0] && !find_locked(t, pos[0])) {
-		pthread_mutex_unlock(&t->exports_lock);
-		req_fail(r, "no export named '%s'", pos[0]);
+	ex = exports_copy(t, r, pos[0], &nex);
+	if (!ex)
+		return;
+	ss = sessions_copy(t, r, pos[0], &nss);
+	if (!ss) {
+		free(ex);
 		return;
 	}
 	if (r->json)
-		fputs("{\"exports\":[", r->out);
-	for (struct export *e = t->exports; e; e = e->next) {
-		if (pos[0] && strcmp(e->name, pos[0]))
-			continue;
-		export_stats(e, &s);
+		fputs("{\"exports\":[", f);
+	for (unsigned int i = 0; i < nex; i++) {
+		const struct exp_row *e = &ex[i];
+
 		if (r->json) {
-			fputs(first ? "{\"name\":" : ",{\"name\":", r->out);
-			json_str(r->out, e->name);
-			fprintf(r->out, ",\"sessions\":%u,\"stats\":",
-				atomic_load(&e->sessions));
-			stats_json(r->out, &s);
-			fputc('}', r->out);
+			fputs(i ? ",{\"name\":" : "{\"name\":", f);
+			json_str(f, e->name);
+			fprintf(f, ",\"sessions\":%u,\"stats\":", e->sessions);
+			stats_json(f, &e->stats);
+			fputc('}', f);
 		} else {
-			fprintf(r->out, "export %s (%u session%s)\n", e->name,
-				atomic_load(&e->sessions),
-				atomic_load(&e->sessions) == 1 ? "" : "s");
-			stats_text(r->out, &s);
+			fprintf(f, "export %s (%u session%s)\n", e->name,
+				e->sessions, e->sessions == 1 ? "" : "s");
+			stats_text(f, &e->stats);
 		}
-		first = false;
 	}
-	pthread_mutex_unlock(&t->exports_lock);
 	if (r->json)
-		fputs("],\"sessions\":[", r->out);
-	for_each_session(t, pos[0], session_stats, r);
+		fputs("],\"sessions\":[", f);
+	for (unsigned int i = 0; i < nss; i++) {
+		const struct sess_row *c = &ss[i];
+
+		if (r->json) {
+			fprintf(f, "%s{\"id\":%llu,\"export\":", i ? "," : "",
+				(unsigned long long)c->id);
+			json_str(f, c->exp);
+			fputs(",\"host\":", f);
+			json_str(f, c->host);
+			fputs(",\"stats\":", f);
+			stats_json(f, &c->stats);
+			fputc('}', f);
+		} else {
+			fprintf(f, "session %llu (export %s, host %s, %s)\n",
+				(unsigned long long)c->id, c->exp,
+				c->host[0] ? c->host : "-", c->peer);
+			stats_text(f, &c->stats);
+		}
+	}
 	if (r->json)
-		fputs("]}\n", r->out);
+		fputs("]}\n", f);
+	free(ex);
+	free(ss);
 }
 
 static void cmd_help(struct target *t, struct req *r)
@@ -617,7 +782,7 @@ static void cmd_help(struct target *t, struct req *r)
 	      "  list-exports\n"
 	      "  list-sessions [--export NAME]\n"
 	      "  add-export NAME PATH [--read-only] [--block-size N]\n"
-	      "  remove-export NAME [--force]\n"
+	      "  remove-export NAME [--force [--wait]]\n"
 	      "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3]\n"
 	      "  stats [EXPORT]\n",
 	      r->out);
@@ -676,9 +841,15 @@ static void ctl_run(struct target *t, char *line, FILE *out)
 
 /* ---- metrics ----------------------------------------------------------- */
 
-static void metrics_text(struct target *t, FILE *f)
+static int metrics_text(struct target *t, FILE *f)
 {
-	struct iostats_snap s;
+	struct exp_row *rows;
+	struct req r = { 0 };
+	unsigned int n;
+
+	rows = exports_copy(t, &r, NULL, &n);
+	if (!rows)
+		return -1;
 
 	fputs("# HELP rblk_ops_total Commands answered, by export and opcode.\n"
 	      "# TYPE rblk_ops_total counter\n"
@@ -691,11 +862,11 @@ static void metrics_text(struct target *t, FILE *f)
 	      "# HELP rblk_latency_us Command receipt to response posted, microseconds.\n"
 	      "# TYPE rblk_latency_us histogram\n",
 	      f);
-	pthread_mutex_lock(&t->exports_lock);
-	for (struct export *e = t->exports; e; e = e->next) {
+	for (unsigned int k = 0; k < n; k++) {
+		const struct exp_row *e = &rows[k];
+		const struct iostats_snap *s = &e->stats;
 		uint64_t cum = 0;
 
-		export_stats(e, &s);
 #define LBL(extra)                       \
 	do {                             \
 		fputs("{export=", f);    \
@@ -707,23 +878,23 @@ static void metrics_text(struct target *t, FILE *f)
 			LBL(",op=\"");
 			fprintf(f, "%s\"} %llu\n",
 				stat_op_name((enum stat_op)i),
-				(unsigned long long)s.ops[i]);
+				(unsigned long long)s->ops[i]);
 		}
 		fputs("rblk_bytes_total", f);
 		LBL(",direction=\"read\"} ");
-		fprintf(f, "%llu\n", (unsigned long long)s.bytes_read);
+		fprintf(f, "%llu\n", (unsigned long long)s->bytes_read);
 		fputs("rblk_bytes_total", f);
 		LBL(",direction=\"write\"} ");
-		fprintf(f, "%llu\n", (unsigned long long)s.bytes_written);
+		fprintf(f, "%llu\n", (unsigned long long)s->bytes_written);
 		fputs("rblk_errors_total", f);
 		LBL("} ");
-		fprintf(f, "%llu\n", (unsigned long long)s.errors);
+		fprintf(f, "%llu\n", (unsigned long long)s->errors);
 		fputs("rblk_sessions", f);
 		LBL("} ");
-		fprintf(f, "%u\n", atomic_load(&e->sessions));
+		fprintf(f, "%u\n", e->sessions);
 		/* integer microseconds: bucket i holds values <= 2^i - 1 */
 		for (int i = 0; i < STAT_LAT_BUCKETS - 1; i++) {
-			cum += s.lat[i];
+			cum += s->lat[i];
 			fputs("rblk_latency_us_bucket", f);
 			LBL(",le=\"");
 			fprintf(f, "%llu\"} %llu\n", (1ull << i) - 1,
@@ -731,27 +902,52 @@ static void metrics_text(struct target *t, FILE *f)
 		}
 		fputs("rblk_latency_us_bucket", f);
 		LBL(",le=\"+Inf\"} ");
-		fprintf(f, "%llu\n", (unsigned long long)stats_count(&s));
+		fprintf(f, "%llu\n", (unsigned long long)stats_count(s));
 		fputs("rblk_latency_us_sum", f);
 		LBL("} ");
-		fprintf(f, "%llu\n", (unsigned long long)s.lat_sum_us);
+		fprintf(f, "%llu\n", (unsigned long long)s->lat_sum_us);
 		fputs("rblk_latency_us_count", f);
 		LBL("} ");
-		fprintf(f, "%llu\n", (unsigned long long)stats_count(&s));
+		fprintf(f, "%llu\n", (unsigned long long)stats_count(s));
 #undef LBL
 	}
-	pthread_mutex_unlock(&t->exports_lock);
+	free(rows);
+	return 0;
 }
 
 /* ---- sockets ----------------------------------------------------------- */
 
-static int write_all(int fd, const char *p, size_t n)
+/* Wait until fd is ready for events, or deadline (now_ms()) passes. */
+static int wait_until(int fd, short events, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = events };
+		uint64_t now = now_ms();
+		int n;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		n = poll(&pfd, 1, (int)MIN(deadline - now, 60000u));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			return 0;
+	}
+}
+
+/* Write all of p to the non-blocking fd by deadline; -1 when not. */
+static int write_by(int fd, const char *p, size_t n, uint64_t deadline)
 {
 	while (n) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
 
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EAGAIN) {
+			if (wait_until(fd, POLLOUT, deadline))
+				return -1;
+			continue;
+		}
 		if (w <= 0)
 			return -1;
 		p += w;
@@ -761,19 +957,29 @@ static int write_all(int fd, const char *p, size_t n)
 }
 
 /*
- * Read into buf until a line end (end "\n") or a blank line (end
- * "\r\n\r\n" or "\n\n" for HTTP), EOF or a full buffer. Returns the length
- * or -1 (timeout, error, overlong).
+ * Read from the non-blocking fd into buf until a line end (end "\n") or a
+ * blank line (end "\r\n\r\n" or "\n\n" for HTTP), EOF or deadline.
+ * Returns the length, -1 (timeout, error) or -2 (longer than cap - 1).
  */
-static ssize_t read_request(int fd, char *buf, size_t cap, bool http)
+static ssize_t read_request(int fd, char *buf, size_t cap, bool http,
+			    uint64_t deadline)
 {
 	size_t len = 0;
 
-	while (len < cap - 1) {
-		ssize_t n = read(fd, buf + len, cap - 1 - len);
+	buf[0] = 0;
+	for (;;) {
+		ssize_t n;
 
+		if (len == cap - 1)
+			return -2;
+		n = read(fd, buf + len, cap - 1 - len);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EAGAIN) {
+			if (wait_until(fd, POLLIN, deadline))
+				return -1;
+			continue;
+		}
 		if (n < 0)
 			return -1;
 		if (n == 0)
@@ -785,111 +991,173 @@ static ssize_t read_request(int fd, char *buf, size_t cap, bool http)
 		if (http && (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n")))
 			break;
 	}
-	if (len == cap - 1)
-		return -1;
 	buf[len] = 0;
 	return (ssize_t)len;
 }
 
-static int accept_one(int lfd)
+/*
+ * Take one connection from lfd (non-blocking). -1 when none; out of file
+ * descriptors is logged and slowed down, since the pending connection
+ * keeps lfd readable.
+ */
+static int accept_one(int lfd, const char *what)
 {
-	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
-	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	static uint64_t last_warn;
+	int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	return fd;
+	if (fd >= 0)
+		return fd;
+	if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+	    errno == ENOMEM) {
+		if (now_ms() - last_warn > 10000) {
+			log_warn("%s: accept: %s; retrying", what,
+				 strerror(errno));
+			last_warn = now_ms();
+		}
+		usleep(100 * 1000);
+	}
+	return -1;
 }
 
 static void serve_ctl(struct ctl *ctl)
 {
-	int fd;
+	int fd = accept_one(ctl->unix_fd, "control socket");
+	char *req, *resp = NULL, *nl;
+	size_t resp_len = 0;
+	ssize_t len;
+	FILE *out;
 
-	while ((fd = accept_one(ctl->unix_fd)) >= 0) {
-		char *req = malloc(REQ_MAX), *resp = NULL, *nl;
-		size_t resp_len = 0;
-		FILE *out;
+	if (fd < 0)
+		return;
+	req = malloc(REQ_MAX);
+	len = req ? read_request(fd, req, REQ_MAX, false,
+				 now_ms() + IO_TIMEOUT_S * 1000u) :
+		    -1;
+	if (len < 0) {
+		char msg[128];
+		int n = snprintf(msg, sizeof(msg), "error: %s\n",
+				 len == -2 ? "request too long" :
+					     "request unreadable or not in time");
 
-		if (!req || read_request(fd, req, REQ_MAX, false) < 0) {
-			static const char msg[] =
-				"error: request too long, unreadable or not in time\n";
-
-			if (write_all(fd, msg, sizeof(msg) - 1))
-				log_debug("ctl: client went away");
-			goto next;
-		}
-		nl = strchr(req, '\n');
-		if (nl)
-			*nl = 0;
-		out = open_memstream(&resp, &resp_len);
-		if (!out)
-			goto next;
-		ctl_run(ctl->t, req, out);
-		fclose(out);
-		if (write_all(fd, resp, resp_len))
-			log_debug("ctl: client went away before the response");
-next:
-		free(resp);
-		free(req);
-		close(fd);
+		if (write_by(fd, msg, (size_t)n, now_ms() + IO_TIMEOUT_S * 1000u))
+			log_debug("ctl: client went away");
+		goto out;
 	}
+	nl = strchr(req, '\n');
+	if (nl)
+		*nl = 0;
+	out = open_memstream(&resp, &resp_len);
+	if (!out)
+		goto out;
+	ctl_run(ctl->t, req, out);
+	fclose(out);
+	if (write_by(fd, resp, resp_len, now_ms() + IO_TIMEOUT_S * 1000u))
+		log_debug("ctl: client went away before the response");
+out:
+	free(resp);
+	free(req);
+	close(fd);
 }
 
 static void serve_metrics(struct ctl *ctl)
 {
-	int fd;
+	int fd = accept_one(ctl->metrics_fd, "metrics");
+	char req[HTTP_HDR_MAX + 1], hdr[256], *body = NULL;
+	size_t body_len = 0;
+	const char *status = "200 OK";
+	uint64_t deadline;
+	ssize_t len;
+	FILE *out;
+	int n;
 
-	while ((fd = accept_one(ctl->metrics_fd)) >= 0) {
-		char req[4096], hdr[256], *body = NULL;
-		size_t body_len = 0;
-		const char *status = "200 OK";
-		FILE *out;
-		int n;
-
-		if (read_request(fd, req, sizeof(req), true) < 0)
-			goto next;
-		out = open_memstream(&body, &body_len);
-		if (!out)
-			goto next;
-		if (!strncmp(req, "GET /metrics ", 13) ||
-		    !strncmp(req, "GET /metrics?", 13) ||
-		    !strncmp(req, "GET /metrics\r", 13)) {
-			metrics_text(ctl->t, out);
-		} else if (!strncmp(req, "GET ", 4)) {
-			status = "404 Not Found";
-			fputs("only /metrics here\n", out);
-		} else {
-			status = "405 Method Not Allowed";
-			fputs("GET /metrics only\n", out);
+	if (fd < 0)
+		return;
+	deadline = now_ms() + IO_TIMEOUT_S * 1000u;
+	len = read_request(fd, req, sizeof(req), true, deadline);
+	if (len == -1)
+		goto out;
+	out = open_memstream(&body, &body_len);
+	if (!out)
+		goto out;
+	if (len == -2) {
+		status = "431 Request Header Fields Too Large";
+		fprintf(out, "request headers over %d bytes\n", HTTP_HDR_MAX);
+	} else if (!strncmp(req, "GET /metrics ", 13) ||
+		   !strncmp(req, "GET /metrics?", 13) ||
+		   !strncmp(req, "GET /metrics\r", 13)) {
+		if (metrics_text(ctl->t, out)) {
+			status = "500 Internal Server Error";
+			fputs("out of memory\n", out);
 		}
-		fclose(out);
-		n = snprintf(hdr, sizeof(hdr),
-			     "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-			     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-			     status, body_len);
-		if (!write_all(fd, hdr, (size_t)n))
-			write_all(fd, body, body_len);
-next:
-		free(body);
-		close(fd);
+	} else if (!strncmp(req, "GET ", 4)) {
+		status = "404 Not Found";
+		fputs("only /metrics here\n", out);
+	} else {
+		status = "405 Method Not Allowed";
+		fputs("GET /metrics only\n", out);
 	}
+	fclose(out);
+	n = snprintf(hdr, sizeof(hdr),
+		     "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+		     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+		     status, body_len);
+	/* a fresh deadline: the response may be long */
+	deadline = now_ms() + IO_TIMEOUT_S * 1000u;
+	if (!write_by(fd, hdr, (size_t)n, deadline))
+		write_by(fd, body, body_len, deadline);
+out:
+	free(body);
+	close(fd);
 }
 
-bool ctl_event(struct ctl *ctl, void *ptr)
+/*
+ * The control thread: one connection per event, so that a stop request
+ * or a removed export to close is never queued behind many clients.
+ */
+static void *ctl_thread(void *arg)
 {
-	if (!ctl)
-		return false;
-	if (ptr == &ctl->unix_tag) {
-		serve_ctl(ctl);
-		return true;
+	struct ctl *ctl = arg;
+	uint64_t v;
+
+	export_reaper_set(ctl->reap_fd);
+	for (;;) {
+		struct epoll_event evs[4];
+		int n = epoll_wait(ctl->epfd, evs, 4, -1);
+
+		if (n < 0 && errno != EINTR) {
+			log_err("ctl: epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			void *p = evs[i].data.ptr;
+
+			if (p == &ctl->stop_tag)
+				goto out;
+			if (p == &ctl->reap_tag) {
+				if (read(ctl->reap_fd, &v, sizeof(v)) < 0 &&
+				    errno != EAGAIN)
+					log_warn("ctl: read eventfd: %s",
+						 strerror(errno));
+				export_reap();
+			} else if (p == &ctl->unix_tag) {
+				serve_ctl(ctl);
+			} else if (p == &ctl->metrics_tag) {
+				serve_metrics(ctl);
+			}
+		}
 	}
-	if (ptr == &ctl->metrics_tag) {
-		serve_metrics(ctl);
-		return true;
-	}
-	return false;
+out:
+	/* from now on the thread that drops the last reference closes */
+	export_reaper_set(-1);
+	export_reap();
+	return NULL;
+}
+
+static int watch(struct ctl *ctl, int fd, void *tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
+
+	return epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
 /*
@@ -995,21 +1263,31 @@ out_free:
 	return ret;
 }
 
-int ctl_open(struct target *t, int epfd, struct ctl **out)
+int ctl_open(struct target *t, struct ctl **out)
 {
 	const struct cfg_target *cfg = &t->cfg;
-	struct epoll_event ev = { .events = EPOLLIN };
 	struct ctl *ctl;
 	int ret;
 
 	*out = NULL;
-	if (!strcmp(cfg->ctl_socket, "none") && !cfg->metrics[0])
-		return 0;
 	ctl = calloc(1, sizeof(*ctl));
 	if (!ctl)
 		return -ENOMEM;
 	ctl->t = t;
 	ctl->unix_fd = ctl->metrics_fd = -1;
+	ctl->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ctl->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ctl->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ctl->epfd < 0 || ctl->stop_fd < 0 || ctl->reap_fd < 0) {
+		ret = -errno;
+		log_err("ctl: epoll/eventfd: %s", strerror(errno));
+		goto out_close;
+	}
+	ret = watch(ctl, ctl->stop_fd, &ctl->stop_tag);
+	if (!ret)
+		ret = watch(ctl, ctl->reap_fd, &ctl->reap_tag);
+	if (ret)
+		goto out_close;
 	if (strcmp(cfg->ctl_socket, "none")) {
 		ret = open_unix(ctl, cfg);
 		if (ret && cfg->ctl_socket_set) {
@@ -1027,11 +1305,9 @@ int ctl_open(struct target *t, int epfd, struct ctl **out)
 					 "another rblk-target is serving it" :
 					 strerror(-ret));
 		} else {
-			ev.data.ptr = &ctl->unix_tag;
-			if (epoll_ctl(epfd, EPOLL_CTL_ADD, ctl->unix_fd, &ev)) {
-				ret = -errno;
+			ret = watch(ctl, ctl->unix_fd, &ctl->unix_tag);
+			if (ret)
 				goto out_close;
-			}
 			log_info("control socket %s (mode %04o)", ctl->path,
 				 cfg->ctl_socket_mode);
 		}
@@ -1042,13 +1318,18 @@ int ctl_open(struct target *t, int epfd, struct ctl **out)
 			log_err("metrics %s: %s", cfg->metrics, strerror(-ret));
 			goto out_close;
 		}
-		ev.data.ptr = &ctl->metrics_tag;
-		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ctl->metrics_fd, &ev)) {
-			ret = -errno;
+		ret = watch(ctl, ctl->metrics_fd, &ctl->metrics_tag);
+		if (ret)
 			goto out_close;
-		}
 		log_info("metrics on %s/metrics", cfg->metrics);
 	}
+	/* also without a socket: it closes removed exports off the workers */
+	ret = -pthread_create(&ctl->thread, NULL, ctl_thread, ctl);
+	if (ret) {
+		log_err("ctl: starting its thread: %s", strerror(-ret));
+		goto out_close;
+	}
+	ctl->started = true;
 	*out = ctl;
 	return 0;
 
@@ -1059,14 +1340,28 @@ out_close:
 
 void ctl_close(struct ctl *ctl)
 {
+	uint64_t one = 1;
+
 	if (!ctl)
 		return;
+	if (ctl->started) {
+		if (write(ctl->stop_fd, &one, sizeof(one)) < 0)
+			log_warn("ctl: stopping its thread: %s",
+				 strerror(errno));
+		pthread_join(ctl->thread, NULL);
+	}
 	if (ctl->unix_fd >= 0) {
 		close(ctl->unix_fd);
 		unlink(ctl->path);
 	}
 	if (ctl->metrics_fd >= 0)
 		close(ctl->metrics_fd);
+	if (ctl->epfd >= 0)
+		close(ctl->epfd);
+	if (ctl->stop_fd >= 0)
+		close(ctl->stop_fd);
+	if (ctl->reap_fd >= 0)
+		close(ctl->reap_fd);
 	free(ctl);
 }
 
@@ -1084,7 +1379,9 @@ static void client_usage(FILE *f)
 		"  list-sessions [--export NAME]      sessions: peer, host, export, queue, worker, state\n"
 		"  add-export NAME PATH [--read-only] [--block-size N]\n"
 		"                                     export a file, block device or ram:SIZE now\n"
-		"  remove-export NAME [--force]       stop exporting; --force closes its sessions\n"
+		"  remove-export NAME [--force [--wait]]\n"
+		"                                     stop exporting; --force closes its sessions,\n"
+		"                                     --wait until they are closed and the file released\n"
 		"  set-hosts EXPORT [--allow H,..] [--allow-ro H,..]\n"
 		"                                     replace an export's host allow lists\n"
 		"  stats [EXPORT]                     I/O counters and latency per export and session\n"
@@ -1098,6 +1395,7 @@ static void client_usage(FILE *f)
 int ctl_client_main(int argc, char **argv)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_S };
 	const char *path = CFG_DEFAULT_CTL_SOCKET;
 	char *line = NULL, *resp = NULL;
 	size_t line_len = 0, resp_len = 0, resp_cap = 0;
@@ -1156,9 +1454,16 @@ int ctl_client_main(int argc, char **argv)
 			strerror(errno));
 		goto out;
 	}
-	if (write_all(fd, line, line_len)) {
-		fprintf(stderr, "rblk-target ctl: sending: %s\n",
-			strerror(errno));
+	/* a target that accepts but never answers must not hang us */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (write_full(fd, line, line_len)) {
+		if (errno == EAGAIN)
+			fprintf(stderr, "rblk-target ctl: %s: no answer from the target within %d s\n",
+				path, CLIENT_TIMEOUT_S);
+		else
+			fprintf(stderr, "rblk-target ctl: sending: %s\n",
+				strerror(errno));
 		goto out;
 	}
 	shutdown(fd, SHUT_WR);
@@ -1176,6 +1481,11 @@ int ctl_client_main(int argc, char **argv)
 		n = read(fd, resp + resp_len, resp_cap - resp_len - 1);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EAGAIN) {
+			fprintf(stderr, "rblk-target ctl: %s: no answer from the target within %d s\n",
+				path, CLIENT_TIMEOUT_S);
+			goto out;
+		}
 		if (n < 0) {
 			fprintf(stderr, "rblk-target ctl: reading: %s\n",
 				strerror(errno));

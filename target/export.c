@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -21,6 +22,20 @@
 #include "../common/util.h"
 
 #define DEFAULT_BLOCK_SIZE 512u
+
+/* Say why opening failed into err (for the log and the ctl client). */
+static int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return ret;
+}
 
 /* ---- file and block device backend -------------------------------------- */
 
@@ -41,7 +56,8 @@ static uint32_t probe_dio_align(int fd, const char *path)
 	return DEFAULT_BLOCK_SIZE;
 }
 
-static int file_open(struct export *e, const struct cfg_export *cfg)
+static int file_open(struct export *e, const struct cfg_export *cfg,
+		     char *err, size_t errlen)
 {
 	int flags = e->read_only ? O_RDONLY : O_RDWR;
 	struct stat st;
@@ -50,14 +66,12 @@ static int file_open(struct export *e, const struct cfg_export *cfg)
 	e->fd = open(cfg->path, flags | O_CLOEXEC);
 	if (e->fd < 0) {
 		ret = -errno;
-		log_err("export %s: open %s: %s", e->name, cfg->path,
-			strerror(errno));
-		return ret;
+		return open_fail(err, errlen, ret, "open %s: %s", cfg->path,
+				 strerror(errno));
 	}
 	if (fstat(e->fd, &st)) {
-		ret = -errno;
-		log_err("export %s: fstat %s: %s", e->name, cfg->path,
-			strerror(errno));
+		ret = open_fail(err, errlen, -errno, "fstat %s: %s", cfg->path,
+				strerror(errno));
 		goto out_close_fd;
 	}
 	e->block_size = cfg->block_size ? cfg->block_size : DEFAULT_BLOCK_SIZE;
@@ -67,16 +81,16 @@ static int file_open(struct export *e, const struct cfg_export *cfg)
 		e->kind = EXPORT_BDEV;
 		if (ioctl(e->fd, BLKGETSIZE64, &e->size) ||
 		    ioctl(e->fd, BLKSSZGET, &lbs)) {
-			ret = -errno;
-			log_err("export %s: ioctl(BLKGETSIZE64/BLKSSZGET) %s: %s",
-				e->name, cfg->path, strerror(errno));
+			ret = open_fail(err, errlen, -errno,
+					"ioctl(BLKGETSIZE64/BLKSSZGET) %s: %s",
+					cfg->path, strerror(errno));
 			goto out_close_fd;
 		}
 		if ((uint32_t)lbs > e->block_size) {
 			if (cfg->block_size) {
-				log_err("export %s: block size %u is below the device's logical block size %d",
-					e->name, cfg->block_size, lbs);
-				ret = -EINVAL;
+				ret = open_fail(err, errlen, -EINVAL,
+						"block size %u is below the logical block size %d of %s",
+						cfg->block_size, lbs, cfg->path);
 				goto out_close_fd;
 			}
 			e->block_size = (uint32_t)lbs;
@@ -87,9 +101,12 @@ static int file_open(struct export *e, const struct cfg_export *cfg)
 		e->size = (uint64_t)st.st_size;
 		e->dio_align = probe_dio_align(e->fd, cfg->path);
 	} else {
-		log_err("export %s: %s is neither a regular file nor a block device",
-			e->name, cfg->path);
-		ret = -EINVAL;
+		ret = open_fail(err, errlen,
+				S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
+				"%s is %s, not a regular file or a block device",
+				cfg->path,
+				S_ISDIR(st.st_mode) ? "a directory" :
+						      "something else");
 		goto out_close_fd;
 	}
 	if (e->size % e->block_size) {
@@ -98,8 +115,9 @@ static int file_open(struct export *e, const struct cfg_export *cfg)
 		e->size -= e->size % e->block_size;
 	}
 	if (e->size == 0) {
-		log_err("export %s: %s is empty", e->name, cfg->path);
-		ret = -EINVAL;
+		ret = open_fail(err, errlen, -EINVAL,
+				"%s is empty (or smaller than the block size %u)",
+				cfg->path, e->block_size);
 		goto out_close_fd;
 	}
 
@@ -226,22 +244,21 @@ const struct backend_ops backend_file_ops = {
 
 /* ---- RAM backend -------------------------------------------------------- */
 
-static int ram_open(struct export *e, const struct cfg_export *cfg)
+static int ram_open(struct export *e, const struct cfg_export *cfg,
+		    char *err, size_t errlen)
 {
 	uint64_t size;
 
-	if (parse_size(cfg->path + 4, &size) || size == 0 || size % 4096) {
-		log_err("export %s: bad RAM size '%s' (want ram:SIZE, a multiple of 4 KiB)",
-			e->name, cfg->path);
-		return -EINVAL;
-	}
+	if (parse_size(cfg->path + 4, &size) || size == 0 || size % 4096)
+		return open_fail(err, errlen, -EINVAL,
+				 "bad RAM size '%s' (want ram:SIZE, a multiple of 4 KiB)",
+				 cfg->path);
 	e->ram = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (e->ram == MAP_FAILED) {
 		e->ram = NULL;
-		log_err("export %s: mmap %llu bytes: %s", e->name,
-			(unsigned long long)size, strerror(errno));
-		return -ENOMEM;
+		return open_fail(err, errlen, -ENOMEM, "mmap %llu bytes: %s",
+				 (unsigned long long)size, strerror(errno));
 	}
 	e->kind = EXPORT_RAM;
 	e->size = size;
@@ -301,26 +318,26 @@ const struct backend_ops backend_ram_ops = {
  * connection and its size may change under us; the O_DIRECT slot path
  * serves them.
  */
-static int map_open(struct export *e, const struct cfg_export *cfg)
+static int map_open(struct export *e, const struct cfg_export *cfg,
+		    char *err, size_t errlen)
 {
 	int prot = PROT_READ | (e->read_only ? 0 : PROT_WRITE);
 	int ret;
 
-	ret = file_open(e, cfg);
+	ret = file_open(e, cfg, err, errlen);
 	if (ret)
 		return ret;
 	if (e->kind != EXPORT_FILE) {
-		log_err("export %s: direct needs a regular file; %s is a block device",
-			e->name, cfg->path);
-		ret = -EINVAL;
+		ret = open_fail(err, errlen, -EINVAL,
+				"direct needs a regular file; %s is a block device",
+				cfg->path);
 		goto out_close;
 	}
 	e->ram = mmap(NULL, e->size, prot, MAP_SHARED, e->fd, 0);
 	if (e->ram == MAP_FAILED) {
 		e->ram = NULL;
-		ret = -errno;
-		log_err("export %s: mmap %s: %s", e->name, cfg->path,
-			strerror(errno));
+		ret = open_fail(err, errlen, -errno, "mmap %s: %s", cfg->path,
+				strerror(errno));
 		goto out_close;
 	}
 	/* every slot-path command goes through the mapping: no O_DIRECT fd */
@@ -391,7 +408,8 @@ const struct backend_ops backend_map_ops = {
 
 /* ---- exports ------------------------------------------------------------ */
 
-int export_open(struct export *e, const struct cfg_export *cfg)
+int export_open(struct export *e, const struct cfg_export *cfg, char *err,
+		size_t errlen)
 {
 	int ret;
 
@@ -407,7 +425,7 @@ int export_open(struct export *e, const struct cfg_export *cfg)
 		e->direct = cfg->direct == CFG_DIRECT_YES;
 		e->ops = e->direct ? &backend_map_ops : &backend_file_ops;
 	}
-	ret = e->ops->open(e, cfg);
+	ret = e->ops->open(e, cfg, err, errlen);
 	if (ret)
 		return ret;
 	if (e->read_only)
@@ -442,14 +460,14 @@ bool export_visible_to(const struct export *e, const char *host)
 }
 
 struct export *export_create(const struct cfg_export *cfg,
-			     unsigned int nr_workers)
+			     unsigned int nr_workers, char *err, size_t errlen)
 {
 	struct export *e = calloc(1, sizeof(*e));
 	struct cfg_export *copy = NULL;
 
 	if (!e) {
-		log_err("export %s: out of memory", cfg->name);
-		return NULL;
+		open_fail(err, errlen, -ENOMEM, "out of memory");
+		goto out_log;
 	}
 	/*
 	 * A copy that lives as long as e: the caller's may be on its stack
@@ -458,17 +476,17 @@ struct export *export_create(const struct cfg_export *cfg,
 	 */
 	copy = malloc(sizeof(*copy));
 	if (!copy) {
-		log_err("export %s: out of memory", cfg->name);
+		open_fail(err, errlen, -ENOMEM, "out of memory");
 		goto out_free;
 	}
 	memcpy(copy, cfg, sizeof(*cfg));
-	if (export_open(e, copy)) /* clears e first */
+	if (export_open(e, copy, err, errlen)) /* clears e first */
 		goto out_free;
 	e->cfg = copy;
 	e->wstats = aligned_alloc(_Alignof(struct iostats),
 				  (size_t)nr_workers * sizeof(*e->wstats));
 	if (!e->wstats) {
-		log_err("export %s: out of memory", cfg->name);
+		open_fail(err, errlen, -ENOMEM, "out of memory");
 		goto out_close;
 	}
 	memset(e->wstats, 0, (size_t)nr_workers * sizeof(*e->wstats));
@@ -481,6 +499,8 @@ out_close:
 out_free:
 	free(copy);
 	free(e);
+out_log:
+	log_err("export %s: %s", cfg->name, err);
 	return NULL;
 }
 
@@ -489,17 +509,80 @@ void export_get(struct export *e)
 	atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
 }
 
-void export_put(struct export *e)
+static void export_destroy(struct export *e)
 {
-	if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
-		return;
-	if (atomic_load(&e->removed))
-		log_info("export %s: closed (removed, no session left)",
-			 e->name);
+	bool removed = atomic_load(&e->removed);
+	char name[RBLK_NAME_MAX];
+
+	snprintf(name, sizeof(name), "%s", e->name);
 	export_close(e);
 	free(e->wstats);
 	free(e->cfg);
 	free(e);
+	if (removed)
+		log_info("export %s: closed, its backing store released (removed, no session left)",
+			 name);
+}
+
+/*
+ * Closing an export can take long (munmap of a big RAM volume, the last
+ * close() of a block device flushing its page cache), so a removed one is
+ * not closed on the worker that happens to drop the last reference: it is
+ * queued for the reaper thread (the control thread, ctl.c), woken through
+ * its eventfd. Without a reaper (none registered, or shutting down) the
+ * putting thread closes it.
+ */
+static struct {
+	pthread_mutex_t lock;
+	struct export *queue; /* linked through next */
+	int efd; /* -1: no reaper */
+	pthread_t thread;
+} reaper = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
+
+void export_reaper_set(int efd)
+{
+	pthread_mutex_lock(&reaper.lock);
+	reaper.efd = efd;
+	reaper.thread = pthread_self();
+	pthread_mutex_unlock(&reaper.lock);
+}
+
+void export_reap(void)
+{
+	struct export *e, *next;
+
+	pthread_mutex_lock(&reaper.lock);
+	e = reaper.queue;
+	reaper.queue = NULL;
+	pthread_mutex_unlock(&reaper.lock);
+	for (; e; e = next) {
+		next = e->next;
+		export_destroy(e);
+	}
+}
+
+void export_put(struct export *e)
+{
+	uint64_t one = 1;
+
+	if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (atomic_load(&e->removed)) {
+		pthread_mutex_lock(&reaper.lock);
+		if (reaper.efd >= 0 &&
+		    !pthread_equal(reaper.thread, pthread_self())) {
+			/* unlinked from the target's list: next is free */
+			e->next = reaper.queue;
+			reaper.queue = e;
+			if (write(reaper.efd, &one, sizeof(one)) < 0)
+				log_warn("export %s: waking the reaper: %s",
+					 e->name, strerror(errno));
+			pthread_mutex_unlock(&reaper.lock);
+			return;
+		}
+		pthread_mutex_unlock(&reaper.lock);
+	}
+	export_destroy(e);
 }
 
 /* ---- statistics ---------------------------------------------------------- */

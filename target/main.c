@@ -356,7 +356,7 @@ static int serve(struct target *t, struct listener *ls)
 		log_err("epoll_ctl: %s", strerror(errno));
 		goto out_close;
 	}
-	ret = ctl_open(t, epfd, &ctl);
+	ret = ctl_open(t, &ctl);
 	if (ret)
 		goto out_close;
 	ret = open_listeners(t, ls, epfd);
@@ -383,8 +383,6 @@ static int serve(struct target *t, struct listener *ls)
 				sd_notify_send("STOPPING=1");
 				goto out_close;
 			}
-			if (ctl_event(ctl, evs[i].data.ptr))
-				continue;
 			accept_requests(t, evs[i].data.ptr, &next_worker);
 		}
 	}
@@ -449,8 +447,10 @@ int main(int argc, char **argv)
 	}
 	/* built back to front so that the list keeps the configured order */
 	for (i = t.cfg.nr_exports; i-- > 0;) {
+		char err[512];
 		struct export *e = export_create(&t.cfg.exports[i],
-						 t.nr_workers);
+						 t.nr_workers, err,
+						 sizeof(err));
 
 		if (!e) {
 			ret = 1;

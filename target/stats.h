@@ -7,9 +7,13 @@
  * Writers: exactly one thread writes a given struct iostats (the worker
  * that owns the session, or the worker's slot of an export's per-worker
  * array), so counting is a relaxed load and store, no lock and no locked
- * instruction. Readers (the control socket on the main thread) load the
- * same fields relaxed; a snapshot may be a few operations behind but never
- * tears a counter.
+ * instruction. Readers (the control thread, ctl.c) load the same fields
+ * relaxed; a snapshot may be a few operations behind but never tears a
+ * counter.
+ *
+ * struct iostats is cache-line aligned (no false sharing between the
+ * per-worker slots of an export), so whatever embeds it must be allocated
+ * aligned: aligned_alloc/posix_memalign, never plain malloc/calloc.
  */
 #ifndef RBLK_TARGET_STATS_H
 #define RBLK_TARGET_STATS_H

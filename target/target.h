@@ -6,8 +6,8 @@
  * Threads: the main thread owns the listeners, accepts connections and
  * hands each to a worker. A worker owns its connections, their requests
  * and one I/O engine instance (an io_uring or a libaio context) and runs
- * them to completion without locks. Exports are shared by all; the main
- * thread (control socket) may add and remove them at run time: see
+ * them to completion without locks. Exports are shared by all; the
+ * control thread (ctl.c) may add and remove them at run time: see
  * struct export for the lifetime rules.
  */
 #ifndef RBLK_TARGET_H
@@ -44,7 +44,8 @@ enum export_kind {
  * connection is freed), so the data path reaches c->exp without a lock and
  * an export outlives every session on it. Removing an export unlinks it,
  * sets removed and drops the list's reference; the last put closes and
- * frees it, on whichever thread that happens.
+ * frees it: on the control thread (ctl.c) for a removed export, so that a
+ * long close never stalls a worker.
  */
 struct export {
 	char name[RBLK_NAME_MAX];
@@ -80,8 +81,12 @@ struct export {
  */
 struct backend_ops {
 	const char *name;
-	/* Open the storage named by cfg into e (size, block size, features). */
-	int (*open)(struct export *e, const struct cfg_export *cfg);
+	/*
+	 * Open the storage named by cfg into e (size, block size, features).
+	 * On failure returns -errno with the reason in err.
+	 */
+	int (*open)(struct export *e, const struct cfg_export *cfg, char *err,
+		    size_t errlen);
 	void (*close)(struct export *e);
 	/*
 	 * Start r's operation. Returns 0 when it was handed to the worker's
@@ -95,7 +100,8 @@ extern const struct backend_ops backend_file_ops; /* files and block devices */
 extern const struct backend_ops backend_ram_ops;
 extern const struct backend_ops backend_map_ops; /* files exported direct */
 
-int export_open(struct export *e, const struct cfg_export *cfg);
+int export_open(struct export *e, const struct cfg_export *cfg, char *err,
+		size_t errlen);
 void export_close(struct export *e);
 /*
  * May host (the HELLO's host name, possibly empty) see export e in a
@@ -104,13 +110,24 @@ void export_close(struct export *e);
 bool export_visible_to(const struct export *e, const char *host);
 /*
  * Allocate and open an export for cfg with per-worker statistics for
- * nr_workers; holds one reference (the caller's). NULL on failure (logged).
+ * nr_workers; holds one reference (the caller's). NULL on failure, logged
+ * and said in err (e.g. "open /x: No such file or directory").
  */
 struct export *export_create(const struct cfg_export *cfg,
-			     unsigned int nr_workers);
+			     unsigned int nr_workers, char *err, size_t errlen);
 void export_get(struct export *e);
-/* Drop a reference; the last one closes and frees e. */
+/*
+ * Drop a reference; the last one closes and frees e: for a removed export
+ * on the reaper thread (export_reaper_set()), else right here.
+ */
 void export_put(struct export *e);
+/*
+ * The calling thread becomes the reaper: removed exports whose last
+ * reference goes elsewhere are queued and efd (an eventfd) written; the
+ * reaper then calls export_reap(). efd -1: no reaper (close where put).
+ */
+void export_reaper_set(int efd);
+void export_reap(void);
 
 /* ---- I/O engines ----------------------------------------------------- */
 
@@ -260,9 +277,10 @@ struct worker {
 struct target {
 	struct cfg_target cfg;
 	/*
-	 * Exports, newest first. The main thread adds and removes; workers
-	 * look up at login. Both under exports_lock; the command path uses
-	 * the connection's reference instead.
+	 * Exports, in configuration order, added ones at the tail. The
+	 * control thread adds and removes; workers look up at login. Both
+	 * under exports_lock; the command path uses the connection's
+	 * reference instead.
 	 */
 	pthread_mutex_t exports_lock;
 	struct export *exports;
@@ -275,7 +293,7 @@ struct target {
 
 /* Find an export by name and take a reference; NULL when none. */
 struct export *export_lookup(struct target *t, const char *name);
-/* Main thread: tell every worker to close sessions of removed exports. */
+/* Control thread: tell every worker to close sessions of removed exports. */
 void workers_check_removed(struct target *t);
 
 /* ---- control socket and metrics endpoint (ctl.c) ----------------------- */
@@ -283,12 +301,11 @@ void workers_check_removed(struct target *t);
 struct ctl;
 /*
  * Main thread: open the control socket and the metrics endpoint the
- * configuration asks for and watch them in epfd. Returns 0 (with *out NULL
- * when neither is configured) or -errno after logging why.
+ * configuration asks for and start the control thread that serves them
+ * (and closes removed exports). Returns 0 or -errno after logging why.
  */
-int ctl_open(struct target *t, int epfd, struct ctl **out);
-/* Main thread: handle an epoll event if ptr is one of ctl's; else false. */
-bool ctl_event(struct ctl *ctl, void *ptr);
+int ctl_open(struct target *t, struct ctl **out);
+/* Stop the control thread and close its sockets. */
 void ctl_close(struct ctl *ctl);
 /* `rblk-target ctl ...`: the command-line client; returns the exit code. */
 int ctl_client_main(int argc, char **argv);

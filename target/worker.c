@@ -126,9 +126,12 @@ struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd)
 	int ret;
 
 	tconn_attr(qd, &attr);
-	c = calloc(1, sizeof(*c));
-	if (!c)
+	/* struct iostats (in c->stats) is cache-line aligned: calloc is not */
+	if (posix_memalign((void **)&c, _Alignof(struct tconn), sizeof(*c))) {
+		c = NULL;
 		goto out_reject;
+	}
+	memset(c, 0, sizeof(*c));
 	c->xc = xc;
 	xc->user = c;
 	c->id = atomic_fetch_add(&t->next_conn_id, 1);

@@ -4,14 +4,20 @@
 #  - an export added at run time serves the data of its file (read and
 #    written through rblk nbd + nbdcopy, compared with cmp), while a fio
 #    verify job (rblk fio engine) runs on another export;
-#  - removing an export in use is refused; --force fails that export's
-#    session (its fio reports an error) and leaves the verify job alone,
-#    which still verifies every block;
+#  - removing an export in use is refused; --force --wait fails that
+#    export's session (its fio reports an error), answers once the file is
+#    closed, and leaves the verify job alone, which still verifies every
+#    block; --force alone answers "closing 1 session" and the export is
+#    closed (logged) when its session is gone;
 #  - stats after a fixed-size fio job match fio's issued counts and bytes
-#    exactly, and the Prometheus endpoint says the same.
+#    exactly, and the Prometheus endpoint says the same; 431 for headers
+#    over 4 KiB;
+#  - add-export says why a path cannot be exported;
+#  - idle and trickling ctl/metrics clients delay neither a login with
+#    I/O (under 5 s) nor, beyond their deadlines, the control socket.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
-requires fio jq curl nbdcopy truncate cmp
+requires fio jq curl nbdcopy truncate cmp python3
 requires_built
 
 engine=$RBLK_BUILD/rblk-fio.so
@@ -128,9 +134,12 @@ grep -q "export 'vol1' is in use by" "$TEST_DIR/err" ||
 	fail "refusal says: $(cat "$TEST_DIR/err")"
 kill -0 "$victim_pid" || fail "the vol1 session died on a refused removal"
 
-ctl remove-export vol1 --force -o json >"$TEST_DIR/rm.json"
-jq -e '.removed == "vol1" and .sessions_closed >= 1' "$TEST_DIR/rm.json" \
+ctl remove-export vol1 --force --wait -o json >"$TEST_DIR/rm.json"
+jq -e '.removed == "vol1" and .sessions >= 1 and .released' "$TEST_DIR/rm.json" \
 	>/dev/null || fail "forced removal said $(cat "$TEST_DIR/rm.json")"
+# --wait answered after the file was closed
+grep -q "export vol1: closed, its backing store released" "$RBLK_TARGET_LOG" ||
+	fail "remove-export --wait answered before vol1 was closed"
 rc=0
 wait_pid "$victim_pid" 20 || rc=$?
 [ $rc -ne 0 ] || { cat "$TEST_DIR/victim.out"; fail "fio on the removed export exited 0"; }
@@ -148,8 +157,6 @@ for ((i = 0; i < 50; i++)); do
 	sleep 0.1
 done
 [ $i -lt 50 ] || fail "vol1 sessions left after removal: $(cat "$TEST_DIR/sess.json")"
-grep -q "export vol1: closed (removed, no session left)" "$RBLK_TARGET_LOG" ||
-	fail "vol1 was not closed after its last session"
 if ctl remove-export vol1 2>"$TEST_DIR/err"; then
 	fail "removing vol1 twice succeeded"
 fi
@@ -214,4 +221,91 @@ grep '^rblk_latency_us_bucket{export="vol0"' "$TEST_DIR/metrics" |
 	awk '{ if ($2 < prev) exit 1; prev = $2 }' || fail "histogram not cumulative"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$mport/other")
 [ "$code" = 404 ] || fail "GET /other gave $code"
+# overlong request headers: 431, not a silent close
+code=$(curl -s -o /dev/null -w '%{http_code}' \
+	-H "X-Big: $(head -c 5000 /dev/zero | tr '\0' a)" \
+	"http://127.0.0.1:$mport/metrics")
+[ "$code" = 431 ] || fail "5000-byte header gave $code, not 431"
+
+# ---- add-export says why it cannot open ---------------------------------------
+: >"$TEST_DIR/empty.img"
+add_fails()
+{
+	if ctl add-export "$1" "$2" 2>"$TEST_DIR/err"; then
+		fail "add-export $1 $2 succeeded"
+	fi
+	grep -qF "$3" "$TEST_DIR/err" || fail "add-export $2 said: $(cat "$TEST_DIR/err")"
+}
+add_fails nofile "$TEST_DIR/nosuch.img" "open $TEST_DIR/nosuch.img: No such file or directory"
+add_fails dir "$TEST_DIR" "open $TEST_DIR: Is a directory"
+add_fails empty "$TEST_DIR/empty.img" "$TEST_DIR/empty.img is empty"
+
+# ---- remove-export --force without --wait: answers at once, the control
+# thread closes the export when the worker drops the last reference -------
+ctl add-export gone ram:4M >/dev/null
+fio_rblk gone --rw=randread --bs=4k --iodepth=2 --time_based --runtime=30 \
+	--output="$TEST_DIR/gone.out" &
+gone_pid=$!
+cleanup_fn stop_pid "$gone_pid"
+for ((i = 0; i < 100; i++)); do
+	ctl list-sessions --export gone -o json |
+		jq -e '.sessions | length == 1' >/dev/null && break
+	sleep 0.1
+done
+[ $i -lt 100 ] || fail "no session on gone"
+out=$(ctl remove-export gone --force)
+# "closed" only when the worker was quicker than the reply
+case $out in
+"removed export gone (closing 1 session; --wait waits for them)") ;;
+"removed export gone (1 session closed)") ;;
+*) fail "remove-export --force said: $out" ;;
+esac
+for ((i = 0; i < 100; i++)); do
+	grep -q "export gone: closed, its backing store released" \
+		"$RBLK_TARGET_LOG" && break
+	sleep 0.1
+done
+[ $i -lt 100 ] || fail "gone was not closed after its session ended"
+wait_pid "$gone_pid" 20 || true
+
+# ---- idle and trickling ctl/metrics clients never delay logins ------------------
+# 2 idle metrics, 2 idle ctl connections and one metrics client sending a
+# byte every 0.2 s; a login with a data round trip must not wait for them.
+python3 - "$mport" "$sock" "$TEST_DIR" <<'EOF' &
+import select, socket, sys, time
+port, path, d = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+for _ in range(2):
+	u = socket.socket(socket.AF_UNIX)
+	u.connect(path)
+	held.append(u)
+t = socket.create_connection(("127.0.0.1", port))
+open(d + "/held", "w").close()
+start = time.time()
+while time.time() - start < 60:
+	try:
+		t.send(b"G")
+	except OSError:
+		break
+	if select.select([t], [], [], 0.2)[0]:
+		break # closed (or answered) by the target
+open(d + "/trickle", "w").write("%.1f" % (time.time() - start))
+time.sleep(30)
+EOF
+hold_pid=$!
+cleanup_fn stop_pid "$hold_pid"
+for ((i = 0; i < 100; i++)); do [ -e "$TEST_DIR/held" ] && break; sleep 0.1; done
+[ -e "$TEST_DIR/held" ] || fail "could not open the idle connections"
+t0=$(date +%s%N)
+tmo 5 "$RBLK_BUILD/tests/rblk_libtest" rw "$base/st" >/dev/null ||
+	fail "login and I/O while ctl/metrics clients stall"
+echo "login + I/O with 5 stalled ctl/metrics clients: $((($(date +%s%N) - t0) / 1000000)) ms"
+# the control thread serves them one by one, each cut at its deadline
+t0=$(date +%s%N)
+tmo 30 "$RBLK_TARGET_BIN" ctl --socket "$sock" list-exports >/dev/null ||
+	fail "ctl does not answer after the stalled clients"
+echo "ctl answered after $((($(date +%s%N) - t0) / 1000000)) ms behind them"
+for ((i = 0; i < 200; i++)); do [ -e "$TEST_DIR/trickle" ] && break; sleep 0.1; done
+[ -e "$TEST_DIR/trickle" ] || fail "a trickling metrics client was not cut off in 20 s"
+echo "trickling metrics client cut off after $(cat "$TEST_DIR/trickle") s"
 echo "PASS: $TEST_NAME"

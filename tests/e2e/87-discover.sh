@@ -2,8 +2,9 @@
 # `rblk discover`: a target with five exports (more than one
 # DISCOVER_REPLY page of three) lists every one with its exact size, block
 # size, read-only flag and features, in text and in JSON; rblk_discover()
-# through the same path; a port nobody listens on and a URL with an export
-# name fail with a clear message and exit 1.
+# through the same path; an export added at run time is listed last; a
+# port nobody listens on and a URL with an export name fail with a clear
+# message and exit 1.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires jq truncate
@@ -67,6 +68,23 @@ grep -q "discovery takes no export name" "$TEST_DIR/err" ||
 rc=0
 "$RBLK_BIN" discover -o yaml "$url" 2>/dev/null >/dev/null || rc=$?
 [ "$rc" -eq 2 ] || fail "bad -o: exit $rc"
+
+# an export added at run time comes last (earlier pages stay valid), and
+# one removed leaves the list whole: 6 then 5 over 2 pages each
+ctl()
+{
+	tmo 30 "$RBLK_TARGET_BIN" ctl --socket "$RBLK_CTL_SOCKET" "$@" >/dev/null
+}
+ctl add-export zeta ram:1M
+tmo 30 "$RBLK_BIN" discover -o json "$url" >"$TEST_DIR/d.json"
+[ "$(jq -r '[.exports[].name] | join(",")' "$TEST_DIR/d.json")" = \
+	alpha,beta,gamma,delta,eps,zeta ] ||
+	fail "after add-export: $(jq -c '[.exports[].name]' "$TEST_DIR/d.json")"
+ctl remove-export beta
+tmo 30 "$RBLK_BIN" discover -o json "$url" >"$TEST_DIR/d.json"
+[ "$(jq -r '[.exports[].name] | join(",")' "$TEST_DIR/d.json")" = \
+	alpha,gamma,delta,eps,zeta ] ||
+	fail "after remove-export: $(jq -c '[.exports[].name]' "$TEST_DIR/d.json")"
 
 # an older-style login on the same target still works afterwards
 tmo 30 "$RBLK_BIN" info "$url/alpha" >/dev/null || fail "login after discovery"

@@ -808,6 +808,8 @@ static void test_ctl_keys(void **state)
 	load_bad("[target]\nctl_socket_mode = 0999\n", 2, "ctl_socket_mode");
 	load_bad("[target]\nctl_socket_mode = 0044\n", 2, "owner");
 	load_bad("[target]\nctl_socket_mode = 01777\n", 2, "ctl_socket_mode");
+	load_bad("[target]\nctl_socket_mode = 0666\n", 2, "every local user");
+	load_bad("[target]\nctl_socket_mode = 0602\n", 2, "every local user");
 	load_bad("[target]\nctl_socket = /tmp/"
 		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
