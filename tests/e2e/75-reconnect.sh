@@ -15,6 +15,8 @@
 #   4. keep-alive: an idle session (keepalive 500 ms) stays up while the
 #      target answers, and fails within 3 x 500 ms (+ slack) after the
 #      target is SIGSTOPped.
+#   5. rblk nbd (2 queues) with fio's nbd engine writing: the target is
+#      restarted; fio sees no error and a verify pass reads it all back.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires fio truncate
@@ -174,4 +176,32 @@ grep -q "no answer to KEEPALIVE within 500 ms" "$TEST_DIR/ka.err" ||
 	{ cat "$TEST_DIR/ka.err"; fail "the loss was not put down to keep-alive"; }
 [ "$el" -le 2500 ] || fail "a hung target was noticed after $el ms (keepalive 500 ms: at most 1500 + slack)"
 echo "case 4: SIGSTOPped target noticed after ${el} ms (keepalive 500 ms)"
+
+# ---- 5. rblk nbd: fio's nbd engine writes while the target restarts --------
+kill -KILL "$tpid"
+wait "$tpid" 2>/dev/null || true
+restart_target "$img"
+start_nbd "$url" "$TEST_DIR/nbd.sock" --queues 2 --reconnect-delay 0.2
+nlayout=(--ioengine=nbd "--uri=$NBD_URI" --rw=randwrite --bsrange=4k-64k
+	--verify=crc32c --iodepth=8 --size=8M --offset=32M --randseed=7676
+	--verify_state_save=0)
+fio --name=nbd "${nlayout[@]}" --do_verify=0 --rate=2m \
+	--output="$TEST_DIR/n.out" 2>"$TEST_DIR/n.err" &
+fio_pid=$!
+cleanup_fn quiet_kill "$fio_pid"
+sleep 1.5
+kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/n.out"; fail "fio (nbd) ended before the kill"; }
+kill -KILL "$tpid"
+wait "$tpid" 2>/dev/null || true
+sleep 0.3
+restart_target "$img"
+rc=0
+wait_pid 60 "$fio_pid" || rc=$?
+[ $rc -eq 0 ] && grep -q "err= 0" "$TEST_DIR/n.out" ||
+	{ cat "$TEST_DIR/n.out" "$TEST_DIR/n.err" "$RBLK_NBD_LOG"; fail "fio through rblk nbd across a restart failed"; }
+grep -q "reconnected to" "$RBLK_NBD_LOG" || { cat "$RBLK_NBD_LOG"; fail "rblk nbd did not reconnect"; }
+tmo 60 fio --name=nbd "${nlayout[@]}" --verify_only --output="$TEST_DIR/nv.out" ||
+	{ cat "$TEST_DIR/nv.out"; fail "verify through rblk nbd"; }
+grep -q "err= 0" "$TEST_DIR/nv.out" || { cat "$TEST_DIR/nv.out"; fail "verify through rblk nbd reported errors"; }
+echo "case 5: 8 MiB through rblk nbd across a target restart verified"
 echo "PASS: $TEST_NAME"
