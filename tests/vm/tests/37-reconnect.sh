@@ -94,6 +94,17 @@ timeout 300 fio --filename="$img" --ioengine=psync --bsrange=4k-64k \
 	{ cat "$WORK/fio-file.log"; fail "verify of $img failed"; }
 grep -q "err= 0" "$WORK/fio-file.log" || { cat "$WORK/fio-file.log"; fail "$img does not hold every acknowledged write"; }
 echo "24 MiB verified on $DEV and in $img"
-echo "target connections after the test:"
-grep -cE "logged in" "$WORK/target.log" | sed 's/^/  logins: /'
+
+# nothing of an old connection lingers on the (last) target: every
+# connection it accepted - before and after the link outage - is gone now
+# that the device is unmapped
+for ((i = 0; i < 100; i++)); do
+	last=$(awk '/listening on rdma/ { n = NR } END { print n }' "$WORK/target.log")
+	acc=$(tail -n +"$last" "$WORK/target.log" | grep -c ": accepted " || true)
+	gone=$(tail -n +"$last" "$WORK/target.log" | grep -cE "\): disconnected|; disconnecting" || true)
+	[ "$acc" -eq "$gone" ] && break
+	sleep 0.1
+done
+echo "last target: $acc connections accepted, $gone closed"
+[ "$acc" -eq "$gone" ] || { tail -n +"$last" "$WORK/target.log"; fail "connections linger on the target"; }
 echo "ublk reconnect: OK"
