@@ -1,12 +1,21 @@
 #!/bin/bash
-# ublk over rxe survives a target restart and a link outage: fio writes
+# ublk over rxe survives target restarts and a hung target: fio writes
 # 24 MiB at random (4k..64k, crc32c-headed blocks, QD16 on each of the two
 # hardware queues, rate-limited so it lasts) to /dev/ublkbN while
 #   1. rblk-target is kill -9'd and restarted on the same port (twice);
-#   2. the dummy netdev under rxe0 goes down for 3 s and comes back.
+#   2. rblk-target is SIGSTOPped for 25 s: keep-alive (5 s) declares the
+#      connections dead, the queues reconnect once it runs again, and the
+#      commands the old connections had delivered may still run there.
 # The device stays (I/O waits), fio sees no error, and a verify-only pass
 # through the device and one on the exported file itself find every block:
 # no acknowledged write lost. Reconnect times come from the daemon's log.
+#
+# Not here: taking d0 (the dummy netdev under rxe0) down and up. On the
+# guest's 6.12 rdma_rxe that leaves rxe unable to set up any connection
+# afterwards (even a fresh target on a new port: connect times out at
+# ESTABLISHED), which broke every later guest test; a link flap on real
+# hardware is the same event for librblk as case 2 (a connection that
+# fails while the target lives).
 # vm-timeout: 500
 # shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
 source tests/vm/ublk-lib.sh
@@ -58,12 +67,13 @@ for round in 1 2; do
 done
 
 sleep 3
-kill -0 "$fpid" 2>/dev/null || { cat "$WORK/fio-write.log"; fail "fio ended before the link outage"; }
-echo "[$(t_since "$t0") s] d0 down for 3 s"
-ip link set d0 down
-sleep 3
-ip link set d0 up
-echo "[$(t_since "$t0") s] d0 up; rxe0: $(rdma link show rxe0/1 2>/dev/null)"
+kill -0 "$fpid" 2>/dev/null || { cat "$WORK/fio-write.log"; fail "fio ended before the hang"; }
+echo "[$(t_since "$t0") s] SIGSTOP of the target for 25 s"
+kill -STOP "$TARGET_PID"
+at_exit kill -CONT "$TARGET_PID"
+sleep 25
+kill -CONT "$TARGET_PID"
+echo "[$(t_since "$t0") s] SIGCONT"
 
 timeout 300 tail --pid="$fpid" -f /dev/null || fail "fio still running 300 s on"
 rc=0
@@ -77,8 +87,9 @@ grep -E '^ *write:|err=' "$WORK/fio-write.log"
 echo "daemon log, connection events:"
 grep -E "reconnect|KEEPALIVE|connection failed|ctrl-loss" "$dlog" | tail -n 20
 n=$(grep -c "reconnected to" "$dlog" || true)
-# two restarts x two queues at least; the outage may or may not need one
-[ "$n" -ge 4 ] || fail "expected at least 4 queue reconnects, saw $n"
+# two restarts and the hang, two queues each
+[ "$n" -ge 6 ] || fail "expected at least 6 queue reconnects, saw $n"
+grep -q "no answer to KEEPALIVE" "$dlog" || fail "the hang was not found by keep-alive"
 grep -o "after [0-9]* ms ([0-9]* attempts)" "$dlog" | sed 's/^/  reconnect /'
 
 t0=$(t_now)
@@ -96,8 +107,8 @@ grep -q "err= 0" "$WORK/fio-file.log" || { cat "$WORK/fio-file.log"; fail "$img 
 echo "24 MiB verified on $DEV and in $img"
 
 # nothing of an old connection lingers on the (last) target: every
-# connection it accepted - before and after the link outage - is gone now
-# that the device is unmapped
+# connection it accepted - before and after the hang - is gone now that the
+# device is unmapped
 for ((i = 0; i < 100; i++)); do
 	last=$(awk '/listening on rdma/ { n = NR } END { print n }' "$WORK/target.log")
 	acc=$(tail -n +"$last" "$WORK/target.log" | grep -c ": accepted " || true)
