@@ -659,8 +659,13 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 		io->next_off = io->end;
 	if (io->buf)
 		io->buf += rq->len;
+	/*
+	 * 0 even if posting lost the connection: the part is accounted for
+	 * (kept for reissue), so the caller must still take a finished io
+	 * off the pending list, or it would be issued again from its end.
+	 */
 	post_cmd(q, rq);
-	return q->dead ? -ENOTCONN : 0;
+	return 0;
 }
 
 /* Issue parts of pending ios, in order, while tags and credits last. */
@@ -672,7 +677,7 @@ static void pump_pending(struct rblk_queue *q)
 	while ((io = q->pend_head) && !q->dead) {
 		ret = issue_part(q, io);
 		if (ret)
-			return; /* -EAGAIN: wait for completions; or dead */
+			return; /* -EAGAIN: wait for completions */
 		if (io->next_off >= io->end) {
 			q->pend_head = io->next;
 			if (!q->pend_head)
