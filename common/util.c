@@ -120,3 +120,25 @@ void random_bytes(void *buf, size_t len)
 		len -= (size_t)n;
 	}
 }
+
+int parse_seconds_ms(const char *s, bool allow_forever, int *out_ms)
+{
+	char *end;
+	double v;
+
+	if (allow_forever && s && !strcmp(s, "-1")) {
+		*out_ms = -1;
+		return 0;
+	}
+	/* strtod would accept blanks, signs, hex, inf and nan */
+	if (!s || !isdigit((unsigned char)*s) || strpbrk(s, "xXeEnN"))
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || end == s)
+		return -EINVAL;
+	if (v > 86400.0 * 24)
+		return -ERANGE;
+	*out_ms = (int)(v * 1000.0 + 0.5);
+	return 0;
+}

@@ -5,6 +5,7 @@
 #ifndef RBLK_COMMON_UTIL_H
 #define RBLK_COMMON_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,12 @@ int parse_uint(const char *s, unsigned long min, unsigned long max,
 /* Write/read exactly len bytes on a blocking fd; 0 or -errno (-EPIPE on EOF). */
 int write_full(int fd, const void *buf, size_t len);
 int read_full(int fd, void *buf, size_t len);
+
+/*
+ * Parse a duration in seconds ("3", "0.25"; "-1" for "forever" when
+ * allow_forever) into milliseconds (-1 for forever). 0 or -EINVAL/-ERANGE.
+ */
+int parse_seconds_ms(const char *s, bool allow_forever, int *out_ms);
 
 /* Fill buf with cryptographically strong random bytes (getrandom). */
 void random_bytes(void *buf, size_t len);

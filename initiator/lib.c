@@ -30,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "../common/auth.h"
@@ -44,6 +46,8 @@
 #define POLL_BATCH 32
 /* TRIM / WRITE_ZEROES carry a 32-bit length: split them at 1 GiB */
 #define NODATA_SPLIT (1u << 30)
+/* reconnect: the delay between attempts doubles up to this (or the delay) */
+#define RECONNECT_DELAY_CAP_MS 10000u
 
 _Static_assert(RBLK_CMD_SIZE <= CMD_BUF_SIZE, "command fits its buffer");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
@@ -118,6 +122,8 @@ enum ireq_state {
 	IREQ_NEED_READ, /* response OK; RDMA READ waits for send credits */
 	IREQ_READ, /* RDMA READ posted */
 	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
+	IREQ_REISSUE, /* connection lost before completion: resend it */
+	IREQ_KA, /* KEEPALIVE posted (no io) */
 };
 
 struct ireq {
@@ -125,9 +131,13 @@ struct ireq {
 	uint16_t tag;
 	struct io *io;
 	uint8_t op;
+	uint8_t cmd_flags; /* RBLK_CMD_F_FUA */
 	uint32_t len;
+	uint64_t offset;
 	char *buf; /* user buffer for this part */
 	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
+	bool direct; /* by direct access to the volume (post_direct()) */
+	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
 	struct ireq *next; /* free list or credit wait list */
 };
 
@@ -188,6 +198,26 @@ struct rblk_queue {
 
 	struct user_mr *umrs; /* sorted by addr */
 	unsigned int nr_umrs, cap_umrs;
+
+	/*
+	 * Reconnect and keep-alive. dead: no usable connection (xc is NULL
+	 * while reconnecting); failed: given up for good, every I/O fails
+	 * with -ENOTCONN. efd is what rblk_queue_fd() returns: an epoll set
+	 * holding the connection's fd and timer_fd, so a caller's event loop
+	 * wakes for completions and for timer duties alike (timer_at, ms on
+	 * the monotonic clock; 0: none).
+	 */
+	bool failed;
+	bool connected_once;
+	int efd;
+	int timer_fd;
+	uint64_t timer_at;
+	uint64_t lost_at; /* when the connection was lost */
+	unsigned int retry_delay_ms; /* next wait between attempts */
+	unsigned int attempts;
+	bool rx_seen; /* a message arrived since the last keep-alive tick */
+	unsigned int stalled_ticks; /* silent ticks with no tag for a KA */
+	struct ireq *ka; /* KEEPALIVE awaiting its answer */
 };
 
 struct rblk {
@@ -201,6 +231,7 @@ struct rblk {
 	size_t secret_len; /* 0: none */
 	bool mutual; /* RBLK_OPEN_MUTUAL_AUTH */
 	unsigned int poll_spin_us; /* rblk_opts.poll_spin_us */
+	struct rblk_opts opts; /* as opened; reconnects log in with these */
 };
 
 /* Work request ids: kind in the top byte, tag and credit count below. */
@@ -270,6 +301,9 @@ void rblk_opts_init(struct rblk_opts *o)
 	o->queue_depth = RBLK_DEFAULT_QD;
 	o->max_io = RBLK_DEFAULT_MAX_IO;
 	o->timeout_ms = 10000;
+	o->reconnect_delay_ms = 1000;
+	o->ctrl_loss_timeout_s = 60;
+	o->keepalive_ms = 5000;
 }
 
 /* ---- user buffer registrations ------------------------------------------------ */
@@ -318,7 +352,7 @@ int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
 
 	if (!addr || !len)
 		return set_error(-EINVAL, "register: empty buffer");
-	if (q->dead)
+	if (q->failed)
 		return set_error(-ENOTCONN, "register: queue %u is disconnected",
 				 q->index);
 	for (i = 0; i < q->nr_umrs; i++) {
@@ -338,7 +372,8 @@ int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
 		q->umrs = n;
 		q->cap_umrs = cap;
 	}
-	ret = xp_reg_mr(q->xc, addr, len, mr_access(q), &mr);
+	mr = NULL; /* reconnecting: registered when the connection is back */
+	ret = q->xc ? xp_reg_mr(q->xc, addr, len, mr_access(q), &mr) : 0;
 	if (ret)
 		return set_error(ret, "register: memory registration failed: %s",
 				 strerror(-ret));
@@ -354,11 +389,15 @@ int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
 	for (unsigned int i = 0; i < q->nr_umrs; i++) {
 		if (q->umrs[i].addr != addr)
 			continue;
-		for (unsigned int t = 0; t < q->qd; t++)
-			if (q->reqs[t].state != IREQ_FREE &&
-			    q->reqs[t].mr == q->umrs[i].mr)
+		for (unsigned int t = 0; t < q->qd; t++) {
+			const struct ireq *rq = &q->reqs[t];
+
+			if (rq->state != IREQ_FREE && rq->io && rq->buf &&
+			    rq->buf >= q->umrs[i].addr &&
+			    rq->buf < q->umrs[i].addr + q->umrs[i].len)
 				return set_error(-EBUSY,
 						 "unregister: buffer has I/O in flight");
+		}
 		xp_dereg_mr(q->umrs[i].mr);
 		memmove(&q->umrs[i], &q->umrs[i + 1],
 			(q->nr_umrs - i - 1) * sizeof(*q->umrs));
@@ -402,17 +441,71 @@ static void part_done(struct rblk_queue *q, struct ireq *rq, int res)
 		io_complete(q, io);
 }
 
-/* The connection is gone: fail everything in flight and pending. */
+static void timer_set(struct rblk_queue *q, uint64_t at_ms)
+{
+	struct itimerspec its = { 0 };
+
+	q->timer_at = at_ms;
+	if (at_ms) {
+		/* absolute, on the clock now_ms() reads: fires when due */
+		its.it_value.tv_sec = (time_t)(at_ms / 1000);
+		its.it_value.tv_nsec = (long)(at_ms % 1000) * 1000000L;
+		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+			its.it_value.tv_nsec = 1;
+	}
+	if (timerfd_settime(q->timer_fd, TFD_TIMER_ABSTIME, &its, NULL))
+		log_warn("queue %u: timerfd_settime: %s", q->index,
+			 strerror(errno));
+}
+
+static void ka_free(struct rblk_queue *q)
+{
+	struct ireq *rq = q->ka;
+
+	if (!rq)
+		return;
+	q->ka = NULL;
+	rq->state = IREQ_FREE;
+	rq->next = q->free_tags;
+	q->free_tags = rq;
+}
+
+/* Forget the transport connection: its fd, MRs and message buffers. */
+static void queue_drop_conn(struct rblk_queue *q)
+{
+	if (q->xc) {
+		if (q->efd >= 0)
+			epoll_ctl(q->efd, EPOLL_CTL_DEL, xp_fd(q->xc), NULL);
+		xp_destroy(q->xc); /* deregisters every MR */
+	}
+	q->xc = NULL;
+	q->msg_mr = NULL;
+	q->bounce_mr = NULL;
+	for (unsigned int i = 0; i < q->nr_umrs; i++)
+		q->umrs[i].mr = NULL;
+	free(q->msg_mem);
+	q->msg_mem = NULL;
+	free(q->batch);
+	q->batch = NULL;
+	q->nr_batch = 0;
+}
+
+/* Give up for good: fail everything in flight and pending. */
 static void queue_fail(struct rblk_queue *q, const char *why)
 {
 	struct io *io;
 
-	if (q->dead)
+	if (q->failed)
 		return;
-	q->dead = true;
+	q->failed = q->dead = true;
 	q->nr_batch = 0;
-	log_warn("queue %u (%s): %s", q->index, xp_peer_name(q->xc), why);
-	xp_disconnect(q->xc);
+	log_warn("queue %u (%s://%s:%u): %s", q->index, q->r->url.scheme,
+		 q->r->url.host, q->r->url.port, why);
+	if (q->xc)
+		xp_disconnect(q->xc);
+	if (q->timer_fd >= 0)
+		timer_set(q, 0);
+	ka_free(q);
 	for (unsigned int t = 0; t < q->qd; t++)
 		if (q->reqs[t].state != IREQ_FREE)
 			part_done(q, &q->reqs[t], -ENOTCONN);
@@ -426,6 +519,46 @@ static void queue_fail(struct rblk_queue *q, const char *why)
 			io_complete(q, io);
 	}
 	q->pend_tail = NULL;
+}
+
+/*
+ * The connection failed (transport error, protocol error, keep-alive
+ * timeout). Unless reconnecting is off (ctrl_loss_timeout_s 0), drop it,
+ * keep every part that has not completed for reissue on the next
+ * connection (a part is complete only once its response - and for pull
+ * reads its RDMA READ - is in: an unacknowledged write is sent again, an
+ * acknowledged one is on the target already) and schedule an attempt now.
+ */
+static void queue_lost(struct rblk_queue *q, const char *why)
+{
+	const struct rblk_opts *o = &q->r->opts;
+
+	if (q->dead)
+		return;
+	if (!o->ctrl_loss_timeout_s) {
+		queue_fail(q, why);
+		return;
+	}
+	log_warn("queue %u (%s): %s; reconnecting", q->index,
+		 xp_peer_name(q->xc), why);
+	q->dead = true;
+	queue_drop_conn(q);
+	ka_free(q);
+	for (unsigned int t = 0; t < q->qd; t++) {
+		struct ireq *rq = &q->reqs[t];
+
+		if (rq->state != IREQ_FREE) {
+			rq->state = IREQ_REISSUE;
+			rq->mr = NULL;
+		}
+	}
+	q->wait_head = q->wait_tail = NULL;
+	q->lost_at = now_ms();
+	q->attempts = 0;
+	q->retry_delay_ms = o->reconnect_delay_ms > 0 ?
+				    (unsigned int)o->reconnect_delay_ms :
+				    0;
+	timer_set(q, q->lost_at);
 }
 
 /* ---- posting --------------------------------------------------------------- */
@@ -445,7 +578,7 @@ static int batch_flush(struct rblk_queue *q)
 	q->nr_batch = 0;
 	ret = xp_post_send(q->xc, q->batch, &bad);
 	if (ret)
-		queue_fail(q, "posting work requests failed");
+		queue_lost(q, "posting work requests failed");
 	return ret;
 }
 
@@ -504,46 +637,31 @@ static bool direct_io(const struct rblk_queue *q, const struct io *io)
 }
 
 /*
- * Issue the next part of io as one RDMA READ/WRITE against the volume,
- * tracked by a free tag (its bounce slot stands in for an unregistered
- * user buffer). The part completes with the work completion. The last
- * part of a FUA write is instead followed, in the same chained post, by
- * a FLUSH command on its tag: RC ordering places this data (and every
- * earlier part's, posted before on this connection) before the target
- * sees the FLUSH, and the part completes with the FLUSH's response.
- * -EAGAIN: no tag or credits.
+ * Post part rq (fields filled in, rq->direct set) as one RDMA READ/WRITE
+ * against the volume. With rq->direct_fua (the last part of a FUA write)
+ * a FLUSH command on its tag follows in the same chained post: RC ordering
+ * places this data (and every earlier part's, posted before on this
+ * connection) before the target sees the FLUSH, and the part completes
+ * with the FLUSH's response; otherwise with the work completion. The
+ * caller checked for two send credits. Also the reissue after a reconnect,
+ * against the new connection's volume registration.
  */
-static int issue_direct_part(struct rblk_queue *q, struct io *io)
+static void post_direct(struct rblk_queue *q, struct ireq *rq)
 {
-	struct ireq *rq = q->free_tags;
+	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
 	struct xp_send_wr *wr;
-	char *slot_local;
-	uint32_t len;
-	bool fua;
 
-	if (!rq || q->sq_free < 2)
-		return -EAGAIN;
-	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
-	fua = io->op == RBLK_OP_WRITE && (io->flags & RBLK_IO_FUA) &&
-	      io->next_off + len >= io->end;
-	rq->io = io;
-	rq->op = io->op;
-	rq->len = len;
-	rq->buf = io->buf;
-	rq->mr = umr_find(q, rq->buf, len);
-	slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-	if (io->op == RBLK_OP_WRITE && !rq->mr)
-		memcpy(slot_local, rq->buf, len);
-
+	if (rq->op == RBLK_OP_WRITE && !rq->mr)
+		memcpy(slot_local, rq->buf, rq->len);
 	wr = batch_add(q);
-	wr->opcode = io->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
+	wr->opcode = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
 					      XP_WR_RDMA_WRITE;
 	wr->sge.addr = rq->mr ? rq->buf : slot_local;
-	wr->sge.length = len;
+	wr->sge.length = rq->len;
 	wr->sge.mr = rq->mr ? rq->mr : q->bounce_mr;
-	wr->remote_addr = q->vol_addr + io->next_off;
+	wr->remote_addr = q->vol_addr + rq->offset;
 	wr->rkey = q->vol_rkey;
-	if (fua) {
+	if (rq->direct_fua) {
 		struct rblk_cmd cmd = { .tag = rq->tag,
 					.opcode = RBLK_OP_FLUSH };
 
@@ -562,47 +680,57 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 		q->sq_free -= 1;
 		rq->state = IREQ_DIRECT;
 	}
+	batch_done_adding(q);
+}
+
+/*
+ * Issue the next part of io by direct access, tracked by a free tag (its
+ * bounce slot stands in for an unregistered user buffer). -EAGAIN: no tag
+ * or credits. 0 even if posting lost the connection (see issue_part()).
+ */
+static int issue_direct_part(struct rblk_queue *q, struct io *io)
+{
+	struct ireq *rq = q->free_tags;
+	uint32_t len;
+
+	if (!rq || q->sq_free < 2)
+		return -EAGAIN;
+	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
+	rq->io = io;
+	rq->op = io->op;
+	rq->offset = io->next_off;
+	rq->len = len;
+	rq->cmd_flags = 0;
+	rq->direct = true;
+	rq->direct_fua = io->op == RBLK_OP_WRITE && (io->flags & RBLK_IO_FUA) &&
+			 io->next_off + len >= io->end;
+	rq->buf = io->buf;
+	rq->mr = umr_find(q, rq->buf, len);
 	q->free_tags = rq->next;
 	io->parts_inflight++;
 	io->next_off += len;
 	io->buf += len;
-	batch_done_adding(q);
-	return q->dead ? -ENOTCONN : 0;
+	post_direct(q, rq);
+	return 0;
 }
 
-/* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
-static int issue_part(struct rblk_queue *q, struct io *io)
+/*
+ * Post the command of part rq (its fields filled in): the RDMA WRITE of its
+ * data first for writes. The caller checked for two send credits.
+ */
+static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_cmd cmd = { 0 };
-	struct ireq *rq = q->free_tags;
 	struct xp_send_wr *wr;
-	uint32_t split, credits = 1;
-	char *slot_local;
+	uint32_t credits = 1;
+	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
 
-	if (direct_io(q, io))
-		return issue_direct_part(q, io);
-	if (!rq || q->sq_free < 2)
-		return -EAGAIN;
-	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
-			q->max_io :
-			NODATA_SPLIT;
 	cmd.tag = rq->tag;
-	cmd.opcode = io->op;
-	cmd.offset = io->next_off;
-	cmd.length = (uint32_t)MIN(io->end - io->next_off, (uint64_t)split);
-	if (io->op == RBLK_OP_FLUSH)
-		cmd.offset = cmd.length = 0;
-	if (io->flags & RBLK_IO_FUA)
-		cmd.flags |= RBLK_CMD_F_FUA;
-
-	rq->io = io;
-	rq->op = io->op;
-	rq->len = cmd.length;
-	rq->buf = io->buf; /* advanced past earlier parts */
-	rq->mr = io->buf ? umr_find(q, rq->buf, rq->len) : NULL;
-	slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-
-	if (io->op == RBLK_OP_WRITE) {
+	cmd.opcode = rq->op;
+	cmd.offset = rq->offset;
+	cmd.length = rq->len;
+	cmd.flags = rq->cmd_flags;
+	if (rq->op == RBLK_OP_WRITE) {
 		/* RC ordering places this data before the command below */
 		if (!rq->mr)
 			memcpy(slot_local, rq->buf, rq->len);
@@ -614,7 +742,7 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 		wr->remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
 		wr->rkey = q->slot_rkey;
 		credits = 2;
-	} else if (io->op == RBLK_OP_READ && push_reads(q)) {
+	} else if (rq->op == RBLK_OP_READ && push_reads(q)) {
 		cmd.flags |= RBLK_CMD_F_PUSH;
 		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
 		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
@@ -627,16 +755,46 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 	wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
 	wr->sge.mr = q->msg_mr;
 	q->sq_free -= credits;
-	q->free_tags = rq->next;
 	rq->state = IREQ_CMD;
+	batch_done_adding(q);
+}
+
+/* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
+static int issue_part(struct rblk_queue *q, struct io *io)
+{
+	struct ireq *rq = q->free_tags;
+	uint32_t split, len;
+
+	if (direct_io(q, io))
+		return issue_direct_part(q, io);
+	if (!rq || q->sq_free < 2)
+		return -EAGAIN;
+	rq->direct = rq->direct_fua = false;
+	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
+			q->max_io :
+			NODATA_SPLIT;
+	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)split);
+	rq->io = io;
+	rq->op = io->op;
+	rq->offset = io->op == RBLK_OP_FLUSH ? 0 : io->next_off;
+	rq->len = io->op == RBLK_OP_FLUSH ? 0 : len;
+	rq->cmd_flags = (io->flags & RBLK_IO_FUA) ? RBLK_CMD_F_FUA : 0;
+	rq->buf = io->buf; /* advanced past earlier parts */
+	rq->mr = io->buf ? umr_find(q, rq->buf, rq->len) : NULL;
+	q->free_tags = rq->next;
 	io->parts_inflight++;
-	io->next_off += cmd.length;
+	io->next_off += rq->len;
 	if (io->op == RBLK_OP_FLUSH)
 		io->next_off = io->end;
 	if (io->buf)
-		io->buf += cmd.length;
-	batch_done_adding(q);
-	return q->dead ? -ENOTCONN : 0;
+		io->buf += rq->len;
+	/*
+	 * 0 even if posting lost the connection: the part is accounted for
+	 * (kept for reissue), so the caller must still take a finished io
+	 * off the pending list, or it would be issued again from its end.
+	 */
+	post_cmd(q, rq);
+	return 0;
 }
 
 /* Issue parts of pending ios, in order, while tags and credits last. */
@@ -648,7 +806,7 @@ static void pump_pending(struct rblk_queue *q)
 	while ((io = q->pend_head) && !q->dead) {
 		ret = issue_part(q, io);
 		if (ret)
-			return; /* -EAGAIN: wait for completions; or dead */
+			return; /* -EAGAIN: wait for completions */
 		if (io->next_off >= io->end) {
 			q->pend_head = io->next;
 			if (!q->pend_head)
@@ -682,12 +840,16 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 
 	st = rblk_resp_decode(buf, len, q->qd, &resp);
 	if (st) {
-		queue_fail(q, "malformed response from the target");
+		queue_lost(q, "malformed response from the target");
 		return;
 	}
 	rq = &q->reqs[resp.tag];
+	if (rq == q->ka) {
+		ka_free(q);
+		return;
+	}
 	if (rq->state != IREQ_CMD) {
-		queue_fail(q, "response for a tag with no command");
+		queue_lost(q, "response for a tag with no command");
 		return;
 	}
 	if (resp.status != RBLK_S_OK) {
@@ -717,21 +879,22 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 {
 	uint32_t tag = wrid_tag(wc->wr_id);
 
+	if (q->dead) /* the rest of a batch reaped from a lost connection */
+		return;
 	if (wc->status != XP_WC_SUCCESS) {
 		char why[128];
 
 		snprintf(why, sizeof(why), "connection failed (%s)",
 			 xp_wc_status_str(wc->status));
-		queue_fail(q, why);
+		queue_lost(q, why);
 		return;
 	}
 	switch (wrid_kind(wc->wr_id)) {
 	case WRID_RECV:
-		if (q->dead)
-			return;
+		q->rx_seen = true;
 		handle_response(q, recv_buf(q, tag), wc->byte_len);
 		if (!q->dead && post_recv_buf(q, tag))
-			queue_fail(q, "reposting a receive failed");
+			queue_lost(q, "reposting a receive failed");
 		break;
 	case WRID_CMD:
 	case WRID_HELLO:
@@ -760,13 +923,13 @@ static int progress(struct rblk_queue *q)
 	do {
 		n = xp_poll(q->xc, wc, POLL_BATCH);
 		if (n < 0) {
-			queue_fail(q, "transport poll failed");
+			queue_lost(q, "transport poll failed");
 			break;
 		}
 		for (int i = 0; i < n; i++)
 			handle_wc(q, &wc[i]);
 		total += n;
-	} while (n == POLL_BATCH);
+	} while (n == POLL_BATCH && !q->dead);
 	if (total && !q->dead) {
 		retry_reads(q);
 		pump_pending(q);
@@ -775,6 +938,150 @@ static int progress(struct rblk_queue *q)
 	if (!q->plugged && !q->dead)
 		batch_flush(q);
 	return n < 0 ? n : total;
+}
+
+/* ---- keep-alive and reconnect (timer duties) ----------------------------------- */
+
+static int queue_connect(struct rblk *r, struct rblk_queue *q,
+			 const struct rblk_opts *o);
+static int queue_attach(struct rblk_queue *q);
+
+/*
+ * Every keepalive_ms while live: a queue that heard nothing since the last
+ * tick sends a KEEPALIVE; one whose KEEPALIVE is still unanswered at the
+ * next tick is dead. So a silent target is noticed within 3 * keepalive_ms.
+ * With every tag busy no KEEPALIVE can go out; two silent ticks in a row
+ * then count as dead (the target answers KEEPALIVE even while its disks
+ * are busy, but not without a tag).
+ */
+static void keepalive_tick(struct rblk_queue *q, uint64_t now)
+{
+	int ka_ms = q->r->opts.keepalive_ms;
+	struct ireq *rq;
+	char why[128];
+
+	if (q->rx_seen) {
+		q->rx_seen = false;
+		q->stalled_ticks = 0;
+	} else if (q->ka) {
+		snprintf(why, sizeof(why),
+			 "no answer to KEEPALIVE within %d ms", ka_ms);
+		queue_lost(q, why);
+		return;
+	} else if ((rq = q->free_tags) && q->sq_free >= 1) {
+		struct rblk_cmd cmd = { 0 };
+		struct xp_send_wr *wr;
+
+		q->free_tags = rq->next;
+		rq->state = IREQ_KA;
+		rq->io = NULL;
+		q->ka = rq;
+		cmd.tag = rq->tag;
+		cmd.opcode = RBLK_OP_KEEPALIVE;
+		wr = batch_add(q);
+		wr->wr_id = wrid_make(WRID_CMD, rq->tag, 1);
+		wr->opcode = XP_WR_SEND;
+		wr->flags = XP_SEND_SIGNALED;
+		wr->sge.addr = cmd_buf(q, rq->tag);
+		wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
+		wr->sge.mr = q->msg_mr;
+		q->sq_free--;
+		batch_flush(q); /* now, even if plugged: it is a probe */
+		if (q->dead)
+			return;
+	} else if (++q->stalled_ticks >= 2) {
+		snprintf(why, sizeof(why),
+			 "every tag busy and nothing heard for %d ms",
+			 2 * ka_ms);
+		queue_lost(q, why);
+		return;
+	}
+	timer_set(q, now + (uint64_t)ka_ms);
+}
+
+/* Errors a new attempt cannot cure: stop reconnecting. */
+/*
+ * Answers after which trying again cannot help: the target is up and says
+ * no. -ENOENT is NO_EXPORT: the export was removed (rblk-target ctl
+ * remove-export --force closes its sessions this way) or the target came
+ * back without it; -EACCES/-ENOKEY: authentication or the allow list.
+ */
+static bool reconnect_fatal(int err)
+{
+	return err == -EPROTO || err == -EPROTONOSUPPORT || err == -EACCES ||
+	       err == -EPERM || err == -EROFS || err == -ENOMEM ||
+	       err == -ENOENT || err == -ENOKEY;
+}
+
+static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
+{
+	struct rblk *r = q->r;
+	struct rblk_opts o = r->opts;
+	uint64_t give_up = 0, next;
+	char why[600];
+	int ret;
+
+	if (o.ctrl_loss_timeout_s > 0) {
+		give_up = q->lost_at + (uint64_t)o.ctrl_loss_timeout_s * 1000u;
+		if (now >= give_up) {
+			snprintf(why, sizeof(why),
+				 "no connection for %d s (ctrl-loss-timeout) after %u attempts; failing I/O",
+				 o.ctrl_loss_timeout_s, q->attempts);
+			queue_fail(q, why);
+			return;
+		}
+		/* an attempt may not outlast the loss timeout by much */
+		if ((uint64_t)o.timeout_ms > give_up - now)
+			o.timeout_ms = (int)MAX(give_up - now, 100u);
+	}
+	q->attempts++;
+	ret = queue_connect(r, q, &o);
+	if (!ret)
+		ret = queue_attach(q);
+	if (!ret) {
+		log_warn("queue %u: reconnected to %s://%s:%u/%s after %llu ms (%u attempts)",
+			 q->index, r->url.scheme, r->url.host, r->url.port,
+			 r->url.export_name,
+			 (unsigned long long)(now_ms() - q->lost_at),
+			 q->attempts);
+		return;
+	}
+	snprintf(why, sizeof(why), "%s", rblk_last_error());
+	queue_drop_conn(q);
+	if (reconnect_fatal(ret)) {
+		queue_fail(q, why);
+		return;
+	}
+	log_debug("queue %u: reconnect attempt %u: %s", q->index, q->attempts,
+		  why);
+	next = now_ms() + q->retry_delay_ms;
+	q->retry_delay_ms = MIN(MAX(q->retry_delay_ms * 2u, 1u),
+				MAX(RECONNECT_DELAY_CAP_MS,
+				    (unsigned int)MAX(o.reconnect_delay_ms, 0)));
+	timer_set(q, give_up && give_up < next ? give_up : next);
+}
+
+/* Timer duties that are due: a keep-alive tick, or a reconnect attempt. */
+static void queue_tick(struct rblk_queue *q)
+{
+	uint64_t now = now_ms(), buf;
+
+	if (!q->timer_at || now < q->timer_at)
+		return;
+	while (read(q->timer_fd, &buf, sizeof(buf)) > 0) /* clear the fd */
+		;
+	q->timer_at = 0;
+	if (q->failed)
+		return;
+	if (q->dead)
+		reconnect_attempt(q, now);
+	else
+		keepalive_tick(q, now);
+}
+
+static inline bool timer_due(const struct rblk_queue *q)
+{
+	return q->timer_at && now_ms() >= q->timer_at;
 }
 
 /* ---- public I/O API ------------------------------------------------------------- */
@@ -786,7 +1093,8 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	const struct rblk_info *info = &q->r->info;
 	struct io *io;
 
-	if (q->dead)
+	/* while reconnecting, I/O queues up (at most queue_depth of it) */
+	if (q->failed)
 		return set_error(-ENOTCONN, "queue %u is disconnected",
 				 q->index);
 	if (op < RBLK_IO_READ || op > RBLK_IO_WRITE_ZEROES)
@@ -845,9 +1153,11 @@ int rblk_queue_unplug(struct rblk_queue *q)
 {
 	if (q->plugged && --q->plugged)
 		return 0;
-	if (q->dead)
+	if (q->failed)
 		return set_error(-ENOTCONN, "queue %u is disconnected",
 				 q->index);
+	if (q->dead)
+		return 0; /* held until the connection is back */
 	if (batch_flush(q))
 		return set_error(-ENOTCONN, "queue %u: posting failed",
 				 q->index);
@@ -869,16 +1179,16 @@ static int take_done(struct rblk_queue *q, struct rblk_completion *c, int max)
 
 int rblk_queue_arm(struct rblk_queue *q)
 {
-	if (q->done_count)
+	if (q->done_count || q->failed || timer_due(q))
 		return 1;
 	if (q->dead)
-		return 1;
+		return 0; /* the timer wakes the fd for the next attempt */
 	return xp_arm(q->xc) > 0 || progress(q) > 0 || q->done_count;
 }
 
 int rblk_queue_fd(struct rblk_queue *q)
 {
-	return xp_fd(q->xc);
+	return q->efd;
 }
 
 unsigned int rblk_queue_inflight(const struct rblk_queue *q)
@@ -916,11 +1226,13 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 		struct pollfd pfd;
 		int wait;
 
+		if (timer_due(q))
+			queue_tick(q);
 		if (!q->dead)
 			progress(q);
 		if (q->done_count)
 			return take_done(q, c, max);
-		if (q->dead)
+		if (q->failed)
 			return set_error(-ENOTCONN, "queue %u is disconnected",
 					 q->index);
 		if (timeout_ms == 0)
@@ -940,7 +1252,7 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 				return 0;
 			wait = (int)(deadline - now);
 		}
-		pfd.fd = xp_fd(q->xc);
+		pfd.fd = q->efd;
 		pfd.events = POLLIN;
 		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
 			return set_error(-errno, "poll: %s", strerror(errno));
@@ -1165,15 +1477,16 @@ static bool login_auth_error(struct rblk *r, int status)
 
 static void queue_destroy(struct rblk_queue *q)
 {
-	xp_destroy(q->xc); /* deregisters every MR */
-	q->xc = NULL;
+	queue_drop_conn(q);
+	if (q->efd >= 0)
+		close(q->efd);
+	if (q->timer_fd >= 0)
+		close(q->timer_fd);
 	free(q->bounce);
-	free(q->msg_mem);
 	free(q->reqs);
 	free(q->ios);
 	free(q->done);
 	free(q->umrs);
-	free(q->batch);
 }
 
 /*
@@ -1306,6 +1619,20 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	if (login.queue_depth > qd || login.max_io > o->max_io)
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
+	if (q->connected_once &&
+	    (login.size != r->info.size ||
+	     login.block_size != r->info.block_size ||
+	     login.max_io != q->max_io || login.queue_depth != q->qd ||
+	     login.features != q->features))
+		return set_error(-EPROTO,
+				 "%s://%s:%u/%s changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
+				 r->url.scheme, url_host, r->url.port,
+				 r->url.export_name,
+				 (unsigned long long)r->info.size,
+				 r->info.block_size, q->max_io, q->qd,
+				 q->features, (unsigned long long)login.size,
+				 login.block_size, login.max_io,
+				 login.queue_depth, login.features);
 	q->qd = login.queue_depth;
 	q->max_io = login.max_io;
 	q->slot_addr = login.slot_addr;
@@ -1314,7 +1641,7 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	ret = queue_use_direct(r, q, o, &login);
 	if (ret)
 		return ret;
-	if (q->index == 0) {
+	if (q->index == 0 && !q->connected_once) {
 		r->info.size = login.size;
 		r->info.block_size = login.block_size;
 		r->info.max_io = login.max_io;
@@ -1332,16 +1659,72 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 				 "queue %u got a different volume geometry than queue 0",
 				 q->index);
 	}
+	return 0;
+}
 
-	if (posix_memalign(&q->bounce, 4096, (size_t)q->qd * q->max_io)) {
-		q->bounce = NULL;
-		return set_error(-ENOMEM, "out of memory for bounce buffers");
-	}
+/*
+ * After queue_connect() succeeded: register the bounce slots and the user's
+ * buffers on the new connection, let the queue fd see it, resend every part
+ * kept from a lost connection (on its own tag: the granted queue depth is
+ * the same) and start keep-alive.
+ */
+static int queue_attach(struct rblk_queue *q)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ret;
+
 	ret = xp_reg_mr(q->xc, q->bounce, (size_t)q->qd * q->max_io,
 			mr_access(q), &q->bounce_mr);
 	if (ret)
 		return set_error(ret, "registering bounce buffers: %s",
 				 strerror(-ret));
+	for (unsigned int i = 0; i < q->nr_umrs; i++) {
+		struct user_mr *u = &q->umrs[i];
+
+		ret = xp_reg_mr(q->xc, u->addr, u->len, mr_access(q), &u->mr);
+		if (ret)
+			return set_error(ret, "registering a user buffer: %s",
+					 strerror(-ret));
+	}
+	if (epoll_ctl(q->efd, EPOLL_CTL_ADD, xp_fd(q->xc), &ev))
+		return set_error(-errno, "epoll_ctl: %s", strerror(errno));
+	q->dead = false;
+	q->connected_once = true;
+	q->rx_seen = false;
+	q->stalled_ticks = 0;
+	q->plugged++;
+	for (unsigned int t = 0; t < q->qd; t++) {
+		struct ireq *rq = &q->reqs[t];
+
+		if (rq->state != IREQ_REISSUE)
+			continue;
+		rq->mr = rq->buf ? umr_find(q, rq->buf, rq->len) : NULL;
+		if (rq->direct)
+			post_direct(q, rq);
+		else
+			post_cmd(q, rq);
+	}
+	pump_pending(q);
+	q->plugged--;
+	if (!q->plugged)
+		batch_flush(q);
+	if (q->dead) /* lost again at once: the timer is set */
+		return 0;
+	timer_set(q, q->r->opts.keepalive_ms > 0 ?
+			     now_ms() + (uint64_t)q->r->opts.keepalive_ms :
+			     0);
+	return 0;
+}
+
+/* Once per queue, after its first login: tags, I/Os, buffers, fds. */
+static int queue_setup(struct rblk_queue *q)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (posix_memalign(&q->bounce, 4096, (size_t)q->qd * q->max_io)) {
+		q->bounce = NULL;
+		return set_error(-ENOMEM, "out of memory for bounce buffers");
+	}
 	q->reqs = calloc(q->qd, sizeof(*q->reqs));
 	q->ios = calloc(q->qd, sizeof(*q->ios));
 	q->done = calloc(q->qd, sizeof(*q->done));
@@ -1354,7 +1737,16 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 		q->ios[t].next = q->free_ios;
 		q->free_ios = &q->ios[t];
 	}
-	return 0;
+	q->efd = epoll_create1(EPOLL_CLOEXEC);
+	if (q->efd < 0)
+		return set_error(-errno, "epoll_create1: %s", strerror(errno));
+	q->timer_fd = timerfd_create(CLOCK_MONOTONIC,
+				     TFD_NONBLOCK | TFD_CLOEXEC);
+	if (q->timer_fd < 0)
+		return set_error(-errno, "timerfd_create: %s", strerror(errno));
+	if (epoll_ctl(q->efd, EPOLL_CTL_ADD, q->timer_fd, &ev))
+		return set_error(-errno, "epoll_ctl: %s", strerror(errno));
+	return queue_attach(q);
 }
 
 /* Load opts.key_file into r (the secret stays in r until rblk_close). */
@@ -1411,6 +1803,10 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 		o.timeout_ms = 10000;
 	if (o.direct < RBLK_DIRECT_AUTO || o.direct > RBLK_DIRECT_OFF)
 		return set_error(-EINVAL, "direct must be RBLK_DIRECT_AUTO, _ON or _OFF");
+	if (o.reconnect_delay_ms < 0 || o.ctrl_loss_timeout_s < -1 ||
+	    o.keepalive_ms < 0)
+		return set_error(-EINVAL,
+				 "reconnect delay and keep-alive must be >= 0, ctrl-loss timeout >= -1");
 
 	r = calloc(1, sizeof(*r));
 	if (!r)
@@ -1449,11 +1845,17 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 	r->info.host = r->url.host;
 	r->info.port = r->url.port;
 	r->info.queues = o.queues;
+	o.host_name = NULL; /* r->host_name holds it */
+	o.key_file = NULL; /* r->secret holds it */
+	r->opts = o;
 	for (i = 0; i < o.queues; i++) {
 		r->queues[i].r = r;
 		r->queues[i].index = i;
-		ret = queue_connect(r, &r->queues[i], &o);
+		r->queues[i].efd = r->queues[i].timer_fd = -1;
 		r->nr_queues = i + 1;
+		ret = queue_connect(r, &r->queues[i], &o);
+		if (!ret)
+			ret = queue_setup(&r->queues[i]);
 		if (ret)
 			goto out_close;
 	}

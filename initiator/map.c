@@ -726,6 +726,8 @@ static int map_daemon(struct map_ctx *ctx)
 	rblk_opts_init(&ro);
 	ro.queues = ctx->opts.queues;
 	ro.queue_depth = ctx->opts.queue_depth;
+	ro.reconnect_delay_ms = ctx->opts.reconnect_delay_ms;
+	ro.ctrl_loss_timeout_s = ctx->opts.ctrl_loss_timeout_s;
 	if (ctx->opts.read_only)
 		ro.flags |= RBLK_OPEN_READ_ONLY;
 	cli_auth_apply(&ctx->opts.auth, &ro);
@@ -883,6 +885,7 @@ static void map_usage(FILE *f)
 	    "Usage: rblk map URL [--nbd | --ublk] [--queues N] [--depth N] [--read-only]\n"
 	    "                    [--direct | --no-direct]\n"
 	    "                    [--device-id N | --recover N] [--timeout SEC]\n"
+	    "                    [--reconnect-delay SEC] [--ctrl-loss-timeout SEC]\n"
 	    "                    [--foreground] [--log-level L] [--help]\n"
 	    "Present the rblk volume URL (rdma://HOST[:PORT]/EXPORT or\n"
 	    "tcp://HOST[:PORT]/EXPORT) as a local block device and print its path.\n"
@@ -901,7 +904,15 @@ static void map_usage(FILE *f)
 	    "  --recover N        ublk: take over device N, whose daemon died, with a\n"
 	    "                     new session; its queued I/O resumes\n"
 	    "  --timeout SEC      kernel request timeout (default: the front end's;\n"
-	    "                     nbd: 30)\n"
+	    "                     nbd: 30, or the ctrl-loss timeout + 30 if longer,\n"
+	    "                     none if that is -1)\n"
+	    "  --reconnect-delay SEC\n"
+	    "                     when the connection to the target is lost, wait SEC\n"
+	    "                     between reconnect attempts (doubling up to 10 s;\n"
+	    "                     default 1); the device stays and I/O waits\n"
+	    "  --ctrl-loss-timeout SEC\n"
+	    "                     give up after SEC seconds without a connection and\n"
+	    "                     fail I/O with EIO (default 60; 0 at once; -1 never)\n"
 	    "  --foreground       do not detach: log to stderr, stop on SIGINT/SIGTERM\n"
 	    "  --log-level L      error, warn, info (default) or debug\n"
 	    CLI_AUTH_HELP
@@ -977,7 +988,9 @@ int cmd_map(int argc, char **argv)
 		OPT_FG,
 		OPT_LOGLEVEL,
 		OPT_DIRECT,
-		OPT_NO_DIRECT
+		OPT_NO_DIRECT,
+		OPT_RECONNECT_DELAY,
+		OPT_CTRL_LOSS,
 	};
 	static const struct option longopts[] = {
 	    {"nbd", no_argument, NULL, OPT_NBD},
@@ -993,6 +1006,8 @@ int cmd_map(int argc, char **argv)
 	    {"direct", no_argument, NULL, OPT_DIRECT},
 	    {"no-direct", no_argument, NULL, OPT_NO_DIRECT},
 	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+	    {"reconnect-delay", required_argument, NULL, OPT_RECONNECT_DELAY},
+	    {"ctrl-loss-timeout", required_argument, NULL, OPT_CTRL_LOSS},
 	    {"help", no_argument, NULL, 'h'},
 	    CLI_AUTH_LONGOPTS,
 	    {NULL, 0, NULL, 0},
@@ -1003,11 +1018,15 @@ int cmd_map(int argc, char **argv)
 	char err[256];
 	struct rblk_url u;
 	bool queues_given = false;
+	struct rblk_opts ro;
 	unsigned long v;
-	int ch, ret, pfd[2], sfd;
+	int ch, ret, pfd[2], sfd, ms;
 	pid_t child;
 
 	memset(&ctx, 0, sizeof(ctx));
+	rblk_opts_init(&ro); /* the library's reconnect defaults */
+	ctx.opts.reconnect_delay_ms = ro.reconnect_delay_ms;
+	ctx.opts.ctrl_loss_timeout_s = ro.ctrl_loss_timeout_s;
 	ctx.status_fd = -1;
 	ctx.stop_fd = -1;
 	ctx.opts.queues = default_queues();
@@ -1081,6 +1100,24 @@ int cmd_map(int argc, char **argv)
 			break;
 		case OPT_FG:
 			ctx.foreground = true;
+			break;
+		case OPT_RECONNECT_DELAY:
+			if (parse_seconds_ms(optarg, false, &ms))
+				return usage_error("map",
+						   "--reconnect-delay: '%s' is "
+						   "not a number of seconds",
+						   optarg);
+			ctx.opts.reconnect_delay_ms = ms;
+			break;
+		case OPT_CTRL_LOSS:
+			if (parse_seconds_ms(optarg, true, &ms))
+				return usage_error("map",
+						   "--ctrl-loss-timeout: '%s' is "
+						   "not a number of seconds "
+						   "(or -1)",
+						   optarg);
+			ctx.opts.ctrl_loss_timeout_s = ms < 0 ? -1 :
+							(ms + 999) / 1000;
 			break;
 		case OPT_LOGLEVEL:
 			ret = set_log_level("map", optarg);

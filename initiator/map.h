@@ -38,6 +38,8 @@ struct map_opts {
 	int recover_id; /* ublk: re-attach to this device id; -1: none */
 	unsigned int io_timeout_s; /* kernel request timeout; 0: default */
 	struct cli_auth auth; /* --host-name, --key-file, --mutual-auth */
+	int reconnect_delay_ms; /* rblk_opts: what the library does when */
+	int ctrl_loss_timeout_s; /* a connection is lost (I/O waits) */
 };
 
 struct map_ctx; /* owned by map.c */

@@ -643,6 +643,12 @@ static bool reap(struct nc *c)
 	bool progress = false;
 	int n;
 
+	if (!c->inflight && !c->q_dead) {
+		/* idle: the queue's timers (keep-alive, reconnect) still run */
+		if (rblk_poll(c->o->q, comp, NC_REAP_BATCH, 0) < 0)
+			queue_dead(c);
+		return false;
+	}
 	while (c->inflight) {
 		n = rblk_poll(c->o->q, comp, NC_REAP_BATCH, 0);
 		if (n < 0) {
@@ -762,8 +768,8 @@ static bool nc_done(const struct nc *c)
  * The loop: retry parked requests; read and submit requests; reap
  * completions; send replies. When a pass moves nothing, sleep in poll()
  * on the socket (POLLIN when a request can be taken, POLLOUT when
- * replies wait), the queue fd (only with I/O in flight, after
- * rblk_queue_arm() said nothing is pending) and abort_fd.
+ * replies wait), the queue fd (after rblk_queue_arm() said nothing is
+ * pending; while idle too, for its keep-alive timer) and abort_fd.
  */
 static int nc_loop(struct nc *c)
 {
@@ -805,7 +811,7 @@ static int nc_loop(struct nc *c)
 			isock = np;
 			p[np++] = (struct pollfd){.fd = o->fd, .events = ev};
 		}
-		if (c->inflight) {
+		if (c->inflight || !c->q_dead) {
 			ret = rblk_queue_arm(o->q);
 			if (ret > 0)
 				continue;

@@ -331,6 +331,22 @@ static int nk_nl_disconnect(int index)
 }
 
 /*
+ * The kernel's request timeout. On expiry the kernel shuts the socket and
+ * fails the request, so by default it outlasts the library's reconnect
+ * window: I/O waits while the session reconnects. 0 means none (the
+ * kernel then only warns about stuck requests).
+ */
+static uint64_t nk_timeout_s(const struct map_opts *o)
+{
+	if (o->io_timeout_s)
+		return o->io_timeout_s;
+	if (o->ctrl_loss_timeout_s < 0)
+		return 0;
+	return MAX((uint64_t)NK_DEFAULT_TIMEOUT_S,
+		   (uint64_t)o->ctrl_loss_timeout_s + NK_DEFAULT_TIMEOUT_S);
+}
+
+/*
  * NBD_CMD_CONNECT with every socket's kernel end. Sets dev->index. 0 or
  * -errno; the reason is logged.
  */
@@ -343,8 +359,7 @@ static int nk_nl_connect(struct nk_dev *dev)
 	struct nl_msg *msg;
 	char why[256];
 	int family, ret;
-	uint64_t timeout =
-	    o->io_timeout_s ? o->io_timeout_s : NK_DEFAULT_TIMEOUT_S;
+	uint64_t timeout = nk_timeout_s(o);
 
 	ret = nk_nl_open(&sk, &family, why, sizeof(why));
 	if (ret) {
@@ -713,11 +728,10 @@ static int nk_serve(struct map_ctx *ctx, struct rblk *r,
 	snprintf(dev.path, sizeof(dev.path), "/dev/nbd%d", dev.index);
 	dev_limit_requests(&dev);
 	log_info("%s: %llu bytes, block size %u, %u sockets, request timeout "
-		 "%u s, flags 0x%x",
+		 "%llu s, flags 0x%x",
 		 dev.path, (unsigned long long)dev.size, dev.block_size,
 		 dev.nsocks,
-		 o->io_timeout_s ? o->io_timeout_s : NK_DEFAULT_TIMEOUT_S,
-		 dev.tflags);
+		 (unsigned long long)nk_timeout_s(o), dev.tflags);
 	map_ready(ctx, dev.path, dev.index);
 
 	for (;;) {

@@ -993,7 +993,8 @@ static void usage(FILE *f)
 	    "usage: rblk nbd URL (--socket PATH | --listen tcp://HOST[:PORT])\n"
 	    "                [--queues N] [--queue-depth N] [--read-only]\n"
 	    "                [--direct | --no-direct]\n"
-	    "                [--max-connections N] [--log-level L] [--help]\n"
+	    "                [--max-connections N] [--reconnect-delay SEC]\n"
+	    "                [--ctrl-loss-timeout SEC] [--log-level L] [--help]\n"
 	    "\n"
 	    "Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT or\n"
 	    "rdma://HOST[:PORT]/EXPORT) to NBD clients: qemu-img, qemu-io, nbdcopy,\n"
@@ -1017,6 +1018,12 @@ static void usage(FILE *f)
 	    "  --no-direct           always use the target's slots\n"
 	    "  --max-connections N   sockets open at once, in handshake or serving,\n"
 	    "                        default %d; more are closed at once\n"
+	    "  --reconnect-delay SEC first wait between reconnect attempts when a\n"
+	    "                        queue's connection is lost (doubles up to 10 s),\n"
+	    "                        default 1; clients' requests wait meanwhile\n"
+	    "  --ctrl-loss-timeout SEC\n"
+	    "                        give up reconnecting after SEC seconds and fail\n"
+	    "                        requests with EIO; default 60, 0 at once, -1 never\n"
 	    "  --log-level L         error, warn (default), info or debug, to stderr\n"
 	    CLI_AUTH_HELP
 	    "  -h, --help            this text\n"
@@ -1059,6 +1066,8 @@ struct nbd_args {
 	bool read_only;
 	struct cli_auth auth;
 	int direct; /* enum rblk_direct */
+	int reconnect_delay_ms; /* -2: library default */
+	int ctrl_loss_ms; /* -2: library default; -1: never */
 };
 
 /* Returns -1 to go on, or the exit code. */
@@ -1073,7 +1082,9 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 		OPT_MAXCONN,
 		OPT_LOGLEVEL,
 		OPT_DIRECT,
-		OPT_NO_DIRECT
+		OPT_NO_DIRECT,
+		OPT_RECONNECT_DELAY,
+		OPT_CTRL_LOSS,
 	};
 	static const struct option longopts[] = {
 	    {"socket", required_argument, NULL, OPT_SOCKET},
@@ -1085,6 +1096,8 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	    {"no-direct", no_argument, NULL, OPT_NO_DIRECT},
 	    {"max-connections", required_argument, NULL, OPT_MAXCONN},
 	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+	    {"reconnect-delay", required_argument, NULL, OPT_RECONNECT_DELAY},
+	    {"ctrl-loss-timeout", required_argument, NULL, OPT_CTRL_LOSS},
 	    {"help", no_argument, NULL, 'h'},
 	    CLI_AUTH_LONGOPTS,
 	    {NULL, 0, NULL, 0},
@@ -1093,6 +1106,7 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 
 	a->queues = NBD_DEFAULT_QUEUES;
 	a->max_conns = NBD_DEFAULT_MAX_CONNS;
+	a->reconnect_delay_ms = a->ctrl_loss_ms = -2;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -1131,6 +1145,20 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 				return usage_error("--max-connections: '%s' is "
 						   "not a number from 1 to "
 						   "65536",
+						   optarg);
+			break;
+		case OPT_RECONNECT_DELAY:
+			if (parse_seconds_ms(optarg, false,
+					     &a->reconnect_delay_ms))
+				return usage_error("--reconnect-delay: '%s' is "
+						   "not a number of seconds",
+						   optarg);
+			break;
+		case OPT_CTRL_LOSS:
+			if (parse_seconds_ms(optarg, true, &a->ctrl_loss_ms))
+				return usage_error("--ctrl-loss-timeout: '%s' is "
+						   "not a number of seconds "
+						   "(or -1)",
 						   optarg);
 			break;
 		case OPT_LOGLEVEL:
@@ -1307,6 +1335,12 @@ int cmd_nbd(int argc, char **argv)
 		o.flags |= RBLK_OPEN_READ_ONLY;
 	cli_auth_apply(&a.auth, &o);
 	o.direct = a.direct;
+	if (a.reconnect_delay_ms >= 0)
+		o.reconnect_delay_ms = a.reconnect_delay_ms;
+	if (a.ctrl_loss_ms != -2)
+		o.ctrl_loss_timeout_s = a.ctrl_loss_ms < 0 ?
+					       -1 :
+					       (a.ctrl_loss_ms + 999) / 1000;
 	ret = rblk_open(a.url, &o, &srv.r);
 	if (ret < 0) {
 		nbd_errmsg("cannot open %s: %s", a.url, rblk_last_error());

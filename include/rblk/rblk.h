@@ -20,9 +20,41 @@
  * no such export, -EROFS read-only volume, -ERANGE beyond the end,
  * -EINVAL misaligned or malformed, -EOPNOTSUPP not offered by the volume,
  * -EIO backend failure, -ENOSPC target out of space, -ECONNREFUSED refused,
- * -EPROTONOSUPPORT version mismatch, -ENOTCONN the queue's connection died,
- * -EACCES authentication failed or host not allowed, -ENOKEY the target
- * requires authentication and no key file was given.
+ * -EPROTONOSUPPORT version mismatch, -ENOTCONN the queue's connection died
+ * and could not be brought back (see "Connection loss" below), -EACCES
+ * authentication failed or host not allowed, -ENOKEY the target requires
+ * authentication and no key file was given.
+ *
+ * Connection loss. Each queue watches its own connection: a transport error
+ * (target killed or restarted, link down) or a KEEPALIVE left unanswered
+ * (a queue that heard nothing for keepalive_ms sends one; no answer within
+ * another keepalive_ms and the connection counts as dead, so a hung target
+ * is noticed within 3 * keepalive_ms) drops it. The queue then reconnects:
+ * the first attempt at once, then after reconnect_delay_ms, doubling up to
+ * 10 s (or reconnect_delay_ms if larger), each attempt a fresh connect and
+ * login bounded by timeout_ms. Once back, every I/O that had not completed
+ * is sent again on the same tag (a write not acknowledged is written again;
+ * an acknowledged write is on the target already, so none is lost; FLUSH and
+ * FUA keep their meaning). Meanwhile rblk_submit() queues new I/O (up to
+ * queue_depth I/Os, then -EBUSY as usual) and rblk_poll() returns nothing.
+ * After ctrl_loss_timeout_s without a connection (0: at once, which is the
+ * behaviour without reconnect; -1: never) the queue fails for good: every
+ * I/O completes with -ENOTCONN and so do later calls. A target that comes
+ * back with a different volume (size, block size, max_io, queue depth or
+ * features) fails the queue at once with -EPROTO and says why; one that
+ * answers without the export (-ENOENT: removed) or refuses the login
+ * (-EACCES, -ENOKEY) fails it at once too.
+ *
+ * All of it runs inside the caller's own calls - rblk_poll(), and
+ * rblk_queue_arm() - on the thread that owns the queue; there are no
+ * library threads. Timers are visible to event loops: rblk_queue_fd() is
+ * an epoll descriptor holding the connection and a timerfd, so it becomes
+ * readable when a keep-alive or reconnect step is due as well as when
+ * completions wait. A loop that sleeps on it (after rblk_queue_arm()) and
+ * calls rblk_poll() when it wakes keeps the queue alive; one that sleeps
+ * elsewhere should call rblk_poll(q, c, n, 0) at least every keepalive_ms.
+ * A reconnect attempt blocks the calling thread for up to timeout_ms (a
+ * refused connection returns at once).
  */
 #ifndef RBLK_RBLK_H
 #define RBLK_RBLK_H
@@ -74,6 +106,10 @@ struct rblk_opts {
 	 * sleeps at once. Trades CPU for completion latency.
 	 */
 	unsigned int poll_spin_us;
+	/* reconnect and keep-alive, per queue: see "Connection loss" below */
+	int reconnect_delay_ms; /* first wait between attempts; default 1000 */
+	int ctrl_loss_timeout_s; /* give up after; default 60, 0 at once, -1 never */
+	int keepalive_ms; /* probe an idle connection; default 5000, 0 off */
 };
 
 void rblk_opts_init(struct rblk_opts *opts);
@@ -188,15 +224,17 @@ int rblk_queue_unplug(struct rblk_queue *q);
 /*
  * Reap up to max completions, waiting up to timeout_ms (0: do not wait,
  * -1: forever) for the first. Returns the count (0 on timeout) or -ENOTCONN
- * once the connection has failed and every I/O has been completed.
+ * once the queue has failed for good and every I/O has been completed.
+ * While the queue reconnects it waits (and returns 0 on timeout).
  */
 int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 	      int timeout_ms);
 
 /*
  * For external event loops: a descriptor that becomes readable when
- * rblk_poll() may return something. Before sleeping on it call
- * rblk_queue_arm(); if that returns > 0, poll again instead of sleeping.
+ * rblk_poll() may return something or has timer work to do (keep-alive,
+ * reconnect). It stays the same across reconnects. Before sleeping on it
+ * call rblk_queue_arm(); if that returns > 0, poll again instead of sleeping.
  */
 int rblk_queue_fd(struct rblk_queue *q);
 int rblk_queue_arm(struct rblk_queue *q);

@@ -25,6 +25,12 @@
  *
  * ro and open log in as $RBLK_HOST_NAME with the key in $RBLK_KEY_FILE when
  * those are set (tests/e2e/65-auth.sh).
+ *   rblk_libtest idle URL MS   keep-alive: open with keepalive_ms MS and no
+ *                              reconnect (ctrl_loss_timeout_s 0), idle in
+ *                              rblk_poll(); print "alive" once 4 * MS have
+ *                              passed with the queue up, then wait until the
+ *                              queue fails (-ENOTCONN) and print "lost";
+ *                              exit 0 then, 1 on anything else
  *
  * Exit 0 on success, 1 on any mismatch or unexpected error.
  */
@@ -34,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 
 #include <rblk/rblk.h>
 
@@ -377,6 +384,48 @@ static int test_rawro(const char *url)
 	return 0;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int test_idle(const char *url, int ka_ms)
+{
+	struct rblk_completion c;
+	struct rblk_opts o;
+	struct rblk_queue *q;
+	struct rblk *r;
+	uint64_t start;
+	bool said = false;
+	int n;
+
+	rblk_opts_init(&o);
+	o.keepalive_ms = ka_ms;
+	o.ctrl_loss_timeout_s = 0;
+	CHECK(rblk_open(url, &o, &r) == 0, "open %s", url);
+	q = rblk_get_queue(r, 0);
+	start = mono_ms();
+	for (;;) {
+		n = rblk_poll(q, &c, 1, 50);
+		if (n == -ENOTCONN)
+			break;
+		CHECK(n == 0, "idle poll returned %d", n);
+		if (!said && mono_ms() - start >= 4ull * (uint64_t)ka_ms) {
+			printf("alive\n");
+			fflush(stdout);
+			said = true;
+		}
+	}
+	CHECK(said, "the queue failed after %llu ms, before 4 keep-alive periods",
+	      (unsigned long long)(mono_ms() - start));
+	printf("lost\n");
+	rblk_close(r);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rblk *r;
@@ -393,8 +442,11 @@ int main(int argc, char **argv)
 	}
 	if (argc == 4 && (!strcmp(argv[1], "put") || !strcmp(argv[1], "get")))
 		return test_copy(argv[2], argv[3], argv[1][0] == 'p');
+	if (argc == 4 && !strcmp(argv[1], "idle"))
+		return test_idle(argv[2], atoi(argv[3]));
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s rw|ro|open|rawro URL\n", argv[0]);
+		fprintf(stderr, "usage: %s rw|ro|open|rawro|idle URL [MS]\n",
+			argv[0]);
 		return 2;
 	}
 	if (!strcmp(argv[1], "rw"))

@@ -289,6 +289,39 @@ static void test_parse_uint(void **state)
 	assert_int_equal(v, 99);
 }
 
+/* ---- parse_seconds_ms ------------------------------------------------------ */
+
+static void test_parse_seconds_ms(void **state)
+{
+	int ms;
+
+	(void)state;
+	ms = 7;
+	assert_int_equal(parse_seconds_ms("0", false, &ms), 0);
+	assert_int_equal(ms, 0);
+	assert_int_equal(parse_seconds_ms("3", false, &ms), 0);
+	assert_int_equal(ms, 3000);
+	assert_int_equal(parse_seconds_ms("0.2", false, &ms), 0);
+	assert_int_equal(ms, 200);
+	assert_int_equal(parse_seconds_ms("1.0005", false, &ms), 0);
+	assert_int_equal(ms, 1001);
+	assert_int_equal(parse_seconds_ms("-1", true, &ms), 0);
+	assert_int_equal(ms, -1);
+	ms = 7;
+	assert_int_equal(parse_seconds_ms("-1", false, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms("-2", true, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms("", false, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms(" 1", false, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms("1s", false, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms("1e3", false, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms("0x10", false, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms("nan", false, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms(".5", false, &ms), -EINVAL);
+	assert_int_equal(parse_seconds_ms("9999999", false, &ms), -ERANGE);
+	assert_int_equal(parse_seconds_ms(NULL, true, &ms), -EINVAL);
+	assert_int_equal(ms, 7); /* untouched on failure */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_url_trailing_garbage),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_parse_uint),
+		cmocka_unit_test(test_parse_seconds_ms),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

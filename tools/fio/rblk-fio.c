@@ -70,6 +70,8 @@ struct rblk_fio_opts {
 	unsigned int direct_access; /* enum rblk_direct */
 	unsigned int poll_mode; /* enum poll_mode */
 	unsigned int poll_spin_us;
+	char *reconnect_delay; /* seconds, fractions allowed */
+	int ctrl_loss_tmo; /* seconds; -1 never; -2 library default */
 };
 
 /* Per-job state (td->io_ops_data); used by the job's thread only. */
@@ -197,6 +199,15 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "reconnect_delay",
+		.lname = "rblk reconnect delay",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, reconnect_delay),
+		.help = "Seconds between reconnect attempts after a lost connection (doubling up to 10; default 1)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = "poll",
 		.lname = "rblk completion polling",
 		.type = FIO_OPT_STR,
@@ -243,6 +254,18 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "ctrl_loss_tmo",
+		.lname = "rblk controller loss timeout",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct rblk_fio_opts, ctrl_loss_tmo),
+		.def = "-2",
+		.minval = -2,
+		.maxval = 86400,
+		.help = "Seconds without a connection before I/O fails (0: at once, -1: never; default 60)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -262,6 +285,19 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		return -EINVAL;
 	}
 	rblk_opts_init(ro);
+	if (o->reconnect_delay && o->reconnect_delay[0]) {
+		char *end;
+		double v = strtod(o->reconnect_delay, &end);
+
+		if (*end || end == o->reconnect_delay || !(v >= 0 && v <= 86400)) {
+			log_err("rblk: reconnect_delay=%s is not a number of seconds\n",
+				o->reconnect_delay);
+			return -EINVAL;
+		}
+		ro->reconnect_delay_ms = (int)(v * 1000 + 0.5);
+	}
+	if (o->ctrl_loss_tmo != -2)
+		ro->ctrl_loss_timeout_s = o->ctrl_loss_tmo;
 	ro->queues = 1;
 	ro->queue_depth = qd;
 	ro->max_io = (unsigned int)o->max_io;

@@ -53,7 +53,8 @@ expect_map_fail "wrong port" "refused|reject|unreachable|connect" \
 	"rdma://$ADDR:$((PORT + 100))/vol"
 
 # ---- 3: the target dies under I/O --------------------------------------------
-map_dev "rdma://$ADDR:$PORT/vol" --nbd --queues 2
+# no reconnect here (the default waits up to 60 s): 37-reconnect.sh has that
+map_dev "rdma://$ADDR:$PORT/vol" --nbd --queues 2 --ctrl-loss-timeout 0
 fio --name=kill --filename="$DEV" --ioengine=libaio --direct=1 --iodepth=32 \
 	--rw=randwrite --bs=4k --size=64M --verify=crc32c --time_based \
 	--runtime=300 >"$TEST_DIR/fio.out" 2>&1 &

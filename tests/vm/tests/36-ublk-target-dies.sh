@@ -1,7 +1,9 @@
 #!/bin/bash
 # ublk: the rblk session dies under load. rblk-target is killed while fio
 # writes at QD32 on both queues: fio's I/O fails with errors (no hang),
-# later I/O on the device fails at once, and unmap still works.
+# later I/O on the device fails at once, and unmap still works. The map
+# runs with --ctrl-loss-timeout 0 (no reconnect): 37-reconnect.sh covers the
+# default, where I/O waits for the target to come back.
 # vm-timeout: 300
 # shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
 source tests/vm/ublk-lib.sh
@@ -9,7 +11,7 @@ ublk_requires fio
 
 truncate -s 128M "$WORK/vol.img"
 start_target --export "vol0=$WORK/vol.img"
-map_ublk
+map_ublk --ctrl-loss-timeout 0
 
 start_write_load
 
