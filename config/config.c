@@ -274,6 +274,32 @@ static int add_allow(struct cfg_export *e, const char *list, bool ro,
 	return 0;
 }
 
+int cfg_export_set_access(const struct cfg_target *cfg, struct cfg_export *e,
+			  const char *allow, const char *allow_ro, char *err,
+			  size_t errlen)
+{
+	int ret;
+
+	e->restricted = false;
+	e->nr_allow = 0;
+	if (allow && *allow) {
+		ret = add_allow(e, allow, false, err, errlen);
+		if (ret)
+			return ret;
+	}
+	if (allow_ro && *allow_ro) {
+		ret = add_allow(e, allow_ro, true, err, errlen);
+		if (ret)
+			return ret;
+	}
+	for (unsigned int i = 0; i < e->nr_allow; i++)
+		if (!cfg_find_host(cfg, e->allow[i]))
+			return fail(err, errlen, -EINVAL,
+				    "host '%s' has no secret on this target ([host %s] or --host); every host in an access list needs one",
+				    e->allow[i], e->allow[i]);
+	return 0;
+}
+
 /* The work of cfg_add_host_arg(); the reason goes to why. */
 static int host_arg(struct cfg_target *cfg, const char *arg, char *why,
 		    size_t whylen)

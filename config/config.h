@@ -132,6 +132,14 @@ const struct cfg_host *cfg_find_host(const struct cfg_target *cfg,
  * 1 read-only. Only meaningful when e->restricted.
  */
 int cfg_export_allows(const struct cfg_export *e, const char *name);
+/*
+ * Replace e's access list: allow and allow_ro are comma-separated host
+ * lists (NULL or "" for none); both empty leaves e unrestricted. Every host
+ * named must have a [host] section in cfg. -errno with the reason in err.
+ */
+int cfg_export_set_access(const struct cfg_target *cfg, struct cfg_export *e,
+			  const char *allow, const char *allow_ro, char *err,
+			  size_t errlen);
 
 /* Add a listen URL after checking it parses; -EINVAL with reason. */
 int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,

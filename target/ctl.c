@@ -522,6 +522,8 @@ static void cmd_add_export(struct target *t, struct req *r)
 	struct opt opts[] = {
 		{ "read-only", 'r', false, NULL },
 		{ "block-size", 'b', true, NULL },
+		{ "allow", 'a', true, NULL },
+		{ "allow-ro", 0, true, NULL },
 		{ 0 },
 	};
 	const char *pos[2];
@@ -552,7 +554,9 @@ static void cmd_add_export(struct target *t, struct req *r)
 	snprintf(ce.path, sizeof(ce.path), "%s", pos[1]);
 	ce.read_only = opts[0].val != NULL;
 	ce.block_size = bs > UINT32_MAX ? 1 : (uint32_t)bs; /* 1: refused */
-	if (cfg_check_export(&ce, r->err, sizeof(r->err)))
+	if (cfg_export_set_access(&t->cfg, &ce, opts[2].val, opts[3].val,
+				  r->err, sizeof(r->err)) ||
+	    cfg_check_export(&ce, r->err, sizeof(r->err)))
 		return;
 	pthread_mutex_lock(&t->exports_lock);
 	e = find_locked(t, ce.name);
@@ -683,32 +687,86 @@ static void cmd_remove_export(struct target *t, struct req *r)
 }
 
 /*
- * set-hosts EXPORT [--allow H1,H2] [--allow-ro H3]: replace an export's
- * host allow lists at run time.
- *
- * TODO(auth): the per-export allow lists (allow = ..., allow_ro = ...)
- * come with the auth branch (struct cfg_export: restricted, nr_allow,
- * allow[], allow_ro[]; checked at login through e->cfg), which was not
- * merged when this was written. Then: parse --allow/--allow-ro with the
- * config parser's list checks into a fresh copy of *e->cfg, publish
- * it with an atomic pointer swap under exports_lock (logins read e->cfg
- * without the lock, so keep replaced copies until the export is freed),
- * and give add-export the same two options. Sessions already logged in
- * keep their access; say so in the reply.
+ * set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open: replace an
+ * export's access list at run time (--open: no list, every host). The new
+ * definition is a fresh copy published with an atomic store; logins read
+ * e->cfg without a lock, so the old copy is retired, not freed, until the
+ * export goes. Sessions already logged in keep the access they were
+ * granted; the reply says how many there are.
  */
 static void cmd_set_hosts(struct target *t, struct req *r)
 {
 	struct opt opts[] = {
 		{ "allow", 'a', true, NULL },
 		{ "allow-ro", 0, true, NULL },
+		{ "open", 0, false, NULL },
 		{ 0 },
 	};
+	struct cfg_retired *old = NULL;
+	struct cfg_export *copy = NULL;
 	const char *pos[1];
+	struct export *e;
+	unsigned int sessions = 0;
+	bool restricted = false;
 
-	(void)t;
 	if (parse_opts(r, opts, pos, 1, 1) < 0)
 		return;
-	req_fail(r, "set-hosts: this rblk-target has no per-export host lists yet");
+	if (!opts[0].val == !opts[2].val && !opts[1].val == !opts[2].val) {
+		req_fail(r, "set-hosts: give --allow and/or --allow-ro, or --open (every host may log in)");
+		return;
+	}
+	if (opts[2].val && (opts[0].val || opts[1].val)) {
+		req_fail(r, "set-hosts: --open replaces the lists; give it alone");
+		return;
+	}
+	copy = malloc(sizeof(*copy));
+	old = malloc(sizeof(*old));
+	if (!copy || !old) {
+		req_fail(r, "set-hosts: out of memory");
+		goto out_free;
+	}
+	pthread_mutex_lock(&t->exports_lock);
+	e = find_locked(t, pos[0]);
+	if (!e) {
+		pthread_mutex_unlock(&t->exports_lock);
+		req_fail(r, "no export named '%s'", pos[0]);
+		goto out_free;
+	}
+	memcpy(copy, e->cfg, sizeof(*copy));
+	if (cfg_export_set_access(&t->cfg, copy, opts[0].val, opts[1].val,
+				  r->err, sizeof(r->err))) {
+		pthread_mutex_unlock(&t->exports_lock);
+		goto out_free; /* r->err says why */
+	}
+	/* only this thread replaces definitions: e->cfg is ours to retire */
+	old->cfg = e->cfg;
+	old->next = e->retired;
+	e->retired = old;
+	atomic_store(&e->cfg, copy);
+	sessions = atomic_load(&e->sessions);
+	restricted = copy->restricted;
+	pthread_mutex_unlock(&t->exports_lock);
+	log_info("ctl: export %s: access list set (allow '%s', allow_ro '%s')",
+		 pos[0], opts[0].val ? opts[0].val : "",
+		 opts[1].val ? opts[1].val : "");
+	if (r->json) {
+		fputs("{\"export\":", r->out);
+		json_str(r->out, pos[0]);
+		fprintf(r->out, ",\"restricted\":%s,\"sessions\":%u}\n",
+			restricted ? "true" : "false", sessions);
+	} else {
+		fprintf(r->out,
+			"export %s: %s; applies to new logins (%u session%s keep their access)\n",
+			pos[0],
+			restricted ? "access list replaced" :
+				     "open to every host",
+			sessions, sessions == 1 ? "" : "s");
+	}
+	return;
+
+out_free:
+	free(copy);
+	free(old);
 }
 
 static void cmd_stats(struct target *t, struct req *r)
@@ -781,9 +839,9 @@ static void cmd_help(struct target *t, struct req *r)
 	fputs("commands (each takes -o json):\n"
 	      "  list-exports\n"
 	      "  list-sessions [--export NAME]\n"
-	      "  add-export NAME PATH [--read-only] [--block-size N]\n"
+	      "  add-export NAME PATH [--read-only] [--block-size N] [--allow H,..] [--allow-ro H,..]\n"
 	      "  remove-export NAME [--force [--wait]]\n"
-	      "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3]\n"
+	      "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open\n"
 	      "  stats [EXPORT]\n",
 	      r->out);
 }
@@ -1377,12 +1435,12 @@ static void client_usage(FILE *f)
 		"Commands:\n"
 		"  list-exports                       exports: name, path, size, block size, sessions\n"
 		"  list-sessions [--export NAME]      sessions: peer, host, export, queue, worker, state\n"
-		"  add-export NAME PATH [--read-only] [--block-size N]\n"
+		"  add-export NAME PATH [--read-only] [--block-size N] [--allow H,..] [--allow-ro H,..]\n"
 		"                                     export a file, block device or ram:SIZE now\n"
 		"  remove-export NAME [--force [--wait]]\n"
 		"                                     stop exporting; --force closes its sessions,\n"
 		"                                     --wait until they are closed and the file released\n"
-		"  set-hosts EXPORT [--allow H,..] [--allow-ro H,..]\n"
+		"  set-hosts EXPORT [--allow H,..] [--allow-ro H,..] | --open\n"
 		"                                     replace an export's host allow lists\n"
 		"  stats [EXPORT]                     I/O counters and latency per export and session\n"
 		"\n"

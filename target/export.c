@@ -518,6 +518,13 @@ static void export_destroy(struct export *e)
 	export_close(e);
 	free(e->wstats);
 	free(e->cfg);
+	while (e->retired) {
+		struct cfg_retired *old = e->retired;
+
+		e->retired = old->next;
+		free(old->cfg);
+		free(old);
+	}
 	free(e);
 	if (removed)
 		log_info("export %s: closed, its backing store released (removed, no session left)",

@@ -47,6 +47,11 @@ enum export_kind {
  * frees it: on the control thread (ctl.c) for a removed export, so that a
  * long close never stalls a worker.
  */
+struct cfg_retired {
+	struct cfg_retired *next;
+	struct cfg_export *cfg;
+};
+
 struct export {
 	char name[RBLK_NAME_MAX];
 	char path[4096];
@@ -67,9 +72,13 @@ struct export {
 	atomic_bool removed; /* unlinked; workers close its sessions */
 	/*
 	 * The definition e was opened from, owned by e (export_create()):
-	 * path, options and the access list (allow, allow_ro).
+	 * path, options and the access list (allow, allow_ro). Logins read
+	 * it without a lock; `rblk-target ctl set-hosts` publishes a new copy
+	 * by an atomic store and keeps the old ones (retired) until e is
+	 * freed, so a login reading the old one is never left dangling.
 	 */
-	struct cfg_export *cfg;
+	struct cfg_export *_Atomic cfg;
+	struct cfg_retired *retired; /* replaced definitions; ctl thread */
 	struct iostats *wstats; /* one per worker, written by that worker only */
 	unsigned int nr_wstats;
 	struct export *next; /* target's list, under exports_lock */

@@ -158,6 +158,29 @@ cat "$TEST_DIR/stall.out"
 grep -q "no login within 10 s" "$RBLK_TARGET_LOG" ||
 	fail "target did not log the login deadline"
 
+# ---- access lists changed live (rblk-target ctl set-hosts) --------------
+ctl() { tmo 10 "$RBLK_TARGET_BIN" ctl --socket "$RBLK_CTL_SOCKET" "$@"; }
+ctl add-export open2 ram:1M >/dev/null
+RBLK_URL_OPEN2=tcp://127.0.0.1:$RBLK_PORT/open2
+tmo 30 "$RBLK_BIN" info "$RBLK_URL_OPEN2" --host-name nobody >/dev/null ||
+	fail "open export refused an unknown host before set-hosts"
+out=$(ctl set-hosts open2 --allow gamma 2>&1) &&
+	fail "set-hosts accepted a host without a secret: $out"
+echo "set-hosts refused: $out"
+ctl set-hosts open2 --allow alpha
+URL=$RBLK_URL_OPEN2 refused "target requires authentication for host 'nobody'; give --key-file" \
+	--host-name nobody
+tmo 30 "$RBLK_BIN" info "$RBLK_URL_OPEN2" --host-name alpha \
+	--key-file "$TEST_DIR/alpha.key" >/dev/null ||
+	fail "alpha refused after set-hosts --allow alpha"
+URL=$RBLK_URL_OPEN2 refused "host 'delta' is not allowed to use export 'open2'" \
+	--host-name delta --key-file "$TEST_DIR/delta.key"
+ctl set-hosts open2 --open -o json | jq -e '.restricted == false' >/dev/null ||
+	fail "set-hosts --open did not open the export"
+tmo 30 "$RBLK_BIN" info "$RBLK_URL_OPEN2" --host-name nobody >/dev/null ||
+	fail "open export refused an unknown host after set-hosts --open"
+echo "set-hosts: access list replaced and cleared live"
+
 # the volume holds exactly what the verified client wrote last
 [ "$(sha "$TEST_DIR/vol.img")" = "$(sha "$TEST_DIR/src2.img")" ] ||
 	fail "volume content differs from the last verified write"
