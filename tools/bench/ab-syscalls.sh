@@ -31,7 +31,10 @@ while [ $# -gt 0 ]; do
 	*) echo "usage: see the header of $0" >&2; exit 2 ;;
 	esac
 done
-[ -n "$a" ] && [ -n "$b" ] || { echo "--a and --b are required" >&2; exit 2; }
+if [ -z "$a" ] || [ -z "$b" ]; then
+	echo "--a and --b are required" >&2
+	exit 2
+fi
 dir=$(mktemp -d /tmp/rblk-ab.XXXXXX)
 [ -n "$file" ] || file=$dir/vol.img
 [ -s "$file" ] || dd if=/dev/urandom of="$file" bs=1M count=256 status=none
