@@ -195,6 +195,9 @@ struct treq {
 	void *slot; /* this tag's slot in the registered region */
 	void *resp_buf; /* this tag's response capsule buffer */
 	struct treq *next_wait; /* on conn's send-credit wait list */
+	/* conn->flushes + 1 while this tag's response waits in the batch:
+	 * a command on the tag before that batch is posted is a violation */
+	uint64_t resp_batch;
 };
 
 /* Called by engines (worker thread) when r's operation finished. */
@@ -233,6 +236,17 @@ struct tconn {
 	struct treq *reqs; /* qd of them */
 	unsigned int sq_free; /* send-queue credits */
 	struct treq *wait_head, *wait_tail; /* waiting for credits */
+	/*
+	 * Responses (and push-read RDMA WRITEs) built since the last flush:
+	 * posted as one chain (one doorbell, one sendmsg) by
+	 * tconn_flush_sends() at the end of the worker's loop iteration.
+	 * Their send credits are taken when they are added, so the batch
+	 * never holds more than max_send_wr.
+	 */
+	struct xp_send_wr *batch; /* [max_send_wr] */
+	unsigned int nr_batch;
+	uint64_t flushes; /* batches posted (or dropped) so far */
+	struct tconn *next_flush; /* on worker->flush_head while nr_batch */
 	unsigned int backend_inflight;
 	bool login_sent_close; /* close once the LOGIN refusal is sent */
 	/* shown by the control socket; written under worker->conns_lock */
@@ -281,6 +295,7 @@ struct worker {
 	const struct engine_ops *engine;
 	void *engine_priv;
 	struct treq *busy_head, *busy_tail; /* waiting for engine room */
+	struct tconn *flush_head; /* connections with a batch to post */
 };
 
 struct target {

@@ -115,6 +115,7 @@ static void tconn_free(struct tconn *c)
 	free(c->slots);
 	free(c->msg_mem);
 	free(c->reqs);
+	free(c->batch);
 	free(c);
 }
 
@@ -138,6 +139,9 @@ struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd)
 	c->cm_qd = qd;
 	c->nr_recv = attr.max_recv_wr;
 	c->buf_index = -1;
+	c->batch = calloc(attr.max_send_wr, sizeof(*c->batch));
+	if (!c->batch)
+		goto out_reject;
 	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
 	/* the last send buffer (LOGIN, DISCOVER_REPLY) is a full message;
 	 * the AUTH_* messages have their own after it */
@@ -179,6 +183,7 @@ out_reject:
 		xc->ops->reject(xc, rej, n);
 	}
 	if (c) {
+		free(c->batch);
 		free(c->msg_mem);
 		free(c);
 	}
@@ -254,6 +259,11 @@ static void treq_account(struct worker *w, struct treq *r)
 		      lat_us);
 }
 
+/*
+ * Add r's response (after its RDMA WRITE for a push read) to the
+ * connection's batch, taking its send credits; tconn_flush_sends() posts
+ * it. 0, or -EAGAIN without credits.
+ */
 static int treq_post_response(struct treq *r)
 {
 	struct tconn *c = r->conn;
@@ -262,38 +272,72 @@ static int treq_post_response(struct treq *r)
 		.status = (uint32_t)r->status,
 		.length = r->status ? 0 : r->cmd.length,
 	};
-	struct xp_send_wr wr[2], *first = &wr[1], *bad;
-	unsigned int need = 1;
-	size_t len = rblk_resp_encode(r->resp_buf, &resp);
-	int ret;
+	bool push = !r->status && r->cmd.opcode == RBLK_OP_READ &&
+		    (r->cmd.flags & RBLK_CMD_F_PUSH);
+	unsigned int need = push ? 2 : 1;
+	struct xp_send_wr *wr;
 
-	memset(wr, 0, sizeof(wr));
-	wr[1].opcode = XP_WR_SEND;
-	wr[1].flags = XP_SEND_SIGNALED;
-	wr[1].sge.addr = r->resp_buf;
-	wr[1].sge.length = (uint32_t)len;
-	wr[1].sge.mr = c->msg_mr;
-	if (!r->status && r->cmd.opcode == RBLK_OP_READ &&
-	    (r->cmd.flags & RBLK_CMD_F_PUSH)) {
-		/* RC ordering places the data before the response arrives */
-		wr[0].opcode = XP_WR_RDMA_WRITE;
-		wr[0].sge.addr = r->slot;
-		wr[0].sge.length = r->cmd.length;
-		wr[0].sge.mr = c->slot_mr;
-		wr[0].remote_addr = r->cmd.addr;
-		wr[0].rkey = r->cmd.rkey;
-		wr[0].next = &wr[1];
-		first = &wr[0];
-		need = 2;
-	}
 	if (c->sq_free < need)
 		return -EAGAIN;
-	wr[1].wr_id = wrid_make(WRID_RESP, need);
-	ret = xp_post_send(c->xc, first, &bad);
-	if (ret)
-		return ret;
 	c->sq_free -= need;
+	if (!c->nr_batch) {
+		c->next_flush = c->worker->flush_head;
+		c->worker->flush_head = c;
+	}
+	r->resp_batch = c->flushes + 1;
+	wr = &c->batch[c->nr_batch];
+	c->nr_batch += need;
+	memset(wr, 0, need * sizeof(*wr));
+	if (push) {
+		/* RC ordering places the data before the response arrives */
+		wr->opcode = XP_WR_RDMA_WRITE;
+		wr->sge.addr = r->slot;
+		wr->sge.length = r->cmd.length;
+		wr->sge.mr = c->slot_mr;
+		wr->remote_addr = r->cmd.addr;
+		wr->rkey = r->cmd.rkey;
+		wr++;
+	}
+	wr->wr_id = wrid_make(WRID_RESP, need);
+	wr->opcode = XP_WR_SEND;
+	wr->flags = XP_SEND_SIGNALED;
+	wr->sge.addr = r->resp_buf;
+	wr->sge.length = (uint32_t)rblk_resp_encode(r->resp_buf, &resp);
+	wr->sge.mr = c->msg_mr;
 	return 0;
+}
+
+/*
+ * Post c's batch as one chain: one doorbell on rdma, one sendmsg() on
+ * tcp. A closing connection's batch is dropped (its credits no longer
+ * matter). Runs on the worker thread, before it sleeps.
+ */
+static void tconn_flush_sends(struct tconn *c)
+{
+	unsigned int n = c->nr_batch;
+	struct xp_send_wr *bad;
+
+	c->nr_batch = 0;
+	c->flushes++;
+	if (!n || c->state == TCONN_CLOSING)
+		return;
+	for (unsigned int i = 0; i + 1 < n; i++)
+		c->batch[i].next = &c->batch[i + 1];
+	c->batch[n - 1].next = NULL;
+	if (xp_post_send(c->xc, c->batch, &bad))
+		tconn_fail(c, "posting responses failed");
+}
+
+/* Post every connection's batch; none is left on the flush list. */
+static void worker_flush_sends(struct worker *w)
+{
+	struct tconn *c;
+
+	while ((c = w->flush_head)) {
+		w->flush_head = c->next_flush;
+		c->next_flush = NULL;
+		tconn_flush_sends(c);
+	}
 }
 
 /*
@@ -348,8 +392,7 @@ static void treq_process(struct treq *r)
 				r->state = TREQ_FREE;
 				break;
 			}
-			ret = treq_post_response(r);
-			if (ret == -EAGAIN) {
+			if (treq_post_response(r)) { /* -EAGAIN */
 				r->next_wait = NULL;
 				if (c->wait_tail)
 					c->wait_tail->next_wait = r;
@@ -358,16 +401,12 @@ static void treq_process(struct treq *r)
 				c->wait_tail = r;
 				return;
 			}
-			if (ret) {
-				tconn_fail(c, "posting a response failed");
-				r->state = TREQ_FREE;
-				break;
-			}
 			treq_account(w, r);
 			/*
 			 * The tag is the initiator's again: it sends the next
 			 * command on it only after reading this response, so
-			 * the slot and response buffer are not reused early.
+			 * the slot and response buffer are not reused early
+			 * (r->resp_batch catches one that does not wait).
 			 */
 			r->state = TREQ_FREE;
 			break;
@@ -786,7 +825,7 @@ static void handle_command(struct tconn *c, const void *buf, uint32_t len)
 		return;
 	}
 	r = &c->reqs[tag];
-	if (r->state != TREQ_FREE) {
+	if (r->state != TREQ_FREE || r->resp_batch > c->flushes) {
 		tconn_fail(c, "command on a tag still in use");
 		return;
 	}
@@ -989,6 +1028,7 @@ static void reap_closed(struct worker *w, bool check_login_timeouts)
 	struct tconn **pp = &w->conns, *c;
 	uint64_t now = check_login_timeouts ? now_ms() : 0;
 
+	worker_flush_sends(w); /* nothing freed stays on the flush list */
 	while ((c = *pp)) {
 		if (check_login_timeouts && c->state == TCONN_LOGIN &&
 		    now > c->login_deadline_ms)
@@ -1055,6 +1095,8 @@ static void *worker_main(void *arg)
 			}
 		}
 		w->engine->submit(w);
+		/* every response of this iteration, one post per connection */
+		worker_flush_sends(w);
 		sweep = now_ms() - last_sweep >= 1000;
 		if (closing || sweep)
 			reap_closed(w, sweep);

@@ -73,6 +73,10 @@
  *     every byte already read from the socket has been parsed, so whatever
  *     is left shows as socket readiness (EPOLLIN, or EPOLLOUT while output
  *     is queued) on the epoll fd. arm() therefore has nothing to do.
+ *     A read that comes back short means the socket was empty: the next
+ *     poll(), and the one after the next arm(), parse without reading
+ *     (the level-triggered epoll fd still shows what arrives meanwhile),
+ *     so a wake-up costs one readv() instead of three.
  *   - Errors: the failing request gets its status, every other outstanding
  *     request (signaled or not) and posted receive XP_WC_FLUSH_ERR; the
  *     socket leaves the epoll set and is shut down for writing. A failed
@@ -277,6 +281,16 @@ struct tcp_conn {
 	size_t s_tail;
 	struct tcp_rx rx;
 	unsigned int rx_large; /* > 0: large payloads seen lately */
+	/*
+	 * The last readv() came back short or with EAGAIN: the socket was
+	 * empty then. rx_skip: the next poll() does not read (what arrives
+	 * meanwhile keeps the epoll fd readable). rx_arm_skip: neither does
+	 * the poll() after the next arm(). So a "poll until 0, arm, poll,
+	 * sleep" loop reads once per wake-up instead of three times, and a
+	 * caller that never sleeps still reads on every third poll() at worst.
+	 */
+	bool rx_skip;
+	bool rx_arm_skip;
 
 	struct tcp_mr *mr_hash[TCP_MR_BUCKETS];
 };
@@ -1259,7 +1273,9 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 static void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit)
 {
 	size_t budget = TCP_RX_BUDGET;
-	bool drained = false;
+	bool drained = c->rx_skip; /* found empty just before: parse only */
+
+	c->rx_skip = false;
 
 	for (;;) {
 		struct iovec iov[2];
@@ -1329,8 +1345,10 @@ static void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit)
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				c->rx_skip = c->rx_arm_skip = true;
 				return;
+			}
 			tcp_fail_io(c, -errno);
 			return;
 		}
@@ -1341,6 +1359,7 @@ static void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit)
 		budget -= MIN((size_t)r, budget);
 		/* a short read almost always means the socket is empty */
 		drained = (size_t)r < want;
+		c->rx_skip = c->rx_arm_skip = drained;
 		if (direct) {
 			size_t k = MIN((size_t)r, (size_t)c->rx.left);
 
@@ -1504,9 +1523,20 @@ static int tcp_fd(struct xp_conn *xc)
 	return to_tcp(xc)->epfd;
 }
 
-/* See "fd() contract" at the top: nothing to arm. */
+/*
+ * See "fd() contract" at the top: nothing to arm. If the socket was found
+ * empty by the last read, the poll() that follows skips reading once more:
+ * the caller sleeps on the level-triggered epoll fd next, which wakes at
+ * once for anything that arrived since.
+ */
 static int tcp_arm(struct xp_conn *xc)
 {
+	struct tcp_conn *c = to_tcp(xc);
+
+	if (c->rx_arm_skip) {
+		c->rx_arm_skip = false;
+		c->rx_skip = true;
+	}
 	return 0;
 }
 

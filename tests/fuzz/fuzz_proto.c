@@ -118,7 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(type == RBLK_MSG_HELLO && size == RBLK_HELLO_SIZE);
 		CHECK(h.queue_depth >= 1 && h.queue_depth <= RBLK_MAX_QD);
 		CHECK(h.max_io >= RBLK_MIN_MAX_IO && IS_POW2(h.max_io));
-		CHECK(strnlen(h.export_name, RBLK_NAME_MAX) > 0);
+		/* only a discovery HELLO may leave the export name empty */
+		CHECK(strnlen(h.export_name, RBLK_NAME_MAX) > 0 ||
+		      (h.flags & RBLK_HELLO_F_DISCOVER));
 		CHECK(strnlen(h.export_name, RBLK_NAME_MAX) < RBLK_NAME_MAX);
 		CHECK(strnlen(h.host_name, RBLK_NAME_MAX) < RBLK_NAME_MAX);
 		CHECK(rblk_hello_encode(again, &h) == RBLK_HELLO_SIZE);

@@ -566,6 +566,63 @@ static void test_send_recv(void **state)
 	free_pair(p);
 }
 
+/*
+ * After a short read the transport may skip reading in the next poll()
+ * and in the one after arm() (the socket was just found empty), but data
+ * that arrives meanwhile must show on fd() at once, and a caller that
+ * never sleeps must still get it within three poll() calls.
+ */
+static void test_skip_read_wakeup(void **state)
+{
+	struct pair *p = new_pair();
+	char sbuf[64], cbuf[64];
+	struct xp_mr *smr, *cmr;
+	struct pollfd pfd;
+	struct xp_wc wc;
+	int n = 0, i;
+
+	smr = reg(p->srv.c, sbuf, sizeof(sbuf), LOCAL);
+	cmr = reg(p->cli.c, cbuf, sizeof(cbuf), LOCAL);
+	post_recv(p->srv.c, 1, smr, sbuf, 16);
+	post_recv(p->srv.c, 2, smr, sbuf + 32, 16);
+	strcpy(cbuf, "one");
+	strcpy(cbuf + 32, "two");
+	post1(p->cli.c, mkwr(10, XP_WR_SEND, true, cmr, cbuf, 4, 0, 0));
+	wc = wait_wc(&p->srv, &p->cli); /* a short read on the server */
+	assert_int_equal(wc.wr_id, 1);
+
+	/* loopback: the bytes are in the server's socket when this returns */
+	post1(p->cli.c, mkwr(11, XP_WR_SEND, true, cmr, cbuf + 32, 4, 0, 0));
+	n = xp_poll(p->srv.c, &wc, 1);
+	if (!n) {
+		assert_int_equal(xp_arm(p->srv.c), 0);
+		n = xp_poll(p->srv.c, &wc, 1);
+	}
+	if (!n) {
+		/* about to sleep: the fd must already be readable */
+		pfd.fd = xp_fd(p->srv.c);
+		pfd.events = POLLIN;
+		assert_int_equal(poll(&pfd, 1, 0), 1);
+		n = xp_poll(p->srv.c, &wc, 1);
+	}
+	assert_int_equal(n, 1);
+	assert_int_equal(wc.wr_id, 2);
+	assert_int_equal(wc.byte_len, 4);
+	assert_string_equal(sbuf + 32, "two");
+
+	/* never sleeping, without arm(): still within three polls */
+	post_recv(p->srv.c, 3, smr, sbuf, 16);
+	post1(p->cli.c, mkwr(12, XP_WR_SEND, true, cmr, cbuf, 4, 0, 0));
+	for (i = 0, n = 0; i < 3 && !n; i++)
+		n = xp_poll(p->srv.c, &wc, 1);
+	assert_int_equal(n, 1);
+	assert_int_equal(wc.wr_id, 3);
+	for (i = 10; i <= 12; i++)
+		expect_wc(&p->cli, &p->srv, (uint64_t)i, XP_WC_SUCCESS,
+			  XP_WC_SEND);
+	free_pair(p);
+}
+
 /* RC ordering: the WRITE's data is in place when the SEND's RECV completes. */
 static void test_write_before_send(void **state)
 {
@@ -1185,6 +1242,7 @@ int main(void)
 	    cmocka_unit_test(test_connect_closed_port),
 	    cmocka_unit_test(test_silent_client),
 	    cmocka_unit_test(test_send_recv),
+	    cmocka_unit_test(test_skip_read_wakeup),
 	    cmocka_unit_test(test_write_before_send),
 	    cmocka_unit_test(test_rdma_read),
 	    cmocka_unit_test(test_signaled_write_acked),
