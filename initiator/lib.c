@@ -1438,18 +1438,10 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 			armed = xp_arm(q->xc) <= 0;
 			continue;
 		}
-		{
-			struct pollfd pfd = { .fd = xp_fd(q->xc),
-					      .events = POLLIN };
-			uint64_t now = now_ms();
-
-			if (now >= deadline)
-				return -ETIMEDOUT;
-			if (poll(&pfd, 1, (int)(deadline - now)) < 0 &&
-			    errno != EINTR)
-				return -errno;
-			armed = false;
-		}
+		n = lib_wait_readable(xp_fd(q->xc), deadline);
+		if (n)
+			return n;
+		armed = false;
 	}
 }
 
@@ -1513,8 +1505,7 @@ static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
 static int queue_connect(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_opts *o)
 {
-	char priv[RBLK_CM_REQ_SIZE], rej[XP_PRIV_MAX];
-	size_t rej_len = sizeof(rej), len;
+	size_t len;
 	struct xp_conn_attr attr;
 	struct rblk_hello hello = { 0 };
 	struct rblk_login login;
@@ -1526,22 +1517,9 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 
 	attr.max_recv_wr = qd + 2u;
 	attr.max_send_wr = 3u * qd + 4u;
-	ret = r->ops->connect(url_host, r->url.port, &attr, priv,
-			      rblk_cm_req_encode(priv, qd), o->timeout_ms,
-			      &q->xc, rej, &rej_len);
-	if (ret == -ECONNREFUSED && rej_len) {
-		int st = rblk_cm_rej_decode(rej, rej_len);
-
-		return set_error(st == RBLK_S_BAD_VERSION ? -EPROTONOSUPPORT :
-							    -ECONNREFUSED,
-				 "%s://%s:%u refused the connection: %s",
-				 r->url.scheme, url_host, r->url.port,
-				 rblk_status_str(st));
-	}
+	ret = lib_connect(r->ops, &r->url, &attr, qd, o->timeout_ms, &q->xc);
 	if (ret)
-		return set_error(ret, "cannot connect to %s://%s:%u: %s",
-				 r->url.scheme, url_host, r->url.port,
-				 strerror(-ret));
+		return ret;
 
 	q->nr_recv = attr.max_recv_wr;
 	q->cmd_bufs = qd;
