@@ -75,17 +75,8 @@ const char *rblk_last_error(void)
 	return last_error[0] ? last_error : "no error";
 }
 
-__attribute__((format(printf, 2, 3))) static int set_error(int err,
-							     const char *fmt,
-							     ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
-	va_end(ap);
-	return err;
-}
+/* lib.c's short name for it */
+#define set_error lib_set_error
 
 int lib_set_error(int err, const char *fmt, ...)
 {
