@@ -1379,60 +1379,45 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
 	struct rblk_auth_ctx ctx = { 0 };
-	bool armed = false, challenged = false;
+	bool challenged = false;
 	struct xp_wc wc;
 	int n, st, type;
 
 	for (;;) {
-		n = xp_poll(q->xc, &wc, 1);
-		if (n < 0)
-			return n;
-		if (n == 1) {
-			armed = false;
-			if (wc.status != XP_WC_SUCCESS)
-				return -ECONNRESET;
-			if (wrid_kind(wc.wr_id) == WRID_HELLO)
-				q->sq_free += wrid_credits(wc.wr_id);
-			if (wrid_kind(wc.wr_id) != WRID_RECV)
-				continue;
-			type = rblk_msg_type(recv_buf(q, wrid_tag(wc.wr_id)),
-					     wc.byte_len);
-			if (type == RBLK_MSG_AUTH_CHALLENGE ||
-			    type == RBLK_MSG_AUTH_RESULT) {
-				st = login_auth_step(q, &ctx, &challenged,
-						     recv_buf(q, wrid_tag(wc.wr_id)),
-						     wc.byte_len);
-				if (st) {
-					*err_set = true;
-					return st;
-				}
-				if (post_recv_buf(q, wrid_tag(wc.wr_id)))
-					return -ECONNRESET;
-				continue;
-			}
-			st = rblk_login_decode(recv_buf(q, wrid_tag(wc.wr_id)),
-					       wc.byte_len, login);
-			if (st)
-				return -EPROTO;
-			if (login->status == RBLK_S_OK && challenged &&
-			    !q->authed) {
-				*err_set = true;
-				return set_error(-EPROTO,
-						 "target logged us in without AUTH_RESULT");
-			}
-			return post_recv_buf(q, wrid_tag(wc.wr_id)) ?
-				       -ECONNRESET :
-				       0;
-		}
-		if (!armed) {
-			/* arm, then poll once more before sleeping */
-			armed = xp_arm(q->xc) <= 0;
-			continue;
-		}
-		n = lib_wait_readable(xp_fd(q->xc), deadline);
+		n = lib_wait_wc(q->xc, &wc, deadline);
 		if (n)
 			return n;
-		armed = false;
+		if (wc.status != XP_WC_SUCCESS)
+			return -ECONNRESET;
+		if (wrid_kind(wc.wr_id) == WRID_HELLO)
+			q->sq_free += wrid_credits(wc.wr_id);
+		if (wrid_kind(wc.wr_id) != WRID_RECV)
+			continue;
+		type = rblk_msg_type(recv_buf(q, wrid_tag(wc.wr_id)),
+				     wc.byte_len);
+		if (type == RBLK_MSG_AUTH_CHALLENGE ||
+		    type == RBLK_MSG_AUTH_RESULT) {
+			st = login_auth_step(q, &ctx, &challenged,
+					     recv_buf(q, wrid_tag(wc.wr_id)),
+					     wc.byte_len);
+			if (st) {
+				*err_set = true;
+				return st;
+			}
+			if (post_recv_buf(q, wrid_tag(wc.wr_id)))
+				return -ECONNRESET;
+			continue;
+		}
+		st = rblk_login_decode(recv_buf(q, wrid_tag(wc.wr_id)),
+				       wc.byte_len, login);
+		if (st)
+			return -EPROTO;
+		if (login->status == RBLK_S_OK && challenged && !q->authed) {
+			*err_set = true;
+			return set_error(-EPROTO,
+					 "target logged us in without AUTH_RESULT");
+		}
+		return post_recv_buf(q, wrid_tag(wc.wr_id)) ? -ECONNRESET : 0;
 	}
 }
 

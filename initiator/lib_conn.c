@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * librblk connection set-up shared by the data queues (lib.c) and
- * discovery (lib_discover.c).
+ * librblk connection set-up shared by the data queues' login (lib.c) and
+ * discovery (lib_discover.c): connecting, and waiting for a completion.
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "../common/proto.h"
@@ -40,7 +41,11 @@ int lib_connect(const struct xp_ops *ops, const struct rblk_url *u,
 	return 0;
 }
 
-int lib_wait_readable(int fd, uint64_t deadline)
+/*
+ * Sleep until fd is readable, a signal, or deadline: 0 (poll the CQ again),
+ * -ETIMEDOUT once past deadline, or a negative errno from poll().
+ */
+static int wait_readable(int fd, uint64_t deadline)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	uint64_t now = now_ms();
@@ -50,4 +55,27 @@ int lib_wait_readable(int fd, uint64_t deadline)
 	if (poll(&pfd, 1, (int)(deadline - now)) < 0 && errno != EINTR)
 		return -errno;
 	return 0;
+}
+
+int lib_wait_wc(struct xp_conn *xc, struct xp_wc *wc, uint64_t deadline)
+{
+	bool armed = false;
+	int n;
+
+	for (;;) {
+		n = xp_poll(xc, wc, 1);
+		if (n < 0)
+			return n;
+		if (n == 1)
+			return 0;
+		if (!armed) {
+			/* arm, then poll once more before sleeping */
+			armed = xp_arm(xc) <= 0;
+			continue;
+		}
+		n = wait_readable(xp_fd(xc), deadline);
+		if (n)
+			return n;
+		armed = false;
+	}
 }

@@ -38,32 +38,20 @@ static int wait_reply(struct xp_conn *xc, const void *rbuf, int timeout_ms,
 		      void *out, uint32_t *out_len)
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	bool armed = false;
 	struct xp_wc wc;
 	int n;
 
 	for (;;) {
-		n = xp_poll(xc, &wc, 1);
-		if (n < 0)
-			return n;
-		if (n == 1) {
-			armed = false;
-			if (wc.status != XP_WC_SUCCESS)
-				return -ECONNRESET;
-			if (wc.wr_id != WR_RECV)
-				continue;
-			*out_len = MIN(wc.byte_len, (uint32_t)RBLK_MSG_MAX);
-			memcpy(out, rbuf, *out_len);
-			return 0;
-		}
-		if (!armed) {
-			armed = xp_arm(xc) <= 0;
-			continue;
-		}
-		n = lib_wait_readable(xp_fd(xc), deadline);
+		n = lib_wait_wc(xc, &wc, deadline);
 		if (n)
 			return n;
-		armed = false;
+		if (wc.status != XP_WC_SUCCESS)
+			return -ECONNRESET;
+		if (wc.wr_id != WR_RECV)
+			continue;
+		*out_len = MIN(wc.byte_len, (uint32_t)RBLK_MSG_MAX);
+		memcpy(out, rbuf, *out_len);
+		return 0;
 	}
 }
 

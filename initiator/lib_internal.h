@@ -18,6 +18,7 @@ struct rblk_url;
 struct xp_ops;
 struct xp_conn;
 struct xp_conn_attr;
+struct xp_wc;
 
 /*
  * Connect to u with a CM request for queue_depth (lib_conn.c). Returns 0,
@@ -30,10 +31,11 @@ int lib_connect(const struct xp_ops *ops, const struct rblk_url *u,
 		int timeout_ms, struct xp_conn **out);
 
 /*
- * Sleep until fd is readable, a signal, or deadline (now_ms() clock).
- * Returns 0 (poll the completions again), -ETIMEDOUT once past deadline,
- * or a negative errno from poll().
+ * Wait for one completion on xc until deadline (now_ms() clock), sleeping
+ * on its fd between polls: 0 with *wc filled (its status unchecked),
+ * -ETIMEDOUT once past deadline, or another negative errno (xp_poll,
+ * poll). Not for the I/O path: for the login and discovery exchanges.
  */
-int lib_wait_readable(int fd, uint64_t deadline);
+int lib_wait_wc(struct xp_conn *xc, struct xp_wc *wc, uint64_t deadline);
 
 #endif
