@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -89,20 +88,8 @@ int rblk_auth_check_nonces(const struct rblk_auth_ctx *ctx)
 	return 0;
 }
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
+/* format into the caller's err buffer (when given), return ret */
+#define fail errbuf_printf
 
 int rblk_auth_check_secret(const char *secret, size_t len, char *err,
 			   size_t errlen)

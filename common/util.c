@@ -3,6 +3,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -141,4 +143,16 @@ int parse_seconds_ms(const char *s, bool allow_forever, int *out_ms)
 		return -ERANGE;
 	*out_ms = (int)(v * 1000.0 + 0.5);
 	return 0;
+}
+
+int errbuf_printf(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return ret;
 }

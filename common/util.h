@@ -50,6 +50,14 @@ int read_full(int fd, void *buf, size_t len);
  */
 int parse_seconds_ms(const char *s, bool allow_forever, int *out_ms);
 
+/*
+ * Format an error message into err (errlen bytes; nothing when err is NULL
+ * or errlen 0) and return ret: the "char *err, size_t errlen" convention
+ * of the parsers and checkers.
+ */
+__attribute__((format(printf, 4, 5))) int
+errbuf_printf(char *err, size_t errlen, int ret, const char *fmt, ...);
+
 /* Fill buf with cryptographically strong random bytes (getrandom). */
 void random_bytes(void *buf, size_t len);
 

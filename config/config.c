@@ -31,20 +31,8 @@
 
 #define CFG_MAX_WORKERS 1024
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
+/* format into the caller's err buffer (when given), return ret */
+#define fail errbuf_printf
 
 void cfg_init(struct cfg_target *cfg)
 {

@@ -75,4 +75,13 @@ int cmd_version(int argc, char **argv); /* initiator/discover.c */
 /* Write s as a JSON string literal (quoted, escaped) to f. */
 void cli_json_string(FILE *f, const char *s);
 
+/*
+ * Option parsers shared by info and discover (initiator/cli.c). Each
+ * returns 0, or prints "rblk CMD: ..." to stderr and returns -1 on a bad
+ * argument (the caller then exits with 2).
+ */
+int cli_parse_output(const char *cmd, const char *arg, bool *json); /* -o */
+int cli_parse_timeout(const char *cmd, const char *arg, int *timeout_ms);
+int cli_parse_log_level(const char *cmd, const char *arg); /* sets it */
+
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `rblk discover URL`: list the exports a target lets this host see, and
- * `rblk version`. The JSON string writer is shared by the subcommands.
+ * `rblk version`.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -11,24 +11,9 @@
 
 #include <rblk/rblk.h>
 
-#include "../common/log.h"
 #include "../common/proto.h"
 #include "../common/version.h"
 #include "cli.h"
-
-void cli_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p == 0x7f)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
 
 static void discover_usage(FILE *f)
 {
@@ -133,32 +118,19 @@ int cmd_discover(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "o:t:H:L:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
-			if (!strcmp(optarg, "json")) {
-				json = true;
-			} else if (strcmp(optarg, "text")) {
-				fprintf(stderr, "rblk discover: unknown output format '%s' (text, json)\n",
-					optarg);
+			if (cli_parse_output("discover", optarg, &json))
 				return 2;
-			}
 			break;
 		case 't':
-			o.timeout_ms = atoi(optarg);
-			if (o.timeout_ms <= 0) {
-				fprintf(stderr, "rblk discover: bad timeout '%s'\n",
-					optarg);
+			if (cli_parse_timeout("discover", optarg, &o.timeout_ms))
 				return 2;
-			}
 			break;
 		case 'H':
 			o.host_name = optarg;
 			break;
 		case 'L':
-			if (log_parse_level(optarg) < 0) {
-				fprintf(stderr, "rblk discover: bad log level '%s'\n",
-					optarg);
+			if (cli_parse_log_level("discover", optarg))
 				return 2;
-			}
-			log_set_level(log_parse_level(optarg));
 			break;
 		case 'h':
 			discover_usage(stdout);

@@ -75,17 +75,8 @@ const char *rblk_last_error(void)
 	return last_error[0] ? last_error : "no error";
 }
 
-__attribute__((format(printf, 2, 3))) static int set_error(int err,
-							     const char *fmt,
-							     ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
-	va_end(ap);
-	return err;
-}
+/* lib.c's short name for it */
+#define set_error lib_set_error
 
 int lib_set_error(int err, const char *fmt, ...)
 {
@@ -1388,68 +1379,45 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
 	struct rblk_auth_ctx ctx = { 0 };
-	bool armed = false, challenged = false;
+	bool challenged = false;
 	struct xp_wc wc;
 	int n, st, type;
 
 	for (;;) {
-		n = xp_poll(q->xc, &wc, 1);
-		if (n < 0)
+		n = lib_wait_wc(q->xc, &wc, deadline);
+		if (n)
 			return n;
-		if (n == 1) {
-			armed = false;
-			if (wc.status != XP_WC_SUCCESS)
-				return -ECONNRESET;
-			if (wrid_kind(wc.wr_id) == WRID_HELLO)
-				q->sq_free += wrid_credits(wc.wr_id);
-			if (wrid_kind(wc.wr_id) != WRID_RECV)
-				continue;
-			type = rblk_msg_type(recv_buf(q, wrid_tag(wc.wr_id)),
+		if (wc.status != XP_WC_SUCCESS)
+			return -ECONNRESET;
+		if (wrid_kind(wc.wr_id) == WRID_HELLO)
+			q->sq_free += wrid_credits(wc.wr_id);
+		if (wrid_kind(wc.wr_id) != WRID_RECV)
+			continue;
+		type = rblk_msg_type(recv_buf(q, wrid_tag(wc.wr_id)),
+				     wc.byte_len);
+		if (type == RBLK_MSG_AUTH_CHALLENGE ||
+		    type == RBLK_MSG_AUTH_RESULT) {
+			st = login_auth_step(q, &ctx, &challenged,
+					     recv_buf(q, wrid_tag(wc.wr_id)),
 					     wc.byte_len);
-			if (type == RBLK_MSG_AUTH_CHALLENGE ||
-			    type == RBLK_MSG_AUTH_RESULT) {
-				st = login_auth_step(q, &ctx, &challenged,
-						     recv_buf(q, wrid_tag(wc.wr_id)),
-						     wc.byte_len);
-				if (st) {
-					*err_set = true;
-					return st;
-				}
-				if (post_recv_buf(q, wrid_tag(wc.wr_id)))
-					return -ECONNRESET;
-				continue;
-			}
-			st = rblk_login_decode(recv_buf(q, wrid_tag(wc.wr_id)),
-					       wc.byte_len, login);
-			if (st)
-				return -EPROTO;
-			if (login->status == RBLK_S_OK && challenged &&
-			    !q->authed) {
+			if (st) {
 				*err_set = true;
-				return set_error(-EPROTO,
-						 "target logged us in without AUTH_RESULT");
+				return st;
 			}
-			return post_recv_buf(q, wrid_tag(wc.wr_id)) ?
-				       -ECONNRESET :
-				       0;
-		}
-		if (!armed) {
-			/* arm, then poll once more before sleeping */
-			armed = xp_arm(q->xc) <= 0;
+			if (post_recv_buf(q, wrid_tag(wc.wr_id)))
+				return -ECONNRESET;
 			continue;
 		}
-		{
-			struct pollfd pfd = { .fd = xp_fd(q->xc),
-					      .events = POLLIN };
-			uint64_t now = now_ms();
-
-			if (now >= deadline)
-				return -ETIMEDOUT;
-			if (poll(&pfd, 1, (int)(deadline - now)) < 0 &&
-			    errno != EINTR)
-				return -errno;
-			armed = false;
+		st = rblk_login_decode(recv_buf(q, wrid_tag(wc.wr_id)),
+				       wc.byte_len, login);
+		if (st)
+			return -EPROTO;
+		if (login->status == RBLK_S_OK && challenged && !q->authed) {
+			*err_set = true;
+			return set_error(-EPROTO,
+					 "target logged us in without AUTH_RESULT");
 		}
+		return post_recv_buf(q, wrid_tag(wc.wr_id)) ? -ECONNRESET : 0;
 	}
 }
 
@@ -1513,8 +1481,7 @@ static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
 static int queue_connect(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_opts *o)
 {
-	char priv[RBLK_CM_REQ_SIZE], rej[XP_PRIV_MAX];
-	size_t rej_len = sizeof(rej), len;
+	size_t len;
 	struct xp_conn_attr attr;
 	struct rblk_hello hello = { 0 };
 	struct rblk_login login;
@@ -1526,22 +1493,9 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 
 	attr.max_recv_wr = qd + 2u;
 	attr.max_send_wr = 3u * qd + 4u;
-	ret = r->ops->connect(url_host, r->url.port, &attr, priv,
-			      rblk_cm_req_encode(priv, qd), o->timeout_ms,
-			      &q->xc, rej, &rej_len);
-	if (ret == -ECONNREFUSED && rej_len) {
-		int st = rblk_cm_rej_decode(rej, rej_len);
-
-		return set_error(st == RBLK_S_BAD_VERSION ? -EPROTONOSUPPORT :
-							    -ECONNREFUSED,
-				 "%s://%s:%u refused the connection: %s",
-				 r->url.scheme, url_host, r->url.port,
-				 rblk_status_str(st));
-	}
+	ret = lib_connect(r->ops, &r->url, &attr, qd, o->timeout_ms, &q->xc);
 	if (ret)
-		return set_error(ret, "cannot connect to %s://%s:%u: %s",
-				 r->url.scheme, url_host, r->url.port,
-				 strerror(-ret));
+		return ret;
 
 	q->nr_recv = attr.max_recv_wr;
 	q->cmd_bufs = qd;

@@ -9,7 +9,6 @@
 #include <rblk/rblk.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,39 +38,20 @@ static int wait_reply(struct xp_conn *xc, const void *rbuf, int timeout_ms,
 		      void *out, uint32_t *out_len)
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	bool armed = false;
 	struct xp_wc wc;
 	int n;
 
 	for (;;) {
-		n = xp_poll(xc, &wc, 1);
-		if (n < 0)
+		n = lib_wait_wc(xc, &wc, deadline);
+		if (n)
 			return n;
-		if (n == 1) {
-			armed = false;
-			if (wc.status != XP_WC_SUCCESS)
-				return -ECONNRESET;
-			if (wc.wr_id != WR_RECV)
-				continue;
-			*out_len = MIN(wc.byte_len, (uint32_t)RBLK_MSG_MAX);
-			memcpy(out, rbuf, *out_len);
-			return 0;
-		}
-		if (!armed) {
-			armed = xp_arm(xc) <= 0;
+		if (wc.status != XP_WC_SUCCESS)
+			return -ECONNRESET;
+		if (wc.wr_id != WR_RECV)
 			continue;
-		}
-		{
-			struct pollfd pfd = { .fd = xp_fd(xc), .events = POLLIN };
-			uint64_t now = now_ms();
-
-			if (now >= deadline)
-				return -ETIMEDOUT;
-			if (poll(&pfd, 1, (int)(deadline - now)) < 0 &&
-			    errno != EINTR)
-				return -errno;
-			armed = false;
-		}
+		*out_len = MIN(wc.byte_len, (uint32_t)RBLK_MSG_MAX);
+		memcpy(out, rbuf, *out_len);
+		return 0;
 	}
 }
 
@@ -80,9 +60,7 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 			 struct rblk_disc_reply *reply)
 {
 	const struct rblk_url *u = d->url;
-	char priv[RBLK_CM_REQ_SIZE], rej[XP_PRIV_MAX];
 	uint8_t msg[RBLK_MSG_MAX];
-	size_t rej_len = sizeof(rej);
 	struct xp_conn_attr attr = { .max_send_wr = 2, .max_recv_wr = 2 };
 	struct rblk_hello hello = { 0 };
 	struct xp_send_wr wr = { 0 }, *bad;
@@ -94,22 +72,9 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 	void *mem = NULL;
 	int ret, st;
 
-	ret = d->ops->connect(u->host, u->port, &attr, priv,
-			      rblk_cm_req_encode(priv, 1), d->timeout_ms, &xc,
-			      rej, &rej_len);
-	if (ret == -ECONNREFUSED && rej_len) {
-		st = rblk_cm_rej_decode(rej, rej_len);
-		return lib_set_error(st == RBLK_S_BAD_VERSION ?
-					     -EPROTONOSUPPORT :
-					     -ECONNREFUSED,
-				     "%s://%s:%u refused the connection: %s",
-				     u->scheme, u->host, u->port,
-				     rblk_status_str(st));
-	}
+	ret = lib_connect(d->ops, u, &attr, 1, d->timeout_ms, &xc);
 	if (ret)
-		return lib_set_error(ret, "cannot connect to %s://%s:%u: %s",
-				     u->scheme, u->host, u->port,
-				     strerror(-ret));
+		return ret;
 	/* one receive buffer, then the HELLO */
 	if (posix_memalign(&mem, 4096, 2 * RBLK_MSG_MAX)) {
 		mem = NULL;

@@ -6,10 +6,36 @@
 #ifndef RBLK_INITIATOR_LIB_INTERNAL_H
 #define RBLK_INITIATOR_LIB_INTERNAL_H
 
+#include <stdint.h>
+
 /* Set this thread's rblk_last_error() text; returns err. */
 __attribute__((format(printf, 2, 3))) int lib_set_error(int err,
 							const char *fmt, ...);
 /* Clear it at the start of a public call. */
 void lib_clear_error(void);
+
+struct rblk_url;
+struct xp_ops;
+struct xp_conn;
+struct xp_conn_attr;
+struct xp_wc;
+
+/*
+ * Connect to u with a CM request for queue_depth (lib_conn.c). Returns 0,
+ * or a negative errno with the error set: the target's refusal decoded
+ * (-EPROTONOSUPPORT for a bad version, else -ECONNREFUSED) or the
+ * transport's failure.
+ */
+int lib_connect(const struct xp_ops *ops, const struct rblk_url *u,
+		const struct xp_conn_attr *attr, uint16_t queue_depth,
+		int timeout_ms, struct xp_conn **out);
+
+/*
+ * Wait for one completion on xc until deadline (now_ms() clock), sleeping
+ * on its fd between polls: 0 with *wc filled (its status unchecked),
+ * -ETIMEDOUT once past deadline, or another negative errno (xp_poll,
+ * poll). Not for the I/O path: for the login and discovery exchanges.
+ */
+int lib_wait_wc(struct xp_conn *xc, struct xp_wc *wc, uint64_t deadline);
 
 #endif

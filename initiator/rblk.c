@@ -83,29 +83,16 @@ int cmd_info(int argc, char **argv)
 			continue;
 		switch (c) {
 		case 'o':
-			if (!strcmp(optarg, "json")) {
-				json = true;
-			} else if (strcmp(optarg, "text")) {
-				fprintf(stderr, "rblk info: unknown output format '%s' (text, json)\n",
-					optarg);
+			if (cli_parse_output("info", optarg, &json))
 				return 2;
-			}
 			break;
 		case 't':
-			o.timeout_ms = atoi(optarg);
-			if (o.timeout_ms <= 0) {
-				fprintf(stderr, "rblk info: bad timeout '%s'\n",
-					optarg);
+			if (cli_parse_timeout("info", optarg, &o.timeout_ms))
 				return 2;
-			}
 			break;
 		case 'L':
-			if (log_parse_level(optarg) < 0) {
-				fprintf(stderr, "rblk info: bad log level '%s'\n",
-					optarg);
+			if (cli_parse_log_level("info", optarg))
 				return 2;
-			}
-			log_set_level(log_parse_level(optarg));
 			break;
 		case 'D':
 			o.direct = RBLK_DIRECT_ON;

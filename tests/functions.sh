@@ -24,9 +24,14 @@
 #   requires_nbdsh            skip unless nbdsh and its python module work
 #   requires_built            fail unless build/rblk-target and build/rblk
 #                             exist (run `make` first)
+#   requires_fio_engine       fail unless build/rblk-fio.so (RBLK_FIO_ENGINE)
+#                             exists; skip when make fio-engine-try recorded
+#                             why it could not build it
 #   cleanup_fn CMD [ARG...]   run CMD at exit; last registered runs first
 #   fail MSG...               print "FAIL: test: MSG" and exit 1
 #   skip MSG...               print "SKIP: test: MSG" and exit 77
+#   wait_pid SECS PID         wait for child PID to exit and return its
+#                             status; fail if it outlives SECS
 #   tmo SECS CMD [ARG...]     run CMD under timeout(1); a hang becomes a
 #                             failure naming the command. Wrap every client
 #                             command that could block on a broken server.
@@ -56,6 +61,7 @@ RBLK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RBLK_BUILD=${RBLK_BUILD:-$RBLK_ROOT/build}
 RBLK_TARGET_BIN=$RBLK_BUILD/rblk-target
 RBLK_BIN=$RBLK_BUILD/rblk
+RBLK_FIO_ENGINE=$RBLK_BUILD/rblk-fio.so
 TEST_NAME=$(basename "$0")
 cd "$RBLK_ROOT" || exit 1
 
@@ -137,6 +143,15 @@ requires_built()
 	[ -x "$RBLK_BIN" ] || fail "$RBLK_BIN missing: run make"
 }
 
+requires_fio_engine()
+{
+	[ -f "$RBLK_FIO_ENGINE" ] && return 0
+	# make fio-engine-try records why it could not build the engine
+	[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
+		skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
+	fail "$RBLK_FIO_ENGINE missing: run make fio-engine (or make check)"
+}
+
 # nbdsh is a shell script running `python3 -m nbd`; when the python3 first
 # on PATH is not the system one (pyenv, venv) it lacks the module. Then a
 # wrapper in $TEST_DIR/bin, first on PATH, runs it with the system python
@@ -187,6 +202,17 @@ stop_pid()
 	fi
 	wait "$pid" 2>/dev/null
 	return 0
+}
+
+wait_pid()
+{
+	local i
+	for ((i = 0; i < $1 * 20; i++)); do
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -0 "$2" 2>/dev/null && fail "pid $2 still running after $1 s"
+	wait "$2"
 }
 
 free_port()

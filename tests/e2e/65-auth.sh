@@ -131,7 +131,7 @@ refused "secret file $TEST_DIR/wrong.key is accessible by group or others (mode 
 	--host-name alpha --key-file "$TEST_DIR/wrong.key"
 
 # ---- the fio engine (when built): keyfile= and mutual_auth= -------------
-engine=$RBLK_BUILD/rblk-fio.so
+engine=$RBLK_FIO_ENGINE
 if command -v fio >/dev/null && [ -f "$engine" ]; then
 	tmo 60 fio --name=auth "--ioengine=external:$engine" "--uri=$URL" \
 		--hostname=alpha "--keyfile=$TEST_DIR/alpha.key" --mutual_auth=1 \

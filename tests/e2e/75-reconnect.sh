@@ -22,12 +22,8 @@ source "$(dirname "$0")/../functions.sh"
 requires fio truncate
 requires_built
 
-engine=$RBLK_BUILD/rblk-fio.so
-if [ ! -f "$engine" ]; then
-	[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
-		skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
-	fail "$engine missing: run make fio-engine (or make check)"
-fi
+requires_fio_engine
+engine=$RBLK_FIO_ENGINE
 
 img=$TEST_DIR/export.img
 truncate -s 64M "$img"
@@ -58,18 +54,6 @@ restart_target()
 
 now_ms() { date +%s%3N; }
 quiet_kill() { kill "$@" 2>/dev/null || true; }
-
-# wait_pid SECS PID: wait for a child; fail if it outlives SECS
-wait_pid()
-{
-	local i
-	for ((i = 0; i < $1 * 20; i++)); do
-		kill -0 "$2" 2>/dev/null || break
-		sleep 0.05
-	done
-	kill -0 "$2" 2>/dev/null && fail "pid $2 still running after $1 s"
-	wait "$2"
-}
 
 # ---- 1. three kill -9 / restart cycles under a write load ------------------
 layout=(--rw=randwrite --bsrange=4k-64k --verify=crc32c --iodepth=16

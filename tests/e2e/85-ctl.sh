@@ -20,12 +20,8 @@ source "$(dirname "$0")/../functions.sh"
 requires fio jq curl nbdcopy truncate cmp python3
 requires_built
 
-engine=$RBLK_BUILD/rblk-fio.so
-if [ ! -f "$engine" ]; then
-	[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
-		skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
-	fail "$engine missing: run make fio-engine (or make check)"
-fi
+requires_fio_engine
+engine=$RBLK_FIO_ENGINE
 
 mport=$(free_port)
 vol0=$TEST_DIR/vol0.img
@@ -36,18 +32,6 @@ start_target --export "vol0=$vol0" --workers 2 \
 	--metrics "$mport" # a bare port: loopback
 sock=$RBLK_CTL_SOCKET
 base=tcp://127.0.0.1:$RBLK_PORT
-
-# wait_pid PID SECS: wait for PID to exit; its exit status
-wait_pid()
-{
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$1" 2>/dev/null && fail "pid $1 still running after $2 s"
-	wait "$1"
-}
 
 ctl()
 {
@@ -141,7 +125,7 @@ jq -e '.removed == "vol1" and .sessions >= 1 and .released' "$TEST_DIR/rm.json" 
 grep -q "export vol1: closed, its backing store released" "$RBLK_TARGET_LOG" ||
 	fail "remove-export --wait answered before vol1 was closed"
 rc=0
-wait_pid "$victim_pid" 20 || rc=$?
+wait_pid 20 "$victim_pid" || rc=$?
 [ $rc -ne 0 ] || { cat "$TEST_DIR/victim.out"; fail "fio on the removed export exited 0"; }
 grep -q "conn .*export vol1 removed; disconnecting" "$RBLK_TARGET_LOG" ||
 	fail "the target did not close vol1's session"
@@ -163,7 +147,7 @@ fi
 grep -q "no export named 'vol1'" "$TEST_DIR/err" || fail "remove twice: $(cat "$TEST_DIR/err")"
 
 rc=0
-wait_pid "$verify_pid" 40 || rc=$?
+wait_pid 40 "$verify_pid" || rc=$?
 [ $rc -eq 0 ] || { cat "$TEST_DIR/verify.json"; fail "the verify job on vol0 failed (rc $rc)"; }
 # verify reads happened (verify_backlog) and nothing failed
 jq -e '.jobs[0] | .error == 0 and .read.total_ios > 0 and .write.total_ios > 0' \
@@ -266,7 +250,7 @@ for ((i = 0; i < 100; i++)); do
 	sleep 0.1
 done
 [ $i -lt 100 ] || fail "gone was not closed after its session ended"
-wait_pid "$gone_pid" 20 || true
+wait_pid 20 "$gone_pid" || true
 
 # ---- idle and trickling ctl/metrics clients never delay logins ------------------
 # 2 idle metrics, 2 idle ctl connections and one metrics client sending a

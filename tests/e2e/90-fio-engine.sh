@@ -11,13 +11,8 @@ source "$(dirname "$0")/../functions.sh"
 requires fio truncate
 requires_built
 
-engine=$RBLK_BUILD/rblk-fio.so
-if [ ! -f "$engine" ]; then
-	# make fio-engine-try records why it could not build the engine
-	[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
-		skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
-	fail "$engine missing: run make fio-engine (or make check)"
-fi
+requires_fio_engine
+engine=$RBLK_FIO_ENGINE
 fio --enghelp="$engine" 2>&1 | grep -q '^uri' ||
 	fail "fio $(fio --version) cannot load $engine (built for another fio version? make clean fio-engine)"
 

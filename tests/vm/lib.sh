@@ -9,6 +9,11 @@
 #   bg CMD...            start CMD in the background; it is killed (with its
 #                        process group) when the test exits; $! is its pid
 #   wait_until SEC CMD...  run CMD every 0.2 s until it succeeds; fail after SEC
+#   sha256 FILE          print FILE's sha256 (the hex digest alone)
+#   nbd_round_trip IN SOCK EXPORT OUT FILE WHAT
+#                        nbdcopy IN to nbd+unix:///EXPORT?socket=SOCK, then
+#                        back into OUT; fail "WHAT: checksums differ" unless
+#                        IN, OUT and FILE (the exported file) hash the same
 #   addr, dev            $RDMA_ADDR (192.0.2.1) and $RDMA_DEV (rxe0)
 #
 # Tests run as root with cwd = the repo root; the host root is read-only, so
@@ -60,4 +65,15 @@ wait_until() {
 		[ "$SECONDS" -lt "$end" ] || fail "timed out after ${sec}s waiting for: $*"
 		sleep 0.2
 	done
+}
+sha256() { sha256sum <"$1" | cut -d' ' -f1; }
+nbd_round_trip() {
+	local in=$1 uri="nbd+unix:///$3?socket=$2" out=$4 file=$5 what=$6 a b c
+	timeout 180 nbdcopy "$in" "$uri" || fail "nbdcopy in"
+	timeout 180 nbdcopy "$uri" "$out" || fail "nbdcopy out"
+	a=$(sha256 "$in")
+	b=$(sha256 "$out")
+	c=$(sha256 "$file")
+	echo "in $a"; echo "out $b"; echo "file $c"
+	[ "$a" = "$b" ] && [ "$a" = "$c" ] || fail "$what: checksums differ"
 }

@@ -41,13 +41,8 @@ bg "$BUILD/rblk" nbd "$url/vol" --socket "$sock" --queues 4 >"$dir/nbd.out" 2>"$
 wait_until 30 test -S "$sock"
 head -c 64M /dev/urandom >"$dir/in.bin"
 truncate -s 128M "$dir/in.bin"
-timeout 180 nbdcopy "$dir/in.bin" "nbd+unix:///vol?socket=$sock" || fail "nbdcopy in"
-timeout 180 nbdcopy "nbd+unix:///vol?socket=$sock" "$dir/out.bin" || fail "nbdcopy out"
-a=$(sha256sum <"$dir/in.bin" | cut -d' ' -f1)
-b=$(sha256sum <"$dir/out.bin" | cut -d' ' -f1)
-c=$(sha256sum <"$dir/vol.img" | cut -d' ' -f1)
-echo "in $a"; echo "out $b"; echo "file $c"
-[ "$a" = "$b" ] && [ "$a" = "$c" ] || fail "nbdcopy over rdma: checksums differ"
+nbd_round_trip "$dir/in.bin" "$sock" vol "$dir/out.bin" "$dir/vol.img" \
+	"nbdcopy over rdma"
 rm -f "$dir/in.bin" "$dir/out.bin"
 
 echo "# fio nbd engine, randwrite + crc32c verify, through rblk nbd over rdma"

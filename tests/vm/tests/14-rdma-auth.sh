@@ -41,13 +41,8 @@ bg "$BUILD/rblk" nbd "$url" --socket "$sock" --host-name alpha \
 	--key-file "$dir/alpha.key" --mutual-auth 2>"$dir/nbd.log"
 wait_until 60 test -S "$sock"
 head -c 32M /dev/urandom >"$dir/in.bin"
-timeout 180 nbdcopy "$dir/in.bin" "nbd+unix:///vol?socket=$sock" || fail "nbdcopy in"
-timeout 180 nbdcopy "nbd+unix:///vol?socket=$sock" "$dir/out.bin" || fail "nbdcopy out"
-a=$(sha256sum <"$dir/in.bin" | cut -d' ' -f1)
-b=$(sha256sum <"$dir/out.bin" | cut -d' ' -f1)
-c=$(sha256sum <"$dir/vol.img" | cut -d' ' -f1)
-echo "in $a"; echo "out $b"; echo "file $c"
-[ "$a" = "$b" ] && [ "$a" = "$c" ] || fail "authenticated round trip: checksums differ"
+nbd_round_trip "$dir/in.bin" "$sock" vol "$dir/out.bin" "$dir/vol.img" \
+	"authenticated round trip"
 
 echo "# refusals"
 before=$(regs)
@@ -106,5 +101,5 @@ done
 
 echo "# the authenticated session still works"
 timeout 180 nbdcopy "nbd+unix:///vol?socket=$sock" "$dir/out2.bin" || fail "nbdcopy out again"
-[ "$(sha256sum <"$dir/out2.bin" | cut -d' ' -f1)" = "$a" ] || fail "data changed"
+[ "$(sha256 "$dir/out2.bin")" = "$(sha256 "$dir/in.bin")" ] || fail "data changed"
 echo "PASS"

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers shared by the `rblk` subcommands: parsing the options several of
+ * them take (-o, -t, -L) and writing JSON strings.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "cli.h"
+
+void cli_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+int cli_parse_output(const char *cmd, const char *arg, bool *json)
+{
+	if (!strcmp(arg, "json")) {
+		*json = true;
+	} else if (strcmp(arg, "text")) {
+		fprintf(stderr, "rblk %s: unknown output format '%s' (text, json)\n",
+			cmd, arg);
+		return -1;
+	}
+	return 0;
+}
+
+int cli_parse_timeout(const char *cmd, const char *arg, int *timeout_ms)
+{
+	*timeout_ms = atoi(arg);
+	if (*timeout_ms <= 0) {
+		fprintf(stderr, "rblk %s: bad timeout '%s'\n", cmd, arg);
+		return -1;
+	}
+	return 0;
+}
+
+int cli_parse_log_level(const char *cmd, const char *arg)
+{
+	int lvl = log_parse_level(arg);
+
+	if (lvl < 0) {
+		fprintf(stderr, "rblk %s: bad log level '%s'\n", cmd, arg);
+		return -1;
+	}
+	log_set_level(lvl);
+	return 0;
+}
