@@ -372,8 +372,19 @@ static uint32_t command(struct rc *c, uint8_t op, uint64_t off)
  * differences"), so there the error arrives as the connection failing
  * right after; that the bytes never landed is checked on A's slot.
  */
+static int foreign_access_at(struct rc *b, enum xp_wr_opcode op,
+			     const char *what, uint64_t addr, uint32_t rkey);
+
 static int foreign_access(struct rc *b, struct rc *a, enum xp_wr_opcode op,
 			  const char *what)
+{
+	return foreign_access_at(b, op, what, a->login.slot_addr,
+				 a->login.slot_rkey);
+}
+
+/* b uses (addr, rkey), which belong to another connection: must fail. */
+static int foreign_access_at(struct rc *b, enum xp_wr_opcode op,
+			     const char *what, uint64_t addr, uint32_t rkey)
 {
 	struct xp_wc wc;
 	char msg[RBLK_MSG_MAX];
@@ -381,7 +392,7 @@ static int foreign_access(struct rc *b, struct rc *a, enum xp_wr_opcode op,
 	enum xp_wc_status st;
 
 	memset(data_buf(b, 1), 0x5a, BLK);
-	if (post(b, op, NULL, 0, 1, a->login.slot_addr, a->login.slot_rkey))
+	if (post(b, op, NULL, 0, 1, addr, rkey))
 		DIE("posting %s failed", what);
 	st = next_wc(b, &wc, msg, &len);
 	if (st == XP_WC_SUCCESS && op == XP_WR_RDMA_WRITE &&
@@ -400,8 +411,9 @@ static int foreign_access(struct rc *b, struct rc *a, enum xp_wr_opcode op,
 		       what, xp_wc_status_str(st));
 		return 1;
 	}
-	printf("%s with connection A's rkey 0x%x: %s\n", what,
-	       a->login.slot_rkey, xp_wc_status_str(st));
+	printf("%s with %s rkey 0x%x: %s\n", what,
+	       strstr(what, "connection C") ? "C's" : "connection A's", rkey,
+	       xp_wc_status_str(st));
 	return 0;
 }
 
@@ -507,6 +519,27 @@ static int cmd_isolation(void)
 	login(&b);
 	bad |= foreign_access(&b, &a, XP_WR_RDMA_WRITE, "RDMA WRITE");
 	rc_close(&b);
+	if (a.login.features & RBLK_F_DIRECT) {
+		struct rc c;
+		uint64_t c_addr;
+		uint32_t c_rkey;
+
+		/* the volume registration is per connection too */
+		login(&b);
+		bad |= foreign_access_at(&b, XP_WR_RDMA_READ, "direct RDMA READ",
+					 a.login.vol_addr, a.login.vol_rkey);
+		rc_close(&b);
+		/* and dies with its connection: C's key after C is gone */
+		login(&c);
+		c_addr = c.login.vol_addr;
+		c_rkey = c.login.vol_rkey;
+		rc_close(&c);
+		login(&b);
+		bad |= foreign_access_at(&b, XP_WR_RDMA_READ,
+					 "direct RDMA READ (closed connection C)",
+					 c_addr, c_rkey);
+		rc_close(&b);
+	}
 	/* A's slot was zeroed at login and A has not used it since */
 	memset(data_buf(&a, 0), 0xff, BLK);
 	read_own_slot(&a);
