@@ -17,6 +17,9 @@
 #      target is SIGSTOPped.
 #   5. rblk nbd (2 queues) with fio's nbd engine writing: the target is
 #      restarted; fio sees no error and a verify pass reads it all back.
+#   6. the same through direct access (a file exported with direct): parts
+#      in flight are reissued against the new connection's volume
+#      registration; the file holds every acknowledged write.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires fio truncate
@@ -188,4 +191,34 @@ tmo 60 fio --name=nbd "${nlayout[@]}" --verify_only --output="$TEST_DIR/nv.out" 
 	{ cat "$TEST_DIR/nv.out"; fail "verify through rblk nbd"; }
 grep -q "err= 0" "$TEST_DIR/nv.out" || { cat "$TEST_DIR/nv.out"; fail "verify through rblk nbd reported errors"; }
 echo "case 5: 8 MiB through rblk nbd across a target restart verified"
+
+# ---- 6. direct access: parts in flight are reissued against the new --------
+# connection's volume registration (a file exported with direct)
+kill -KILL "$tpid"
+wait "$tpid" 2>/dev/null || true
+restart_target "$img,direct"
+dlayout=(--rw=randwrite --bsrange=4k-64k --verify=crc32c --iodepth=16
+	--size=8M --offset=48M --randseed=7777 --verify_state_save=0)
+fio --name=dr "--ioengine=external:$engine" "--uri=$url" "${dlayout[@]}" \
+	--direct_access=on --do_verify=0 --rate=2m --reconnect_delay=0.2 \
+	--ctrl_loss_tmo=20 --output="$TEST_DIR/d.out" 2>"$TEST_DIR/d.err" &
+fio_pid=$!
+cleanup_fn quiet_kill "$fio_pid"
+sleep 1.5
+kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/d.out" "$TEST_DIR/d.err"; fail "fio (direct) ended before the kill"; }
+kill -KILL "$tpid"
+wait "$tpid" 2>/dev/null || true
+sleep 0.3
+restart_target "$img,direct"
+rc=0
+wait_pid 60 "$fio_pid" || rc=$?
+[ $rc -eq 0 ] && grep -q "err= 0" "$TEST_DIR/d.out" ||
+	{ cat "$TEST_DIR/d.out" "$TEST_DIR/d.err"; fail "fio (direct access) across a restart failed (rc $rc)"; }
+grep -q "reconnected to" "$TEST_DIR/d.err" || { cat "$TEST_DIR/d.err"; fail "direct session did not reconnect"; }
+tmo 60 fio --name=dr --ioengine=psync --filename="$img" \
+	"${dlayout[@]/--iodepth=16/--iodepth=1}" --verify_only \
+	--output="$TEST_DIR/dv.out" ||
+	{ cat "$TEST_DIR/dv.out"; fail "verify of $img after direct writes"; }
+grep -q "err= 0" "$TEST_DIR/dv.out" || { cat "$TEST_DIR/dv.out"; fail "$img does not hold every acknowledged direct write"; }
+echo "case 6: 8 MiB written by direct access across a target kill verified in the file"
 echo "PASS: $TEST_NAME"
