@@ -3,7 +3,8 @@
  * The target's answer to a HELLO, as a pure function: no I/O, no
  * allocation, no logging. worker.c calls it and then does the side effects
  * (slot region, registration, LOGIN send); tests/fuzz/fuzz_login.c calls
- * the same function with arbitrary bytes.
+ * the same function with arbitrary bytes. auth_decide() does the same for
+ * an AUTH_RESPONSE.
  */
 #include "target.h"
 
@@ -65,4 +66,80 @@ void login_reply(const struct rblk_limits *lim, uint64_t slot_addr,
 	l->slot_rkey = slot_rkey;
 	l->slot_addr = slot_addr;
 	l->slot_len = (uint64_t)lim->queue_depth * lim->max_io;
+}
+
+bool login_auth_needed(const struct cfg_target *cfg, const struct export *e,
+		       const char *host)
+{
+	const struct cfg_export *ecfg = e->cfg;
+
+	return (ecfg && ecfg->restricted) || cfg_find_host(cfg, host);
+}
+
+/*
+ * One AUTH_RESPONSE per connection, to the nonce of this connection's
+ * challenge, so a response recorded on another connection (a replay) fails
+ * the MAC. A response that hands our own nonce back is a reflection.
+ */
+int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
+		const struct export *e, const struct rblk_hello *hello,
+		const uint8_t nonce[RBLK_AUTH_NONCE_LEN], struct auth_plan *a)
+{
+	const struct cfg_export *ecfg = e->cfg;
+	struct rblk_auth_response resp;
+	int allow = 0, st;
+
+	memset(a, 0, sizeof(*a));
+	st = rblk_auth_response_decode(buf, len, &resp);
+	if (st) {
+		snprintf(a->why, sizeof(a->why), "malformed AUTH_RESPONSE");
+		return st;
+	}
+	memcpy(a->ctx.target_nonce, nonce, sizeof(a->ctx.target_nonce));
+	memcpy(a->ctx.initiator_nonce, resp.nonce,
+	       sizeof(a->ctx.initiator_nonce));
+	snprintf(a->ctx.host_name, sizeof(a->ctx.host_name), "%s",
+		 hello->host_name);
+	snprintf(a->ctx.export_name, sizeof(a->ctx.export_name), "%s",
+		 hello->export_name);
+	snprintf(a->ctx.target_name, sizeof(a->ctx.target_name), "%s",
+		 cfg->name);
+	if (rblk_auth_check_nonces(&a->ctx)) {
+		snprintf(a->why, sizeof(a->why),
+			 "authentication failed for host '%s': reflected or empty nonce",
+			 a->ctx.host_name);
+		return RBLK_S_AUTH_FAILED;
+	}
+	a->host = cfg_find_host(cfg, a->ctx.host_name);
+	if (!a->host) {
+		/* the same work as a wrong secret, so timing tells nothing */
+		static const uint8_t no_key[RBLK_SECRET_MIN];
+
+		rblk_auth_verify(no_key, sizeof(no_key),
+				 RBLK_AUTH_ROLE_INITIATOR, &a->ctx, resp.mac);
+		snprintf(a->why, sizeof(a->why),
+			 "authentication failed: unknown host '%s'",
+			 a->ctx.host_name);
+		return RBLK_S_AUTH_FAILED;
+	}
+	if (rblk_auth_verify(a->host->secret, a->host->secret_len,
+			     RBLK_AUTH_ROLE_INITIATOR, &a->ctx, resp.mac)) {
+		snprintf(a->why, sizeof(a->why),
+			 "authentication failed for host '%s': wrong secret or stale response",
+			 a->ctx.host_name);
+		a->host = NULL;
+		return RBLK_S_AUTH_FAILED;
+	}
+	if (ecfg && ecfg->restricted) {
+		allow = cfg_export_allows(ecfg, a->ctx.host_name);
+		if (allow < 0) {
+			snprintf(a->why, sizeof(a->why),
+				 "host '%s' is not in export %s's allow list",
+				 a->ctx.host_name, e->name);
+			a->host = NULL;
+			return RBLK_S_ACCESS_DENIED;
+		}
+	}
+	a->read_only = allow == 1;
+	return RBLK_S_OK;
 }

@@ -362,6 +362,35 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 void login_reply(const struct rblk_limits *lim, uint64_t slot_addr,
 		 uint32_t slot_rkey, struct rblk_login *l);
 
+/*
+ * The authentication rule (docs/man/rblk-target.conf.5): a host with a
+ * [host] section must always authenticate, so nobody can use its name
+ * without its secret; an export with allow/allow_ro admits only the hosts
+ * listed, authenticated. target/login.c.
+ */
+bool login_auth_needed(const struct cfg_target *cfg, const struct export *e,
+		       const char *host);
+
+/* What auth_decide() settles for an AUTH_RESPONSE. */
+struct auth_plan {
+	struct rblk_auth_ctx ctx; /* what the MACs bind (for AUTH_RESULT) */
+	const struct cfg_host *host; /* the host proven, on RBLK_S_OK */
+	bool read_only; /* an allow_ro grant */
+	char why[320]; /* refusal reason, for the log */
+};
+
+/*
+ * Verify the AUTH_RESPONSE in buf (len bytes) to the challenge nonce sent
+ * for hello on export e: decode, refuse a reflected or zero nonce, verify
+ * the MAC with the host's secret (a dummy key for an unknown host, so the
+ * work is the same), then e's allow list. RBLK_S_OK with a filled, or the
+ * status to refuse with (a->why says why). Pure like login_decide(); the
+ * caller sends AUTH_RESULT (MAC over a->ctx) and the LOGIN.
+ */
+int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
+		const struct export *e, const struct rblk_hello *hello,
+		const uint8_t nonce[RBLK_AUTH_NONCE_LEN], struct auth_plan *a);
+
 int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);
 /* Main thread: give c to w. w takes ownership. */

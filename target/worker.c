@@ -571,18 +571,6 @@ static int tconn_reg_volume(struct tconn *c, struct rblk_login *l)
 
 static void login_grant(struct worker *w, struct tconn *c, bool force_ro);
 
-/*
- * The rule (docs/man/rblk-target.conf.5): a host with a [host] section must
- * always authenticate, so nobody can use its name without its secret; an
- * export with allow/allow_ro admits only the hosts listed, authenticated.
- */
-static bool auth_needed(const struct cfg_target *cfg, const struct export *e,
-			const char *host)
-{
-	return (e->cfg && e->cfg->restricted) || cfg_find_host(cfg, host);
-}
-
-
 static int send_auth(struct tconn *c, size_t len)
 {
 	struct xp_send_wr wr = { 0 }, *bad;
@@ -625,84 +613,32 @@ static void auth_challenge(struct worker *w, struct tconn *c)
 		  c->hello.host_name);
 }
 
-/*
- * AUTH_RESPONSE: one per connection, to the nonce of this connection's
- * challenge, so a response recorded on another connection (a replay) fails
- * the MAC. A response that hands our own nonce back is a reflection.
- */
+/* AUTH_RESPONSE: auth_decide() (target/login.c) judges it; we answer. */
 static void handle_auth_response(struct worker *w, struct tconn *c,
 				 const void *buf, uint32_t len)
 {
-	const struct cfg_target *cfg = &w->tgt->cfg;
-	const struct cfg_host *host;
-	struct rblk_auth_response resp;
+	struct auth_plan a;
 	struct rblk_auth_result res;
-	struct rblk_auth_ctx ctx = { 0 };
-	char why[320];
-	int allow = 0, st;
+	int st;
 
 	c->auth_wait = false;
-	st = rblk_auth_response_decode(buf, len, &resp);
-	if (st) {
-		login_refuse(c, st, "malformed AUTH_RESPONSE");
-		return;
-	}
-	memcpy(ctx.target_nonce, c->auth_nonce, sizeof(ctx.target_nonce));
-	memcpy(ctx.initiator_nonce, resp.nonce, sizeof(ctx.initiator_nonce));
-	snprintf(ctx.host_name, sizeof(ctx.host_name), "%s",
-		 c->hello.host_name);
-	snprintf(ctx.export_name, sizeof(ctx.export_name), "%s",
-		 c->hello.export_name);
-	snprintf(ctx.target_name, sizeof(ctx.target_name), "%s", cfg->name);
+	st = auth_decide(buf, len, &w->tgt->cfg, c->exp, &c->hello,
+			 c->auth_nonce, &a);
 	memset(c->auth_nonce, 0, sizeof(c->auth_nonce)); /* used once */
-	if (rblk_auth_check_nonces(&ctx)) {
-		snprintf(why, sizeof(why),
-			 "authentication failed for host '%s': reflected or empty nonce",
-			 ctx.host_name);
-		login_refuse(c, RBLK_S_AUTH_FAILED, why);
+	if (st) {
+		login_refuse(c, st, a.why);
 		return;
-	}
-	host = cfg_find_host(cfg, ctx.host_name);
-	if (!host) {
-		/* the same work as a wrong secret, so timing tells nothing */
-		static const uint8_t no_key[RBLK_SECRET_MIN];
-
-		rblk_auth_verify(no_key, sizeof(no_key),
-				 RBLK_AUTH_ROLE_INITIATOR, &ctx, resp.mac);
-		snprintf(why, sizeof(why),
-			 "authentication failed: unknown host '%s'",
-			 ctx.host_name);
-		login_refuse(c, RBLK_S_AUTH_FAILED, why);
-		return;
-	}
-	if (rblk_auth_verify(host->secret, host->secret_len,
-			     RBLK_AUTH_ROLE_INITIATOR, &ctx, resp.mac)) {
-		snprintf(why, sizeof(why),
-			 "authentication failed for host '%s': wrong secret or stale response",
-			 ctx.host_name);
-		login_refuse(c, RBLK_S_AUTH_FAILED, why);
-		return;
-	}
-	if (c->exp->cfg && c->exp->cfg->restricted) {
-		allow = cfg_export_allows(c->exp->cfg, ctx.host_name);
-		if (allow < 0) {
-			snprintf(why, sizeof(why),
-				 "host '%s' is not in export %s's allow list",
-				 ctx.host_name, c->exp->name);
-			login_refuse(c, RBLK_S_ACCESS_DENIED, why);
-			return;
-		}
 	}
 	/* mutual: prove we hold the secret too, bound to both nonces */
-	rblk_auth_mac(host->secret, host->secret_len, RBLK_AUTH_ROLE_TARGET,
-		      &ctx, res.mac);
+	rblk_auth_mac(a.host->secret, a.host->secret_len,
+		      RBLK_AUTH_ROLE_TARGET, &a.ctx, res.mac);
 	if (send_auth(c, rblk_auth_result_encode(c->auth_buf, &res))) {
 		tconn_fail(c, "sending AUTH_RESULT failed");
 		return;
 	}
 	log_info("conn %llu (%s): host '%s' authenticated",
-		 (unsigned long long)c->id, c->peer, ctx.host_name);
-	login_grant(w, c, allow == 1);
+		 (unsigned long long)c->id, c->peer, a.ctx.host_name);
+	login_grant(w, c, a.read_only);
 }
 
 /*
@@ -803,7 +739,7 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	c->exp = p.exp; /* the lookup's reference, dropped in tconn_free() */
 	c->hello = p.hello;
 	c->lim = p.lim; /* granted once LOGIN is sent */
-	if (auth_needed(&t->cfg, c->exp, c->hello.host_name)) {
+	if (login_auth_needed(&t->cfg, c->exp, c->hello.host_name)) {
 		auth_challenge(w, c);
 		return;
 	}

@@ -22,12 +22,15 @@ $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c tests/fuzz/fuzz_common.h \
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< common/proto.c common/util.c
 
+FUZZ_LOGIN_SRCS := target/login.c common/proto.c common/util.c \
+	common/auth.c config/config.c common/url.c common/log.c
+
 $(BUILD)/fuzz/fuzz_login: tests/fuzz/fuzz_login.c tests/fuzz/fuzz_common.h \
-		target/login.c target/target.h common/proto.c common/proto.h \
-		common/util.c
+		target/target.h common/proto.h common/auth.h config/config.h \
+		$(FUZZ_LOGIN_SRCS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -o $@ $< target/login.c \
-		common/proto.c common/util.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -o $@ $< $(FUZZ_LOGIN_SRCS) \
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)

@@ -17,16 +17,51 @@
  *            accepted command must fit the slot region and the volume.
  *            Anything else ends the session, as the worker disconnects.
  *
- * Authentication (message types 5-7, HELLO flag 0x04) adds a state
- * between the two: give login_decide()'s plan a "needs auth" answer, add
- * S_AUTH and its case in session_step(), and seed corpus files with an
- * AUTH_RESPONSE after the HELLO.
+ *   S_AUTH   after an accepted HELLO that login_auth_needed() says must
+ *            authenticate (export "secure" has an allow list; hosts
+ *            "fuzzhost", "rohost", "outsider" have secrets): without flag
+ *            AUTH the session ends (AUTH_REQUIRED); else the worker has
+ *            sent AUTH_CHALLENGE with the fixed nonce FZ_NONCE and target
+ *            name "fuzz-target", and the next message goes through
+ *            auth_decide(). Its verdict is checked against a MAC the
+ *            harness computes itself: accepted exactly when the MAC is
+ *            HMAC(host's secret, the exact context), the nonce is neither
+ *            ours nor zero, the host is known and the allow list admits
+ *            it; an allow_ro host is granted read-only. Then S_LIVE.
  */
 #include "fuzz_common.h"
 
+#include "../../common/auth.h"
 #include "../../common/proto.h"
 #include "../../common/util.h"
 #include "../../target/target.h"
+
+#define FZ_TARGET "fuzz-target"
+#define FZ_NONCE 0x5a /* every byte of the target's challenge nonce */
+
+/* export "secure": fuzzhost read-write, rohost read-only, ghost (no secret) */
+static struct cfg_export secure_cfg = {
+	.name = "secure",
+	.restricted = true,
+	.nr_allow = 3,
+	.allow = {"fuzzhost", "rohost", "ghost"},
+	.allow_ro = {false, true, false},
+};
+static struct cfg_target cfg = {
+	.name = FZ_TARGET,
+	.nr_hosts = 3,
+	.hosts = {
+		{.name = "fuzzhost",
+		 .secret = "fuzz-secret-0123456789",
+		 .secret_len = 22},
+		{.name = "rohost",
+		 .secret = "ro-secret-abcdefghijkl",
+		 .secret_len = 22},
+		{.name = "outsider", /* known, but not on secure's list */
+		 .secret = "outsider-secret-xyz0123",
+		 .secret_len = 23},
+	},
+};
 
 static struct export exports[] = {
     {.name = "vol0",
@@ -46,9 +81,14 @@ static struct export exports[] = {
      .size = UINT64_MAX & ~0xffffull,
      .block_size = 65536,
      .features = RBLK_F_FLUSH},
+    {.name = "secure",
+     .size = 1ull << 20,
+     .block_size = 4096,
+     .features = RBLK_F_FLUSH | RBLK_F_TRIM,
+     .cfg = &secure_cfg},
 };
 
-enum session_state { S_LOGIN, S_LIVE, S_DONE };
+enum session_state { S_LOGIN, S_AUTH, S_LIVE, S_DONE };
 
 struct session {
 	enum session_state state;
@@ -67,11 +107,23 @@ static struct export *table_lookup(void *ctx, const char *name)
 	return NULL;
 }
 
+/* The harness's own host table lookup, independent of cfg_find_host(). */
+static const struct cfg_host *fz_host(const char *name)
+{
+	if (!strcmp(name, "fuzzhost"))
+		return &cfg.hosts[0];
+	if (!strcmp(name, "rohost"))
+		return &cfg.hosts[1];
+	if (!strcmp(name, "outsider"))
+		return &cfg.hosts[2];
+	return NULL;
+}
+
+static void grant(struct session *s);
+
 static void on_hello(struct session *s, const uint8_t *buf, size_t len)
 {
 	struct login_plan *p = &s->plan;
-	struct rblk_login l, back;
-	uint8_t wire[RBLK_LOGIN_SIZE];
 	int st;
 
 	st = login_decide(buf, len, s->cm_qd, s->cfg_max_io, table_lookup,
@@ -101,6 +153,25 @@ static void on_hello(struct session *s, const uint8_t *buf, size_t len)
 	if (p->exp->read_only || (p->hello.flags & RBLK_HELLO_F_READ_ONLY))
 		CHECK(p->lim.features & RBLK_F_READ_ONLY);
 
+	if (login_auth_needed(&cfg, p->exp, p->hello.host_name)) {
+		/* our own reading of the rule */
+		CHECK(p->exp->cfg || fz_host(p->hello.host_name));
+		/* no secret offered: AUTH_REQUIRED, else AUTH_CHALLENGE */
+		s->state = (p->hello.flags & RBLK_HELLO_F_AUTH) ? S_AUTH
+								 : S_DONE;
+		return;
+	}
+	CHECK(!p->exp->cfg && !fz_host(p->hello.host_name));
+	grant(s);
+}
+
+/* The LOGIN for s->plan, and what the initiator makes of it. */
+static void grant(struct session *s)
+{
+	struct login_plan *p = &s->plan;
+	struct rblk_login l, back;
+	uint8_t wire[RBLK_LOGIN_SIZE];
+
 	s->slots_len = (uint64_t)p->lim.queue_depth * p->lim.max_io;
 	login_reply(&p->lim, 0x7f0000001000ull, 0x1234, &l);
 	l.session_id = 42;
@@ -113,6 +184,71 @@ static void on_hello(struct session *s, const uint8_t *buf, size_t len)
 	CHECK(back.features == p->lim.features);
 	CHECK(back.slot_len == s->slots_len);
 	s->state = S_LIVE;
+}
+
+static void on_auth(struct session *s, const uint8_t *buf, size_t len)
+{
+	const struct rblk_hello *h = &s->plan.hello;
+	const struct cfg_host *host = fz_host(h->host_name);
+	uint8_t nonce[RBLK_AUTH_NONCE_LEN], zero[RBLK_AUTH_NONCE_LEN] = {0};
+	uint8_t want[RBLK_AUTH_MAC_LEN];
+	struct rblk_auth_response resp;
+	struct rblk_auth_ctx ctx = {0};
+	struct auth_plan a;
+	bool decoded, nonce_ok, mac_ok, listed = true, ro = false;
+	int st;
+
+	memset(nonce, FZ_NONCE, sizeof(nonce));
+	st = auth_decide(buf, len, &cfg, s->plan.exp, h, nonce, &a);
+	CHECK(st >= RBLK_S_OK && st <= RBLK_S_MAX_);
+
+	/* the verdict the harness expects, computed independently */
+	decoded = rblk_auth_response_decode(buf, len, &resp) == RBLK_S_OK;
+	if (!decoded) {
+		CHECK(st != RBLK_S_OK && a.why[0] != '\0');
+		s->state = S_DONE;
+		return;
+	}
+	memcpy(ctx.target_nonce, nonce, sizeof(nonce));
+	memcpy(ctx.initiator_nonce, resp.nonce, sizeof(resp.nonce));
+	strcpy(ctx.host_name, h->host_name);
+	strcpy(ctx.export_name, h->export_name);
+	strcpy(ctx.target_name, FZ_TARGET);
+	nonce_ok = memcmp(resp.nonce, nonce, sizeof(nonce)) &&
+		   memcmp(resp.nonce, zero, sizeof(zero));
+	mac_ok = false;
+	if (host) {
+		rblk_auth_mac(host->secret, host->secret_len,
+			      RBLK_AUTH_ROLE_INITIATOR, &ctx, want);
+		mac_ok = !memcmp(want, resp.mac, sizeof(want));
+	}
+	if (s->plan.exp->cfg) {
+		listed = false;
+		for (unsigned int i = 0; i < secure_cfg.nr_allow; i++)
+			if (!strcmp(secure_cfg.allow[i], h->host_name)) {
+				listed = true;
+				ro = secure_cfg.allow_ro[i];
+			}
+	}
+
+	if (st != RBLK_S_OK) {
+		CHECK(a.why[0] != '\0');
+		CHECK(!(nonce_ok && host && mac_ok && listed));
+		if (!nonce_ok || !host || !mac_ok)
+			CHECK(st == RBLK_S_AUTH_FAILED);
+		else
+			CHECK(st == RBLK_S_ACCESS_DENIED);
+		s->state = S_DONE;
+		return;
+	}
+	/* accepted: only with the right MAC, a fresh nonce, a known host */
+	CHECK(nonce_ok && host && mac_ok && listed);
+	CHECK(a.host == host);
+	CHECK(!memcmp(&a.ctx, &ctx, sizeof(ctx))); /* AUTH_RESULT's context */
+	CHECK(a.read_only == ro);
+	if (a.read_only) /* as login_grant(force_ro) */
+		s->plan.lim.features |= RBLK_F_READ_ONLY;
+	grant(s);
 }
 
 static void on_cmd(struct session *s, const uint8_t *buf, size_t len)
@@ -154,6 +290,12 @@ static void session_step(struct session *s, const uint8_t *buf, size_t len)
 		else
 			on_hello(s, buf, len);
 		break;
+	case S_AUTH:
+		if (type != RBLK_MSG_AUTH_RESPONSE)
+			s->state = S_DONE; /* refused: BAD_STATE / INVALID */
+		else
+			on_auth(s, buf, len);
+		break;
 	case S_LIVE:
 		if (type != RBLK_MSG_CMD)
 			s->state = S_DONE; /* a second HELLO included */
@@ -167,9 +309,14 @@ static void session_step(struct session *s, const uint8_t *buf, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static bool sodium_ready;
 	struct session s = {.state = S_LOGIN};
 	size_t off = 3;
 
+	if (!sodium_ready) {
+		CHECK(rblk_auth_init() == 0);
+		sodium_ready = true;
+	}
 	if (size < 3)
 		return 0;
 	/* as the listener grants it: rblk_cm_req_decode() allows 1..1024 */

@@ -6,14 +6,19 @@
 
 OUTDIR/proto/*: single messages, valid and edge cases (fuzz_proto).
 OUTDIR/login/*: [cm_qd u16][max_io sel u8] + [len u16][message]... sessions
-(fuzz_login). The layouts follow common/proto.h; keep them in step.
+(fuzz_login), auth-* with an AUTH_RESPONSE after the HELLO, MACs made with
+fuzz_login's fixed secrets and challenge nonce. The layouts follow common/proto.h; keep them in step.
 """
+import hashlib
+import hmac
 import os
 import struct
 import sys
 
 MAGIC = 0x4B4C4252
 HELLO, LOGIN, CMD, RESP = 1, 2, 3, 4
+AUTH_RESPONSE = 6
+HELLO_RO, HELLO_AUTH = 1, 4
 READ, WRITE, FLUSH, TRIM, WZ, DISC, KA = range(1, 8)
 FUA, PUSH = 1, 2
 
@@ -52,6 +57,31 @@ def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
 def resp(tag=0, status=0, length=4096):
     return hdr(RESP, 32) + struct.pack("<HHII3I", tag, 0, status, length,
                                        0, 0, 0)
+
+
+def auth_response(nonce, mac, flags=0):
+    return hdr(AUTH_RESPONSE, 80) + struct.pack("<II", flags, 0) + nonce + mac
+
+
+# fuzz_login's fixed authentication setup (tests/fuzz/fuzz_login.c)
+FZ_TARGET = "fuzz-target"
+FZ_NONCE = bytes([0x5A]) * 32
+FZ_SECRETS = {"fuzzhost": b"fuzz-secret-0123456789",
+              "rohost": b"ro-secret-abcdefghijkl",
+              "outsider": b"outsider-secret-xyz0123"}
+
+
+def auth_mac(secret, host, export, inonce, tnonce=FZ_NONCE, role="initiator",
+             target=FZ_TARGET):
+    """HMAC-SHA256 over the MAC input of common/auth.h."""
+    msg = (b"rblk-auth-v1" + role.encode().ljust(16, b"\0") + tnonce +
+           inonce + name(host) + name(export) + name(target))
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+def auth_ok(host="fuzzhost", export="secure", inonce=bytes(range(1, 33))):
+    return auth_response(inonce, auth_mac(FZ_SECRETS[host], host, export,
+                                          inonce))
 
 
 def cm_req(qd=64, version=1):
@@ -130,6 +160,36 @@ login_seeds = {
     "hello-trunc": session(hello()[:279]),
     "hello-resp": session(hello(), resp()),
     "hello-push": session(hello(), cmd(flags=PUSH, addr=0x1000, rkey=1)),
+    # authentication (fuzz_login's S_AUTH)
+    "auth-ok": session(hello(export="secure", flags=HELLO_AUTH), auth_ok(),
+                       cmd(op=WRITE, length=4096), cmd(tag=1)),
+    "auth-ro": session(hello(export="secure", host="rohost", flags=HELLO_AUTH),
+                       auth_ok(host="rohost"), cmd(op=WRITE, length=4096)),
+    "auth-host-vol0": session(hello(flags=HELLO_AUTH),
+                              auth_ok(export="vol0"), cmd()),
+    "auth-reflected": session(hello(export="secure", flags=HELLO_AUTH),
+                              auth_ok(inonce=FZ_NONCE)),
+    "auth-zero-nonce": session(hello(export="secure", flags=HELLO_AUTH),
+                               auth_ok(inonce=bytes(32))),
+    "auth-wrong-mac": session(hello(export="secure", flags=HELLO_AUTH),
+                              auth_response(bytes(range(1, 33)),
+                                            bytes(32))),
+    "auth-other-export": session(hello(export="secure", flags=HELLO_AUTH),
+                                 auth_ok(export="vol0")),
+    "auth-unknown-host": session(hello(export="secure", host="ghost",
+                                       flags=HELLO_AUTH),
+                                 auth_response(bytes(range(1, 33)),
+                                               auth_mac(bytes(16), "ghost",
+                                                        "secure",
+                                                        bytes(range(1, 33))))),
+    "auth-not-listed": session(hello(export="secure", host="outsider",
+                                     flags=HELLO_AUTH),
+                               auth_ok(host="outsider")),
+    "auth-required": session(hello(export="secure"), auth_ok()),
+    "auth-flags": session(hello(export="secure", flags=HELLO_AUTH),
+                          auth_response(bytes(range(1, 33)), bytes(32),
+                                        flags=1)),
+    "auth-cmd-first": session(hello(export="secure", flags=HELLO_AUTH), cmd()),
 }
 
 
