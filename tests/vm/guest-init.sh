@@ -29,7 +29,13 @@ warn() { echo "guest: [$(up)] warning: $*" | tee -a "$SETUPLOG"; }
 
 poweroff_now() {
 	dmesg >"$OUT/dmesg.log" 2>/dev/null
-	sync
+	# a device whose server died (a failed ublk/nbd test) can hold dirty
+	# pages forever and a plain sync with them: give it 20 s, then go
+	sync &
+	for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+		kill -0 $! 2>/dev/null || break
+		sleep 1
+	done
 	echo o >/proc/sysrq-trigger
 	sleep 10
 	busybox poweroff -f 2>/dev/null

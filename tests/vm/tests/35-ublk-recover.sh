@@ -27,11 +27,19 @@ pid=$(daemon_pid "$ID")
 [ -n "$pid" ] || fail "no process holds /dev/ublkc$ID"
 echo "daemon of $DEV: pid $pid"
 
-# a writer in flight while the daemon dies
-(dd if=/dev/urandom of="$MNT/during" bs=64k count=320 conv=fsync status=none
+# a writer in flight while the daemon dies: O_DIRECT, so it cannot finish
+# into the page cache before the kill however fast the guest runs; the
+# kill comes once 2 MiB of its 80 MiB are on the device
+(dd if=/dev/urandom of="$MNT/during" bs=64k count=1280 oflag=direct \
+	conv=fsync status=none
 	echo $? >"$WORK/writer.rc") &
 wpid=$!
-sleep 1
+for ((i = 0; i < 600; i++)); do
+	[ "$(stat -c %s "$MNT/during" 2>/dev/null || echo 0)" -ge $((2 << 20)) ] && break
+	sleep 0.05
+done
+kill -0 "$wpid" 2>/dev/null ||
+	fail "the writer ended before the daemon could be killed (rc $(cat "$WORK/writer.rc" 2>/dev/null))"
 kill -KILL "$pid"
 timeout 30 tail --pid="$pid" -f /dev/null || fail "daemon $pid survived SIGKILL"
 t0=$(t_now)
@@ -53,7 +61,7 @@ timeout 120 tail --pid="$wpid" -f /dev/null || fail "writer still blocked after 
 timeout 60 sync || fail "sync after recovery"
 check_manifest "$MNT" "$WORK/manifest"
 during=$(sha256sum "$MNT/during" | cut -d' ' -f1)
-[ "$(stat -c %s "$MNT/during")" = $((320 * 65536)) ] || fail "file written across the crash has the wrong size"
+[ "$(stat -c %s "$MNT/during")" = $((1280 * 65536)) ] || fail "file written across the crash has the wrong size"
 timeout 60 umount "$MNT" || fail "umount"
 timeout 120 e2fsck -fn "$DEV" || fail "e2fsck -fn after recovery found problems"
 echo "e2fsck -fn after recovery: clean"
