@@ -143,11 +143,18 @@
 #define TCP_IOV 64		   /* iovecs per sendmsg() */
 #define TCP_BATCH 32	 /* frames per direct sendmsg() in post_send() */
 #define TCP_MAX_WR 65536 /* per queue */
-/* Output queued for READ_RESPs beyond these means the peer floods us with
- * READ_REQs and does not read: fail the connection rather than grow. */
-#define TCP_OQ_LIMIT (1u << 17)
-#define TCP_OB_LIMIT (32u << 20)
-#define TCP_MR_BUCKETS 64
+/*
+ * Output the peer makes us queue (READ_RESP and WRITE_ACK frames) beyond
+ * these means it sends requests and does not read its socket: fail the
+ * connection rather than grow. A legitimate peer has at most its send
+ * queue's worth of requests outstanding (a few hundred 32-byte headers).
+ */
+#define TCP_OQ_LIMIT (1u << 14)
+#define TCP_OB_LIMIT (2u << 20)
+/* Key table of a group: rkey = index << 8 | key byte, index 0 unused. */
+#define TCP_KEY_MAX (1u << 24)
+#define TCP_KEY_INIT 64
+#define TCP_EP_EVENTS 64 /* epoll events per group_poll() */
 #define TCP_PENDING_MAX 64    /* handshakes in progress per listener */
 #define TCP_HANDSHAKE_MS 5000 /* a client must send CONNECT within this */
 #define TCP_NO_SEQ UINT64_MAX
@@ -162,6 +169,7 @@ enum tcp_ftype {
 	TCP_F_READ_RESP = 7,
 	TCP_F_ERROR = 8,
 	TCP_F_WRITE_ACK = 9,
+	TCP_F_SEND_INV = 10,
 };
 
 #define TCP_FL_ACK 0x01u /* WRITE: answer with WRITE_ACK once placed */
@@ -177,21 +185,86 @@ struct tcp_hdr {
 	uint32_t aux;
 };
 
-struct tcp_mr {
-	struct xp_mr mr;
-	struct tcp_mr *hnext; /* rkey hash chain */
+enum tcp_key_kind {
+	TCP_KEY_FREE,
+	TCP_KEY_MR,
+	TCP_KEY_MW,
 };
 
-/* Send-queue slot. */
+/*
+ * One entry of a group's key table: what an incoming rkey grants. Looked
+ * up by index (rkey >> 8) and matched on the whole key, so a stale key
+ * (an older key byte of a window) finds nothing.
+ */
+struct tcp_key {
+	uint32_t key;
+	uint8_t kind;	    /* enum tcp_key_kind */
+	uint8_t access;	    /* remote rights granted now (0: none) */
+	char *addr;	    /* range granted */
+	uint64_t len;
+	struct tcp_conn *conn; /* MW: bound on this connection, else NULL */
+	struct tcp_mr *mr;  /* the region the bytes belong to */
+	struct tcp_mw *mw;  /* MW: the window object */
+	uint32_t next_free; /* FREE: next free index, 0 ends */
+};
+
+struct tcp_mr {
+	struct xp_mr mr;
+	uint32_t idx; /* key table index */
+};
+
+struct tcp_mw {
+	struct xp_mw mw;
+	uint32_t idx;
+	struct tcp_mw *cprev, *cnext; /* windows bound on one connection */
+};
+
+/* An fd watched by a group (group_watch). */
+struct tcp_watch {
+	int fd;
+	uint64_t cookie;
+	struct tcp_watch *next;
+};
+
+/*
+ * A poll group: one epoll set over its sockets and watched fds (data.u64
+ * is the tcp_conn pointer, or the tcp_watch pointer | 1), the key table,
+ * and a FIFO of connections with work epoll cannot show (queued
+ * completions, input parsed only in part).
+ */
+struct tcp_group {
+	struct xp_group base;
+	int epfd;
+	struct tcp_conn *private_conn; /* compatibility: destroyed with it */
+	struct tcp_conn *conns;	       /* all connections (gnext) */
+	struct tcp_conn *ready, *ready_tail;
+	struct tcp_watch *watches;
+	struct tcp_key *keys;
+	uint32_t nkeys; /* entries in use or on the free list, index 0 too */
+	uint32_t kcap;
+	uint32_t free_head; /* 0: none */
+	/* see tcp_group_arm(): the epoll set was found empty just before */
+	bool ep_skip;
+	bool ep_arm_skip;
+};
+
+/* Send-queue slot: the whole request, started when the fence allows. */
 struct tcp_swr {
 	uint64_t wr_id;
-	char *dst;	  /* RDMA READ: local destination */
-	struct xp_mr *mr; /* the local sge's region */
+	char *dst;	  /* RDMA READ: local destination; else the payload */
+	struct xp_mr *mr; /* the local sge's region; BIND_MW: the bound one */
 	uint32_t len;
 	uint8_t opcode; /* enum xp_wr_opcode */
 	bool signaled;
+	bool fence;
 	bool done;	/* bytes out (SEND/WRITE) or response placed (READ) */
 	uint8_t status; /* error pinned on this WR when the connection fails */
+	uint8_t access; /* BIND_MW */
+	uint32_t rkey;	/* READ/WRITE: remote key; BIND_MW: new key;
+			   LOCAL_INV, SEND_WITH_INV: key to invalidate */
+	uint64_t raddr; /* READ/WRITE: remote address; BIND_MW: addr */
+	uint64_t blen;	/* BIND_MW: length */
+	struct tcp_mw *mw; /* BIND_MW */
 };
 
 /* Receive-queue slot. */
@@ -240,25 +313,32 @@ struct tcp_rx {
 	struct tcp_hdr hdr;
 	char *dst;	  /* next payload byte goes here; NULL: discard */
 	struct xp_mr *mr; /* region dst lies in */
+	uint32_t kidx;	  /* WRITE: key table index it came through */
 	uint32_t left;
 };
 
 struct tcp_conn {
 	struct xp_conn base;
-	struct xp_group grp; /* private group (compatibility path) */
+	struct tcp_group *g;
+	struct tcp_conn *gprev, *gnext; /* g->conns */
+	struct tcp_conn *rnext;		/* g->ready */
+	bool on_ready;
+	bool rx_ready; /* shared group: epoll says there is input */
 	int sock;
-	int epfd;
 	enum xp_conn_state state;
 	bool epollout; /* EPOLLOUT is in the epoll set */
 	bool in_epoll; /* the socket is in the epoll set */
 	char peer[96];
+	struct tcp_mw *mws; /* windows bound on this connection */
 
 	struct tcp_swr *sq;
 	uint32_t sq_size; /* ring slots: max(max_send_wr, 1) */
 	uint32_t sq_max;  /* max_send_wr */
 	uint64_t sq_head; /* oldest slot not yet retired */
 	uint64_t sq_emit; /* next slot to generate a completion for */
+	uint64_t sq_start; /* next slot to start (fence: may lag sq_tail) */
 	uint64_t sq_tail; /* next slot to post */
+	uint32_t reads_out; /* RDMA READs started, response not placed */
 
 	struct tcp_rwr *rq;
 	uint32_t rq_size;
@@ -296,8 +376,6 @@ struct tcp_conn {
 	 */
 	bool rx_skip;
 	bool rx_arm_skip;
-
-	struct tcp_mr *mr_hash[TCP_MR_BUCKETS];
 };
 
 /* A socket accepted by the listener, waiting for its CONNECT frame. */
@@ -323,19 +401,14 @@ static inline struct tcp_conn *to_tcp(struct xp_conn *c)
 	return container_of(c, struct tcp_conn, base);
 }
 
-static inline struct tcp_conn *grp_to_tcp(struct xp_group *g)
+static inline struct tcp_group *to_tcp_group(struct xp_group *g)
 {
-	return container_of(g, struct tcp_conn, grp);
+	return container_of(g, struct tcp_group, base);
 }
 
 static inline struct tcp_listener *to_tcp_listener(struct xp_listener *l)
 {
 	return container_of(l, struct tcp_listener, base);
-}
-
-static inline unsigned int tcp_mr_bucket(uint32_t rkey)
-{
-	return (rkey * 2654435761u) >> 26; /* 64 buckets */
 }
 
 static inline struct tcp_swr *tcp_swr(struct tcp_conn *c, uint64_t seq)
@@ -356,26 +429,40 @@ static inline struct tcp_oseg *tcp_oseg(struct tcp_conn *c, uint32_t i)
 /* PROTOTYPES */
 
 /* tcp_conn.c */
-void tcp_cq_push(struct tcp_conn *c, bool recv, uint64_t seq,
-			uint64_t wr_id, enum xp_wc_status status,
-			enum xp_wc_opcode op, uint32_t byte_len);
+struct xp_wc *tcp_cq_push(struct tcp_conn *c, bool recv, uint64_t seq,
+			  uint64_t wr_id, enum xp_wc_status status,
+			  enum xp_wc_opcode op, uint32_t byte_len);
+int tcp_cq_drain(struct tcp_conn *c, struct xp_wc *wc, int max);
 void tcp_swr_complete(struct tcp_conn *c, uint64_t seq,
-			     enum xp_wc_status status);
+		      enum xp_wc_status status);
 void tcp_sq_emit(struct tcp_conn *c);
 int tcp_attr_check(const struct xp_conn_attr *attr);
-int tcp_conn_create(int sock, const struct xp_conn_attr *attr,
-			   enum xp_conn_state state, struct tcp_conn **out);
+int tcp_conn_create(int sock, struct xp_group *xg,
+		    const struct xp_conn_attr *attr, enum xp_conn_state state,
+		    struct tcp_conn **out);
 void tcp_destroy(struct xp_conn *xc);
 void tcp_disconnect(struct xp_conn *xc);
 enum xp_conn_state tcp_state(struct xp_conn *xc);
 const char *tcp_peer_name(struct xp_conn *xc);
-int tcp_fd(struct xp_conn *xc);
-int tcp_arm(struct xp_conn *xc);
-int tcp_poll(struct xp_conn *xc, struct xp_wc *wc, int max);
-int tcp_post_recv(struct xp_conn *xc, uint64_t wr_id,
-			 const struct xp_sge *sge);
+struct xp_group *tcp_conn_group(struct xp_conn *xc);
+int tcp_conn_arm(struct tcp_conn *c);
+int tcp_conn_poll(struct tcp_conn *c, struct xp_wc *wc, int max);
+int tcp_post_recv(struct xp_conn *xc, uint64_t wr_id, const struct xp_sge *sge);
+void tcp_sq_start(struct tcp_conn *c);
 int tcp_post_send(struct xp_conn *xc, struct xp_send_wr *wr,
-			 struct xp_send_wr **bad);
+		  struct xp_send_wr **bad);
+
+/* tcp_group.c */
+int tcp_group_create(struct xp_group **out);
+void tcp_group_destroy(struct xp_group *xg);
+int tcp_group_add(struct tcp_group *g, struct tcp_conn *c);
+void tcp_group_remove(struct tcp_group *g, struct tcp_conn *c);
+void tcp_ready(struct tcp_conn *c);
+int tcp_group_fd(struct xp_group *xg);
+int tcp_group_arm(struct xp_group *xg);
+int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max);
+int tcp_group_watch(struct xp_group *xg, int fd, uint64_t cookie);
+int tcp_group_unwatch(struct xp_group *xg, int fd);
 
 /* tcp_io.c */
 void tcp_hdr_encode(uint8_t *p, uint8_t type, uint32_t len, uint64_t id,
@@ -385,7 +472,9 @@ void tcp_oq_drop(struct tcp_conn *c);
 int tcp_flush(struct tcp_conn *c);
 int tcp_send_frames(struct tcp_conn *c, struct tcp_frame *f, int nf);
 void tcp_fail(struct tcp_conn *c, uint8_t peer_status, uint64_t peer_id);
+void tcp_epoll_del(struct tcp_conn *c);
 void tcp_fail_io(struct tcp_conn *c, int err);
+void tcp_rx_finish(struct tcp_conn *c);
 void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit);
 
 /* tcp_listen.c */
@@ -393,12 +482,18 @@ void tcp_format_addr(const struct sockaddr_storage *ss, char *buf,
 			    size_t size);
 
 /* tcp_mem.c */
-char *tcp_mr_check(struct tcp_conn *c, const struct tcp_hdr *h,
-			  int access, struct xp_mr **mrp);
-int tcp_reg_mr(struct xp_group *g, void *addr, size_t len, int access,
-		      struct xp_mr **out);
+char *tcp_mr_check(struct tcp_conn *c, const struct tcp_hdr *h, int access,
+		   struct xp_mr **mrp, uint32_t *kidx);
+int tcp_reg_mr(struct xp_group *xg, void *addr, size_t len, int access,
+	       struct xp_mr **out);
 void tcp_dereg_mr(struct xp_mr *mr);
-int tcp_sge_check(struct tcp_conn *c, const struct xp_sge *sge,
-			 int access);
+int tcp_sge_check(struct tcp_conn *c, const struct xp_sge *sge, int access);
+int tcp_alloc_mw(struct xp_group *xg, struct xp_mw **out);
+void tcp_dealloc_mw(struct xp_mw *mw);
+int tcp_bind_check(struct tcp_conn *c, const struct xp_mw_bind *b);
+int tcp_mw_bind(struct tcp_conn *c, const struct tcp_swr *s);
+int tcp_mw_inv(struct tcp_conn *c, uint32_t rkey);
+void tcp_conn_mws_drop(struct tcp_conn *c);
+void tcp_keys_free(struct tcp_group *g);
 
 #endif

@@ -84,6 +84,7 @@ int tcp_hdr_decode(const uint8_t *p, struct tcp_hdr *h)
 	case TCP_F_REJECT:
 		return h->len <= XP_PRIV_MAX ? 0 : -EPROTO;
 	case TCP_F_SEND:
+	case TCP_F_SEND_INV:
 	case TCP_F_WRITE:
 	case TCP_F_READ_REQ:
 	case TCP_F_READ_RESP:
@@ -99,11 +100,12 @@ int tcp_hdr_decode(const uint8_t *p, struct tcp_hdr *h)
 
 static void tcp_set_epollout(struct tcp_conn *c, bool on)
 {
-	struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0)};
+	struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0),
+				 .data.u64 = (uintptr_t)c};
 
-	if (c->epollout == on || !c->in_epoll)
+	if (c->epollout == on || !c->in_epoll || c->state == XP_CONN_ERROR)
 		return;
-	if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->sock, &ev) < 0) {
+	if (epoll_ctl(c->g->epfd, EPOLL_CTL_MOD, c->sock, &ev) < 0) {
 		log_err("%s: epoll_ctl(MOD): %s", c->peer, strerror(errno));
 		return;
 	}
@@ -399,18 +401,41 @@ void tcp_fail(struct tcp_conn *c, uint8_t peer_status, uint64_t peer_id)
 			    r->status ? r->status : XP_WC_FLUSH_ERR, XP_WC_RECV,
 			    0);
 	}
+	c->sq_start = c->sq_tail;
+	c->reads_out = 0;
 	tcp_oq_drop(c);
 	c->rx.in_payload = false;
 	c->s_head = c->s_tail = 0;
-	if (c->in_epoll) {
-		if (epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->sock, NULL) < 0)
-			log_err("%s: epoll_ctl(DEL): %s", c->peer,
-				strerror(errno));
-		c->in_epoll = false;
-		c->epollout = false;
-	}
 	/* FIN after anything already in the kernel (ERROR included). */
 	shutdown(c->sock, SHUT_WR);
+	/*
+	 * The flushes just queued must reach the owner even if it sleeps
+	 * on the fd next: a write-shut socket is always EPOLLOUT-ready, so
+	 * it stays in the set, for output only, until they are delivered
+	 * (tcp_cq_drain() takes it out).
+	 */
+	if (!c->cq_count) {
+		tcp_epoll_del(c);
+	} else if (c->in_epoll) {
+		struct epoll_event ev = {.events = EPOLLOUT,
+					 .data.u64 = (uintptr_t)c};
+
+		if (epoll_ctl(c->g->epfd, EPOLL_CTL_MOD, c->sock, &ev) < 0)
+			log_err("%s: epoll_ctl(MOD): %s", c->peer,
+				strerror(errno));
+		c->epollout = true;
+	}
+}
+
+/* The socket leaves the group's epoll set (failed and drained, destroyed). */
+void tcp_epoll_del(struct tcp_conn *c)
+{
+	if (!c->in_epoll)
+		return;
+	if (epoll_ctl(c->g->epfd, EPOLL_CTL_DEL, c->sock, NULL) < 0)
+		log_err("%s: epoll_ctl(DEL): %s", c->peer, strerror(errno));
+	c->in_epoll = false;
+	c->epollout = false;
 }
 
 /* Socket error or EOF: an RDMA READ whose response was arriving is FATAL. */
@@ -419,7 +444,8 @@ void tcp_fail_io(struct tcp_conn *c, int err)
 	if (c->state == XP_CONN_ERROR)
 		return;
 	if (err)
-		log_warn("%s: connection failed: %s", c->peer, strerror(-err));
+		log_ratelimited(LOG_WARN, "%s: connection failed: %s",
+				c->peer, strerror(-err));
 	else
 		log_debug("%s: peer closed the connection", c->peer);
 	if (c->rx.in_payload && c->rx.hdr.type == TCP_F_READ_RESP)
@@ -431,7 +457,9 @@ void tcp_fail_io(struct tcp_conn *c, int err)
 static void tcp_fail_proto(struct tcp_conn *c, const struct tcp_hdr *h,
 			   const char *why)
 {
-	log_warn("%s: protocol error: %s (frame type %u, len %u, id %llu)",
+	log_ratelimited(LOG_WARN,
+			"%s: protocol error: %s (frame type %u, len %u, "
+			"id %llu)",
 		 c->peer, why, h->type, h->len, (unsigned long long)h->id);
 	tcp_fail(c, 0, 0); /* no ERROR: its id could not be trusted */
 }
@@ -447,6 +475,7 @@ static void tcp_rx_payload(struct tcp_conn *c, char *dst, struct xp_mr *mr)
 	c->rx.in_payload = true;
 	c->rx.dst = dst;
 	c->rx.mr = mr;
+	c->rx.kidx = 0;
 	c->rx.left = c->rx.hdr.len;
 }
 
@@ -466,23 +495,33 @@ static void tcp_queue_write_ack(struct tcp_conn *c, const struct tcp_hdr *h)
 }
 
 /* The payload of the current frame has been placed. */
-static void tcp_rx_finish(struct tcp_conn *c)
+void tcp_rx_finish(struct tcp_conn *c)
 {
 	const struct tcp_hdr *h = &c->rx.hdr;
 
 	c->rx.in_payload = false;
 	switch (h->type) {
-	case TCP_F_SEND: {
+	case TCP_F_SEND:
+	case TCP_F_SEND_INV: {
 		struct tcp_rwr *r = tcp_rwr(c, c->rq_cons);
+		struct xp_wc *wc;
 
-		tcp_cq_push(c, true, c->rq_cons, r->wr_id, XP_WC_SUCCESS,
-			    XP_WC_RECV, h->len);
+		wc = tcp_cq_push(c, true, c->rq_cons, r->wr_id, XP_WC_SUCCESS,
+				 XP_WC_RECV, h->len);
+		if (wc && h->type == TCP_F_SEND_INV) {
+			wc->flags = XP_WC_F_WITH_INV;
+			wc->invalidated_rkey = h->rkey;
+		}
 		c->rq_cons++;
 		break;
 	}
 	case TCP_F_READ_RESP:
 		tcp_swr(c, h->id)->done = true;
-		tcp_sq_emit(c);
+		c->reads_out--;
+		if (!c->reads_out && c->sq_start != c->sq_tail)
+			tcp_sq_start(c); /* a fenced request waited */
+		else
+			tcp_sq_emit(c);
 		break;
 	case TCP_F_WRITE:
 		/* placed; nothing to report on this side */
@@ -499,13 +538,13 @@ static void tcp_rx_read_req(struct tcp_conn *c, const struct tcp_hdr *h)
 {
 	struct tcp_frame f = {.seq = TCP_NO_SEQ, .len = h->len};
 	struct xp_mr *mr = NULL;
+	uint32_t kidx;
 
-	if (h->len) {
-		f.payload = tcp_mr_check(c, h, XP_ACCESS_REMOTE_READ, &mr);
-		if (!f.payload) {
-			tcp_fail(c, XP_WC_REM_ACCESS_ERR, h->id);
-			return;
-		}
+	/* zero-length requests are checked too (key and right) */
+	f.payload = tcp_mr_check(c, h, XP_ACCESS_REMOTE_READ, &mr, &kidx);
+	if (!f.payload) {
+		tcp_fail(c, XP_WC_REM_ACCESS_ERR, h->id);
+		return;
 	}
 	if (c->oq_count >= TCP_OQ_LIMIT ||
 	    c->ob_tail - c->ob_head >= TCP_OB_LIMIT) {
@@ -526,6 +565,7 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 	struct xp_mr *mr = NULL;
 	struct tcp_swr *s;
 	struct tcp_rwr *r;
+	uint32_t kidx = 0;
 	char *dst;
 
 	if (tcp_hdr_decode(p, h)) {
@@ -533,18 +573,32 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 		return;
 	}
 	switch (h->type) {
+	case TCP_F_SEND_INV:
+		/* the window goes before the receive completes */
+		if (tcp_mw_inv(c, h->rkey)) {
+			log_ratelimited(LOG_WARN,
+					"%s: SEND_WITH_INV refused: 0x%x is "
+					"not a window bound on this connection",
+					c->peer, h->rkey);
+			tcp_fail(c, XP_WC_REM_ACCESS_ERR, h->id);
+			return;
+		}
+		/* fall through */
 	case TCP_F_SEND:
 		if (c->rq_cons == c->rq_tail) {
-			log_warn("%s: SEND of %u bytes with no receive posted "
-				 "(RNR)",
-				 c->peer, h->len);
+			log_ratelimited(LOG_WARN,
+					"%s: SEND of %u bytes with no receive "
+					"posted (RNR)",
+					c->peer, h->len);
 			tcp_fail(c, XP_WC_RNR_ERR, h->id);
 			return;
 		}
 		r = tcp_rwr(c, c->rq_cons);
 		if (h->len > r->len) {
-			log_warn("%s: SEND of %u bytes into a %u-byte receive",
-				 c->peer, h->len, r->len);
+			log_ratelimited(LOG_WARN,
+					"%s: SEND of %u bytes into a %u-byte "
+					"receive",
+					c->peer, h->len, r->len);
 			r->status = XP_WC_LOC_ERR;
 			tcp_fail(c, XP_WC_FATAL, h->id);
 			return;
@@ -552,21 +606,20 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 		tcp_rx_payload(c, r->addr, r->mr);
 		break;
 	case TCP_F_WRITE:
-		dst = NULL;
-		if (h->len) {
-			dst = tcp_mr_check(c, h, XP_ACCESS_REMOTE_WRITE, &mr);
-			if (!dst) {
-				tcp_fail(c, XP_WC_REM_ACCESS_ERR, h->id);
-				return;
-			}
+		/* zero-length requests are checked too (key and right) */
+		dst = tcp_mr_check(c, h, XP_ACCESS_REMOTE_WRITE, &mr, &kidx);
+		if (!dst) {
+			tcp_fail(c, XP_WC_REM_ACCESS_ERR, h->id);
+			return;
 		}
 		tcp_rx_payload(c, dst, mr);
+		c->rx.kidx = kidx;
 		break;
 	case TCP_F_READ_REQ:
 		tcp_rx_read_req(c, h);
 		return;
 	case TCP_F_READ_RESP:
-		if (h->id < c->sq_emit || h->id >= c->sq_tail) {
+		if (h->id < c->sq_emit || h->id >= c->sq_start) {
 			tcp_fail_proto(c, h, "READ response for no request");
 			return;
 		}
@@ -579,7 +632,7 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 		tcp_rx_payload(c, s->dst, s->mr);
 		break;
 	case TCP_F_WRITE_ACK:
-		if (h->id < c->sq_emit || h->id >= c->sq_tail) {
+		if (h->id < c->sq_emit || h->id >= c->sq_start) {
 			tcp_fail_proto(c, h, "WRITE ack for no request");
 			return;
 		}
@@ -598,7 +651,7 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 			 (unsigned long long)h->id,
 			 xp_wc_status_str((enum xp_wc_status)h->aux));
 		/* pin the error unless that WR already completed */
-		if (h->id >= c->sq_emit && h->id < c->sq_tail)
+		if (h->id >= c->sq_emit && h->id < c->sq_start)
 			tcp_swr(c, h->id)->status = (uint8_t)h->aux;
 		tcp_fail(c, 0, 0);
 		return;

@@ -157,10 +157,10 @@ out_close_socket:
 	return -err;
 }
 
-static int tcp_connect(const char *host, uint16_t port,
-		       const struct xp_conn_attr *attr, const void *priv,
-		       size_t priv_len, int timeout_ms, struct xp_conn **out,
-		       void *rej, size_t *rej_len)
+static int tcp_group_connect(struct xp_group *g, const char *host,
+			     uint16_t port, const struct xp_conn_attr *attr,
+			     const void *priv, size_t priv_len, int timeout_ms,
+			     struct xp_conn **out, void *rej, size_t *rej_len)
 {
 	uint8_t frame[TCP_HDR_LEN + XP_PRIV_MAX];
 	uint64_t deadline =
@@ -194,7 +194,7 @@ static int tcp_connect(const char *host, uint16_t port,
 		log_err("tcp: connect(%s:%u): %s", host, port, strerror(-ret));
 		return ret;
 	}
-	ret = tcp_conn_create(fd, attr, XP_CONN_REQUESTED, &c);
+	ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
 	if (ret)
 		goto out_close_socket;
 
@@ -484,7 +484,7 @@ static int tcp_pending_read(struct tcp_pending *p)
  * listener's epoll set makes listener_fd() readable at the earliest
  * deadline, so expiry needs no polling by the owner.
  */
-static int tcp_take_request(struct tcp_listener *l,
+static int tcp_take_request(struct tcp_listener *l, struct xp_group *g,
 			    const struct xp_conn_attr *attr,
 			    struct xp_conn **out, void *priv, size_t *priv_len)
 {
@@ -518,7 +518,7 @@ static int tcp_take_request(struct tcp_listener *l,
 		fd = p->fd;
 		epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
 		l->pend[i] = l->pend[--l->npend];
-		ret = tcp_conn_create(fd, attr, XP_CONN_REQUESTED, &c);
+		ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
 		if (ret) {
 			close(fd);
 			return ret;
@@ -549,12 +549,13 @@ static void tcp_arm_handshake_timer(struct tcp_listener *l)
 		log_warn("tcp: timerfd_settime: %s", strerror(errno));
 }
 
-static int tcp_get_request(struct xp_listener *xl,
-			   const struct xp_conn_attr *attr,
-			   struct xp_conn **out, void *priv, size_t *priv_len)
+static int tcp_group_get_request(struct xp_listener *xl, struct xp_group *g,
+				 const struct xp_conn_attr *attr,
+				 struct xp_conn **out, void *priv,
+				 size_t *priv_len)
 {
 	struct tcp_listener *l = to_tcp_listener(xl);
-	int ret = tcp_take_request(l, attr, out, priv, priv_len);
+	int ret = tcp_take_request(l, g, attr, out, priv, priv_len);
 
 	tcp_arm_handshake_timer(l);
 	return ret;
@@ -609,82 +610,22 @@ static void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
 	tcp_destroy(xc);
 }
 
-/* ---- groups and windows (first step: private groups only) ------------ */
+/* ---- compatibility: the old signatures, a private group ------------- */
 
-static int tcp_group_create(struct xp_group **out)
-{
-	return -ENOSYS;
-}
-
-static void tcp_group_destroy(struct xp_group *g)
-{
-}
-
-static int tcp_group_fd(struct xp_group *g)
-{
-	return tcp_fd(&grp_to_tcp(g)->base);
-}
-
-static int tcp_group_arm(struct xp_group *g)
-{
-	return tcp_arm(&grp_to_tcp(g)->base);
-}
-
-static int tcp_group_poll(struct xp_group *g, struct xp_wc *wc, int max)
-{
-	struct xp_conn *xc = &grp_to_tcp(g)->base;
-	int n = tcp_poll(xc, wc, max);
-
-	for (int i = 0; i < n; i++) {
-		wc[i].conn = xc;
-		wc[i].flags = 0;
-		wc[i].invalidated_rkey = 0;
-	}
-	return n;
-}
-
-static int tcp_group_watch(struct xp_group *g, int fd, uint64_t cookie)
-{
-	return -ENOSYS;
-}
-
-static int tcp_group_unwatch(struct xp_group *g, int fd)
-{
-	return -ENOSYS;
-}
-
-static struct xp_group *tcp_conn_group(struct xp_conn *xc)
-{
-	return &to_tcp(xc)->grp;
-}
-
-static int tcp_group_get_request(struct xp_listener *xl, struct xp_group *g,
+static int tcp_get_request(struct xp_listener *xl,
 			   const struct xp_conn_attr *attr,
 			   struct xp_conn **out, void *priv, size_t *priv_len)
 {
-	if (g)
-		return -ENOSYS;
-	return tcp_get_request(xl, attr, out, priv, priv_len);
+	return tcp_group_get_request(xl, NULL, attr, out, priv, priv_len);
 }
 
-static int tcp_group_connect(struct xp_group *g, const char *host,
-			       uint16_t port, const struct xp_conn_attr *attr,
-			       const void *priv, size_t priv_len, int timeout_ms,
-			       struct xp_conn **out, void *rej, size_t *rej_len)
+static int tcp_connect(const char *host, uint16_t port,
+		       const struct xp_conn_attr *attr, const void *priv,
+		       size_t priv_len, int timeout_ms, struct xp_conn **out,
+		       void *rej, size_t *rej_len)
 {
-	if (g)
-		return -ENOSYS;
-	return tcp_connect(host, port, attr, priv, priv_len, timeout_ms, out,
-			 rej, rej_len);
-}
-
-static int tcp_alloc_mw(struct xp_group *g, struct xp_mw **out)
-{
-	return -ENOSYS;
-}
-
-static void tcp_dealloc_mw(struct xp_mw *mw)
-{
+	return tcp_group_connect(NULL, host, port, attr, priv, priv_len,
+				 timeout_ms, out, rej, rej_len);
 }
 
 const struct xp_ops xp_tcp_ops = {
