@@ -157,6 +157,9 @@
 #define TCP_EP_EVENTS 64 /* epoll events per group_poll() */
 #define TCP_PENDING_MAX 64    /* handshakes in progress per listener */
 #define TCP_HANDSHAKE_MS 5000 /* a client must send CONNECT within this */
+/* accept4 out of fds (EMFILE...): stop accepting this long, doubling */
+#define TCP_BACKOFF_MIN_MS 100
+#define TCP_BACKOFF_MAX_MS 1000
 #define TCP_NO_SEQ UINT64_MAX
 
 enum tcp_ftype {
@@ -390,8 +393,11 @@ struct tcp_pending {
 struct tcp_listener {
 	struct xp_listener base;
 	int lfd;
-	int epfd; /* lfd, every pending socket, and tfd */
-	int tfd; /* timerfd: fires at the earliest handshake deadline */
+	int epfd; /* lfd (unless paused), every pending socket, and tfd */
+	int tfd; /* timerfd: earliest handshake deadline or pause end */
+	bool lfd_paused; /* lfd is out of epfd: see tcp_listen_pause() */
+	uint64_t pause_until; /* ms; 0: paused until a table slot frees */
+	unsigned int backoff_ms; /* accept failing for lack of fds */
 	unsigned int npend;
 	struct tcp_pending pend[TCP_PENDING_MAX];
 };
