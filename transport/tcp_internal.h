@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp_internal.h - shared by transport/tcp_*.c: the transport.h verbs semantics in user space over TCP sockets,
- * for hosts without an RDMA device.
+ * tcp_internal.h - the transport.h verbs semantics in user space over TCP
+ * sockets, for hosts without an RDMA device; shared by transport/tcp_*.c:
+ *
+ *   tcp_listen.c  listener, handshake table, connect, the ops table
+ *   tcp_io.c      frame header, output queue, input state machine, failure
+ *   tcp_conn.c    send/receive/completion queues, lifecycle, posting
+ *   tcp_mem.c     the group's key table: regions, windows, remote checks
+ *   tcp_group.c   poll groups: epoll set, ready list, watched fds
  *
  * One connection is one TCP socket. Everything that verbs does in the HCA
- * (placing one-sided WRITEs, answering one-sided READs, checking rkeys) is
- * done here by the passive side's poll(). libfabric's tcp provider
+ * (placing one-sided WRITEs, answering one-sided READs, checking keys) is
+ * done here by the passive side's group_poll(). libfabric's tcp provider
  * (fi_read/fi_write against registered keys) was considered and not used:
  * it would bring a dependency the host path otherwise lacks and its own
  * progress, completion and error model that this verbs-shaped API would
@@ -26,7 +32,8 @@
  *     8    8 id       issuer's send-queue sequence number (SEND, WRITE,
  *                     READ_REQ); echoed in READ_RESP and ERROR
  *    16    8 addr     WRITE, READ_REQ: the peer's virtual address
- *    24    4 rkey     WRITE, READ_REQ: the peer's region key
+ *    24    4 rkey     WRITE, READ_REQ: the peer's region or window key;
+ *                     SEND_INV: the receiver's window to invalidate
  *    28    4 aux      CONNECT, ACCEPT: TCP_VERSION; ERROR: the enum
  *                     xp_wc_status the issuer reports for request `id`
  *
@@ -34,6 +41,8 @@
  *   ACCEPT    server -> client, payload = private data
  *   REJECT    server -> client, payload = private data; server closes
  *   SEND      payload lands in the oldest posted receive
+ *   SEND_INV  a SEND that first invalidates the receiver's window `rkey`
+ *             (which must be bound on this connection, else ERROR)
  *   WRITE     payload lands at addr in the region named by rkey
  *   READ_REQ  asks for len bytes at addr/rkey
  *   READ_RESP payload = the bytes asked for by READ_REQ `id`
@@ -51,6 +60,10 @@
  *     sequence number. A slot stays occupied until its completion (or that
  *     of a later signaled one, which retires it) is handed to the user by
  *     poll(), as in verbs. Completions are generated in posting order.
+ *     post_send() fills slots; they start in order (sq_start): BIND_MW and
+ *     LOCAL_INV are carried out in the key table, the others framed. A
+ *     slot flagged FENCE waits, with everything behind it, until the
+ *     RDMA READs started before it have their responses placed.
  *   - Output: post_send() gathers the frames of a chain and writes them with
  *     one sendmsg() when nothing is queued. Unsent header bytes, and payload
  *     remainders up to TCP_COPY_MAX while the output buffer holds less than
@@ -79,7 +92,9 @@
  *     so a wake-up costs one readv() instead of three.
  *   - Errors: the failing request gets its status, every other outstanding
  *     request (signaled or not) and posted receive XP_WC_FLUSH_ERR; the
- *     socket leaves the epoll set and is shut down for writing. A failed
+ *     socket is shut down for writing and stays in the epoll set, for
+ *     EPOLLOUT only (always ready once write-shut), until those flushes
+ *     are delivered, so an owner asleep on the group fd still sees them. A failed
  *     check of an incoming request sends ERROR first (when no output is
  *     backed up in front of it; otherwise the peer sees EOF and flushes).
  *
@@ -88,7 +103,11 @@
  * table (at most TCP_PENDING_MAX, each at most TCP_HANDSHAKE_MS) until
  * their CONNECT frame is complete, and get_request() returns -EAGAIN
  * meanwhile; listener_fd() is an epoll fd holding the listening socket
- * and those sockets. ACCEPT private data is not returned (as in
+ * and those sockets. Completed CONNECTs are taken before anything new is
+ * accepted, and a full table evicts only a socket that sent nothing; when
+ * every one has sent something, or accept4() runs out of fds (backoff
+ * 100 ms doubling to 1 s), the listening socket leaves the epoll set for
+ * a while instead of spinning its owner. ACCEPT private data is not returned (as in
  * transport.h: rej/rej_len are filled only on a reject).
  *
  * Known differences from verbs: a SEND or RDMA WRITE completes when its

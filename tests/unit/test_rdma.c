@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_rdma.c - the rdma transport (transport/rdma.c) over a real device.
+ * test_rdma.c - the rdma transport (transport/rdma_*.c) over a real device.
  *
  * Needs an RDMA device (rdma_rxe or siw will do) and an IP address on it:
  *   RBLK_TEST_RDMA_ADDR=192.0.2.1 build/tests/test_rdma
