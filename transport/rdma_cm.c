@@ -22,6 +22,27 @@ int xr_set_nonblock(int fd)
  * librdmacm refuses to work without a device and says so on stderr in its
  * own words; say it in ours first, with what to do about it.
  */
+/* A non-blocking rdma_cm event channel, or NULL with errno set (logged). */
+struct rdma_event_channel *xr_channel_create(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	int ret;
+
+	if (!ch) {
+		log_err("rdma: rdma_create_event_channel: %s (is rdma_ucm "
+			"loaded?)",
+			strerror(errno));
+		return NULL;
+	}
+	ret = xr_set_nonblock(ch->fd);
+	if (ret) {
+		rdma_destroy_event_channel(ch);
+		errno = -ret;
+		return NULL;
+	}
+	return ch;
+}
+
 int xr_check_devices(void)
 {
 	struct ibv_device **list;
@@ -123,17 +144,11 @@ int xr_listen(const char *host, uint16_t port, struct xp_listener **out)
 	snprintf(l->name, sizeof(l->name), "rdma %s:%u", host ? host : "*",
 		 port);
 
-	l->ch = rdma_create_event_channel();
+	l->ch = xr_channel_create();
 	if (!l->ch) {
 		ret = neg_errno();
-		log_err("rdma: rdma_create_event_channel: %s (is rdma_ucm "
-			"loaded?)",
-			strerror(-ret));
 		goto out_free;
 	}
-	ret = xr_set_nonblock(l->ch->fd);
-	if (ret)
-		goto out_destroy_channel;
 	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP)) {
 		ret = neg_errno();
 		log_err("rdma: rdma_create_id: %s", strerror(-ret));

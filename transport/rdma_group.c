@@ -5,7 +5,7 @@
  */
 #include "rdma_internal.h"
 
-/* epoll data of the group's own fds; watches are pointers | 1 */
+/* epoll data of the group's own fds (even: see XP_WATCH_TAG) */
 #define XR_EP_CM 2ull
 #define XR_EP_CQ 4ull
 
@@ -32,17 +32,11 @@ int xr_group_alloc(struct xr_group **out)
 		return -ENOMEM;
 	g->base.ops = &xp_rdma_ops;
 	g->epfd = -1;
-	g->ch = rdma_create_event_channel();
+	g->ch = xr_channel_create();
 	if (!g->ch) {
 		ret = neg_errno();
-		log_err("rdma: rdma_create_event_channel: %s (is rdma_ucm "
-			"loaded?)",
-			strerror(-ret));
 		goto out_free;
 	}
-	ret = xr_set_nonblock(g->ch->fd);
-	if (ret)
-		goto out_destroy_channel;
 	g->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (g->epfd < 0) {
 		ret = neg_errno();
@@ -210,12 +204,7 @@ void xr_group_destroy(struct xp_group *xg)
 		if (ret)
 			log_warn("rdma: ibv_dealloc_pd: %s", strerror(-ret));
 	}
-	while (g->watches) {
-		struct xr_watch *w = g->watches;
-
-		g->watches = w->next;
-		free(w);
-	}
+	xp_watch_free_all(&g->watches);
 	close(g->epfd);
 	rdma_destroy_event_channel(g->ch);
 	free(g->ctab);
@@ -426,12 +415,8 @@ static int xr_service(struct xr_group *g, struct xp_wc *wc, int max)
 		} else if (d == XR_EP_CQ) {
 			cq = true;
 		} else if (k < max) {
-			struct xr_watch *w =
-			    (struct xr_watch *)(uintptr_t)(d & ~XR_WATCH_TAG);
-
 			/* level-triggered: one left out shows again */
-			wc[k++] = (struct xp_wc){.wr_id = w->cookie,
-						 .opcode = XP_WC_FD_READY};
+			wc[k++] = xp_watch_wc(d);
 		}
 	}
 	if (cm)
@@ -629,37 +614,13 @@ int xr_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 int xr_group_watch(struct xp_group *xg, int fd, uint64_t cookie)
 {
 	struct xr_group *g = to_xr_group(xg);
-	struct xr_watch *w = calloc(1, sizeof(*w));
-	int ret;
 
-	if (!w)
-		return -ENOMEM;
-	w->fd = fd;
-	w->cookie = cookie;
-	ret = xr_epoll_add(g->epfd, fd, (uintptr_t)w | XR_WATCH_TAG);
-	if (ret) {
-		free(w);
-		return ret;
-	}
-	w->next = g->watches;
-	g->watches = w;
-	return 0;
+	return xp_watch_add(&g->watches, g->epfd, fd, cookie);
 }
 
 int xr_group_unwatch(struct xp_group *xg, int fd)
 {
 	struct xr_group *g = to_xr_group(xg);
-	struct xr_watch **pp = &g->watches, *w;
 
-	while (*pp && (*pp)->fd != fd)
-		pp = &(*pp)->next;
-	w = *pp;
-	if (!w)
-		return -ENOENT;
-	*pp = w->next;
-	if (epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL) < 0)
-		log_debug("rdma: group_unwatch: epoll_ctl(DEL %d): %s", fd,
-			  strerror(errno));
-	free(w);
-	return 0;
+	return xp_watch_del(&g->watches, g->epfd, fd);
 }

@@ -53,6 +53,7 @@
 #define RBLK_RDMA_INTERNAL_H
 
 #include "transport.h"
+#include "xp_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -106,7 +107,6 @@
 #define XR_IDX_MAX (1u << 23)
 #define XR_GEN_SHIFT 32
 #define XR_SEQ_MASK 0xffffffffull
-#define XR_WATCH_TAG 1ull /* epoll data: a watch, not a channel */
 /*
  * IB CM reject reason for a reject issued by the remote consumer
  * (rdma_reject); anything else (no listener: "invalid service id", stale
@@ -138,12 +138,6 @@ struct xr_mw {
 	struct xr_mw *cprev, *cnext; /* conn's list */
 };
 
-struct xr_watch {
-	int fd;
-	uint64_t cookie;
-	struct xr_watch *next;
-};
-
 /* A connection table entry: wr_ids name connections through it. */
 struct xr_slot {
 	struct xr_conn *conn; /* NULL: free */
@@ -171,7 +165,7 @@ struct xr_group {
 	uint32_t ctab_len, ctab_cap, ctab_free; /* ctab_free: index + 1 */
 	struct xr_mr *mrs;
 	struct xr_mw *mws;
-	struct xr_watch *watches;
+	struct xp_watch *watches;
 	bool dying; /* group_destroy(): windows need no recycling */
 };
 
@@ -264,6 +258,7 @@ static inline int verbs_ret(int ret)
 
 /* rdma_cm.c */
 int xr_set_nonblock(int fd);
+struct rdma_event_channel *xr_channel_create(void);
 int xr_check_devices(void);
 void xr_shutdown(struct xr_conn *c);
 void xr_cm_event(struct xr_conn *c, enum rdma_cm_event_type type,

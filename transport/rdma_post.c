@@ -215,22 +215,6 @@ static struct xp_send_wr *nth_wr(struct xp_send_wr *wr, size_t n)
 	return wr;
 }
 
-static enum xp_wc_opcode xr_wc_opcode(enum xp_wr_opcode op)
-{
-	switch (op) {
-	case XP_WR_RDMA_WRITE:
-		return XP_WC_RDMA_WRITE;
-	case XP_WR_RDMA_READ:
-		return XP_WC_RDMA_READ;
-	case XP_WR_BIND_MW:
-		return XP_WC_BIND_MW;
-	case XP_WR_LOCAL_INV:
-		return XP_WC_LOCAL_INV;
-	default:
-		return XP_WC_SEND;
-	}
-}
-
 /* Translate one request into iw (and its sge). 0 or -EINVAL. */
 static int xr_build(struct xr_conn *c, struct xp_send_wr *w,
 		    struct ibv_send_wr *iw, union xr_wr_aux *aux)
@@ -344,7 +328,7 @@ int xr_post_send(struct xp_conn *xc, struct xp_send_wr *wr,
 			break;
 		s = &c->sq_slot[c->sq_tail % c->max_send_wr];
 		s->wr_id = w->wr_id;
-		s->opcode = xr_wc_opcode(w->opcode);
+		s->opcode = xp_wr_wc_opcode(w->opcode);
 		iw->wr_id = xr_wr_id(c, c->sq_tail++);
 		if (n)
 			c->swr[n - 1].next = iw;

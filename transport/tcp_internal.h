@@ -121,6 +121,7 @@
 #define RBLK_TCP_INTERNAL_H
 
 #include "transport.h"
+#include "xp_internal.h"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -241,16 +242,9 @@ struct tcp_mw {
 	struct tcp_mw *cprev, *cnext; /* windows bound on one connection */
 };
 
-/* An fd watched by a group (group_watch). */
-struct tcp_watch {
-	int fd;
-	uint64_t cookie;
-	struct tcp_watch *next;
-};
-
 /*
  * A poll group: one epoll set over its sockets and watched fds (data.u64
- * is the tcp_conn pointer, or the tcp_watch pointer | 1), the key table,
+ * is the tcp_conn pointer, or a watch: see xp_internal.h), the key table,
  * and a FIFO of connections with work epoll cannot show (queued
  * completions, input parsed only in part).
  */
@@ -260,7 +254,7 @@ struct tcp_group {
 	struct tcp_conn *private_conn; /* compatibility: destroyed with it */
 	struct tcp_conn *conns;	       /* all connections (gnext) */
 	struct tcp_conn *ready, *ready_tail;
-	struct tcp_watch *watches;
+	struct xp_watch *watches;
 	struct tcp_key *keys;
 	uint32_t nkeys; /* entries in use or on the free list, index 0 too */
 	uint32_t kcap;
