@@ -586,21 +586,29 @@ int xr_group_arm(struct xp_group *xg)
 
 /*
  * Completions first: a busy group polls the CQ without a system call.
- * Only when it is empty are the channels and watched fds serviced, and
- * the CQ polled again for what that produced (flushes after a disconnect,
- * completions that raced with arm()).
+ * When it is empty, and on every XR_SERVICE_EVERY-th busy call so that a
+ * watched fd (a worker's io_uring) is not starved by a busy CQ, the
+ * channels and watched fds are serviced, and the CQ polled again for what
+ * that produced (flushes after a disconnect, completions that raced with
+ * arm()).
  */
 int xr_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 {
 	struct xr_group *g = to_xr_group(xg);
+	bool due;
 	int n;
 
 	if (max <= 0)
 		return max < 0 ? -EINVAL : 0;
-	n = xr_poll_cq(g, wc, max);
-	if (n)
+	due = ++g->busy_polls >= XR_SERVICE_EVERY;
+	/* when due, leave room for a watched fd's completion */
+	n = xr_poll_cq(g, wc, due && max > 1 ? max - 1 : max);
+	if (n < 0)
 		return n;
-	n = xr_service(g, wc, max);
+	if (n && !due)
+		return n;
+	g->busy_polls = 0;
+	n += xr_service(g, wc + n, max - n);
 	if (n < max) {
 		int k = xr_poll_cq(g, wc + n, max - n);
 

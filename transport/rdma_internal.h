@@ -101,6 +101,7 @@
 #define XR_POLL_BATCH 16
 #define XR_CQ_INIT 256 /* CQ entries of a new group; grows by resizing */
 #define XR_EP_EVENTS 16
+#define XR_SERVICE_EVERY 16 /* busy polls between channel services */
 /* wr_id layout, see above */
 #define XR_RECV_BIT (1ull << 63)
 #define XR_IDX_SHIFT 40
@@ -167,6 +168,7 @@ struct xr_group {
 	struct xr_mw *mws;
 	struct xp_watch *watches;
 	bool dying; /* group_destroy(): windows need no recycling */
+	unsigned int busy_polls; /* polls with completions since a service */
 };
 
 /*
