@@ -313,7 +313,8 @@ static int xr_take_request(struct xr_listener *l, struct xr_group *g,
 	fmt_sockaddr(rdma_get_peer_addr(id), c->name, sizeof(c->name));
 	c->req_rd_atom = peer_rd_atom;
 	c->req_init_depth = peer_init_depth;
-	ret = xr_group_bind_device(g, id->verbs);
+	ret = xr_group_bind_device(g, id->verbs,
+				   attr->max_send_wr + attr->max_recv_wr);
 	if (ret)
 		goto out_free_conn;
 	ret = xr_conn_join(g, c);
@@ -694,7 +695,8 @@ int xr_group_connect(struct xp_group *xg, const char *host, uint16_t port,
 	/* the resolved peer address (port included) names it from now on */
 	fmt_sockaddr(rdma_get_peer_addr(c->id), c->name, sizeof(c->name));
 
-	ret = xr_group_bind_device(g, c->id->verbs);
+	ret = xr_group_bind_device(g, c->id->verbs,
+				   attr->max_send_wr + attr->max_recv_wr);
 	if (ret)
 		goto out_destroy_id;
 	ret = xr_setup_queue(c, attr);

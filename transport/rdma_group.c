@@ -59,13 +59,15 @@ out_free:
 }
 
 /*
- * The device half: PD, completion channel, CQ. A group bound already
- * takes connections of its own device only (-EXDEV otherwise).
+ * The device half: PD, completion channel, CQ (cqe entries at least, so a
+ * private group's CQ fits its connection without a resize). A group bound
+ * already takes connections of its own device only (-EXDEV otherwise).
  */
-int xr_group_bind_device(struct xr_group *g, struct ibv_context *verbs)
+int xr_group_bind_device(struct xr_group *g, struct ibv_context *verbs,
+			 uint32_t cqe)
 {
 	static unsigned int next_vector;
-	int vector, ret;
+	int vector, ret, size;
 
 	if (!verbs) {
 		log_err("rdma: no device bound to the cm id");
@@ -106,12 +108,12 @@ int xr_group_bind_device(struct xr_group *g, struct ibv_context *verbs)
 		? (int)(__atomic_fetch_add(&next_vector, 1, __ATOMIC_RELAXED) %
 			(unsigned int)verbs->num_comp_vectors)
 		: 0;
-	g->cq = ibv_create_cq(verbs, MIN(XR_CQ_INIT, g->da.max_cqe), g, g->cc,
-			      vector);
+	size = (int)MIN(MAX(cqe, (uint32_t)XR_CQ_INIT),
+			(uint32_t)MAX(g->da.max_cqe, 1));
+	g->cq = ibv_create_cq(verbs, size, g, g->cc, vector);
 	if (!g->cq) {
 		ret = neg_errno();
-		log_err("rdma: ibv_create_cq(%d): %s", XR_CQ_INIT,
-			strerror(-ret));
+		log_err("rdma: ibv_create_cq(%d): %s", size, strerror(-ret));
 		goto out_destroy_comp_channel;
 	}
 	g->cq_size = g->cq->cqe;
@@ -156,7 +158,7 @@ int xr_group_create(struct xp_group **out)
 		ret = -ENODEV;
 		log_err("rdma: rdma_get_devices: no device");
 	} else {
-		ret = xr_group_bind_device(g, list[0]);
+		ret = xr_group_bind_device(g, list[0], XR_CQ_INIT);
 	}
 	if (list)
 		rdma_free_devices(list);

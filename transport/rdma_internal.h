@@ -285,7 +285,8 @@ struct xp_group *xr_conn_group(struct xp_conn *xc);
 
 /* rdma_group.c */
 int xr_group_alloc(struct xr_group **out);
-int xr_group_bind_device(struct xr_group *g, struct ibv_context *verbs);
+int xr_group_bind_device(struct xr_group *g, struct ibv_context *verbs,
+			 uint32_t cqe);
 int xr_group_create(struct xp_group **out);
 void xr_group_destroy(struct xp_group *xg);
 int xr_conn_join(struct xr_group *g, struct xr_conn *c);
