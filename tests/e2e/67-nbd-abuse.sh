@@ -124,7 +124,7 @@ wait_fds "$pid" "$fd0"
 # ---- 3. --idle-timeout --------------------------------------------------------
 stop_pid "$pid"
 sock=$TEST_DIR/nbd-idle.sock
-start_nbd "tcp://127.0.0.1:$RBLK_PORT/vol0" "$sock" --queues 2 --idle-timeout 1
+start_nbd "tcp://127.0.0.1:$RBLK_PORT/vol0" "$sock" --queues 2 --idle-timeout 2
 pid=$RBLK_NBD_PID
 fd0=$(nfds "$pid")
 rc=0
@@ -133,7 +133,7 @@ ic=$!
 copy_verify "$sock"
 wait "$ic" || rc=$?
 cat "$TEST_DIR/ic.out"
-[ $rc -eq 0 ] || fail "an idle client was not dropped with --idle-timeout 1"
+[ $rc -eq 0 ] || fail "an idle client was not dropped with --idle-timeout 2"
 grep -q "disconnecting (idle timeout)" "$RBLK_NBD_LOG" || fail "no idle timeout logged"
 echo "case 3: idle client $(tail -1 "$TEST_DIR/ic.out"); the active copy verified"
 wait_fds "$pid" "$fd0"
