@@ -184,8 +184,10 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 	if (n == max)
 		goto out;
 	if (g->ep_skip) {
+		/* skipped once; an arm() right after must not skip again */
 		g->ep_skip = false;
-		goto out;
+		g->ep_arm_skip = false;
+		return n;
 	}
 	k = epoll_wait(g->epfd, ev, TCP_EP_EVENTS, 0);
 	if (k < 0 && errno != EINTR) {
@@ -211,8 +213,11 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 	}
 	if (n < max)
 		n += tcp_serve_ready(g, wc + n, max - n);
+	/* the set was found empty just now: see tcp_group_arm() */
+	g->ep_arm_skip = n == 0 && k == 0 && !g->ready;
+	return n;
 out:
-	g->ep_arm_skip = n == 0 && !g->ready;
+	g->ep_arm_skip = false;
 	return n;
 }
 
