@@ -177,6 +177,12 @@
 #define TCP_EP_EVENTS 64 /* epoll events per group_poll() */
 #define TCP_PENDING_MAX 64    /* handshakes in progress per listener */
 #define TCP_HANDSHAKE_MS 5000 /* a client must send CONNECT within this */
+/*
+ * A full handshake table evicts a socket that has sent nothing, and only
+ * once it has been in the table this long: a client slow to send its
+ * CONNECT right after its TCP handshake is not pushed out by a flood.
+ */
+#define TCP_EVICT_GRACE_MS 250
 /* accept4 out of fds (EMFILE...): stop accepting this long, doubling */
 #define TCP_BACKOFF_MIN_MS 100
 #define TCP_BACKOFF_MAX_MS 1000

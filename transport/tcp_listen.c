@@ -424,18 +424,31 @@ static bool tcp_pending_silent(const struct tcp_pending *p)
 
 /*
  * The pending handshake to drop for a new one: the oldest that has sent
- * nothing. -1 when every one has sent something: a client that is
+ * nothing for TCP_EVICT_GRACE_MS. -1 when there is none; *retry_ms is
+ * then when one may be (0: not before a slot frees). A client that is
  * sending its CONNECT is never dropped for a newcomer.
  */
-static int tcp_pending_victim(const struct tcp_listener *l)
+static int tcp_pending_victim(const struct tcp_listener *l, uint64_t now,
+			      uint64_t *retry_ms)
 {
 	int old = -1;
 
-	for (unsigned int i = 0; i < l->npend; i++)
-		if (tcp_pending_silent(&l->pend[i]) &&
-		    (old < 0 || l->pend[i].deadline_ms <
-				    l->pend[(unsigned int)old].deadline_ms))
+	*retry_ms = 0;
+	for (unsigned int i = 0; i < l->npend; i++) {
+		uint64_t ok = l->pend[i].deadline_ms - TCP_HANDSHAKE_MS +
+			      TCP_EVICT_GRACE_MS;
+
+		if (!tcp_pending_silent(&l->pend[i]))
+			continue;
+		if (now < ok) {
+			if (!*retry_ms || ok < *retry_ms)
+				*retry_ms = ok;
+			continue;
+		}
+		if (old < 0 || l->pend[i].deadline_ms <
+				   l->pend[(unsigned int)old].deadline_ms)
 			old = (int)i;
+	}
 	return old;
 }
 
@@ -453,10 +466,12 @@ static void tcp_accept_pending(struct tcp_listener *l, uint64_t now)
 		int fd, victim = -1;
 
 		if (l->npend == TCP_PENDING_MAX) {
-			victim = tcp_pending_victim(l);
+			uint64_t retry;
+
+			victim = tcp_pending_victim(l, now, &retry);
 			if (victim < 0) {
-				/* all busy sending: the backlog waits */
-				tcp_listen_pause(l, 0);
+				/* all sending or new: the backlog waits */
+				tcp_listen_pause(l, retry);
 				return;
 			}
 		}
@@ -567,8 +582,9 @@ static int tcp_pending_scan(struct tcp_listener *l, struct xp_group *g,
 			best = (int)i;
 		i++;
 	}
-	if (l->lfd_paused && !l->pause_until && l->npend < TCP_PENDING_MAX)
-		tcp_listen_resume(l); /* a slot is free again */
+	/* a slot is free again (an fd shortage waits out its backoff) */
+	if (l->lfd_paused && !l->backoff_ms && l->npend < TCP_PENDING_MAX)
+		tcp_listen_resume(l);
 	if (best < 0)
 		return -EAGAIN;
 	p = &l->pend[(unsigned int)best];
@@ -579,7 +595,7 @@ static int tcp_pending_scan(struct tcp_listener *l, struct xp_group *g,
 	fd = p->fd;
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
 	*p = l->pend[--l->npend];
-	if (l->lfd_paused && !l->pause_until)
+	if (l->lfd_paused && !l->backoff_ms)
 		tcp_listen_resume(l);
 	ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
 	if (ret) {

@@ -33,6 +33,9 @@ ctl() { tmo 10 "$RBLK_TARGET_BIN" ctl --socket "$RBLK_CTL_SOCKET" "$@"; }
 fds() { ls "/proc/$tpid/fd" | wc -l; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$tpid/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$tpid/stat"; }
+# ASan keeps freed memory in quarantine: RSS is shown, not judged, there
+asan=0
+grep -q __asan_init "$RBLK_TARGET_BIN" && asan=1
 
 verifier()
 {
@@ -75,7 +78,7 @@ rss1=$(rss_kb)
 abuse ackflood || fail "a client not reading its WRITE acks was not dropped"
 rss2=$(rss_kb)
 echo "ackflood: target RSS ${rss1} kB -> ${rss2} kB"
-[ $((rss2 - rss1)) -lt 16384 ] ||
+[ $asan -eq 1 ] || [ $((rss2 - rss1)) -lt 16384 ] ||
 	fail "target grew by $((rss2 - rss1)) kB under an unread ack flood"
 
 # ---- 15.7: clients that send CONNECT get through a silent flood ----------
@@ -109,7 +112,7 @@ fd1=$(fds)
 rss3=$(rss_kb)
 echo "target fds $fd0 -> $fd1, RSS $rss0 kB -> $rss3 kB"
 [ "$fd1" -le $((fd0 + 2)) ] || fail "target fds grew from $fd0 to $fd1"
-[ $((rss3 - rss0)) -lt 32768 ] ||
+[ $asan -eq 1 ] || [ $((rss3 - rss0)) -lt 32768 ] ||
 	fail "target RSS grew by $((rss3 - rss0)) kB"
 
 # ---- 15.5: EMFILE backs off ----------------------------------------------
