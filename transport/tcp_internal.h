@@ -104,7 +104,8 @@
  * their CONNECT frame is complete, and get_request() returns -EAGAIN
  * meanwhile; listener_fd() is an epoll fd holding the listening socket
  * and those sockets. Completed CONNECTs are taken before anything new is
- * accepted, and a full table evicts only a socket that sent nothing; when
+ * accepted, and a full table evicts only a socket that sent nothing for
+ * TCP_EVICT_GRACE_MS; when
  * every one has sent something, or accept4() runs out of fds (backoff
  * 100 ms doubling to 1 s), the listening socket leaves the epoll set for
  * a while instead of spinning its owner. ACCEPT private data is not returned (as in
