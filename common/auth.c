@@ -115,7 +115,9 @@ int rblk_auth_load_secret(const char *path, uint8_t *secret, size_t *len,
 	size_t got = 0;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO must not make us wait; it is refused below */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+			  O_NOCTTY);
 	if (fd < 0)
 		return fail(err, errlen, -errno, "secret file %s: %s", path,
 			    strerror(errno));

@@ -53,6 +53,10 @@
 #                             the same with --listen tcp://127.0.0.1:PORT on
 #                             a free port; sets NBD_PORT and NBD_URI
 #                             (nbd://127.0.0.1:PORT/EXPORT)
+#   make_tmpfs_dir            set TMPFS_DIR to a fresh directory on a tmpfs
+#                             (/dev/shm), removed at exit; skip without one
+#                             (`direct` file exports need tmpfs, hugetlbfs
+#                             or DAX: see rblk-target.conf(5))
 #   stop_pid PID              SIGTERM, wait up to 10 s, then SIGKILL
 #   sha FILE                  the sha256 of FILE
 #   make_random FILE MIB      FILE with MIB MiB of random data
@@ -126,6 +130,14 @@ trap 'exit 143' TERM
 TEST_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rblk-${TEST_NAME%.sh}.XXXXXX")
 cleanup_fn rm -rf "$TEST_DIR"
 cleanup_fn _check_sanitizers
+
+make_tmpfs_dir()
+{
+	[ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] ||
+		skip "no tmpfs on /dev/shm"
+	TMPFS_DIR=$(mktemp -d "/dev/shm/rblk-${TEST_NAME%.sh}.XXXXXX")
+	cleanup_fn rm -rf "$TMPFS_DIR"
+}
 
 # ---- requirements --------------------------------------------------------
 
@@ -255,7 +267,7 @@ start_target()
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
 		log=$TEST_DIR/target.$attempt.log
-		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
+		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --allow-any-host \
 			--log-level info \
 			--ctl-socket "$TEST_DIR/target.$attempt.sock" \
 			${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1 &
