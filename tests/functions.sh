@@ -353,3 +353,83 @@ make_random()
 {
 	head -c "$(($2 * 1024 * 1024))" /dev/urandom >"$1"
 }
+
+# ---- a legitimate client verifying data while a test misbehaves ----------
+#
+#   start_verifier URL MIB    loop: write MIB MiB of random data to URL
+#                             (rblk_libtest put), read it back (get) and
+#                             compare sha256, until stop_verifier
+#   stop_verifier             stop it; fail unless every round verified
+#                             and at least one round ran; prints the count
+#   proc_fds PID, proc_rss_kib PID
+#                             open descriptors and resident KiB of PID
+#   expect_refusal SECS RC PATTERN CMD...
+#                             CMD exits RC within SECS (a hang fails the
+#                             test) and its output matches PATTERN
+#                             (grep -E); prints the first line of it
+
+start_verifier()
+{
+	local url=$1 mib=$2 t=$RBLK_BUILD/tests/rblk_libtest
+	[ -x "$t" ] || fail "$t missing: run make check"
+	_verify_dir=$TEST_DIR/verifier
+	mkdir -p "$_verify_dir"
+	make_random "$_verify_dir/src" "$mib"
+	(
+		n=0
+		while [ ! -e "$_verify_dir/stop" ] || [ $n -eq 0 ]; do
+			rm -f "$_verify_dir/back"
+			timeout 60 "$t" put "$url" "$_verify_dir/src" >/dev/null ||
+				{ echo "put failed after $n rounds"; exit 1; }
+			timeout 60 "$t" get "$url" "$_verify_dir/back" >/dev/null ||
+				{ echo "get failed after $n rounds"; exit 1; }
+			cmp -s -n "$((mib * 1048576))" "$_verify_dir/src" \
+				"$_verify_dir/back" ||
+				{ echo "MISMATCH after $n rounds"; exit 1; }
+			n=$((n + 1))
+			echo "$n" >"$_verify_dir/rounds"
+		done
+	) >"$_verify_dir/log" 2>&1 &
+	_verify_pid=$!
+	cleanup_fn _kill_quiet "$_verify_pid"
+}
+
+_kill_quiet()
+{
+	kill "$@" 2>/dev/null || true
+}
+
+stop_verifier()
+{
+	local rc=0
+	touch "$_verify_dir/stop"
+	wait_pid 120 "$_verify_pid" || rc=$?
+	[ $rc -eq 0 ] || fail "verifying client: $(cat "$_verify_dir/log")"
+	echo "verifying client: $(cat "$_verify_dir/rounds") rounds verified"
+}
+
+proc_fds()
+{
+	find "/proc/$1/fd" -mindepth 1 -maxdepth 1 | wc -l
+}
+
+proc_rss_kib()
+{
+	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
+
+expect_refusal()
+{
+	local secs=$1 want=$2 pattern=$3 rc=0 t0 t1
+	shift 3
+	t0=$(date +%s.%N)
+	timeout -k 5 "$secs" "$@" >"$TEST_DIR/refusal.out" 2>&1 </dev/null || rc=$?
+	t1=$(date +%s.%N)
+	[ $rc -ne 124 ] && [ $rc -ne 137 ] ||
+		fail "$*: still running after $secs s (killed)"
+	[ $rc -eq "$want" ] ||
+		fail "$*: exit $rc, wanted $want: $(head -c 400 "$TEST_DIR/refusal.out")"
+	grep -Eq -- "$pattern" "$TEST_DIR/refusal.out" ||
+		fail "$*: output does not match '$pattern': $(head -c 400 "$TEST_DIR/refusal.out")"
+	echo "  refused in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')s: $(grep -Em1 -- "$pattern" "$TEST_DIR/refusal.out" | cut -c1-160)"
+}
