@@ -43,7 +43,9 @@
 #                             arguments for every test's target may come
 #                             from RBLK_TARGET_ARGS (e.g. "--engine libaio"); its control socket is
 #                             $TEST_DIR/target.N.sock (RBLK_CTL_SOCKET),
-#                             never the system-wide default
+#                             never the system-wide default. Exports are
+#                             open to any host (--allow-any-host) unless
+#                             RBLK_TARGET_OPEN is set (to "" for closed)
 #   start_nbd URL SOCKET [ARGS...]
 #                             start `rblk nbd URL --socket SOCKET ARGS`, wait
 #                             for its "ready" line, stop it at exit; sets
@@ -267,7 +269,8 @@ start_target()
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
 		log=$TEST_DIR/target.$attempt.log
-		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --allow-any-host \
+		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
+			${RBLK_TARGET_OPEN---allow-any-host} \
 			--log-level info \
 			--ctl-socket "$TEST_DIR/target.$attempt.sock" \
 			${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1 &
