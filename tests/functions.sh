@@ -42,7 +42,7 @@
 #                             RBLK_TARGET_PID, RBLK_TARGET_LOG. Extra
 #                             arguments for every test's target may come
 #                             from RBLK_TARGET_ARGS (e.g. "--engine libaio"); its control socket is
-#                             $TEST_DIR/target.N.sock (RBLK_CTL_SOCKET),
+#                             $TEST_DIR/target.PORT.sock (RBLK_CTL_SOCKET),
 #                             never the system-wide default. Exports are
 #                             open to any host (--allow-any-host) unless
 #                             RBLK_TARGET_OPEN is set (to "" for closed)
@@ -268,11 +268,11 @@ start_target()
 	[ -n "${RBLK_TARGET_ARGS:-}" ] && extra=($RBLK_TARGET_ARGS)
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
-		log=$TEST_DIR/target.$attempt.log
+		log=$TEST_DIR/target.$port.log
 		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
 			${RBLK_TARGET_OPEN---allow-any-host} \
 			--log-level info \
-			--ctl-socket "$TEST_DIR/target.$attempt.sock" \
+			--ctl-socket "$TEST_DIR/target.$port.sock" \
 			${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1 &
 		pid=$!
 		rc=0
@@ -282,7 +282,7 @@ start_target()
 			RBLK_PORT=$port
 			RBLK_TARGET_PID=$pid
 			RBLK_TARGET_LOG=$log
-			RBLK_CTL_SOCKET=$TEST_DIR/target.$attempt.sock
+			RBLK_CTL_SOCKET=$TEST_DIR/target.$port.sock
 			export RBLK_PORT RBLK_TARGET_PID RBLK_TARGET_LOG \
 				RBLK_CTL_SOCKET
 			cleanup_fn stop_pid "$pid"
@@ -366,6 +366,9 @@ make_random()
 #                             and at least one round ran; prints the count
 #   proc_fds PID, proc_rss_kib PID
 #                             open descriptors and resident KiB of PID
+#   proc_baseline PID         remember PID's descriptors and RSS
+#   proc_check PID KIB        fail if PID has more than 2 descriptors or
+#                             KIB KiB of RSS more than at proc_baseline
 #   expect_refusal SECS RC PATTERN CMD...
 #                             CMD exits RC within SECS (a hang fails the
 #                             test) and its output matches PATTERN
@@ -409,6 +412,24 @@ stop_verifier()
 	wait_pid 120 "$_verify_pid" || rc=$?
 	[ $rc -eq 0 ] || fail "verifying client: $(cat "$_verify_dir/log")"
 	echo "verifying client: $(cat "$_verify_dir/rounds") rounds verified"
+}
+
+proc_baseline()
+{
+	_base_fds=$(proc_fds "$1")
+	_base_rss=$(proc_rss_kib "$1")
+}
+
+proc_check()
+{
+	local fds rss
+	fds=$(proc_fds "$1")
+	rss=$(proc_rss_kib "$1")
+	echo "pid $1: fds $_base_fds -> $fds, RSS $_base_rss -> $rss KiB"
+	[ "$fds" -le "$((_base_fds + 2))" ] ||
+		fail "pid $1: descriptors grew from $_base_fds to $fds"
+	[ "$rss" -le "$((_base_rss + $2))" ] ||
+		fail "pid $1: RSS grew from $_base_rss to $rss KiB (allowed $2)"
 }
 
 proc_fds()

@@ -23,8 +23,7 @@ RBLK_TARGET_OPEN="" start_target --export "closed=ram:8M" \
 url=tcp://127.0.0.1:$RBLK_PORT
 ctl=("$RBLK_TARGET_BIN" ctl --socket "$RBLK_CTL_SOCKET")
 start_verifier "$url/open" 16
-fds0=$(proc_fds "$RBLK_TARGET_PID")
-rss0=$(proc_rss_kib "$RBLK_TARGET_PID")
+proc_baseline "$RBLK_TARGET_PID"
 
 # ---- the warning, once per open export, none for the others -------------
 [ "$(grep -c "WARNING: open to ANY host" "$RBLK_TARGET_LOG")" -eq 1 ] &&
@@ -59,25 +58,15 @@ tmo 20 "$RBLK_BIN" info --host-name h1 "$url/later2" >/dev/null ||
 
 # ---- allow_any_host = yes in the configuration file -----------------------
 printf '[target]\nallow_any_host = yes\n[export cfgvol]\npath = ram:4M\n' >"$TEST_DIR/any.conf"
-port=$(free_port)
-"$RBLK_TARGET_BIN" -c "$TEST_DIR/any.conf" --listen "tcp://127.0.0.1:$port" \
-	--ctl-socket none >"$TEST_DIR/any.log" 2>&1 &
-apid=$!
-cleanup_fn stop_pid "$apid"
-for _ in $(seq 100); do
-	grep -q "listening on" "$TEST_DIR/any.log" && break
-	sleep 0.1
-done
-grep -q "export cfgvol: WARNING: open to ANY host" "$TEST_DIR/any.log" ||
-	fail "allow_any_host: no warning: $(cat "$TEST_DIR/any.log")"
-tmo 20 "$RBLK_BIN" info --host-name h1 "tcp://127.0.0.1:$port/cfgvol" >/dev/null ||
+tpid=$RBLK_TARGET_PID
+RBLK_TARGET_OPEN="" start_target -c "$TEST_DIR/any.conf"
+grep -q "export cfgvol: WARNING: open to ANY host" "$RBLK_TARGET_LOG" ||
+	fail "allow_any_host: no warning: $(cat "$RBLK_TARGET_LOG")"
+tmo 20 "$RBLK_BIN" info --host-name h1 "tcp://127.0.0.1:$RBLK_PORT/cfgvol" >/dev/null ||
 	fail "allow_any_host = yes: export not served"
-stop_pid "$apid"
+stop_pid "$RBLK_TARGET_PID"
+RBLK_TARGET_PID=$tpid
 
 stop_verifier
-fds1=$(proc_fds "$RBLK_TARGET_PID")
-rss1=$(proc_rss_kib "$RBLK_TARGET_PID")
-echo "target fds $fds0 -> $fds1, RSS $rss0 -> $rss1 KiB"
-[ "$fds1" -le "$((fds0 + 2))" ] || fail "target fds grew from $fds0 to $fds1"
-[ "$rss1" -le "$((rss0 + 32768))" ] || fail "target RSS grew from $rss0 to $rss1 KiB"
+proc_check "$RBLK_TARGET_PID" 32768
 echo "PASS: $TEST_NAME"

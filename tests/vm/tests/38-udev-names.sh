@@ -105,7 +105,7 @@ for fe in ublk nbd; do
 	for i in 1 2 3 4; do
 		head -c "$((i * 1048576))" /dev/urandom >"$MNT/$fe.$i"
 	done
-	(cd "$MNT" && sha256sum ./* >"$TEST_DIR/sums.$fe")
+	(cd "$MNT" && sha256sum ./"$fe".* >"$TEST_DIR/sums.$fe")
 	umount "$MNT"
 	echo 3 >/proc/sys/vm/drop_caches
 	mount "/dev/disk/by-id/rblk-$serial0" "$MNT"
