@@ -1000,15 +1000,9 @@ static int open_config(const char *path, FILE **fp, char *err, size_t errlen)
 	struct stat st;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	fd = open_user_path(path, O_RDONLY, &st);
 	if (fd < 0)
-		return fail(err, errlen, -errno, "%s: %s", path,
-			    strerror(errno));
-	if (fstat(fd, &st)) {
-		ret = fail(err, errlen, -errno, "%s: %s", path,
-			   strerror(errno));
-		goto out_close;
-	}
+		return fail(err, errlen, fd, "%s: %s", path, strerror(-fd));
 	if (!S_ISREG(st.st_mode)) {
 		ret = fail(err, errlen, -EINVAL,
 			   "%s: not a regular file (a configuration file is one)",
@@ -1021,7 +1015,8 @@ static int open_config(const char *path, FILE **fp, char *err, size_t errlen)
 			   path, (long long)st.st_size, CFG_MAX_FILE_SIZE);
 		goto out_close;
 	}
-	if (fcntl(fd, F_SETFL, 0) || !(*fp = fdopen(fd, "r"))) {
+	*fp = fdopen(fd, "r");
+	if (!*fp) {
 		ret = fail(err, errlen, -errno, "%s: %s", path,
 			   strerror(errno));
 		goto out_close;

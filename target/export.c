@@ -65,27 +65,11 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 	struct stat st;
 	int ret;
 
-	/*
-	 * O_NONBLOCK: opening a FIFO (or a tty) must not wait for a peer;
-	 * the type check below refuses it. Cleared again for the I/O.
-	 */
-	e->fd = open(cfg->path, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (e->fd < 0) {
-		ret = -errno;
-		return open_fail(err, errlen, ret, "open %s: %s", cfg->path,
-				 strerror(errno));
-	}
-	if (fstat(e->fd, &st)) {
-		ret = open_fail(err, errlen, -errno, "fstat %s: %s", cfg->path,
-				strerror(errno));
-		goto out_close_fd;
-	}
-	if ((S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) &&
-	    fcntl(e->fd, F_SETFL, fcntl(e->fd, F_GETFL) & ~O_NONBLOCK)) {
-		ret = open_fail(err, errlen, -errno, "fcntl %s: %s", cfg->path,
-				strerror(errno));
-		goto out_close_fd;
-	}
+	/* a FIFO must not make us wait for its writer: refused below */
+	e->fd = open_user_path(cfg->path, flags, &st);
+	if (e->fd < 0)
+		return open_fail(err, errlen, e->fd, "open %s: %s", cfg->path,
+				 strerror(-e->fd));
 	e->block_size = cfg->block_size ? cfg->block_size : DEFAULT_BLOCK_SIZE;
 	if (S_ISBLK(st.st_mode)) {
 		int lbs = 0;
@@ -141,20 +125,17 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 		struct stat st2;
 
 		/* the path may name something else by now: same inode only */
-		e->fd_direct = open(cfg->path, flags | O_DIRECT | O_CLOEXEC |
-						      O_NONBLOCK | O_NOCTTY);
-		if (e->fd_direct >= 0 &&
-		    (fstat(e->fd_direct, &st2) || st2.st_dev != st.st_dev ||
-		     st2.st_ino != st.st_ino ||
-		     fcntl(e->fd_direct, F_SETFL,
-			   fcntl(e->fd_direct, F_GETFL) & ~O_NONBLOCK))) {
+		e->fd_direct = open_user_path(cfg->path, flags | O_DIRECT, &st2);
+		if (e->fd_direct >= 0 && (st2.st_dev != st.st_dev ||
+					  st2.st_ino != st.st_ino)) {
 			close(e->fd_direct);
-			e->fd_direct = -1;
-			errno = ESTALE;
+			e->fd_direct = -ESTALE;
 		}
-		if (e->fd_direct < 0)
+		if (e->fd_direct < 0) {
 			log_info("export %s: O_DIRECT refused (%s); using buffered I/O",
-				 e->name, strerror(errno));
+				 e->name, strerror(-e->fd_direct));
+			e->fd_direct = -1;
+		}
 	} else {
 		log_info("export %s: O_DIRECT alignment %u unsuitable for block size %u; using buffered I/O",
 			 e->name, e->dio_align, e->block_size);
