@@ -9,6 +9,7 @@
 #     over the line limit (error names the line)
 #   - rblk --key-file FIFO
 #   - ram:SIZE beyond MemAvailable refused; with ,overcommit accepted
+#   - SIGTERM while the exports open ends the start-up
 #   - the target's descriptors and memory are what they were
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
@@ -70,6 +71,27 @@ start_target --export "x=ram:$big,overcommit"
 stop_pid "$RBLK_TARGET_PID"
 RBLK_TARGET_PID=$tpid
 echo "  ram:$big,overcommit: started"
+
+# SIGTERM while the exports open (a 1 GiB direct file being allocated):
+# the start-up ends there (or, sent before the signals are blocked, the
+# default action ends it); never a target that runs on or hangs
+make_tmpfs_dir
+truncate -s 1G "$TMPFS_DIR/slow.img"
+"${tgt[@]}" --export "slow=$TMPFS_DIR/slow.img,direct" >"$TEST_DIR/slow.log" 2>&1 &
+spid=$!
+sleep 0.2
+kill -TERM "$spid"
+rc=0
+wait_pid 30 "$spid" || rc=$?
+case $rc in
+1) grep -q "Terminated received while starting; exiting" "$TEST_DIR/slow.log" ||
+	fail "SIGTERM while starting: exit 1 without saying why: $(cat "$TEST_DIR/slow.log")" ;;
+143) ;;
+*) fail "SIGTERM while starting: exit $rc: $(cat "$TEST_DIR/slow.log")" ;;
+esac
+! grep -q "listening on" "$TEST_DIR/slow.log" || fail "SIGTERM while starting: it started serving"
+echo "  SIGTERM while starting: exit $rc"
+rm -f "$TMPFS_DIR/slow.img"
 
 # ---- the initiator ------------------------------------------------------
 echo "rblk:"
