@@ -74,22 +74,28 @@ echo "  ram:$big,overcommit: started"
 
 # SIGTERM while the exports open (a 1 GiB direct file being allocated):
 # the start-up ends there (or, sent before the signals are blocked, the
-# default action ends it); never a target that runs on or hangs
+# default action ends it); never a target that runs on or hangs. On a fast
+# host the allocation may be over before the signal lands: then the target
+# must shut down as a started one does.
 make_tmpfs_dir
 truncate -s 1G "$TMPFS_DIR/slow.img"
 "${tgt[@]}" --export "slow=$TMPFS_DIR/slow.img,direct" >"$TEST_DIR/slow.log" 2>&1 &
 spid=$!
-sleep 0.2
+sleep 0.05
 kill -TERM "$spid"
 rc=0
 wait_pid 30 "$spid" || rc=$?
 case $rc in
+0) grep -q "listening on" "$TEST_DIR/slow.log" &&
+	grep -q "Terminated received; shutting down" "$TEST_DIR/slow.log" ||
+	fail "SIGTERM while starting: exit 0 before it served: $(cat "$TEST_DIR/slow.log")"
+	echo "  (the allocation finished before the signal: a clean shutdown)" ;;
 1) grep -q "Terminated received while starting; exiting" "$TEST_DIR/slow.log" ||
-	fail "SIGTERM while starting: exit 1 without saying why: $(cat "$TEST_DIR/slow.log")" ;;
+	fail "SIGTERM while starting: exit 1 without saying why: $(cat "$TEST_DIR/slow.log")"
+	! grep -q "listening on" "$TEST_DIR/slow.log" || fail "SIGTERM while starting: it started serving" ;;
 143) ;;
 *) fail "SIGTERM while starting: exit $rc: $(cat "$TEST_DIR/slow.log")" ;;
 esac
-! grep -q "listening on" "$TEST_DIR/slow.log" || fail "SIGTERM while starting: it started serving"
 echo "  SIGTERM while starting: exit $rc"
 rm -f "$TMPFS_DIR/slow.img"
 
