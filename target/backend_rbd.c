@@ -30,7 +30,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include <sodium.h>
@@ -85,19 +84,6 @@ static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rbd_conn *conns[64];
 static unsigned int next_conn;
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
 /* A name for librados' error codes that users meet at open. */
 static const char *rados_why(int ret)
 {
@@ -120,7 +106,7 @@ static int conf_set(rados_t r, const char *key, const char *val, char *err,
 	int ret = rados_conf_set(r, key, val);
 
 	if (ret)
-		return fail(err, errlen, ret, "rados_conf_set(%s=%s): %s",
+		return open_fail(err, errlen, ret, "rados_conf_set(%s=%s): %s",
 			    key, val, strerror(-ret));
 	return 0;
 }
@@ -133,17 +119,17 @@ static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 	int ret;
 
 	if (!c)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return open_fail(err, errlen, -ENOMEM, "out of memory");
 	ret = rados_create(&c->rados, ceph_cfg.id);
 	if (ret) {
-		fail(err, errlen, ret, "rados_create(client.%s): %s",
+		open_fail(err, errlen, ret, "rados_create(client.%s): %s",
 		     ceph_cfg.id, strerror(-ret));
 		goto out_free;
 	}
 	ret = rados_conf_read_file(c->rados,
 				   ceph_cfg.conf[0] ? ceph_cfg.conf : NULL);
 	if (ret) {
-		fail(err, errlen, ret, "reading %s: %s",
+		open_fail(err, errlen, ret, "reading %s: %s",
 		     ceph_cfg.conf[0] ? ceph_cfg.conf :
 					"ceph.conf ($CEPH_CONF, /etc/ceph/ceph.conf)",
 		     strerror(-ret));
@@ -171,13 +157,13 @@ static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 		goto out_shutdown;
 	ret = rados_connect(c->rados);
 	if (ret) {
-		fail(err, errlen, ret, "connecting to the cluster as client.%s: %s",
+		open_fail(err, errlen, ret, "connecting to the cluster as client.%s: %s",
 		     ceph_cfg.id, rados_why(ret));
 		goto out_shutdown;
 	}
 	ret = rados_cluster_fsid(c->rados, c->fsid, sizeof(c->fsid));
 	if (ret < 0) {
-		fail(err, errlen, ret, "rados_cluster_fsid: %s", strerror(-ret));
+		open_fail(err, errlen, ret, "rados_cluster_fsid: %s", strerror(-ret));
 		goto out_shutdown;
 	}
 	*out = c;
@@ -235,13 +221,13 @@ static int pool_get(struct rbd_conn *c, const char *name, const char *nspace,
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return open_fail(err, errlen, -ENOMEM, "out of memory");
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	snprintf(p->nspace, sizeof(p->nspace), "%s", nspace);
 	ret = rados_ioctx_create(c->rados, name, &p->ioctx);
 	if (ret) {
 		free(p);
-		return fail(err, errlen, ret, "pool '%s': %s", name,
+		return open_fail(err, errlen, ret, "pool '%s': %s", name,
 			    ret == -ENOENT ? "no such pool" : rados_why(ret));
 	}
 	rados_ioctx_set_namespace(p->ioctx, nspace);
@@ -684,7 +670,7 @@ static int parse_spec(const char *path, struct rbd_spec *s, char *err,
 
 	memset(s, 0, sizeof(*s));
 	if (strlen(path + 4) >= sizeof(buf))
-		return fail(err, errlen, -EINVAL, "rbd spec too long");
+		return open_fail(err, errlen, -EINVAL, "rbd spec too long");
 	snprintf(buf, sizeof(buf), "%s", path + 4);
 	for (p = buf; n < 4; n++) {
 		parts[n] = strsep(&p, "/");
@@ -711,7 +697,7 @@ static int parse_spec(const char *path, struct rbd_spec *s, char *err,
 	snprintf(s->image, sizeof(s->image), "%s", parts[n - 1]);
 	return 0;
 bad:
-	return fail(err, errlen, -EINVAL,
+	return open_fail(err, errlen, -EINVAL,
 		    "bad rbd spec '%s' (want rbd:POOL/IMAGE, rbd:POOL/NAMESPACE/IMAGE, optionally @SNAP)",
 		    path);
 }
@@ -744,7 +730,7 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 		return ret;
 	img = calloc(1, sizeof(*img));
 	if (!img)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return open_fail(err, errlen, -ENOMEM, "out of memory");
 	img->e = e;
 	snprintf(img->spec, sizeof(img->spec), "%s/%s%s%s%s%s", s.pool,
 		 s.nspace, s.nspace[0] ? "/" : "", s.image,
@@ -767,7 +753,7 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	else
 		ret = rbd_open(img->pool->ioctx, s.image, &img->image, NULL);
 	if (ret) {
-		fail(err, errlen, ret, "rbd image %s: %s", img->spec,
+		open_fail(err, errlen, ret, "rbd image %s: %s", img->spec,
 		     ret == -ENOENT ? "no such image (or snapshot)" :
 				      rados_why(ret));
 		goto out_put_pool;
@@ -775,7 +761,7 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	if ((ret = rbd_get_size(img->image, &size)) ||
 	    (ret = rbd_get_id(img->image, img->id, sizeof(img->id))) ||
 	    (ret = rbd_get_features(img->image, &features))) {
-		fail(err, errlen, ret, "rbd image %s: reading its header: %s",
+		open_fail(err, errlen, ret, "rbd image %s: reading its header: %s",
 		     img->spec, strerror(-ret));
 		goto out_close_image;
 	}
@@ -783,7 +769,7 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	e->block_size = cfg->block_size ? cfg->block_size : 512;
 	e->size = size - size % e->block_size;
 	if (!e->size) {
-		ret = fail(err, errlen, -EINVAL,
+		ret = open_fail(err, errlen, -EINVAL,
 			   "rbd image %s is smaller than the block size %u",
 			   img->spec, e->block_size);
 		goto out_close_image;
@@ -809,7 +795,7 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 		ret = -pthread_create(&img->lock_thread, NULL, lock_thread_main,
 				      img);
 		if (ret) {
-			fail(err, errlen, ret, "pthread_create: %s",
+			open_fail(err, errlen, ret, "pthread_create: %s",
 			     strerror(-ret));
 			goto out_destroy_sync;
 		}

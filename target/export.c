@@ -23,11 +23,7 @@
 
 #define DEFAULT_BLOCK_SIZE 512u
 
-/* Say why opening failed into err (for the log and the ctl client). */
-static int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
 	va_list ap;
 

@@ -124,6 +124,13 @@ extern const struct backend_ops backend_rbd_ops; /* rbd:POOL/IMAGE */
 /* e's volume identity (backend_ops.vol_id); false when it has none. */
 bool export_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN]);
 
+/*
+ * For backends' open(): say why opening failed into err (for the log and
+ * the ctl client); returns ret.
+ */
+int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);
 void export_close(struct export *e);
