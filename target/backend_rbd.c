@@ -728,6 +728,9 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	ret = parse_spec(cfg->path, &s, err, errlen);
 	if (ret)
 		return ret;
+	if (cfg->direct == CFG_DIRECT_YES)
+		return open_fail(err, errlen, -EINVAL,
+				 "direct access is not offered for rbd exports (the volume is not memory here)");
 	img = calloc(1, sizeof(*img));
 	if (!img)
 		return open_fail(err, errlen, -ENOMEM, "out of memory");
