@@ -217,10 +217,12 @@ EOF
 		die "the mon does not answer (see $dir/log/mon.a.log)"
 	start_daemon mgr x
 
+	# a file, not <(...): the test guest has no /dev/fd
+	printf '{"cephx_secret": "%s"}' \
+		"$(ceph-authtool "$dir/osd.0.keyring" -p -n osd.0)" \
+		>"$dir/osd.0.json"
 	timeout 20 ceph -c "$dir/ceph.conf" osd new "$osd_uuid" 0 \
-		-i <(printf '{"cephx_secret": "%s"}' \
-			"$(ceph-authtool "$dir/osd.0.keyring" -p -n osd.0)") \
-		>/dev/null || die "ceph osd new failed"
+		-i "$dir/osd.0.json" >/dev/null || die "ceph osd new failed"
 	ceph-osd -c "$dir/ceph.conf" -i 0 --mkfs --osd-uuid "$osd_uuid" \
 		>/dev/null 2>&1 || die "ceph-osd --mkfs failed (see $dir/log/osd.0.log)"
 	start_daemon osd 0
