@@ -83,6 +83,10 @@ else:
 '
 grep -q "refuses this target's writes" "$a_log" ||
 	fail "A did not log that it was fenced"
+# the late write reached A and the cluster refused it (not the initiator
+# giving up on a stalled target)
+grep -q "WRITE at 0+.* failed" "$a_log" ||
+	fail "A's log shows no refused write at offset 0"
 
 # the image holds B's data
 tmo 30 rbd export --no-progress rbd/shared "$TEST_DIR/img"
