@@ -3,6 +3,7 @@
 #  - data written through rblk (rblk nbd + nbdcopy) is what `rbd export`
 #    reads from the image, and an image filled by `rbd import` reads back
 #    through rblk (exported at run time with ctl add-export);
+#  - a snapshot (rbd:POOL/IMAGE@SNAP) exports read-only with its data;
 #  - fio's rbd engine writes, the rblk fio engine verifies, and the other
 #    way round;
 #  - FUA, FLUSH, TRIM and WRITE_ZEROES: zeroes read back through rblk and
@@ -53,8 +54,18 @@ cmp "$TEST_DIR/imp.img" "$TEST_DIR/imp.back" ||
 	fail "reading an rbd-imported image through rblk differs"
 echo "rbd -> rblk: rbd import reads back"
 
+# a snapshot exports read-only and holds the data of its moment
+tmo 30 rbd snap create rbd/vol0@s1
+ctl add-export snap rbd:rbd/vol0@s1
+start_nbd "$url/snap" "$TEST_DIR/snap.sock"
+tmo 60 nbdcopy "$NBD_URI" "$TEST_DIR/snap.back"
+cmp -n $((32 << 20)) "$TEST_DIR/src.img" "$TEST_DIR/snap.back" ||
+	fail "the snapshot export differs"
+tmo 30 nbdsh -u "$NBD_URI" -c 'assert h.is_read_only()'
+echo "rbd:rbd/vol0@s1: read-only, holds the data"
+
 # ---- fio: rbd engine <-> rblk engine ------------------------------------------
-layout=(--bs=4k --iodepth=16 --size=32M --verify=crc32c
+layout=(--bs=4k --iodepth=16 --size=16M --verify=crc32c
 	--verify_state_save=0 --randrepeat=1)
 fio_rbd()
 {
@@ -171,7 +182,7 @@ echo "wrong key: refused in $((SECONDS - t0)) s: $(grep -i denied "$TEST_DIR/bad
 # the cluster stops: adding an export fails within the timeout. The RBD
 # exports go first (which closes their images and the cluster connection),
 # so the target's own shutdown need not wait on a dead cluster.
-for x in vol0 vol1 imp; do
+for x in vol0 vol1 imp snap; do
 	ctl remove-export "$x" --force --wait >/dev/null
 done
 stop_ceph
