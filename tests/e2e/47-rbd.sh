@@ -55,7 +55,7 @@ cmp "$TEST_DIR/imp.img" "$TEST_DIR/imp.back" ||
 echo "rbd -> rblk: rbd import reads back"
 
 # a snapshot exports read-only and holds the data of its moment
-tmo 30 rbd snap create rbd/vol0@s1
+tmo 30 rbd snap create --no-progress rbd/vol0@s1
 ctl add-export snap rbd:rbd/vol0@s1
 start_nbd "$url/snap" "$TEST_DIR/snap.sock"
 tmo 60 nbdcopy "$NBD_URI" "$TEST_DIR/snap.back"
