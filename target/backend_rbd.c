@@ -532,9 +532,15 @@ static int lock_take(struct rbd_image *img)
 	rbd_lock_mode_t mode;
 	char *owners[4];
 	size_t nr = ARRAY_SIZE(owners);
-	int ret;
+	int ret, mine = 0;
 
-	if (ceph_cfg.takeover) {
+	/*
+	 * librbd may hold the lock for us already (a write that raced the
+	 * release took it the cooperative way): never break our own.
+	 */
+	if (rbd_is_exclusive_lock_owner(img->image, &mine))
+		mine = 0;
+	if (ceph_cfg.takeover && !mine) {
 		ret = rbd_lock_get_owners(img->image, &mode, owners, &nr);
 		if (ret == 0 && nr > 0) {
 			log_warn("export %s: rbd %s: taking the exclusive lock over from %s (blocklisting it)",
