@@ -2,7 +2,8 @@
 # Ceph RBD exports (rbd:POOL/IMAGE) against a micro cluster on 127.0.0.1:
 #  - data written through rblk (rblk nbd + nbdcopy) is what `rbd export`
 #    reads from the image, and an image filled by `rbd import` reads back
-#    through rblk (exported at run time with ctl add-export);
+#    through rblk (an image in a namespace, exported at run time with
+#    ctl add-export);
 #  - a snapshot (rbd:POOL/IMAGE@SNAP) exports read-only with its data;
 #  - fio's rbd engine writes, the rblk fio engine verifies, and the other
 #    way round;
@@ -46,13 +47,15 @@ cmp -n $((32 << 20)) "$TEST_DIR/src.img" "$TEST_DIR/vol0.img" ||
 echo "rblk -> rbd: rbd export matches"
 
 make_random "$TEST_DIR/imp.img" 16
-tmo 30 rbd import --no-progress "$TEST_DIR/imp.img" rbd/imp
-ctl add-export imp rbd:rbd/imp
+# into a namespace: rbd:POOL/NAMESPACE/IMAGE
+tmo 30 rbd namespace create rbd/ns1
+tmo 30 rbd import --no-progress "$TEST_DIR/imp.img" rbd/ns1/imp
+ctl add-export imp rbd:rbd/ns1/imp
 start_nbd "$url/imp" "$TEST_DIR/imp.sock"
 tmo 60 nbdcopy "$NBD_URI" "$TEST_DIR/imp.back"
 cmp "$TEST_DIR/imp.img" "$TEST_DIR/imp.back" ||
 	fail "reading an rbd-imported image through rblk differs"
-echo "rbd -> rblk: rbd import reads back"
+echo "rbd -> rblk: rbd import (in a namespace) reads back"
 
 # a snapshot exports read-only and holds the data of its moment
 tmo 30 rbd snap create --no-progress rbd/vol0@s1
