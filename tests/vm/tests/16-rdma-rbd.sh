@@ -3,15 +3,15 @@
 # the guest on 127.0.0.1 (tests/ceph/micro-cluster.sh, memstore OSD),
 # rblk-target exporting rbd:rbd/vol on rdma://192.0.2.1, `rblk map` of it
 # as a kernel NBD device; mkfs.ext4, a tree of files with a sha256
-# manifest, umount, fsck.ext4 -fn clean; then the image itself, read with
-# `rbd export` and attached as a file through a loop device, passes fsck
-# and the checksums too (the data is in Ceph, not in a cache).
+# manifest, umount, fsck.ext4 -fn clean, remount and checksums; then the
+# image itself, read with `rbd export`, holds the bytes the device read
+# and passes fsck (the data is in Ceph, not in a cache).
 # vm-timeout: 600
 set -euo pipefail
 source "$(dirname "$0")/map-lib.sh"
 source "$RBLK_ROOT/tests/ceph/lib.sh"
 requires_ceph
-requires mkfs.ext4 fsck.ext4 sha256sum mount umount python3 losetup
+requires mkfs.ext4 fsck.ext4 sha256sum mount umount python3
 
 PORT=7530
 URL=rdma://$ADDR:$PORT/vol
@@ -62,19 +62,16 @@ tmo 60 mount "$DEV" "$MNT" || fail "remount"
 	fail "checksums after remount"
 tmo 60 umount "$MNT" || fail "umount"
 say "remount through rblk: checksums OK"
+dev_sha=$(tmo 120 sha256sum <"$DEV" | cut -d' ' -f1)
 tmo 60 "$RBLK_BIN" unmap "$DEV" || fail "rblk unmap $DEV"
 
-# the image itself, straight from the cluster
+# the image itself, straight from the cluster: the same bytes, fsck clean
 tmo 120 rbd export --no-progress rbd/vol "$TEST_DIR/vol.img"
+[ "$(sha256sum <"$TEST_DIR/vol.img" | cut -d' ' -f1)" = "$dev_sha" ] ||
+	fail "rbd export of the image differs from what the device read"
 tmo 180 fsck.ext4 -fn "$TEST_DIR/vol.img" >"$TEST_DIR/fsck2.log" 2>&1 ||
 	{ cat "$TEST_DIR/fsck2.log"; fail "fsck.ext4 -fn of the exported image"; }
-loop=$(losetup -f --show -r "$TEST_DIR/vol.img")
-cleanup_fn losetup -d "$loop"
-tmo 60 mount -o ro,noload "$loop" "$MNT" || fail "mount of the exported image"
-(cd "$MNT/tree" && tmo 120 sha256sum --quiet -c "$TEST_DIR/manifest") ||
-	fail "checksums on the image read with rbd export"
-tmo 60 umount "$MNT"
-say "rbd export: fsck clean, checksums OK"
+say "rbd export: same bytes as the device, fsck clean"
 kill -0 "$TARGET_PID" || fail "rblk-target died"
 MAP_TEST_OK=1
 echo "rbd over rdma: OK"
