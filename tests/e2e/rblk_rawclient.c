@@ -368,7 +368,7 @@ static uint32_t command(struct rc *c, uint8_t op, uint64_t off)
 /*
  * B's one-sided op on A's slots must fail with a remote access error. RDMA
  * READ reports it on the READ itself. An RDMA WRITE over the tcp transport
- * completes once its bytes are in the kernel (transport/tcp.c, "Known
+ * completes once its bytes are in the kernel (transport/tcp_internal.h, "Known
  * differences"), so there the error arrives as the connection failing
  * right after; that the bytes never landed is checked on A's slot.
  */

@@ -59,7 +59,7 @@ fio --name=fill --ioengine=rbd --clientname=admin --pool=rbd --rbdname=bench \
 printf '[target]\nceph_conf = %s\nworkers = %s\n' "$CEPH_CONF" "$workers" \
 	>"$dir/target.conf"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$build/rblk-target" --config "$dir/target.conf" --ctl-socket none \
+"$build/rblk-target" --config "$dir/target.conf" --ctl-socket none --allow-any-host \
 	--listen "tcp://127.0.0.1:$port" --export vol0=rbd:rbd/bench \
 	>"$dir/target.log" 2>&1 &
 tgt=$!
