@@ -23,9 +23,10 @@ CC ?= gcc
 PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium
 DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
-	libnl-3-dev libsodium-dev libcmocka-dev
+	libnl-3-dev libsodium-dev libcmocka-dev librbd-dev librados-dev
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq curl \
-	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev
+	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev \
+	ceph-mon ceph-osd ceph-mgr ceph-common
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wno-unused-parameter -Wformat=2
@@ -100,7 +101,7 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/rblk-target: $(TARGET_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_URING) \
-		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) -laio
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) -laio -lrbd -lrados
 
 $(BUILD)/librblk.so: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) initiator/librblk.map
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \

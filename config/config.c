@@ -47,6 +47,10 @@ void cfg_init(struct cfg_target *cfg)
 	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s",
 		 CFG_DEFAULT_CTL_SOCKET);
 	cfg->ctl_socket_mode = 0600;
+	snprintf(cfg->ceph.id, sizeof(cfg->ceph.id), "admin");
+	cfg->ceph.connections = 1;
+	cfg->ceph.takeover = true;
+	cfg->ceph.timeout_s = 20;
 }
 
 /* ---- value checks, shared by the file, the options and cfg_validate ---- */
@@ -570,7 +574,9 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 
 enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
-       KEY_NAME, KEY_ALLOW_ANY_HOST, NR_TARGET_KEYS };
+       KEY_NAME, KEY_CEPH_CONF, KEY_CEPH_ID, KEY_CEPH_KEYRING,
+       KEY_RBD_CONNS, KEY_RBD_TAKEOVER, KEY_RBD_TIMEOUT, KEY_ALLOW_ANY_HOST,
+       NR_TARGET_KEYS };
 enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
        KEY_DIRECT, KEY_OVERCOMMIT, NR_EXPORT_KEYS };
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
@@ -583,6 +589,12 @@ static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_CTL_SOCKET_MODE] = "ctl_socket_mode",
 	[KEY_METRICS] = "metrics",
 	[KEY_NAME] = "name",
+	[KEY_CEPH_CONF] = "ceph_conf",
+	[KEY_CEPH_ID] = "ceph_id",
+	[KEY_CEPH_KEYRING] = "ceph_keyring",
+	[KEY_RBD_CONNS] = "rbd_cluster_connections",
+	[KEY_RBD_TAKEOVER] = "rbd_takeover",
+	[KEY_RBD_TIMEOUT] = "rbd_timeout",
 	[KEY_ALLOW_ANY_HOST] = "allow_any_host",
 };
 static const char *const export_keys[NR_EXPORT_KEYS] = {
@@ -851,6 +863,38 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 			return ctx_fail(c, "name: %s", why);
 		snprintf(cfg->name, sizeof(cfg->name), "%s", value);
 		return 1;
+	case KEY_CEPH_CONF:
+	case KEY_CEPH_KEYRING:
+		if (strlen(value) >= PATH_MAX)
+			return ctx_fail(c, "%s: path too long", target_keys[key]);
+		snprintf(key == KEY_CEPH_CONF ? cfg->ceph.conf :
+						cfg->ceph.keyring,
+			 PATH_MAX, "%s", value);
+		return 1;
+	case KEY_CEPH_ID:
+		if (strlen(value) >= sizeof(cfg->ceph.id) ||
+		    strpbrk(value, " \t/"))
+			return ctx_fail(c, "ceph_id: '%s' is not a client id (e.g. admin, for client.admin)",
+					value);
+		snprintf(cfg->ceph.id, sizeof(cfg->ceph.id), "%s", value);
+		return 1;
+	case KEY_RBD_CONNS:
+		if (parse_uint(value, 1, 64, &v))
+			return ctx_fail(c, "rbd_cluster_connections: '%s' is not a number from 1 to 64",
+					value);
+		cfg->ceph.connections = (unsigned int)v;
+		return 1;
+	case KEY_RBD_TAKEOVER:
+		if (parse_bool(value, &cfg->ceph.takeover))
+			return ctx_fail(c, "rbd_takeover: '%s' is not yes/no, true/false, on/off or 1/0",
+					value);
+		return 1;
+	case KEY_RBD_TIMEOUT:
+		if (parse_uint(value, 1, 3600, &v))
+			return ctx_fail(c, "rbd_timeout: '%s' is not a number of seconds from 1 to 3600",
+					value);
+		cfg->ceph.timeout_s = (unsigned int)v;
+		return 1;
 	case KEY_ALLOW_ANY_HOST:
 		if (parse_bool(value, &b))
 			return ctx_fail(c, "allow_any_host: '%s' is not yes/no, true/false, on/off or 1/0",
@@ -976,7 +1020,7 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 	case SEC_TARGET:
 		key = lookup_key(target_keys, NR_TARGET_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, ctl_socket, ctl_socket_mode, metrics, name, allow_any_host)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, ctl_socket, ctl_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:

@@ -55,6 +55,16 @@ struct cfg_export {
 	enum cfg_direct direct;
 };
 
+/* Ceph settings shared by the rbd: exports (target/backend_rbd.c). */
+struct cfg_ceph {
+	char conf[PATH_MAX]; /* ceph.conf; "": $CEPH_CONF, /etc/ceph/... */
+	char id[RBLK_NAME_MAX]; /* client name without "client.": "admin" */
+	char keyring[PATH_MAX]; /* "": what ceph.conf says */
+	unsigned int connections; /* rados cluster connections, default 1 */
+	bool takeover; /* break another gateway's lock (blocklist); yes */
+	unsigned int timeout_s; /* mon, mount and OSD op timeout, 20 s */
+};
+
 struct cfg_target {
 	char listen[CFG_MAX_LISTEN][256]; /* URLs: tcp://host:port, rdma://... */
 	unsigned int nr_listen;
@@ -73,6 +83,7 @@ struct cfg_target {
 	char name[RBLK_NAME_MAX]; /* identity in authentication; "": hostname */
 	struct cfg_host hosts[CFG_MAX_HOSTS];
 	unsigned int nr_hosts;
+	struct cfg_ceph ceph; /* rbd:POOL/IMAGE exports */
 	/* exports without an allow list are open to any host (default no) */
 	bool allow_any_host;
 };
@@ -101,6 +112,11 @@ void cfg_init(struct cfg_target *cfg);
  *   ctl_socket = /run/rblk/target.sock | none
  *   ctl_socket_mode = 0600
  *   metrics = tcp://127.0.0.1:9441
+ *   ceph_conf = /etc/ceph/ceph.conf ; for path = rbd:POOL/IMAGE exports
+ *   ceph_id = admin                  ; client.ID; ceph_keyring = PATH
+ *   rbd_cluster_connections = 1      ; rados connections, images spread
+ *   rbd_takeover = yes               ; break a stale gateway's lock
+ *   rbd_timeout = 20                 ; s: cluster ops fail, never hang
  *   allow_any_host = no              ; yes: exports without allow lists
  *                                    ; are open to every host
  *

@@ -544,9 +544,10 @@ static void cmd_add_export(struct target *t, struct req *r)
 		req_fail(r, "add-export: name or path too long");
 		return;
 	}
-	if (pos[1][0] != '/' && strncmp(pos[1], "ram:", 4)) {
+	if (pos[1][0] != '/' && strncmp(pos[1], "ram:", 4) &&
+	    strncmp(pos[1], "rbd:", 4)) {
 		/* the target's working directory is not the client's */
-		req_fail(r, "add-export: '%s': give an absolute path or ram:SIZE",
+		req_fail(r, "add-export: '%s': give an absolute path, ram:SIZE or rbd:POOL/IMAGE",
 			 pos[1]);
 		return;
 	}

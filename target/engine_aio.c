@@ -224,6 +224,7 @@ static int aio_reap(struct worker *w)
 		local = next;
 		total++;
 	}
+	total += backend_remote_reap(w);
 	do {
 		n = io_getevents(a->ctx, 0, AIO_REAP_BATCH, ev, &zero);
 		if (n < 0) {

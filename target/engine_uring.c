@@ -224,6 +224,7 @@ static int uring_reap(struct worker *w)
 	if (read(u->efd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
 		log_warn("worker %u: read eventfd: %s", w->index,
 			 strerror(errno));
+	total += backend_remote_reap(w);
 	/*
 	 * Copy results out and advance the CQ before calling back: the
 	 * callbacks may queue new SQEs (retries) and submit.

@@ -25,11 +25,7 @@
 
 #define DEFAULT_BLOCK_SIZE 512u
 
-/* Say why opening failed into err (for the log and the ctl client). */
-static int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -554,7 +550,9 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	snprintf(e->path, sizeof(e->path), "%s", cfg->path);
 	e->read_only = cfg->read_only;
 	e->fd = e->fd_direct = -1;
-	if (!strncmp(cfg->path, "ram:", 4)) {
+	if (!strncmp(cfg->path, "rbd:", 4)) {
+		e->ops = &backend_rbd_ops;
+	} else if (!strncmp(cfg->path, "ram:", 4)) {
 		e->ops = &backend_ram_ops;
 		e->direct = cfg->direct != CFG_DIRECT_NO;
 	} else {
@@ -586,6 +584,15 @@ void export_close(struct export *e)
 	if (e->ops)
 		e->ops->close(e);
 	e->ops = NULL;
+}
+
+bool export_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN])
+{
+	if (!e->ops || !e->ops->vol_id) {
+		memset(id, 0, EXPORT_VOL_ID_LEN);
+		return false;
+	}
+	return e->ops->vol_id(e, id);
 }
 
 bool export_visible_to(const struct export *e, const char *host)

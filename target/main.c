@@ -471,6 +471,7 @@ int main(int argc, char **argv)
 
 		t.nr_workers = n > 0 ? (unsigned int)n : 1;
 	}
+	backend_rbd_setup(&t.cfg.ceph);
 	/* built back to front so that the list keeps the configured order */
 	for (i = t.cfg.nr_exports; i-- > 0;) {
 		char err[512];

@@ -35,6 +35,7 @@ enum export_kind {
 	EXPORT_FILE,
 	EXPORT_BDEV,
 	EXPORT_RAM,
+	EXPORT_RBD,
 };
 
 /*
@@ -67,6 +68,7 @@ struct export {
 	atomic_bool direct_failed; /* O_DIRECT gave EINVAL once: stop using */
 	void *ram; /* EXPORT_RAM memory, or a direct file's MAP_SHARED map */
 	bool direct; /* RBLK_F_DIRECT: ram is registered per connection */
+	void *priv; /* the backend's own state (rbd: struct rbd_image) */
 	atomic_uint sessions; /* live logins */
 	atomic_uint refs;
 	atomic_bool removed; /* unlinked; workers close its sessions */
@@ -83,6 +85,8 @@ struct export {
 	unsigned int nr_wstats;
 	struct export *next; /* target's list, under exports_lock */
 };
+
+#define EXPORT_VOL_ID_LEN 16
 
 /*
  * A backend executes a request's storage operation on one export.
@@ -103,11 +107,29 @@ struct backend_ops {
 	 * it finished synchronously with r->result set.
 	 */
 	int (*submit)(struct worker *w, struct treq *r);
+	/*
+	 * Optional: the volume's identity, the same on every target that
+	 * exports it (rbd: derived from the cluster fsid, pool, namespace and
+	 * image id). Returns true with id filled; any thread after open.
+	 * Callers use export_vol_id(), which answers false without the op.
+	 */
+	bool (*vol_id)(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN]);
 };
 
 extern const struct backend_ops backend_file_ops; /* files and block devices */
 extern const struct backend_ops backend_ram_ops;
 extern const struct backend_ops backend_map_ops; /* files exported direct */
+extern const struct backend_ops backend_rbd_ops; /* rbd:POOL/IMAGE */
+
+/* e's volume identity (backend_ops.vol_id); false when it has none. */
+bool export_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN]);
+
+/*
+ * For backends' open(): say why opening failed into err (for the log and
+ * the ctl client); returns ret.
+ */
+int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);
@@ -166,6 +188,18 @@ struct engine_ops {
 	/* Complete finished ops through treq_backend_done(); returns count. */
 	int (*reap)(struct worker *w);
 };
+
+/*
+ * Completions of backends whose I/O finishes on threads of their own
+ * (librbd's callbacks) are queued per worker without locks and signalled
+ * on the worker's engine eventfd (engine_ops.fd). Every engine's reap()
+ * calls this after reading its eventfd, so they are delivered through
+ * treq_backend_done() on the worker like the engine's own. Worker thread;
+ * returns the number delivered. target/backend_rbd.c.
+ */
+int backend_remote_reap(struct worker *w);
+/* Main thread, before exports open: the Ceph settings of rbd: exports. */
+void backend_rbd_setup(const struct cfg_ceph *ceph);
 
 extern const struct engine_ops engine_uring_ops;
 extern const struct engine_ops engine_aio_ops;

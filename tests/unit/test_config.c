@@ -836,6 +836,36 @@ static void test_ctl_keys(void **state)
 	free(cfg);
 }
 
+/* The Ceph keys of rbd: exports. */
+static void test_ceph_keys(void **state)
+{
+	struct cfg_target *cfg = cfg_new();
+
+	(void)state;
+	assert_string_equal(cfg->ceph.conf, "");
+	assert_string_equal(cfg->ceph.id, "admin");
+	assert_int_equal(cfg->ceph.connections, 1);
+	assert_true(cfg->ceph.takeover);
+	assert_int_equal(cfg->ceph.timeout_s, 20);
+	load_ok(cfg, "[target]\nceph_conf = /etc/ceph/c.conf\nceph_id = rblk\n"
+		     "ceph_keyring = /k\nrbd_cluster_connections = 4\n"
+		     "rbd_takeover = no\nrbd_timeout = 5\n");
+	assert_string_equal(cfg->ceph.conf, "/etc/ceph/c.conf");
+	assert_string_equal(cfg->ceph.id, "rblk");
+	assert_string_equal(cfg->ceph.keyring, "/k");
+	assert_int_equal(cfg->ceph.connections, 4);
+	assert_false(cfg->ceph.takeover);
+	assert_int_equal(cfg->ceph.timeout_s, 5);
+	load_bad("[target]\nrbd_cluster_connections = 0\n", 2,
+		 "rbd_cluster_connections");
+	load_bad("[target]\nrbd_cluster_connections = 65\n", 2, "1 to 64");
+	load_bad("[target]\nrbd_takeover = maybe\n", 2, "rbd_takeover");
+	load_bad("[target]\nrbd_timeout = 0\n", 2, "rbd_timeout");
+	load_bad("[target]\nceph_id = client/x\n", 2, "client id");
+	load_bad("[target]\nceph_id = a\nceph_id = b\n", 3, "twice");
+	free(cfg);
+}
+
 static void test_example(void **state)
 {
 	struct cfg_target *cfg = cfg_new();
@@ -1033,6 +1063,7 @@ int main(void)
 		cmocka_unit_test(test_listen),
 		cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_ctl_keys),
+		cmocka_unit_test(test_ceph_keys),
 		cmocka_unit_test(test_example),
 	};
 

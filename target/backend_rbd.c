@@ -1,0 +1,890 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ceph RBD backend: exports named rbd:POOL/IMAGE, rbd:POOL/NAMESPACE/IMAGE
+ * or ...IMAGE@SNAP (read-only), served with librbd's asynchronous calls.
+ *
+ * Connections: the target opens at most rbd_cluster_connections rados
+ * cluster handles (one by default), lazily, and spreads images over them
+ * round robin; each handle keeps one ioctx per pool and namespace. Both
+ * are reference counted by the images and closed with the last one, so a
+ * handle the cluster blocklisted is replaced by the next add-export.
+ *
+ * Completions: librbd calls back on its own threads. The callback queues
+ * the request's op on its worker's queue (a lock-free LIFO: a CAS push,
+ * an exchange to take everything) and, when the queue was empty, writes
+ * the worker's engine eventfd; the engine's reap() calls
+ * backend_remote_reap(), which hands each op to treq_backend_done() on
+ * the worker thread. The data path takes no lock.
+ *
+ * Fencing: a writable export of an image with the exclusive-lock feature
+ * holds the lock (rbd_lock_acquire, which librbd never hands over on
+ * request) from the first write-class command until its sessions are
+ * gone. Acquiring it runs on the image's lock thread; commands that need
+ * it wait there. With rbd_takeover (the default) a lock held by another
+ * client is broken first: librbd blocklists that client at the OSDs, so a
+ * stalled gateway's late writes are refused. A target blocklisted that
+ * way fails every later write-class command of the export with EIO.
+ * docs/ARCHITECTURE.md says what is guaranteed.
+ */
+#include "target.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <rados/librados.h>
+#include <rbd/librbd.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+
+/* what the OSDs answer a blocklisted client (ceph's include/rados.h) */
+#ifndef EBLOCKLISTED
+#define EBLOCKLISTED ESHUTDOWN
+#endif
+
+/* ---- settings ------------------------------------------------------------ */
+
+static struct cfg_ceph ceph_cfg = {
+	.id = "admin",
+	.connections = 1,
+	.takeover = true,
+	.timeout_s = 20,
+};
+
+void backend_rbd_setup(const struct cfg_ceph *ceph)
+{
+	ceph_cfg = *ceph;
+}
+
+/* ---- cluster connections and pools (open and close only) ---------------- */
+
+struct rbd_pool {
+	struct rbd_pool *next;
+	char name[128];
+	char nspace[128];
+	rados_ioctx_t ioctx;
+	int64_t pool_id;
+	unsigned int refs;
+};
+
+struct rbd_conn {
+	rados_t rados;
+	char fsid[64];
+	unsigned int refs; /* images */
+	struct rbd_pool *pools;
+};
+
+/* Guards conns[] and every pool list; taken by open and close only. */
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rbd_conn *conns[64];
+static unsigned int next_conn;
+
+/* A name for librados' error codes that users meet at open. */
+static const char *rados_why(int ret)
+{
+	switch (ret) {
+	case -ETIMEDOUT:
+		return "timed out: cluster unreachable (mon address, ceph.conf) or not healthy";
+	case -EACCES:
+	case -EPERM:
+		return "permission denied: wrong key or client id, or missing caps";
+	case -ENOENT:
+		return "no such file or object";
+	default:
+		return strerror(-ret);
+	}
+}
+
+static int conf_set(rados_t r, const char *key, const char *val, char *err,
+		    size_t errlen)
+{
+	int ret = rados_conf_set(r, key, val);
+
+	if (ret)
+		return open_fail(err, errlen, ret, "rados_conf_set(%s=%s): %s",
+			    key, val, strerror(-ret));
+	return 0;
+}
+
+/* Connect a new cluster handle; conns_lock held. */
+static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
+{
+	struct rbd_conn *c = calloc(1, sizeof(*c));
+	char tmo[16];
+	int ret;
+
+	if (!c)
+		return open_fail(err, errlen, -ENOMEM, "out of memory");
+	ret = rados_create(&c->rados, ceph_cfg.id);
+	if (ret) {
+		open_fail(err, errlen, ret, "rados_create(client.%s): %s",
+		     ceph_cfg.id, strerror(-ret));
+		goto out_free;
+	}
+	ret = rados_conf_read_file(c->rados,
+				   ceph_cfg.conf[0] ? ceph_cfg.conf : NULL);
+	if (ret) {
+		open_fail(err, errlen, ret, "reading %s: %s",
+		     ceph_cfg.conf[0] ? ceph_cfg.conf :
+					"ceph.conf ($CEPH_CONF, /etc/ceph/ceph.conf)",
+		     strerror(-ret));
+		goto out_shutdown;
+	}
+	snprintf(tmo, sizeof(tmo), "%u", ceph_cfg.timeout_s);
+	/*
+	 * Bounded waits: an unreachable cluster fails the open instead of
+	 * hanging it, and an OSD op that cannot finish fails with EIO. No
+	 * librbd cache: a write is acknowledged once the OSDs have it, which
+	 * the takeover guarantee depends on. No admin socket: two targets
+	 * (or a target and fio) with one client name would fight over it.
+	 */
+	if ((ceph_cfg.keyring[0] &&
+	     (ret = conf_set(c->rados, "keyring", ceph_cfg.keyring, err,
+			     errlen))) ||
+	    (ret = conf_set(c->rados, "client_mount_timeout", tmo, err,
+			    errlen)) ||
+	    (ret = conf_set(c->rados, "rados_mon_op_timeout", tmo, err,
+			    errlen)) ||
+	    (ret = conf_set(c->rados, "rados_osd_op_timeout", tmo, err,
+			    errlen)) ||
+	    (ret = conf_set(c->rados, "rbd_cache", "false", err, errlen)) ||
+	    (ret = conf_set(c->rados, "admin_socket", "", err, errlen)))
+		goto out_shutdown;
+	ret = rados_connect(c->rados);
+	if (ret) {
+		open_fail(err, errlen, ret, "connecting to the cluster as client.%s: %s",
+		     ceph_cfg.id, rados_why(ret));
+		goto out_shutdown;
+	}
+	ret = rados_cluster_fsid(c->rados, c->fsid, sizeof(c->fsid));
+	if (ret < 0) {
+		open_fail(err, errlen, ret, "rados_cluster_fsid: %s", strerror(-ret));
+		goto out_shutdown;
+	}
+	*out = c;
+	return 0;
+
+out_shutdown:
+	rados_shutdown(c->rados);
+out_free:
+	free(c);
+	return ret;
+}
+
+/* Take a connection (round robin over the configured number); locked. */
+static int conn_get(struct rbd_conn **out, char *err, size_t errlen)
+{
+	unsigned int n = MIN(MAX(ceph_cfg.connections, 1u), ARRAY_SIZE(conns));
+	unsigned int i = next_conn++ % n;
+	int ret;
+
+	if (!conns[i]) {
+		ret = conn_create(&conns[i], err, errlen);
+		if (ret)
+			return ret;
+		log_info("rbd: connected to cluster %s as client.%s (connection %u of %u)",
+			 conns[i]->fsid, ceph_cfg.id, i + 1, n);
+	}
+	conns[i]->refs++;
+	*out = conns[i];
+	return 0;
+}
+
+static void conn_put(struct rbd_conn *c)
+{
+	if (--c->refs)
+		return;
+	for (unsigned int i = 0; i < ARRAY_SIZE(conns); i++)
+		if (conns[i] == c)
+			conns[i] = NULL;
+	rados_shutdown(c->rados);
+	free(c);
+}
+
+static int pool_get(struct rbd_conn *c, const char *name, const char *nspace,
+		    struct rbd_pool **out, char *err, size_t errlen)
+{
+	struct rbd_pool *p;
+	int ret;
+
+	for (p = c->pools; p; p = p->next) {
+		if (!strcmp(p->name, name) && !strcmp(p->nspace, nspace)) {
+			p->refs++;
+			*out = p;
+			return 0;
+		}
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return open_fail(err, errlen, -ENOMEM, "out of memory");
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	snprintf(p->nspace, sizeof(p->nspace), "%s", nspace);
+	ret = rados_ioctx_create(c->rados, name, &p->ioctx);
+	if (ret) {
+		free(p);
+		return open_fail(err, errlen, ret, "pool '%s': %s", name,
+			    ret == -ENOENT ? "no such pool" : rados_why(ret));
+	}
+	rados_ioctx_set_namespace(p->ioctx, nspace);
+	p->pool_id = rados_ioctx_get_id(p->ioctx);
+	p->refs = 1;
+	p->next = c->pools;
+	c->pools = p;
+	*out = p;
+	return 0;
+}
+
+static void pool_put(struct rbd_conn *c, struct rbd_pool *p)
+{
+	struct rbd_pool **pp;
+
+	if (--p->refs)
+		return;
+	for (pp = &c->pools; *pp != p; pp = &(*pp)->next)
+		;
+	*pp = p->next;
+	rados_ioctx_destroy(p->ioctx);
+	free(p);
+}
+
+/* ---- images ---------------------------------------------------------------- */
+
+/* The exclusive lock, as this target sees it. */
+enum rbd_lock_state {
+	LOCK_NONE, /* read-only export or no exclusive-lock feature */
+	LOCK_UNLOCKED, /* not held; the next write-class command takes it */
+	LOCK_HELD, /* held: write-class commands go straight to librbd */
+	LOCK_FENCED, /* another gateway took it over: writes fail */
+};
+
+struct rbd_op;
+
+struct rbd_image {
+	struct export *e;
+	struct rbd_conn *conn;
+	struct rbd_pool *pool;
+	rbd_image_t image;
+	char spec[1024]; /* pool/[ns/]image[@snap] for logs */
+	char id[64]; /* the image id */
+	uint64_t watch_handle;
+	bool watching;
+	uint8_t vol_id[EXPORT_VOL_ID_LEN];
+
+	_Atomic int lock_state; /* enum rbd_lock_state */
+	atomic_uint inflight; /* ops in librbd */
+	/*
+	 * The lock thread: acquires the lock for parked write-class ops,
+	 * releases it once no session is left. parked and want are under
+	 * mu; the data path takes mu only while the lock is not held.
+	 */
+	pthread_t lock_thread;
+	bool lock_thread_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	struct rbd_op *parked; /* waiting for the lock, newest first */
+	bool stop;
+};
+
+/* ---- per-worker completion queue ------------------------------------------ */
+
+struct rbd_wq {
+	struct rbd_op *_Atomic head; /* pushed by librbd threads */
+	int efd; /* the worker's engine eventfd; 0: not set up yet */
+	struct worker *w;
+};
+
+/* Lives as long as its worker thread, which drains it before exiting. */
+static __thread struct rbd_wq tls_wq;
+
+enum rbd_stage {
+	STAGE_IO, /* the command's own operation */
+	STAGE_FUA_FLUSH, /* a FUA write's flush after the write */
+};
+
+struct rbd_op {
+	struct rbd_op *next;
+	struct treq *r;
+	struct rbd_image *img;
+	struct rbd_wq *wq;
+	enum rbd_stage stage;
+	int res;
+};
+
+static void wq_push(struct rbd_op *op)
+{
+	struct rbd_wq *q = op->wq;
+	struct rbd_op *head = atomic_load_explicit(&q->head,
+						   memory_order_relaxed);
+	uint64_t one = 1;
+
+	do {
+		op->next = head;
+	} while (!atomic_compare_exchange_weak_explicit(&q->head, &head, op,
+							memory_order_release,
+							memory_order_relaxed));
+	/* the consumer drains after reading the eventfd: wake on the
+	 * empty -> non-empty edge only */
+	if (!head && write(q->efd, &one, sizeof(one)) < 0)
+		log_warn("rbd: waking worker %u: %s", q->w->index,
+			 strerror(errno));
+}
+
+static void op_done_cb(rbd_completion_t c, void *arg)
+{
+	struct rbd_op *op = arg;
+
+	op->res = (int)rbd_aio_get_return_value(c);
+	rbd_aio_release(c);
+	atomic_fetch_sub_explicit(&op->img->inflight, 1, memory_order_relaxed);
+	wq_push(op);
+}
+
+static bool is_write_class(uint8_t opcode)
+{
+	return opcode == RBLK_OP_WRITE || opcode == RBLK_OP_TRIM ||
+	       opcode == RBLK_OP_WRITE_ZEROES || opcode == RBLK_OP_FLUSH;
+}
+
+/*
+ * Hand op's stage to librbd; any thread. On a synchronous failure the op
+ * is completed through its queue like any other.
+ */
+static void op_issue(struct rbd_op *op)
+{
+	struct rbd_image *img = op->img;
+	const struct rblk_cmd *cmd = &op->r->cmd;
+	rbd_completion_t c;
+	int ret;
+
+	ret = rbd_aio_create_completion(op, op_done_cb, &c);
+	if (ret) {
+		op->res = ret;
+		wq_push(op);
+		return;
+	}
+	atomic_fetch_add_explicit(&img->inflight, 1, memory_order_relaxed);
+	if (op->stage == STAGE_FUA_FLUSH) {
+		ret = rbd_aio_flush(img->image, c);
+	} else {
+		switch (cmd->opcode) {
+		case RBLK_OP_READ:
+			ret = rbd_aio_read(img->image, cmd->offset, cmd->length,
+					   op->r->slot, c);
+			break;
+		case RBLK_OP_WRITE:
+			ret = rbd_aio_write(img->image, cmd->offset,
+					    cmd->length, op->r->slot, c);
+			break;
+		case RBLK_OP_FLUSH:
+			ret = rbd_aio_flush(img->image, c);
+			break;
+		case RBLK_OP_TRIM:
+		case RBLK_OP_WRITE_ZEROES:
+			/*
+			 * Both must read back as zeroes. rbd_aio_discard
+			 * skips ranges smaller than its granularity;
+			 * write_zeroes deallocates whole objects and zeroes
+			 * the partial ones, so it serves both.
+			 */
+			ret = rbd_aio_write_zeroes(img->image, cmd->offset,
+						   cmd->length, c, 0, 0);
+			break;
+		default:
+			ret = -EOPNOTSUPP;
+			break;
+		}
+	}
+	if (ret < 0) {
+		atomic_fetch_sub_explicit(&img->inflight, 1,
+					  memory_order_relaxed);
+		rbd_aio_release(c);
+		op->res = ret;
+		wq_push(op);
+	}
+}
+
+/* Tell the lock thread to act (acquire for parked ops, or release). */
+static void lock_thread_kick(struct rbd_image *img)
+{
+	pthread_cond_signal(&img->cond);
+}
+
+static int rbd_submit(struct worker *w, struct treq *r)
+{
+	struct rbd_image *img = r->conn->exp->priv;
+	struct rbd_op *op;
+	int state;
+
+	if (unlikely(!tls_wq.efd)) {
+		tls_wq.efd = w->engine->fd(w);
+		tls_wq.w = w;
+	}
+	op = malloc(sizeof(*op));
+	if (!op) {
+		r->result = -ENOMEM;
+		return 1;
+	}
+	op->r = r;
+	op->img = img;
+	op->wq = &tls_wq;
+	op->stage = STAGE_IO;
+	op->res = 0;
+	state = atomic_load_explicit(&img->lock_state, memory_order_acquire);
+	if (state == LOCK_NONE || state == LOCK_HELD ||
+	    !is_write_class(r->cmd.opcode)) {
+		op_issue(op);
+		return 0;
+	}
+	if (state == LOCK_FENCED) {
+		free(op);
+		r->result = -EIO;
+		return 1;
+	}
+	/* slow path: wait for the lock thread to take the lock */
+	pthread_mutex_lock(&img->mu);
+	state = atomic_load_explicit(&img->lock_state, memory_order_acquire);
+	if (state == LOCK_HELD) {
+		pthread_mutex_unlock(&img->mu);
+		op_issue(op);
+		return 0;
+	}
+	op->next = img->parked;
+	img->parked = op;
+	lock_thread_kick(img);
+	pthread_mutex_unlock(&img->mu);
+	return 0;
+}
+
+/* A write-class op failed because the cluster refused this client. */
+static bool is_fencing_error(int res)
+{
+	return res == -EBLOCKLISTED || res == -EROFS;
+}
+
+int backend_remote_reap(struct worker *w)
+{
+	struct rbd_op *op, *next, *list = NULL;
+	int n = 0;
+
+	if (!atomic_load_explicit(&tls_wq.head, memory_order_relaxed))
+		return 0;
+	op = atomic_exchange_explicit(&tls_wq.head, NULL,
+				      memory_order_acquire);
+	/* oldest first */
+	for (; op; op = next) {
+		next = op->next;
+		op->next = list;
+		list = op;
+	}
+	for (op = list; op; op = next) {
+		struct treq *r = op->r;
+		struct rbd_image *img = op->img;
+		int res = op->res;
+
+		next = op->next;
+		if (res >= 0 && op->stage == STAGE_IO &&
+		    r->cmd.opcode == RBLK_OP_WRITE &&
+		    (r->cmd.flags & RBLK_CMD_F_FUA)) {
+			/* FUA: durable once a flush after it returns */
+			op->stage = STAGE_FUA_FLUSH;
+			op_issue(op);
+			continue;
+		}
+		/* librbd answers 0 for a write and the length for a read;
+		 * treq_backend_done() wants the length of either */
+		if (res >= 0)
+			res = (int)r->cmd.length;
+		if (res < 0 && is_write_class(r->cmd.opcode) &&
+		    is_fencing_error(res) &&
+		    img->lock_state != LOCK_NONE &&
+		    atomic_exchange(&img->lock_state, LOCK_FENCED) !=
+			    LOCK_FENCED)
+			log_err("export %s: rbd %s: the cluster refuses this target's writes (%s): another gateway took the image's lock over; write-class commands fail from now on (remove and re-add the export once this target should serve it again)",
+				img->e->name, img->spec, strerror(-res));
+		if (res < 0) {
+			log_debug("export %s: rbd %s at %" PRIu64 ": %s",
+				  img->e->name, rblk_opcode_str(r->cmd.opcode),
+				  r->cmd.offset, strerror(-res));
+			/* EROFS would say read-only to the initiator */
+			res = -EIO;
+		}
+		free(op);
+		treq_backend_done(r, res);
+		n++;
+	}
+	return n;
+}
+
+/* ---- the exclusive lock ------------------------------------------------------ */
+
+/*
+ * Take the lock; lock thread. With takeover, break another client's lock
+ * first: librbd blocklists it (rbd_blocklist_on_break_lock), so its writes
+ * still in flight or sent later are refused by the OSDs.
+ */
+static int lock_take(struct rbd_image *img)
+{
+	rbd_lock_mode_t mode;
+	char *owners[4];
+	size_t nr = ARRAY_SIZE(owners);
+	int ret, mine = 0;
+
+	/*
+	 * librbd may hold the lock for us already (a write that raced the
+	 * release took it the cooperative way): never break our own.
+	 */
+	if (rbd_is_exclusive_lock_owner(img->image, &mine))
+		mine = 0;
+	if (ceph_cfg.takeover && !mine) {
+		ret = rbd_lock_get_owners(img->image, &mode, owners, &nr);
+		if (ret == 0 && nr > 0) {
+			log_warn("export %s: rbd %s: taking the exclusive lock over from %s (blocklisting it)",
+				 img->e->name, img->spec, owners[0]);
+			ret = rbd_lock_break(img->image,
+					     RBD_LOCK_MODE_EXCLUSIVE,
+					     owners[0]);
+			if (ret)
+				log_warn("export %s: rbd_lock_break(%s): %s",
+					 img->e->name, owners[0],
+					 strerror(-ret));
+			rbd_lock_get_owners_cleanup(owners, nr);
+		} else if (ret && ret != -ENOENT) {
+			log_warn("export %s: rbd_lock_get_owners: %s",
+				 img->e->name, strerror(-ret));
+		}
+	}
+	ret = rbd_lock_acquire(img->image, RBD_LOCK_MODE_EXCLUSIVE);
+	if (ret)
+		log_err("export %s: rbd %s: cannot take the exclusive lock: %s%s",
+			img->e->name, img->spec, strerror(-ret),
+			ceph_cfg.takeover ? "" :
+					    " (another gateway holds it; rbd_takeover is off)");
+	else
+		log_info("export %s: rbd %s: exclusive lock held", img->e->name,
+			 img->spec);
+	return ret;
+}
+
+static void *lock_thread_main(void *arg)
+{
+	struct rbd_image *img = arg;
+	unsigned int idle = 0;
+
+	pthread_setname_np(pthread_self(), "rblk-rbdlock");
+	pthread_mutex_lock(&img->mu);
+	while (!img->stop) {
+		struct rbd_op *ops, *next;
+		struct timespec ts;
+		int ret;
+
+		if (img->parked) {
+			int state = atomic_load(&img->lock_state);
+
+			pthread_mutex_unlock(&img->mu);
+			ret = state == LOCK_FENCED ? -EIO :
+			      state == LOCK_HELD   ? 0 :
+						     lock_take(img);
+			pthread_mutex_lock(&img->mu);
+			if (!ret && state != LOCK_FENCED)
+				atomic_store(&img->lock_state, LOCK_HELD);
+			ops = img->parked;
+			img->parked = NULL;
+			pthread_mutex_unlock(&img->mu);
+			/* oldest first; the issue order of one worker holds */
+			for (struct rbd_op *rev = NULL; ops || rev;) {
+				if (ops) {
+					next = ops->next;
+					ops->next = rev;
+					rev = ops;
+					ops = next;
+					continue;
+				}
+				next = rev->next;
+				if (ret) {
+					rev->res = ret == -EROFS ? -EIO : ret;
+					wq_push(rev);
+				} else {
+					op_issue(rev);
+				}
+				rev = next;
+			}
+			pthread_mutex_lock(&img->mu);
+			idle = 0;
+			continue;
+		}
+		/*
+		 * Release the lock once no session is left (twice in a row,
+		 * a second apart), so that a peer takes it without
+		 * blocklisting a target that merely lost its initiator.
+		 */
+		if (atomic_load(&img->lock_state) == LOCK_HELD &&
+		    !atomic_load(&img->e->sessions) &&
+		    !atomic_load(&img->inflight) && ++idle >= 2) {
+			pthread_mutex_unlock(&img->mu);
+			ret = rbd_lock_release(img->image);
+			pthread_mutex_lock(&img->mu);
+			if (!img->parked && !ret) {
+				atomic_store(&img->lock_state, LOCK_UNLOCKED);
+				log_info("export %s: rbd %s: exclusive lock released (no session)",
+					 img->e->name, img->spec);
+			}
+			idle = 0;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&img->cond, &img->mu, &ts);
+	}
+	pthread_mutex_unlock(&img->mu);
+	return NULL;
+}
+
+/* ---- resize ------------------------------------------------------------------ */
+
+/* librbd thread: the image header changed (resize among others). */
+static void update_cb(void *arg)
+{
+	struct rbd_image *img = arg;
+	uint64_t size, old;
+
+	if (rbd_get_size(img->image, &size))
+		return;
+	size -= size % img->e->block_size;
+	old = __atomic_exchange_n(&img->e->size, size, __ATOMIC_RELAXED);
+	if (old != size)
+		log_info("export %s: rbd %s resized: %" PRIu64 " -> %" PRIu64
+			 " bytes (new sessions see the new size)",
+			 img->e->name, img->spec, old, size);
+}
+
+/* ---- open and close -------------------------------------------------------------- */
+
+struct rbd_spec {
+	char pool[128], nspace[128], image[256], snap[256];
+};
+
+/* "rbd:POOL/IMAGE", "rbd:POOL/NS/IMAGE", either with "@SNAP". */
+static int parse_spec(const char *path, struct rbd_spec *s, char *err,
+		      size_t errlen)
+{
+	char buf[1024], *parts[4], *at, *p;
+	int n = 0;
+
+	memset(s, 0, sizeof(*s));
+	if (strlen(path + 4) >= sizeof(buf))
+		return open_fail(err, errlen, -EINVAL, "rbd spec too long");
+	snprintf(buf, sizeof(buf), "%s", path + 4);
+	for (p = buf; n < 4; n++) {
+		parts[n] = strsep(&p, "/");
+		if (!p) {
+			n++;
+			break;
+		}
+	}
+	if (p || n < 2 || n > 3)
+		goto bad;
+	at = strchr(parts[n - 1], '@');
+	if (at) {
+		*at++ = 0;
+		if (!*at || strlen(at) >= sizeof(s->snap))
+			goto bad;
+		snprintf(s->snap, sizeof(s->snap), "%s", at);
+	}
+	for (int i = 0; i < n; i++)
+		if (!*parts[i] || strlen(parts[i]) >= sizeof(s->nspace))
+			goto bad;
+	snprintf(s->pool, sizeof(s->pool), "%s", parts[0]);
+	if (n == 3)
+		snprintf(s->nspace, sizeof(s->nspace), "%s", parts[1]);
+	snprintf(s->image, sizeof(s->image), "%s", parts[n - 1]);
+	return 0;
+bad:
+	return open_fail(err, errlen, -EINVAL,
+		    "bad rbd spec '%s' (want rbd:POOL/IMAGE, rbd:POOL/NAMESPACE/IMAGE, optionally @SNAP)",
+		    path);
+}
+
+static void make_vol_id(struct rbd_image *img, const struct rbd_spec *s)
+{
+	uint8_t h[crypto_hash_sha256_BYTES];
+	char text[512];
+	int n;
+
+	/* the same on every target: cluster, pool, namespace, image, snap */
+	n = snprintf(text, sizeof(text), "rblk-rbd\n%s\n%" PRId64 "\n%s\n%s\n%s",
+		     img->conn->fsid, img->pool->pool_id, s->nspace, img->id,
+		     s->snap);
+	crypto_hash_sha256(h, (const unsigned char *)text,
+			   (unsigned long long)MIN((size_t)n, sizeof(text) - 1));
+	memcpy(img->vol_id, h, sizeof(img->vol_id));
+}
+
+static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
+			   char *err, size_t errlen)
+{
+	struct rbd_image *img;
+	struct rbd_spec s;
+	uint64_t size, features = 0;
+	int ret;
+
+	ret = parse_spec(cfg->path, &s, err, errlen);
+	if (ret)
+		return ret;
+	if (cfg->direct == CFG_DIRECT_YES)
+		return open_fail(err, errlen, -EINVAL,
+				 "direct access is not offered for rbd exports (the volume is not memory here)");
+	img = calloc(1, sizeof(*img));
+	if (!img)
+		return open_fail(err, errlen, -ENOMEM, "out of memory");
+	img->e = e;
+	snprintf(img->spec, sizeof(img->spec), "%s/%s%s%s%s%s", s.pool,
+		 s.nspace, s.nspace[0] ? "/" : "", s.image,
+		 s.snap[0] ? "@" : "", s.snap);
+	if (s.snap[0])
+		e->read_only = true;
+
+	pthread_mutex_lock(&conns_lock);
+	ret = conn_get(&img->conn, err, errlen);
+	if (ret)
+		goto out_unlock;
+	ret = pool_get(img->conn, s.pool, s.nspace, &img->pool, err, errlen);
+	if (ret)
+		goto out_put_conn;
+	pthread_mutex_unlock(&conns_lock);
+
+	if (e->read_only)
+		ret = rbd_open_read_only(img->pool->ioctx, s.image, &img->image,
+					 s.snap[0] ? s.snap : NULL);
+	else
+		ret = rbd_open(img->pool->ioctx, s.image, &img->image, NULL);
+	if (ret) {
+		open_fail(err, errlen, ret, "rbd image %s: %s", img->spec,
+		     ret == -ENOENT ? "no such image (or snapshot)" :
+				      rados_why(ret));
+		goto out_put_pool;
+	}
+	if ((ret = rbd_get_size(img->image, &size)) ||
+	    (ret = rbd_get_id(img->image, img->id, sizeof(img->id))) ||
+	    (ret = rbd_get_features(img->image, &features))) {
+		open_fail(err, errlen, ret, "rbd image %s: reading its header: %s",
+		     img->spec, strerror(-ret));
+		goto out_close_image;
+	}
+	e->kind = EXPORT_RBD;
+	e->block_size = cfg->block_size ? cfg->block_size : 512;
+	e->size = size - size % e->block_size;
+	if (!e->size) {
+		ret = open_fail(err, errlen, -EINVAL,
+			   "rbd image %s is smaller than the block size %u",
+			   img->spec, e->block_size);
+		goto out_close_image;
+	}
+	/* no volatile cache (rbd_cache off), yet FLUSH is cheap and honest */
+	e->features = e->read_only ? 0 :
+				     RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM |
+					     RBLK_F_ZEROES;
+	make_vol_id(img, &s);
+
+	if (e->read_only) {
+		atomic_init(&img->lock_state, LOCK_NONE);
+	} else if (!(features & RBD_FEATURE_EXCLUSIVE_LOCK)) {
+		atomic_init(&img->lock_state, LOCK_NONE);
+		log_warn("export %s: rbd %s has no exclusive-lock feature: no fencing against another gateway (rbd feature enable %s exclusive-lock)",
+			 e->name, img->spec, img->spec);
+	} else {
+		atomic_init(&img->lock_state, LOCK_UNLOCKED);
+	}
+	pthread_mutex_init(&img->mu, NULL);
+	pthread_cond_init(&img->cond, NULL);
+	if (atomic_load(&img->lock_state) != LOCK_NONE) {
+		ret = -pthread_create(&img->lock_thread, NULL, lock_thread_main,
+				      img);
+		if (ret) {
+			open_fail(err, errlen, ret, "pthread_create: %s",
+			     strerror(-ret));
+			goto out_destroy_sync;
+		}
+		img->lock_thread_started = true;
+	}
+	e->priv = img;
+	ret = rbd_update_watch(img->image, &img->watch_handle, update_cb, img);
+	if (ret)
+		log_warn("export %s: rbd_update_watch: %s (resizes will not be noticed)",
+			 e->name, strerror(-ret));
+	else
+		img->watching = true;
+	log_info("export %s: rbd image %s, id %s, %s", e->name, img->spec,
+		 img->id,
+		 atomic_load(&img->lock_state) == LOCK_NONE ?
+			 "no exclusive lock" :
+			 ceph_cfg.takeover ?
+			 "exclusive lock on first write, taken over if another gateway holds it" :
+			 "exclusive lock on first write, never taken over");
+	return 0;
+
+out_destroy_sync:
+	pthread_cond_destroy(&img->cond);
+	pthread_mutex_destroy(&img->mu);
+out_close_image:
+	rbd_close(img->image);
+out_put_pool:
+	pthread_mutex_lock(&conns_lock);
+	pool_put(img->conn, img->pool);
+out_put_conn:
+	conn_put(img->conn);
+out_unlock:
+	pthread_mutex_unlock(&conns_lock);
+	free(img);
+	return ret;
+}
+
+/* Last reference: no session, no op in flight (worker.c waits for them). */
+static void rbd_close_export(struct export *e)
+{
+	struct rbd_image *img = e->priv;
+
+	if (!img)
+		return;
+	if (img->lock_thread_started) {
+		pthread_mutex_lock(&img->mu);
+		img->stop = true;
+		lock_thread_kick(img);
+		pthread_mutex_unlock(&img->mu);
+		pthread_join(img->lock_thread, NULL);
+	}
+	if (img->watching)
+		rbd_update_unwatch(img->image, img->watch_handle);
+	if (atomic_load(&img->lock_state) == LOCK_HELD &&
+	    rbd_lock_release(img->image))
+		log_warn("export %s: releasing the exclusive lock failed",
+			 e->name);
+	rbd_close(img->image);
+	pthread_cond_destroy(&img->cond);
+	pthread_mutex_destroy(&img->mu);
+	pthread_mutex_lock(&conns_lock);
+	pool_put(img->conn, img->pool);
+	conn_put(img->conn);
+	pthread_mutex_unlock(&conns_lock);
+	free(img);
+	e->priv = NULL;
+}
+
+static bool rbd_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN])
+{
+	const struct rbd_image *img = e->priv;
+
+	memcpy(id, img->vol_id, EXPORT_VOL_ID_LEN);
+	return true;
+}
+
+const struct backend_ops backend_rbd_ops = {
+	.name = "rbd",
+	.open = rbd_open_export,
+	.close = rbd_close_export,
+	.submit = rbd_submit,
+	.vol_id = rbd_vol_id,
+};

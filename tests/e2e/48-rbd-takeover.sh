@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Fencing with RBD's exclusive lock: two rblk-targets export one image.
+# Target A serves writes (and so holds the lock) and is then stopped
+# (SIGSTOP) with a write of its initiator still on the way to it. Target
+# B takes the lock over (breaking A's lock blocklists A at the OSDs) and
+# serves writes, verified. A resumes (SIGCONT): its late write is refused
+# (the initiator gets EIO), and so is every later one; the image holds B's
+# data (read with rbd export). Once B's last session ends B releases the
+# lock, so a later takeover need not blocklist it.
+set -euo pipefail
+source "$(dirname "$0")/../functions.sh"
+source "$RBLK_ROOT/tests/ceph/lib.sh"
+requires_ceph
+requires_nbdsh
+requires_built
+
+start_ceph
+rbd create rbd/shared --size 32M
+conf=$TEST_DIR/target.conf
+rbd_target_conf "$conf" rbd_timeout=10 rbd_takeover=yes
+
+start_target --config "$conf" --export vol0=rbd:rbd/shared
+a_pid=$RBLK_TARGET_PID a_log=$RBLK_TARGET_LOG a_port=$RBLK_PORT
+# its own directory: start_target names its log and socket after the attempt
+mkdir "$TEST_DIR/b"
+TEST_DIR=$TEST_DIR/b start_target --config "$conf" --export vol0=rbd:rbd/shared
+b_pid=$RBLK_TARGET_PID b_log=$RBLK_TARGET_LOG b_port=$RBLK_PORT
+
+start_nbd "tcp://127.0.0.1:$a_port/vol0" "$TEST_DIR/a.sock"
+a_uri=$NBD_URI
+M=$((1 << 20))
+
+# A serves writes: it takes the lock
+tmo 30 nbdsh -u "$a_uri" -c '
+h.pwrite(b"A" * (4 << 20), 0)
+h.flush()
+assert h.pread(4 << 20, 0) == b"A" * (4 << 20)
+'
+grep -q "exclusive lock held" "$a_log" || fail "A does not hold the lock"
+echo "A wrote and holds the lock"
+
+# A stalls with a write of its initiator on the way: issued now, it sits
+# in A's socket until A resumes
+kill -STOP "$a_pid"
+cleanup_fn kill -CONT "$a_pid"
+tmo 60 nbdsh -u "$a_uri" -c '
+import errno
+try:
+    h.pwrite(b"a" * (4 << 20), 0)
+except nbd.Error as e:
+    print("late write refused:", e.errnum, errno.errorcode.get(e.errnum))
+    sys.exit(0)
+print("late write SUCCEEDED")
+sys.exit(1)
+' >"$TEST_DIR/late.out" 2>&1 &
+late=$!
+sleep 1
+
+# B takes over and serves writes
+t0=$(date +%s%N)
+start_nbd "tcp://127.0.0.1:$b_port/vol0" "$TEST_DIR/b.sock"
+b_uri=$NBD_URI
+tmo 30 nbdsh -u "$b_uri" -c '
+h.pwrite(b"B" * (4 << 20), 0)
+h.pwrite(b"b" * (1 << 20), 8 << 20)
+h.flush()
+assert h.pread(4 << 20, 0) == b"B" * (4 << 20)
+'
+echo "B took over and wrote in $((($(date +%s%N) - t0) / 1000000)) ms"
+grep -q "taking the exclusive lock over" "$b_log" || fail "B did not break A's lock"
+
+# A resumes: its late write and a new one are refused
+kill -CONT "$a_pid"
+wait_pid 60 "$late" || { cat "$TEST_DIR/late.out"; fail "A's late write was not refused"; }
+cat "$TEST_DIR/late.out"
+tmo 30 nbdsh -u "$a_uri" -c '
+try:
+    h.pwrite(b"x" * 4096, 8 << 20)
+except nbd.Error as e:
+    print("a new write to A refused:", e)
+else:
+    raise SystemExit("a new write to A succeeded")
+'
+grep -q "refuses this target's writes" "$a_log" ||
+	fail "A did not log that it was fenced"
+# the late write reached A and the cluster refused it (not the initiator
+# giving up on a stalled target)
+grep -q "WRITE at 0+.* failed" "$a_log" ||
+	fail "A's log shows no refused write at offset 0"
+
+# the image holds B's data
+tmo 30 rbd export --no-progress rbd/shared "$TEST_DIR/img"
+python3 - "$TEST_DIR/img" <<'EOF'
+import sys
+M = 1 << 20
+d = open(sys.argv[1], "rb").read()
+assert d[:4 * M] == b"B" * (4 * M), "the first 4 MiB are not B's"
+assert d[8 * M:9 * M] == b"b" * M, "B's second write is not there"
+print("image holds B's data")
+EOF
+
+# B keeps serving; its lock goes once its last session ends
+tmo 30 nbdsh -u "$b_uri" -c 'h.pwrite(b"C" * 4096, 0); assert h.pread(4096, 0) == b"C" * 4096'
+stop_pid "$RBLK_NBD_PID"
+for ((i = 0; i < 100; i++)); do
+	grep -q "exclusive lock released" "$b_log" && break
+	sleep 0.1
+done
+grep -q "exclusive lock released" "$b_log" ||
+	fail "B kept the lock after its last session ended"
+echo "B released the lock once idle"
+kill -0 "$a_pid" && kill -0 "$b_pid" || fail "a target died"
+echo "PASS: $TEST_NAME"
