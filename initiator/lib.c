@@ -37,6 +37,7 @@
 #include "../common/auth.h"
 #include "../common/log.h"
 #include "../common/proto.h"
+#include "../common/qp.h"
 #include "../common/url.h"
 #include "../common/util.h"
 #include "../transport/transport.h"
@@ -142,6 +143,8 @@ struct rblk_queue {
 	struct rblk *r;
 	unsigned int index;
 	struct xp_conn *xc;
+	/* message buffers, send credits and the send batch (common/qp.h) */
+	struct qp qp;
 	bool dead;
 
 	uint16_t qd; /* granted */
@@ -154,10 +157,7 @@ struct rblk_queue {
 	uint32_t vol_rkey;
 	uint64_t vol_addr;
 
-	/* receive buffers (nr_recv), command buffers (qd), HELLO */
-	void *msg_mem;
-	struct xp_mr *msg_mr;
-	unsigned int nr_recv;
+	/* send area: command buffers (cmd_bufs), then HELLO's */
 	unsigned int cmd_bufs; /* command buffers (requested qd) */
 
 	void *bounce; /* qd * max_io */
@@ -166,17 +166,13 @@ struct rblk_queue {
 	struct ireq *reqs;
 	struct ireq *free_tags;
 	struct ireq *wait_head, *wait_tail; /* RDMA READs waiting for credits */
-	unsigned int sq_free;
 
 	/*
-	 * Work requests built but not yet posted. Unplugged, each command is
-	 * posted at once; plugged (rblk_queue_plug(), and always inside
-	 * progress()), they go out in one chained post: one doorbell on
-	 * rdma, one sendmsg on tcp. Credits are taken when a request is
-	 * built, so the batch never exceeds the send queue.
+	 * Work requests built but not yet posted wait in qp's batch.
+	 * Unplugged, each command is posted at once; plugged
+	 * (rblk_queue_plug(), and always inside progress()), they go out in
+	 * one chained post: one doorbell on rdma, one sendmsg on tcp.
 	 */
-	struct xp_send_wr *batch;
-	unsigned int nr_batch;
 	unsigned int plugged;
 
 	struct io *ios;
@@ -225,61 +221,22 @@ struct rblk {
 	struct rblk_opts opts; /* as opened; reconnects log in with these */
 };
 
-/* Work request ids: kind in the top byte, tag and credit count below. */
+/* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
 enum wrid_kind {
-	WRID_RECV = 1,
-	WRID_CMD = 2, /* the command SEND of a tag (+ chained RDMA WRITE) */
-	WRID_READ = 3, /* RDMA READ of a tag */
-	WRID_HELLO = 4,
-	WRID_DIRECT = 5, /* RDMA READ/WRITE of a tag against the volume */
+	WRID_CMD = QP_WRID_USER, /* the command SEND of a tag (+ RDMA WRITE) */
+	WRID_READ, /* RDMA READ of a tag */
+	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
+	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
 };
-
-static inline uint64_t wrid_make(enum wrid_kind kind, uint32_t tag,
-				 uint32_t credits)
-{
-	return (uint64_t)kind << 56 | (uint64_t)credits << 32 | tag;
-}
-
-static inline enum wrid_kind wrid_kind(uint64_t w)
-{
-	return (enum wrid_kind)(w >> 56);
-}
-
-static inline uint32_t wrid_tag(uint64_t w)
-{
-	return (uint32_t)w;
-}
-
-static inline uint32_t wrid_credits(uint64_t w)
-{
-	return (uint32_t)(w >> 32) & 0xffffff;
-}
-
-static void *recv_buf(struct rblk_queue *q, unsigned int i)
-{
-	return (char *)q->msg_mem + (size_t)i * RBLK_MSG_MAX;
-}
 
 static void *cmd_buf(struct rblk_queue *q, unsigned int tag)
 {
-	return (char *)q->msg_mem + (size_t)q->nr_recv * RBLK_MSG_MAX +
-	       (size_t)tag * CMD_BUF_SIZE;
+	return (char *)qp_send_area(&q->qp) + (size_t)tag * CMD_BUF_SIZE;
 }
 
 static void *hello_buf(struct rblk_queue *q)
 {
 	return cmd_buf(q, q->cmd_bufs);
-}
-
-static int post_recv_buf(struct rblk_queue *q, unsigned int i)
-{
-	struct xp_sge sge = {
-		.addr = recv_buf(q, i),
-		.length = RBLK_MSG_MAX,
-		.mr = q->msg_mr,
-	};
-
-	return xp_post_recv(q->xc, wrid_make(WRID_RECV, i, 0), &sge);
 }
 
 /* ---- options ----------------------------------------------------------------- */
@@ -470,15 +427,10 @@ static void queue_drop_conn(struct rblk_queue *q)
 		xp_destroy(q->xc); /* deregisters every MR */
 	}
 	q->xc = NULL;
-	q->msg_mr = NULL;
 	q->bounce_mr = NULL;
 	for (unsigned int i = 0; i < q->nr_umrs; i++)
 		q->umrs[i].mr = NULL;
-	free(q->msg_mem);
-	q->msg_mem = NULL;
-	free(q->batch);
-	q->batch = NULL;
-	q->nr_batch = 0;
+	qp_fini(&q->qp);
 }
 
 /* Give up for good: fail everything in flight and pending. */
@@ -489,7 +441,7 @@ static void queue_fail(struct rblk_queue *q, const char *why)
 	if (q->failed)
 		return;
 	q->failed = q->dead = true;
-	q->nr_batch = 0;
+	qp_drop(&q->qp);
 	log_warn("queue %u (%s://%s:%u): %s", q->index, q->r->url.scheme,
 		 q->r->url.host, q->r->url.port, why);
 	if (q->xc)
@@ -554,31 +506,14 @@ static void queue_lost(struct rblk_queue *q, const char *why)
 
 /* ---- posting --------------------------------------------------------------- */
 
-/* Post the batch; a failure fails the queue. */
+/* Post the batch; a failure loses the connection. */
 static int batch_flush(struct rblk_queue *q)
 {
-	struct xp_send_wr *bad;
-	unsigned int n = q->nr_batch;
-	int ret;
+	int ret = qp_flush(&q->qp);
 
-	if (!n)
-		return 0;
-	for (unsigned int i = 0; i + 1 < n; i++)
-		q->batch[i].next = &q->batch[i + 1];
-	q->batch[n - 1].next = NULL;
-	q->nr_batch = 0;
-	ret = xp_post_send(q->xc, q->batch, &bad);
 	if (ret)
 		queue_lost(q, "posting work requests failed");
 	return ret;
-}
-
-static struct xp_send_wr *batch_add(struct rblk_queue *q)
-{
-	struct xp_send_wr *wr = &q->batch[q->nr_batch++];
-
-	memset(wr, 0, sizeof(*wr));
-	return wr;
 }
 
 static void batch_done_adding(struct rblk_queue *q)
@@ -589,25 +524,14 @@ static void batch_done_adding(struct rblk_queue *q)
 
 static int post_read(struct rblk_queue *q, struct ireq *rq)
 {
-	struct xp_send_wr *wr;
+	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
 
-	if (q->sq_free < 1)
+	if (!qp_take(&q->qp, 1))
 		return -EAGAIN;
-	wr = batch_add(q);
-	wr->wr_id = wrid_make(WRID_READ, rq->tag, 1);
-	wr->opcode = XP_WR_RDMA_READ;
-	wr->flags = XP_SEND_SIGNALED;
-	wr->sge.length = rq->len;
-	if (rq->mr) {
-		wr->sge.addr = rq->buf;
-		wr->sge.mr = rq->mr;
-	} else {
-		wr->sge.addr = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-		wr->sge.mr = q->bounce_mr;
-	}
-	wr->remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
-	wr->rkey = q->slot_rkey;
-	q->sq_free--;
+	qp_add_rdma(&q->qp, XP_WR_RDMA_READ, qp_wrid(WRID_READ, 1, rq->tag),
+		    XP_SEND_SIGNALED, rq->mr ? rq->buf : slot_local, rq->len,
+		    rq->mr ? rq->mr : q->bounce_mr,
+		    q->slot_addr + (uint64_t)rq->tag * q->max_io, q->slot_rkey);
 	rq->state = IREQ_READ;
 	batch_done_adding(q);
 	return 0;
@@ -640,35 +564,30 @@ static bool direct_io(const struct rblk_queue *q, const struct io *io)
 static void post_direct(struct rblk_queue *q, struct ireq *rq)
 {
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-	struct xp_send_wr *wr;
+	enum xp_wr_opcode op = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
+							XP_WR_RDMA_WRITE;
+	void *local = rq->mr ? rq->buf : slot_local;
+	struct xp_mr *mr = rq->mr ? rq->mr : q->bounce_mr;
+	uint64_t raddr = q->vol_addr + rq->offset;
 
 	if (rq->op == RBLK_OP_WRITE && !rq->mr)
 		memcpy(slot_local, rq->buf, rq->len);
-	wr = batch_add(q);
-	wr->opcode = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
-					      XP_WR_RDMA_WRITE;
-	wr->sge.addr = rq->mr ? rq->buf : slot_local;
-	wr->sge.length = rq->len;
-	wr->sge.mr = rq->mr ? rq->mr : q->bounce_mr;
-	wr->remote_addr = q->vol_addr + rq->offset;
-	wr->rkey = q->vol_rkey;
 	if (rq->direct_fua) {
 		struct rblk_cmd cmd = { .tag = rq->tag,
 					.opcode = RBLK_OP_FLUSH };
+		void *cb = cmd_buf(q, rq->tag);
 
-		wr = batch_add(q);
-		wr->wr_id = wrid_make(WRID_CMD, rq->tag, 2);
-		wr->opcode = XP_WR_SEND;
-		wr->flags = XP_SEND_SIGNALED;
-		wr->sge.addr = cmd_buf(q, rq->tag);
-		wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
-		wr->sge.mr = q->msg_mr;
-		q->sq_free -= 2;
+		qp_take(&q->qp, 2);
+		qp_add_rdma(&q->qp, op, 0, 0, local, rq->len, mr, raddr,
+			    q->vol_rkey);
+		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 2, rq->tag), cb,
+			    (uint32_t)rblk_cmd_encode(cb, &cmd));
 		rq->state = IREQ_CMD;
 	} else {
-		wr->wr_id = wrid_make(WRID_DIRECT, rq->tag, 1);
-		wr->flags = XP_SEND_SIGNALED;
-		q->sq_free -= 1;
+		qp_take(&q->qp, 1);
+		qp_add_rdma(&q->qp, op, qp_wrid(WRID_DIRECT, 1, rq->tag),
+			    XP_SEND_SIGNALED, local, rq->len, mr, raddr,
+			    q->vol_rkey);
 		rq->state = IREQ_DIRECT;
 	}
 	batch_done_adding(q);
@@ -684,7 +603,7 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 	struct ireq *rq = q->free_tags;
 	uint32_t len;
 
-	if (!rq || q->sq_free < 2)
+	if (!rq || q->qp.sq_free < 2)
 		return -EAGAIN;
 	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
 	rq->io = io;
@@ -712,8 +631,8 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_cmd cmd = { 0 };
-	struct xp_send_wr *wr;
-	uint32_t credits = 1;
+	unsigned int credits = 1;
+	void *cb = cmd_buf(q, rq->tag);
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
 
 	cmd.tag = rq->tag;
@@ -725,27 +644,20 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 		/* RC ordering places this data before the command below */
 		if (!rq->mr)
 			memcpy(slot_local, rq->buf, rq->len);
-		wr = batch_add(q);
-		wr->opcode = XP_WR_RDMA_WRITE;
-		wr->sge.addr = rq->mr ? rq->buf : slot_local;
-		wr->sge.length = rq->len;
-		wr->sge.mr = rq->mr ? rq->mr : q->bounce_mr;
-		wr->remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
-		wr->rkey = q->slot_rkey;
+		qp_add_rdma(&q->qp, XP_WR_RDMA_WRITE, 0, 0,
+			    rq->mr ? rq->buf : slot_local, rq->len,
+			    rq->mr ? rq->mr : q->bounce_mr,
+			    q->slot_addr + (uint64_t)rq->tag * q->max_io,
+			    q->slot_rkey);
 		credits = 2;
 	} else if (rq->op == RBLK_OP_READ && push_reads(q)) {
 		cmd.flags |= RBLK_CMD_F_PUSH;
 		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
 		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
 	}
-	wr = batch_add(q);
-	wr->wr_id = wrid_make(WRID_CMD, rq->tag, credits);
-	wr->opcode = XP_WR_SEND;
-	wr->flags = XP_SEND_SIGNALED;
-	wr->sge.addr = cmd_buf(q, rq->tag);
-	wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
-	wr->sge.mr = q->msg_mr;
-	q->sq_free -= credits;
+	qp_add_send(&q->qp, qp_wrid(WRID_CMD, credits, rq->tag), cb,
+		    (uint32_t)rblk_cmd_encode(cb, &cmd));
+	qp_take(&q->qp, credits);
 	rq->state = IREQ_CMD;
 	batch_done_adding(q);
 }
@@ -758,7 +670,7 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 
 	if (direct_io(q, io))
 		return issue_direct_part(q, io);
-	if (!rq || q->sq_free < 2)
+	if (!rq || q->qp.sq_free < 2)
 		return -EAGAIN;
 	rq->direct = rq->direct_fua = false;
 	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
@@ -868,7 +780,7 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 
 static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 {
-	uint32_t tag = wrid_tag(wc->wr_id);
+	uint32_t tag = qp_wrid_val(wc->wr_id);
 
 	if (q->dead) /* the rest of a batch reaped from a lost connection */
 		return;
@@ -880,24 +792,24 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 		queue_lost(q, why);
 		return;
 	}
-	switch (wrid_kind(wc->wr_id)) {
-	case WRID_RECV:
+	if (qp_wrid_kind(wc->wr_id) != QP_WRID_RECV)
+		qp_send_done(&q->qp, wc->wr_id);
+	switch (qp_wrid_kind(wc->wr_id)) {
+	case QP_WRID_RECV:
+		if (tag >= q->qp.nr_recv) {
+			queue_lost(q, "transport returned a bad receive id");
+			break;
+		}
 		q->rx_seen = true;
-		handle_response(q, recv_buf(q, tag), wc->byte_len);
-		if (!q->dead && post_recv_buf(q, tag))
+		handle_response(q, qp_recv_buf(&q->qp, tag), wc->byte_len);
+		if (!q->dead && qp_post_recv(&q->qp, tag))
 			queue_lost(q, "reposting a receive failed");
 		break;
-	case WRID_CMD:
-	case WRID_HELLO:
-		q->sq_free += wrid_credits(wc->wr_id);
-		break;
 	case WRID_READ:
-		q->sq_free += 1;
 		if (tag < q->qd && q->reqs[tag].state == IREQ_READ)
 			part_done(q, &q->reqs[tag], 0);
 		break;
 	case WRID_DIRECT:
-		q->sq_free += 1;
 		if (tag < q->qd && q->reqs[tag].state == IREQ_DIRECT)
 			part_done(q, &q->reqs[tag], 0);
 		break;
@@ -959,9 +871,9 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 			 "no answer to KEEPALIVE within %d ms", ka_ms);
 		queue_lost(q, why);
 		return;
-	} else if ((rq = q->free_tags) && q->sq_free >= 1) {
+	} else if ((rq = q->free_tags) && qp_take(&q->qp, 1)) {
 		struct rblk_cmd cmd = { 0 };
-		struct xp_send_wr *wr;
+		void *cb = cmd_buf(q, rq->tag);
 
 		q->free_tags = rq->next;
 		rq->state = IREQ_KA;
@@ -969,14 +881,8 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 		q->ka = rq;
 		cmd.tag = rq->tag;
 		cmd.opcode = RBLK_OP_KEEPALIVE;
-		wr = batch_add(q);
-		wr->wr_id = wrid_make(WRID_CMD, rq->tag, 1);
-		wr->opcode = XP_WR_SEND;
-		wr->flags = XP_SEND_SIGNALED;
-		wr->sge.addr = cmd_buf(q, rq->tag);
-		wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
-		wr->sge.mr = q->msg_mr;
-		q->sq_free--;
+		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
+			    (uint32_t)rblk_cmd_encode(cb, &cmd));
 		batch_flush(q); /* now, even if plugged: it is a probe */
 		if (q->dead)
 			return;
@@ -1319,7 +1225,6 @@ static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
 	struct rblk_auth_challenge ch;
 	struct rblk_auth_response resp;
 	struct rblk_auth_result res;
-	struct xp_send_wr wr = { 0 }, *bad;
 	int ret;
 
 	if (rblk_msg_type(buf, len) == RBLK_MSG_AUTH_RESULT) {
@@ -1353,19 +1258,14 @@ static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
 	memcpy(resp.nonce, ctx->initiator_nonce, sizeof(resp.nonce));
 	rblk_auth_mac(r->secret, r->secret_len, RBLK_AUTH_ROLE_INITIATOR, ctx,
 		      resp.mac);
-	wr.wr_id = wrid_make(WRID_HELLO, 0, 1);
-	wr.opcode = XP_WR_SEND;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = hello_buf(q);
-	wr.sge.length = (uint32_t)rblk_auth_response_encode(wr.sge.addr, &resp);
-	wr.sge.mr = q->msg_mr;
-	if (!q->sq_free)
+	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
+			  (uint32_t)rblk_auth_response_encode(hello_buf(q),
+							      &resp));
+	if (ret == -EAGAIN)
 		return set_error(-EPROTO, "no send credit for AUTH_RESPONSE");
-	ret = xp_post_send(q->xc, &wr, &bad);
 	if (ret)
 		return set_error(ret, "sending AUTH_RESPONSE: %s",
 				 strerror(-ret));
-	q->sq_free--;
 	return 0;
 }
 
@@ -1381,6 +1281,7 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 	struct rblk_auth_ctx ctx = { 0 };
 	bool challenged = false;
 	struct xp_wc wc;
+	const void *buf;
 	int n, st, type;
 
 	for (;;) {
@@ -1389,27 +1290,27 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 			return n;
 		if (wc.status != XP_WC_SUCCESS)
 			return -ECONNRESET;
-		if (wrid_kind(wc.wr_id) == WRID_HELLO)
-			q->sq_free += wrid_credits(wc.wr_id);
-		if (wrid_kind(wc.wr_id) != WRID_RECV)
+		if (qp_wrid_kind(wc.wr_id) != QP_WRID_RECV) {
+			qp_send_done(&q->qp, wc.wr_id);
 			continue;
-		type = rblk_msg_type(recv_buf(q, wrid_tag(wc.wr_id)),
-				     wc.byte_len);
+		}
+		buf = qp_recv_of(&q->qp, wc.wr_id);
+		if (!buf)
+			return -EPROTO;
+		type = rblk_msg_type(buf, wc.byte_len);
 		if (type == RBLK_MSG_AUTH_CHALLENGE ||
 		    type == RBLK_MSG_AUTH_RESULT) {
-			st = login_auth_step(q, &ctx, &challenged,
-					     recv_buf(q, wrid_tag(wc.wr_id)),
+			st = login_auth_step(q, &ctx, &challenged, buf,
 					     wc.byte_len);
 			if (st) {
 				*err_set = true;
 				return st;
 			}
-			if (post_recv_buf(q, wrid_tag(wc.wr_id)))
+			if (qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)))
 				return -ECONNRESET;
 			continue;
 		}
-		st = rblk_login_decode(recv_buf(q, wrid_tag(wc.wr_id)),
-				       wc.byte_len, login);
+		st = rblk_login_decode(buf, wc.byte_len, login);
 		if (st)
 			return -EPROTO;
 		if (login->status == RBLK_S_OK && challenged && !q->authed) {
@@ -1417,7 +1318,8 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 			return set_error(-EPROTO,
 					 "target logged us in without AUTH_RESULT");
 		}
-		return post_recv_buf(q, wrid_tag(wc.wr_id)) ? -ECONNRESET : 0;
+		return qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)) ? -ECONNRESET :
+								      0;
 	}
 }
 
@@ -1481,11 +1383,9 @@ static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
 static int queue_connect(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_opts *o)
 {
-	size_t len;
 	struct xp_conn_attr attr;
 	struct rblk_hello hello = { 0 };
 	struct rblk_login login;
-	struct xp_send_wr wr = { 0 }, *bad;
 	const char *url_host = r->url.host;
 	uint16_t qd = (uint16_t)o->queue_depth;
 	bool err_set = false;
@@ -1497,28 +1397,12 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	if (ret)
 		return ret;
 
-	q->nr_recv = attr.max_recv_wr;
 	q->cmd_bufs = qd;
-	len = (size_t)q->nr_recv * RBLK_MSG_MAX +
-	      (size_t)(qd + 1u) * CMD_BUF_SIZE + RBLK_HELLO_SIZE;
-	if (posix_memalign(&q->msg_mem, 4096, len)) {
-		q->msg_mem = NULL;
-		return set_error(-ENOMEM, "out of memory");
-	}
-	memset(q->msg_mem, 0, len);
-	ret = xp_reg_mr(q->xc, q->msg_mem, len, XP_ACCESS_LOCAL_WRITE,
-			&q->msg_mr);
+	ret = qp_init(&q->qp, q->xc, &attr,
+		      (size_t)(qd + 1u) * CMD_BUF_SIZE + RBLK_HELLO_SIZE);
 	if (ret)
-		return set_error(ret, "registering message buffers: %s",
+		return set_error(ret, "setting up message buffers: %s",
 				 strerror(-ret));
-	for (unsigned int i = 0; i < q->nr_recv; i++)
-		if ((ret = post_recv_buf(q, i)))
-			return set_error(ret, "posting receives: %s",
-					 strerror(-ret));
-	q->sq_free = attr.max_send_wr;
-	q->batch = calloc(attr.max_send_wr, sizeof(*q->batch));
-	if (!q->batch)
-		return set_error(-ENOMEM, "out of memory");
 
 	hello.queue_depth = qd;
 	hello.queue_id = (uint16_t)q->index;
@@ -1530,16 +1414,10 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 r->url.export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
-	wr.wr_id = wrid_make(WRID_HELLO, 0, 1);
-	wr.opcode = XP_WR_SEND;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = hello_buf(q);
-	wr.sge.length = (uint32_t)rblk_hello_encode(wr.sge.addr, &hello);
-	wr.sge.mr = q->msg_mr;
-	ret = xp_post_send(q->xc, &wr, &bad);
+	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
+			  (uint32_t)rblk_hello_encode(hello_buf(q), &hello));
 	if (ret)
 		return set_error(ret, "sending HELLO: %s", strerror(-ret));
-	q->sq_free--;
 
 	ret = wait_login(q, o->timeout_ms, &login, &err_set);
 	if (ret && err_set)

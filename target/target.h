@@ -21,6 +21,7 @@
 
 #include "../common/auth.h"
 #include "../common/proto.h"
+#include "../common/qp.h"
 #include "../config/config.h"
 #include "../transport/transport.h"
 #include "stats.h"
@@ -221,10 +222,14 @@ struct tconn {
 	struct export *exp;
 	struct rblk_limits lim; /* what commands are validated against */
 
-	/* receive buffers (nr_recv), send buffers (qd + 1 for LOGIN), auth_buf */
-	void *msg_mem;
-	struct xp_mr *msg_mr;
-	unsigned int nr_recv;
+	/*
+	 * Message buffers and send credits (common/qp.h). The send area:
+	 * a response buffer per tag, LOGIN's, then auth_buf. Responses (and
+	 * push-read RDMA WRITEs) built since the last flush sit in qp's
+	 * batch, posted as one chain (one doorbell, one sendmsg) by
+	 * tconn_flush_sends() at the end of the worker's loop iteration.
+	 */
+	struct qp qp;
 
 	void *slots; /* qd * max_io, registered for remote read/write */
 	size_t slots_len;
@@ -234,17 +239,7 @@ struct tconn {
 	struct xp_mr *vol_mr;
 
 	struct treq *reqs; /* qd of them */
-	unsigned int sq_free; /* send-queue credits */
 	struct treq *wait_head, *wait_tail; /* waiting for credits */
-	/*
-	 * Responses (and push-read RDMA WRITEs) built since the last flush:
-	 * posted as one chain (one doorbell, one sendmsg) by
-	 * tconn_flush_sends() at the end of the worker's loop iteration.
-	 * Their send credits are taken when they are added, so the batch
-	 * never holds more than max_send_wr.
-	 */
-	struct xp_send_wr *batch; /* [max_send_wr] */
-	unsigned int nr_batch;
 	uint64_t flushes; /* batches posted (or dropped) so far */
 	struct tconn *next_flush; /* on worker->flush_head while nr_batch */
 	unsigned int backend_inflight;

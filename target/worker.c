@@ -42,56 +42,20 @@ _Static_assert(RBLK_LOGIN_SIZE <= RBLK_MSG_MAX, "login fits its send buffer");
 _Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= AUTH_BUF_SIZE, "challenge fits");
 _Static_assert(RBLK_AUTH_RESULT_SIZE <= AUTH_BUF_SIZE, "result fits");
 
-/*
- * Work request ids: kind in the top byte, a value below. RECV carries the
- * receive buffer index, RESP the number of send-queue entries the post used.
- */
+/* Work request kinds (common/qp.h); RECV is the layer's. */
 enum wrid_kind {
-	WRID_RECV = 1,
-	WRID_RESP = 2,
-	WRID_LOGIN = 3,
-	WRID_AUTH = 4, /* AUTH_CHALLENGE or AUTH_RESULT */
+	WRID_RESP = QP_WRID_USER, /* a batch's responses; credits in the id */
+	WRID_LOGIN, /* LOGIN, its refusal, DISCOVER_REPLY */
+	WRID_AUTH, /* AUTH_CHALLENGE or AUTH_RESULT */
 };
 
-static inline uint64_t wrid_make(enum wrid_kind kind, uint32_t val)
-{
-	return (uint64_t)kind << 56 | val;
-}
-
-static inline enum wrid_kind wrid_kind(uint64_t wrid)
-{
-	return (enum wrid_kind)(wrid >> 56);
-}
-
-static inline uint32_t wrid_val(uint64_t wrid)
-{
-	return (uint32_t)wrid;
-}
-
-static void *recv_buf(struct tconn *c, unsigned int i)
-{
-	return (char *)c->msg_mem + (size_t)i * RBLK_MSG_MAX;
-}
-
 /*
- * Send buffers follow the receive buffers: one per tag, then LOGIN's
- * (RBLK_MSG_MAX bytes: it also carries DISCOVER_REPLY).
+ * Send buffers, in the qp's send area: one per tag, then LOGIN's
+ * (RBLK_MSG_MAX bytes: it also carries DISCOVER_REPLY), then auth_buf.
  */
 static void *send_buf(struct tconn *c, unsigned int i)
 {
-	return (char *)c->msg_mem + (size_t)c->nr_recv * RBLK_MSG_MAX +
-	       (size_t)i * RESP_BUF_SIZE;
-}
-
-static int post_recv_buf(struct tconn *c, unsigned int i)
-{
-	struct xp_sge sge = {
-		.addr = recv_buf(c, i),
-		.length = RBLK_MSG_MAX,
-		.mr = c->msg_mr,
-	};
-
-	return xp_post_recv(c->xc, wrid_make(WRID_RECV, i), &sge);
+	return (char *)qp_send_area(&c->qp) + (size_t)i * RESP_BUF_SIZE;
 }
 
 /* ---- connection setup (main thread) ------------------------------------ */
@@ -113,9 +77,8 @@ static void tconn_free(struct tconn *c)
 	if (c->exp)
 		export_put(c->exp); /* after the last backend I/O on it */
 	free(c->slots);
-	free(c->msg_mem);
+	qp_fini(&c->qp);
 	free(c->reqs);
-	free(c->batch);
 	free(c);
 }
 
@@ -123,7 +86,6 @@ struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd)
 {
 	struct xp_conn_attr attr;
 	struct tconn *c;
-	size_t len;
 	int ret;
 
 	tconn_attr(qd, &attr);
@@ -137,29 +99,14 @@ struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd)
 	xc->user = c;
 	c->id = atomic_fetch_add(&t->next_conn_id, 1);
 	c->cm_qd = qd;
-	c->nr_recv = attr.max_recv_wr;
 	c->buf_index = -1;
-	c->batch = calloc(attr.max_send_wr, sizeof(*c->batch));
-	if (!c->batch)
-		goto out_reject;
 	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
 	/* the last send buffer (LOGIN, DISCOVER_REPLY) is a full message;
 	 * the AUTH_* messages have their own after it */
-	len = (size_t)c->nr_recv * RBLK_MSG_MAX + (size_t)qd * RESP_BUF_SIZE +
-	      RBLK_MSG_MAX + AUTH_BUF_SIZE;
-	if (posix_memalign(&c->msg_mem, 4096, len)) {
-		c->msg_mem = NULL;
+	if (qp_init(&c->qp, xc, &attr,
+		    (size_t)qd * RESP_BUF_SIZE + RBLK_MSG_MAX + AUTH_BUF_SIZE))
 		goto out_reject;
-	}
-	memset(c->msg_mem, 0, len);
-	/* the last AUTH_BUF_SIZE bytes, whatever the buffers before them */
-	c->auth_buf = (char *)c->msg_mem + len - AUTH_BUF_SIZE;
-	if (xp_reg_mr(xc, c->msg_mem, len, XP_ACCESS_LOCAL_WRITE, &c->msg_mr))
-		goto out_reject;
-	for (unsigned int i = 0; i < c->nr_recv; i++)
-		if (post_recv_buf(c, i))
-			goto out_reject;
-	c->sq_free = attr.max_send_wr;
+	c->auth_buf = (char *)send_buf(c, qd) + RBLK_MSG_MAX;
 	c->state = TCONN_LOGIN;
 	ret = xc->ops->accept(xc, NULL, 0);
 	if (ret) {
@@ -183,8 +130,7 @@ out_reject:
 		xc->ops->reject(xc, rej, n);
 	}
 	if (c) {
-		free(c->batch);
-		free(c->msg_mem);
+		qp_fini(&c->qp);
 		free(c);
 	}
 	return NULL;
@@ -275,35 +221,20 @@ static int treq_post_response(struct treq *r)
 	bool push = !r->status && r->cmd.opcode == RBLK_OP_READ &&
 		    (r->cmd.flags & RBLK_CMD_F_PUSH);
 	unsigned int need = push ? 2 : 1;
-	struct xp_send_wr *wr;
 
-	if (c->sq_free < need)
+	if (!qp_take(&c->qp, need))
 		return -EAGAIN;
-	c->sq_free -= need;
-	if (!c->nr_batch) {
+	if (!c->qp.nr_batch) {
 		c->next_flush = c->worker->flush_head;
 		c->worker->flush_head = c;
 	}
 	r->resp_batch = c->flushes + 1;
-	wr = &c->batch[c->nr_batch];
-	c->nr_batch += need;
-	memset(wr, 0, need * sizeof(*wr));
-	if (push) {
-		/* RC ordering places the data before the response arrives */
-		wr->opcode = XP_WR_RDMA_WRITE;
-		wr->sge.addr = r->slot;
-		wr->sge.length = r->cmd.length;
-		wr->sge.mr = c->slot_mr;
-		wr->remote_addr = r->cmd.addr;
-		wr->rkey = r->cmd.rkey;
-		wr++;
-	}
-	wr->wr_id = wrid_make(WRID_RESP, need);
-	wr->opcode = XP_WR_SEND;
-	wr->flags = XP_SEND_SIGNALED;
-	wr->sge.addr = r->resp_buf;
-	wr->sge.length = (uint32_t)rblk_resp_encode(r->resp_buf, &resp);
-	wr->sge.mr = c->msg_mr;
+	if (push) /* RC ordering places the data before the response */
+		qp_add_rdma(&c->qp, XP_WR_RDMA_WRITE, 0, 0, r->slot,
+			    r->cmd.length, c->slot_mr, r->cmd.addr,
+			    r->cmd.rkey);
+	qp_add_send(&c->qp, qp_wrid(WRID_RESP, need, r->cmd.tag), r->resp_buf,
+		    (uint32_t)rblk_resp_encode(r->resp_buf, &resp));
 	return 0;
 }
 
@@ -314,17 +245,10 @@ static int treq_post_response(struct treq *r)
  */
 static void tconn_flush_sends(struct tconn *c)
 {
-	unsigned int n = c->nr_batch;
-	struct xp_send_wr *bad;
-
-	c->nr_batch = 0;
 	c->flushes++;
-	if (!n || c->state == TCONN_CLOSING)
-		return;
-	for (unsigned int i = 0; i + 1 < n; i++)
-		c->batch[i].next = &c->batch[i + 1];
-	c->batch[n - 1].next = NULL;
-	if (xp_post_send(c->xc, c->batch, &bad))
+	if (c->state == TCONN_CLOSING)
+		qp_drop(&c->qp);
+	else if (qp_flush(&c->qp))
 		tconn_fail(c, "posting responses failed");
 }
 
@@ -451,20 +375,10 @@ void treq_backend_done(struct treq *r, int res)
 
 static int send_login(struct tconn *c, const struct rblk_login *l)
 {
-	struct xp_send_wr wr = { 0 }, *bad;
 	void *buf = send_buf(c, c->cm_qd);
-	int ret;
 
-	wr.wr_id = wrid_make(WRID_LOGIN, 1);
-	wr.opcode = XP_WR_SEND;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = buf;
-	wr.sge.length = (uint32_t)rblk_login_encode(buf, l);
-	wr.sge.mr = c->msg_mr;
-	ret = xp_post_send(c->xc, &wr, &bad);
-	if (!ret)
-		c->sq_free--;
-	return ret;
+	return qp_send_now(&c->qp, WRID_LOGIN, 0, buf,
+			   (uint32_t)rblk_login_encode(buf, l));
 }
 
 static void login_refuse(struct tconn *c, int status, const char *why)
@@ -487,7 +401,6 @@ static void handle_discover(struct worker *w, struct tconn *c,
 			    const struct rblk_hello *h)
 {
 	struct rblk_disc_reply d = { .first = h->queue_id };
-	struct xp_send_wr wr = { 0 }, *bad;
 	void *buf = send_buf(c, c->cm_qd);
 	unsigned int idx = 0;
 
@@ -513,16 +426,9 @@ static void handle_discover(struct worker *w, struct tconn *c,
 		 (unsigned long long)c->id, c->peer, h->host_name, d.first,
 		 d.first + d.count, d.total);
 	c->login_sent_close = true;
-	wr.wr_id = wrid_make(WRID_LOGIN, 1);
-	wr.opcode = XP_WR_SEND;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = buf;
-	wr.sge.length = (uint32_t)rblk_disc_reply_encode(buf, &d);
-	wr.sge.mr = c->msg_mr;
-	if (xp_post_send(c->xc, &wr, &bad))
+	if (qp_send_now(&c->qp, WRID_LOGIN, 0, buf,
+			(uint32_t)rblk_disc_reply_encode(buf, &d)))
 		tconn_fail(c, "sending DISCOVER_REPLY failed");
-	else
-		c->sq_free--;
 }
 
 static struct export *lookup_export(void *ctx, const char *name)
@@ -573,19 +479,7 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro);
 
 static int send_auth(struct tconn *c, size_t len)
 {
-	struct xp_send_wr wr = { 0 }, *bad;
-	int ret;
-
-	wr.wr_id = wrid_make(WRID_AUTH, 1);
-	wr.opcode = XP_WR_SEND;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = c->auth_buf;
-	wr.sge.length = (uint32_t)len;
-	wr.sge.mr = c->msg_mr;
-	ret = xp_post_send(c->xc, &wr, &bad);
-	if (!ret)
-		c->sq_free--;
-	return ret;
+	return qp_send_now(&c->qp, WRID_AUTH, 0, c->auth_buf, (uint32_t)len);
 }
 
 static void auth_challenge(struct worker *w, struct tconn *c)
@@ -789,15 +683,13 @@ static void handle_command(struct tconn *c, const void *buf, uint32_t len)
 static void handle_recv(struct worker *w, struct tconn *c,
 			const struct xp_wc *wc)
 {
-	unsigned int i = wrid_val(wc->wr_id);
-	const void *buf;
+	const void *buf = qp_recv_of(&c->qp, wc->wr_id);
 	int type;
 
-	if (i >= c->nr_recv) {
+	if (!buf) {
 		tconn_fail(c, "transport returned a bad receive id");
 		return;
 	}
-	buf = recv_buf(c, i);
 	type = rblk_msg_type(buf, wc->byte_len);
 	switch (c->state) {
 	case TCONN_LOGIN:
@@ -830,7 +722,8 @@ static void handle_recv(struct worker *w, struct tconn *c,
 	case TCONN_CLOSING:
 		return;
 	}
-	if (c->state != TCONN_CLOSING && post_recv_buf(c, i))
+	if (c->state != TCONN_CLOSING &&
+	    qp_post_recv(&c->qp, qp_wrid_val(wc->wr_id)))
 		tconn_fail(c, "reposting a receive failed");
 }
 
@@ -838,8 +731,8 @@ static void handle_send_done(struct tconn *c, const struct xp_wc *wc)
 {
 	struct treq *r;
 
-	c->sq_free += wrid_val(wc->wr_id);
-	if (wrid_kind(wc->wr_id) == WRID_LOGIN && c->login_sent_close) {
+	qp_send_done(&c->qp, wc->wr_id);
+	if (qp_wrid_kind(wc->wr_id) == WRID_LOGIN && c->login_sent_close) {
 		tconn_fail(c, NULL);
 		return;
 	}
