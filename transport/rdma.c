@@ -110,6 +110,7 @@ struct xr_sq_slot {
 
 struct xr_conn {
 	struct xp_conn base;
+	struct xp_group grp; /* private group (compatibility path) */
 	enum xp_conn_state state;
 	bool cm_connected; /* accepted or established: rdma_disconnect owed */
 	bool shut;	   /* xr_shutdown() ran */
@@ -148,6 +149,11 @@ struct xr_conn {
 static inline struct xr_conn *to_conn(struct xp_conn *xc)
 {
 	return container_of(xc, struct xr_conn, base);
+}
+
+static inline struct xr_conn *grp_to_conn(struct xp_group *g)
+{
+	return container_of(g, struct xr_conn, grp);
 }
 
 static inline struct xr_listener *to_listener(struct xp_listener *xl)
@@ -368,6 +374,7 @@ static struct xr_conn *xr_conn_alloc(const struct xp_conn_attr *attr)
 	if (!c)
 		return NULL;
 	c->base.ops = &xp_rdma_ops;
+	c->grp.ops = &xp_rdma_ops;
 	c->epfd = -1;
 	c->max_send_wr = attr->max_send_wr;
 	c->max_recv_wr = attr->max_recv_wr;
@@ -1222,6 +1229,12 @@ static const char *xr_wc_opname(enum xp_wc_opcode op)
 		return "RDMA READ";
 	case XP_WC_RECV:
 		return "RECV";
+	case XP_WC_BIND_MW:
+		return "BIND_MW";
+	case XP_WC_LOCAL_INV:
+		return "LOCAL_INV";
+	case XP_WC_FD_READY:
+		break;
 	}
 	return "?";
 }
@@ -1312,10 +1325,10 @@ static int xr_poll(struct xp_conn *xc, struct xp_wc *wc, int max)
 	return xr_poll_cq(c, wc, max);
 }
 
-static int xr_reg_mr(struct xp_conn *xc, void *addr, size_t len, int access,
+static int xr_reg_mr(struct xp_group *g, void *addr, size_t len, int access,
 		     struct xp_mr **out)
 {
-	struct xr_conn *c = to_conn(xc);
+	struct xr_conn *c = grp_to_conn(g);
 	int flags = 0, ret;
 	struct xr_mr *m;
 
@@ -1350,7 +1363,7 @@ static int xr_reg_mr(struct xp_conn *xc, void *addr, size_t len, int access,
 	m->base.lkey = m->mr->lkey;
 	m->base.rkey = m->mr->rkey;
 	m->base.access = access;
-	m->base.conn = xc;
+	m->base.group = g;
 	m->next = c->mrs;
 	if (c->mrs)
 		c->mrs->prev = m;
@@ -1362,7 +1375,7 @@ static int xr_reg_mr(struct xp_conn *xc, void *addr, size_t len, int access,
 static void xr_dereg_mr(struct xp_mr *xm)
 {
 	struct xr_mr *m = container_of(xm, struct xr_mr, base);
-	struct xr_conn *c = to_conn(xm->conn);
+	struct xr_conn *c = grp_to_conn(xm->group);
 	int ret;
 
 	if (m->prev)
@@ -1529,6 +1542,84 @@ static int xr_post_recv(struct xp_conn *xc, uint64_t wr_id,
 	return 0;
 }
 
+/* ---- groups and windows (first step: private groups only) ------------ */
+
+static int xr_group_create(struct xp_group **out)
+{
+	return -ENOSYS;
+}
+
+static void xr_group_destroy(struct xp_group *g)
+{
+}
+
+static int xr_group_fd(struct xp_group *g)
+{
+	return xr_fd(&grp_to_conn(g)->base);
+}
+
+static int xr_group_arm(struct xp_group *g)
+{
+	return xr_arm(&grp_to_conn(g)->base);
+}
+
+static int xr_group_poll(struct xp_group *g, struct xp_wc *wc, int max)
+{
+	struct xp_conn *xc = &grp_to_conn(g)->base;
+	int n = xr_poll(xc, wc, max);
+
+	for (int i = 0; i < n; i++) {
+		wc[i].conn = xc;
+		wc[i].flags = 0;
+		wc[i].invalidated_rkey = 0;
+	}
+	return n;
+}
+
+static int xr_group_watch(struct xp_group *g, int fd, uint64_t cookie)
+{
+	return -ENOSYS;
+}
+
+static int xr_group_unwatch(struct xp_group *g, int fd)
+{
+	return -ENOSYS;
+}
+
+static struct xp_group *xr_conn_group(struct xp_conn *xc)
+{
+	return &to_conn(xc)->grp;
+}
+
+static int xr_group_get_request(struct xp_listener *xl, struct xp_group *g,
+			   const struct xp_conn_attr *attr,
+			   struct xp_conn **out, void *priv, size_t *priv_len)
+{
+	if (g)
+		return -ENOSYS;
+	return xr_get_request(xl, attr, out, priv, priv_len);
+}
+
+static int xr_group_connect(struct xp_group *g, const char *host,
+			       uint16_t port, const struct xp_conn_attr *attr,
+			       const void *priv, size_t priv_len, int timeout_ms,
+			       struct xp_conn **out, void *rej, size_t *rej_len)
+{
+	if (g)
+		return -ENOSYS;
+	return xr_connect(host, port, attr, priv, priv_len, timeout_ms, out,
+			 rej, rej_len);
+}
+
+static int xr_alloc_mw(struct xp_group *g, struct xp_mw **out)
+{
+	return -ENOSYS;
+}
+
+static void xr_dealloc_mw(struct xp_mw *mw)
+{
+}
+
 const struct xp_ops xp_rdma_ops = {
     .name = "rdma",
     .listen = xr_listen,
@@ -1542,9 +1633,18 @@ const struct xp_ops xp_rdma_ops = {
     .disconnect = xr_disconnect,
     .state = xr_state,
     .peer_name = xr_peer_name,
-    .fd = xr_fd,
-    .arm = xr_arm,
-    .poll = xr_poll,
+    .conn_group = xr_conn_group,
+    .group_create = xr_group_create,
+    .group_destroy = xr_group_destroy,
+    .group_fd = xr_group_fd,
+    .group_arm = xr_group_arm,
+    .group_poll = xr_group_poll,
+    .group_watch = xr_group_watch,
+    .group_unwatch = xr_group_unwatch,
+    .group_get_request = xr_group_get_request,
+    .group_connect = xr_group_connect,
+    .alloc_mw = xr_alloc_mw,
+    .dealloc_mw = xr_dealloc_mw,
     .reg_mr = xr_reg_mr,
     .dereg_mr = xr_dereg_mr,
     .post_send = xr_post_send,

@@ -241,6 +241,7 @@ struct tcp_rx {
 
 struct tcp_conn {
 	struct xp_conn base;
+	struct xp_group grp; /* private group (compatibility path) */
 	int sock;
 	int epfd;
 	enum xp_conn_state state;
@@ -316,6 +317,11 @@ struct tcp_listener {
 static inline struct tcp_conn *to_tcp(struct xp_conn *c)
 {
 	return container_of(c, struct tcp_conn, base);
+}
+
+static inline struct tcp_conn *grp_to_tcp(struct xp_group *g)
+{
+	return container_of(g, struct tcp_conn, grp);
 }
 
 static inline struct tcp_listener *to_tcp_listener(struct xp_listener *l)
@@ -951,10 +957,10 @@ static char *tcp_mr_check(struct tcp_conn *c, const struct tcp_hdr *h,
 	return (char *)m->mr.addr + off;
 }
 
-static int tcp_reg_mr(struct xp_conn *xc, void *addr, size_t len, int access,
+static int tcp_reg_mr(struct xp_group *g, void *addr, size_t len, int access,
 		      struct xp_mr **out)
 {
-	struct tcp_conn *c = to_tcp(xc);
+	struct tcp_conn *c = grp_to_tcp(g);
 	const int all = XP_ACCESS_LOCAL_WRITE | XP_ACCESS_REMOTE_READ |
 			XP_ACCESS_REMOTE_WRITE;
 	struct tcp_mr *m;
@@ -983,7 +989,7 @@ static int tcp_reg_mr(struct xp_conn *xc, void *addr, size_t len, int access,
 	m->mr.lkey = rkey;
 	m->mr.rkey = rkey;
 	m->mr.access = access;
-	m->mr.conn = xc;
+	m->mr.group = g;
 	b = tcp_mr_bucket(rkey);
 	m->hnext = c->mr_hash[b];
 	c->mr_hash[b] = m;
@@ -1012,7 +1018,7 @@ static void tcp_mr_unlink(struct tcp_conn *c, struct tcp_mr *m)
 static void tcp_dereg_mr(struct xp_mr *mr)
 {
 	struct tcp_mr *m = container_of(mr, struct tcp_mr, mr);
-	struct tcp_conn *c = to_tcp(mr->conn);
+	struct tcp_conn *c = grp_to_tcp(mr->group);
 	bool busy = false;
 	uint64_t seq;
 	uint32_t i;
@@ -1075,7 +1081,7 @@ static int tcp_sge_check(struct tcp_conn *c, const struct xp_sge *sge,
 
 	if (!sge->length)
 		return 0;
-	if (!sge->mr || sge->mr->conn != &c->base ||
+	if (!sge->mr || sge->mr->group != &c->grp ||
 	    (sge->mr->access & access) != access)
 		goto out_invalid;
 	base = (uintptr_t)sge->mr->addr;
@@ -1432,6 +1438,7 @@ static int tcp_conn_create(int sock, const struct xp_conn_attr *attr,
 		return -ENOMEM;
 	}
 	c->base.ops = &xp_tcp_ops;
+	c->grp.ops = &xp_tcp_ops;
 	c->sock = sock;
 	c->epfd = -1;
 	c->state = state;
@@ -2231,6 +2238,84 @@ static void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
 	tcp_destroy(xc);
 }
 
+/* ---- groups and windows (first step: private groups only) ------------ */
+
+static int tcp_group_create(struct xp_group **out)
+{
+	return -ENOSYS;
+}
+
+static void tcp_group_destroy(struct xp_group *g)
+{
+}
+
+static int tcp_group_fd(struct xp_group *g)
+{
+	return tcp_fd(&grp_to_tcp(g)->base);
+}
+
+static int tcp_group_arm(struct xp_group *g)
+{
+	return tcp_arm(&grp_to_tcp(g)->base);
+}
+
+static int tcp_group_poll(struct xp_group *g, struct xp_wc *wc, int max)
+{
+	struct xp_conn *xc = &grp_to_tcp(g)->base;
+	int n = tcp_poll(xc, wc, max);
+
+	for (int i = 0; i < n; i++) {
+		wc[i].conn = xc;
+		wc[i].flags = 0;
+		wc[i].invalidated_rkey = 0;
+	}
+	return n;
+}
+
+static int tcp_group_watch(struct xp_group *g, int fd, uint64_t cookie)
+{
+	return -ENOSYS;
+}
+
+static int tcp_group_unwatch(struct xp_group *g, int fd)
+{
+	return -ENOSYS;
+}
+
+static struct xp_group *tcp_conn_group(struct xp_conn *xc)
+{
+	return &to_tcp(xc)->grp;
+}
+
+static int tcp_group_get_request(struct xp_listener *xl, struct xp_group *g,
+			   const struct xp_conn_attr *attr,
+			   struct xp_conn **out, void *priv, size_t *priv_len)
+{
+	if (g)
+		return -ENOSYS;
+	return tcp_get_request(xl, attr, out, priv, priv_len);
+}
+
+static int tcp_group_connect(struct xp_group *g, const char *host,
+			       uint16_t port, const struct xp_conn_attr *attr,
+			       const void *priv, size_t priv_len, int timeout_ms,
+			       struct xp_conn **out, void *rej, size_t *rej_len)
+{
+	if (g)
+		return -ENOSYS;
+	return tcp_connect(host, port, attr, priv, priv_len, timeout_ms, out,
+			 rej, rej_len);
+}
+
+static int tcp_alloc_mw(struct xp_group *g, struct xp_mw **out)
+{
+	return -ENOSYS;
+}
+
+static void tcp_dealloc_mw(struct xp_mw *mw)
+{
+}
+
 const struct xp_ops xp_tcp_ops = {
     .name = "tcp",
     .listen = tcp_listen,
@@ -2244,9 +2329,18 @@ const struct xp_ops xp_tcp_ops = {
     .disconnect = tcp_disconnect,
     .state = tcp_state,
     .peer_name = tcp_peer_name,
-    .fd = tcp_fd,
-    .arm = tcp_arm,
-    .poll = tcp_poll,
+    .conn_group = tcp_conn_group,
+    .group_create = tcp_group_create,
+    .group_destroy = tcp_group_destroy,
+    .group_fd = tcp_group_fd,
+    .group_arm = tcp_group_arm,
+    .group_poll = tcp_group_poll,
+    .group_watch = tcp_group_watch,
+    .group_unwatch = tcp_group_unwatch,
+    .group_get_request = tcp_group_get_request,
+    .group_connect = tcp_group_connect,
+    .alloc_mw = tcp_alloc_mw,
+    .dealloc_mw = tcp_dealloc_mw,
     .reg_mr = tcp_reg_mr,
     .dereg_mr = tcp_dereg_mr,
     .post_send = tcp_post_send,

@@ -10,17 +10,44 @@
  *   tcp   transport/tcp.c   the same semantics in user space over TCP
  *
  * Model (the verbs model, reduced to what rblk needs):
- *   - A connection (struct xp_conn) is one reliable connected queue pair with
- *     its own protection domain and one completion queue shared by its send
- *     and receive work. Memory regions are registered on a connection and
- *     their rkeys are valid on that connection only.
- *   - post_send() takes a chain of work requests (SEND, RDMA WRITE, RDMA
- *     READ) and executes them in order (RC ordering): data of an RDMA WRITE
- *     is placed at the peer before a SEND posted after it is delivered.
+ *   - A poll group (struct xp_group) is what one thread drives: one
+ *     protection domain, one completion queue, one pollable fd. rdma: one
+ *     PD, one CQ + completion channel, one rdma_cm event channel for the
+ *     group's connections, one epoll set over those and the watched fds.
+ *     tcp: one epoll set over the group's sockets and watched fds, and the
+ *     group's key table (regions and windows). No nested epolls.
+ *   - A connection (struct xp_conn) is one reliable connected queue pair in
+ *     one group. Its completions come out of group_poll() tagged with it
+ *     (xp_wc.conn). A connection created with a NULL group gets a private
+ *     group of its own, and the per-connection fd()/arm()/poll() wrappers
+ *     work on that group (the compatibility path; on a connection of a
+ *     shared group they would return other connections' completions too).
+ *   - Memory regions are registered on a group (its PD). A region's own
+ *     rkey is valid on every connection of the group (verbs PD semantics);
+ *     a region registered with only LOCAL_WRITE | MW_BIND grants no remote
+ *     access by its own rkey at all.
+ *   - Memory windows (type 2) are allocated on a group and bound with a
+ *     XP_WR_BIND_MW work request on one connection: the window's key then
+ *     grants exactly [addr, addr + length) with the bind's access on that
+ *     connection only, until it is invalidated (XP_WR_LOCAL_INV, the peer's
+ *     XP_WR_SEND_WITH_INV naming it, the next bind, dealloc_mw(), or the
+ *     connection's destruction). xp_mw_next_rkey() is the key the next bind
+ *     gives, so a SEND later in the same chain can carry it.
+ *   - post_send() takes a chain of work requests (SEND, SEND_WITH_INV,
+ *     RDMA WRITE, RDMA READ, BIND_MW, LOCAL_INV) and executes them in order
+ *     (RC ordering): data of an RDMA WRITE is placed at the peer before a
+ *     SEND posted after it is delivered; a bind or invalidate takes effect
+ *     before any later request of the chain is seen by the peer. A request
+ *     flagged XP_SEND_FENCE starts only after every earlier RDMA READ of
+ *     its connection completed (IBV_SEND_FENCE).
  *   - post_recv() gives a buffer for one incoming SEND. A SEND arriving with
- *     no receive posted is a fatal error for the connection (RNR).
- *   - Completions are reaped with poll(). Every RECV completes; SEND, RDMA
- *     WRITE and RDMA READ complete only when XP_SEND_SIGNALED is set, and
+ *     no receive posted is a fatal error for the connection (RNR). A
+ *     SEND_WITH_INV invalidates the named window of the receiving
+ *     connection before its RECV completion is delivered; that completion
+ *     has XP_WC_F_WITH_INV and the key in invalidated_rkey. A key that is
+ *     not a window bound on the receiving connection fails the connection.
+ *   - Completions are reaped with group_poll(). Every RECV completes; the
+ *     send-queue requests complete only when XP_SEND_SIGNALED is set, and
  *     an unsignaled request is finished when a later signaled one completes.
  *     A signaled RDMA WRITE completes once the peer has placed its data
  *     (RC: the responder's acknowledgement; tcp: its WRITE_ACK frame), so
@@ -28,21 +55,28 @@
  *   - Any error moves the connection to the error state: the failing request
  *     completes with its error status, every other outstanding request
  *     completes with XP_WC_FLUSH_ERR, and new posts fail with -ENOTCONN.
- *     A one-sided access outside a registered region, with the wrong rkey or
- *     without the needed access right fails the connection on both sides
- *     (the issuer sees XP_WC_REM_ACCESS_ERR), exactly as RC QPs do.
+ *     A one-sided access outside a registered region or bound window, with
+ *     an unknown, invalidated or foreign key (a window bound on another
+ *     connection), or without the needed access right, fails the
+ *     connection on both sides (the issuer sees XP_WC_REM_ACCESS_ERR),
+ *     exactly as RC QPs do; zero-length requests are checked too. The
+ *     other connections of the group carry on. The passive side logs each
+ *     refusal (rate-limited) with the peer's name.
  *   - The passive side of a one-sided operation does nothing but keep its
- *     connection progressing (tcp: its poll() serves the peer's READ/WRITE;
+ *     group progressing (tcp: group_poll() serves the peer's READ/WRITE;
  *     rdma: the HCA does it).
  *
- * Threads: a connection and everything registered on it are used by one
- * thread at a time. A connection may be handed to another thread between
- * calls. Listeners likewise.
+ * Threads: a group, its connections, regions and windows are used by one
+ * thread at a time. A connection in a private group may be handed to
+ * another thread between calls; so may a whole group. Listeners likewise.
  *
- * Event loop contract: fd() returns a pollable descriptor (an epoll fd the
- * transport owns) that becomes readable when poll() may return something.
- * To sleep safely: poll() until it returns 0, call arm(), poll() once more,
- * and only if that returns 0 wait for fd() to be readable.
+ * Event loop contract: group_fd() returns a pollable descriptor (an epoll
+ * fd the transport owns) that becomes readable when group_poll() may
+ * return something. To sleep safely: group_poll() until it returns 0, call
+ * group_arm(), group_poll() once more, and only if that returns 0 wait for
+ * group_fd() to be readable. Watched fds (group_watch) are in that epoll
+ * set: while one is readable, group_poll() returns one XP_WC_FD_READY
+ * completion for it (conn NULL, wr_id = its cookie) per call.
  *
  * All functions return 0 (or a count) on success and a negative errno on
  * failure; they log the failing call at the point of failure.
@@ -57,11 +91,13 @@
 
 struct xp_listener;
 struct xp_conn;
+struct xp_group;
 
 enum xp_access {
 	XP_ACCESS_LOCAL_WRITE = 1 << 0, /* RECV or RDMA READ may land here */
 	XP_ACCESS_REMOTE_READ = 1 << 1, /* peer may RDMA READ from it */
 	XP_ACCESS_REMOTE_WRITE = 1 << 2, /* peer may RDMA WRITE into it */
+	XP_ACCESS_MW_BIND = 1 << 3, /* memory windows may be bound on it */
 };
 
 /* A registered memory region. Fields are read-only for users. */
@@ -69,10 +105,29 @@ struct xp_mr {
 	void *addr;
 	size_t length;
 	uint32_t lkey;
-	uint32_t rkey; /* what the peer puts in its one-sided requests */
+	uint32_t rkey; /* valid on every connection of the group */
 	int access; /* enum xp_access bits */
-	struct xp_conn *conn;
+	struct xp_group *group;
 };
+
+/*
+ * A memory window (type 2). rkey is the key of the current (or last) bind;
+ * it grants nothing unless the window is bound. Read-only for users.
+ */
+struct xp_mw {
+	uint32_t rkey;
+	struct xp_group *group;
+};
+
+/*
+ * The key the next bind of mw will give: the low 8 bits ("key byte") step,
+ * the rest (the window's index) stays (ibv_inc_rkey). Both transports make
+ * keys this way, so this is not an op.
+ */
+static inline uint32_t xp_mw_next_rkey(const struct xp_mw *mw)
+{
+	return (mw->rkey & 0xffffff00u) | ((mw->rkey + 1) & 0xffu);
+}
 
 /* Local buffer: must lie inside mr. */
 struct xp_sge {
@@ -85,9 +140,32 @@ enum xp_wr_opcode {
 	XP_WR_SEND,
 	XP_WR_RDMA_WRITE, /* local sge -> remote_addr/rkey */
 	XP_WR_RDMA_READ, /* remote_addr/rkey -> local sge */
+	XP_WR_BIND_MW, /* wr->bind: bind a window on this connection */
+	XP_WR_LOCAL_INV, /* invalidate our window wr->invalidate_rkey */
+	XP_WR_SEND_WITH_INV, /* SEND that invalidates the peer's window
+				wr->invalidate_rkey before it is received */
 };
 
 #define XP_SEND_SIGNALED (1u << 0)
+/* Start only after every earlier RDMA READ of the connection completed. */
+#define XP_SEND_FENCE (1u << 1)
+
+/*
+ * XP_WR_BIND_MW: after it, mw's key rkey (which must be
+ * xp_mw_next_rkey(mw)) grants access (XP_ACCESS_REMOTE_READ/WRITE) to
+ * [addr, addr + length) of mr on the posting connection only. mr must have
+ * XP_ACCESS_MW_BIND, the range must lie in it, and remote write needs
+ * XP_ACCESS_LOCAL_WRITE on mr. length 0 is a valid (empty) bind. mw->rkey
+ * becomes rkey when the bind is posted.
+ */
+struct xp_mw_bind {
+	struct xp_mw *mw;
+	struct xp_mr *mr;
+	uint64_t addr;
+	uint64_t length;
+	int access;
+	uint32_t rkey;
+};
 
 struct xp_send_wr {
 	struct xp_send_wr *next; /* chain; NULL ends it */
@@ -97,29 +175,39 @@ struct xp_send_wr {
 	struct xp_sge sge; /* one gather/scatter element */
 	uint64_t remote_addr; /* one-sided only */
 	uint32_t rkey; /* one-sided only */
+	uint32_t invalidate_rkey; /* LOCAL_INV, SEND_WITH_INV */
+	struct xp_mw_bind bind; /* BIND_MW */
 };
 
 enum xp_wc_status {
 	XP_WC_SUCCESS = 0,
 	XP_WC_FLUSH_ERR, /* connection went to error; not this WR's fault */
 	XP_WC_REM_ACCESS_ERR, /* peer refused our one-sided access */
-	XP_WC_LOC_ERR, /* local: bad sge, recv buffer too small */
+	XP_WC_LOC_ERR, /* local: bad sge, recv buffer too small, bad bind */
 	XP_WC_RNR_ERR, /* peer had no receive posted */
 	XP_WC_FATAL, /* transport failure: link down, peer gone */
 };
 
 enum xp_wc_opcode {
-	XP_WC_SEND,
+	XP_WC_SEND, /* SEND and SEND_WITH_INV */
 	XP_WC_RDMA_WRITE,
 	XP_WC_RDMA_READ,
 	XP_WC_RECV,
+	XP_WC_BIND_MW,
+	XP_WC_LOCAL_INV,
+	XP_WC_FD_READY, /* a watched fd is readable: wr_id = its cookie */
 };
+
+#define XP_WC_F_WITH_INV (1u << 0) /* RECV of a SEND_WITH_INV */
 
 struct xp_wc {
 	uint64_t wr_id;
 	enum xp_wc_status status;
 	enum xp_wc_opcode opcode;
 	uint32_t byte_len; /* RECV: bytes received */
+	struct xp_conn *conn; /* NULL for XP_WC_FD_READY */
+	unsigned int flags; /* XP_WC_F_* */
+	uint32_t invalidated_rkey; /* with XP_WC_F_WITH_INV */
 };
 
 struct xp_conn_attr {
@@ -134,10 +222,27 @@ enum xp_conn_state {
 };
 
 /*
- * The operations one transport provides. All are required.
+ * The operations one transport provides. All are required. Everything
+ * but listen/listener ops and group_create runs on the group's thread.
  */
 struct xp_ops {
 	const char *name; /* "tcp", "rdma": the URL scheme */
+
+	/* A poll group for the calling thread. */
+	int (*group_create)(struct xp_group **out);
+	/* Destroys every connection, region and window of the group first. */
+	void (*group_destroy)(struct xp_group *g);
+	int (*group_fd)(struct xp_group *g);
+	int (*group_arm)(struct xp_group *g);
+	/*
+	 * Reap up to max completions of every connection of the group (and
+	 * XP_WC_FD_READY for readable watched fds); makes progress. >= 0
+	 * count or -errno.
+	 */
+	int (*group_poll)(struct xp_group *g, struct xp_wc *wc, int max);
+	/* Add/remove an fd to/from the group's epoll set (caller owns fd). */
+	int (*group_watch)(struct xp_group *g, int fd, uint64_t cookie);
+	int (*group_unwatch)(struct xp_group *g, int fd);
 
 	/* Listen on host:port (host may be NULL for any). Listener thread. */
 	int (*listen)(const char *host, uint16_t port, struct xp_listener **out);
@@ -146,56 +251,75 @@ struct xp_ops {
 	int (*listener_fd)(struct xp_listener *l);
 	/*
 	 * Take the next incoming connection request, or -EAGAIN. The new
-	 * connection is in XP_CONN_REQUESTED state with its QP/CQ/PD created
-	 * for attr; priv/priv_len receive the initiator's private data
-	 * (buffer of XP_PRIV_MAX). The caller registers memory, posts
-	 * receives, then calls accept() or reject().
+	 * connection joins group g (NULL: a private group of its own) in
+	 * XP_CONN_REQUESTED state with its QP created for attr; priv/priv_len
+	 * receive the initiator's private data (buffer of XP_PRIV_MAX). The
+	 * caller registers memory, posts receives, then calls accept() or
+	 * reject(). Runs on g's thread (the listener's, for NULL).
 	 */
-	int (*get_request)(struct xp_listener *l, const struct xp_conn_attr *attr,
-			   struct xp_conn **out, void *priv, size_t *priv_len);
+	int (*group_get_request)(struct xp_listener *l, struct xp_group *g,
+				 const struct xp_conn_attr *attr,
+				 struct xp_conn **out, void *priv,
+				 size_t *priv_len);
 	/* Complete the handshake; receives must already be posted. */
 	int (*accept)(struct xp_conn *c, const void *priv, size_t priv_len);
 	/* Refuse with private data; the connection is destroyed. */
 	void (*reject)(struct xp_conn *c, const void *priv, size_t priv_len);
 
 	/*
-	 * Connect to host:port with private data, waiting at most timeout_ms.
-	 * On a reject, returns -ECONNREFUSED and copies the target's private
-	 * data into rej/rej_len (buffer of XP_PRIV_MAX) when given.
-	 * -ETIMEDOUT, -EHOSTUNREACH, -ENETUNREACH as they happen.
+	 * Connect to host:port with private data, waiting at most timeout_ms;
+	 * the connection joins g (NULL: a private group). On a reject,
+	 * returns -ECONNREFUSED and copies the target's private data into
+	 * rej/rej_len (buffer of XP_PRIV_MAX) when given. -ETIMEDOUT,
+	 * -EHOSTUNREACH, -ENETUNREACH as they happen.
 	 */
-	int (*connect)(const char *host, uint16_t port,
-		       const struct xp_conn_attr *attr, const void *priv,
-		       size_t priv_len, int timeout_ms, struct xp_conn **out,
-		       void *rej, size_t *rej_len);
+	int (*group_connect)(struct xp_group *g, const char *host,
+			     uint16_t port, const struct xp_conn_attr *attr,
+			     const void *priv, size_t priv_len, int timeout_ms,
+			     struct xp_conn **out, void *rej, size_t *rej_len);
 
-	/* Disconnect (if connected) and free everything, MRs included. */
+	/*
+	 * Disconnect (if connected) and free the connection; its windows are
+	 * invalidated. A private group goes with it, regions included.
+	 */
 	void (*destroy)(struct xp_conn *c);
 	/* Move to XP_CONN_ERROR: outstanding work flushes. Idempotent. */
 	void (*disconnect)(struct xp_conn *c);
 	enum xp_conn_state (*state)(struct xp_conn *c);
 	/* "tcp 127.0.0.1:41234" style peer description for logs. */
 	const char *(*peer_name)(struct xp_conn *c);
+	struct xp_group *(*conn_group)(struct xp_conn *c);
 
-	int (*fd)(struct xp_conn *c);
-	int (*arm)(struct xp_conn *c);
-	/* Reap up to max completions; makes progress; >= 0 count or -errno. */
-	int (*poll)(struct xp_conn *c, struct xp_wc *wc, int max);
-
-	int (*reg_mr)(struct xp_conn *c, void *addr, size_t len, int access,
+	int (*reg_mr)(struct xp_group *g, void *addr, size_t len, int access,
 		      struct xp_mr **out);
 	void (*dereg_mr)(struct xp_mr *mr);
+	int (*alloc_mw)(struct xp_group *g, struct xp_mw **out);
+	/* Invalidates the window if bound. */
+	void (*dealloc_mw)(struct xp_mw *mw);
 
 	/* On failure *bad points at the first request not posted. */
 	int (*post_send)(struct xp_conn *c, struct xp_send_wr *wr,
 			 struct xp_send_wr **bad);
 	int (*post_recv)(struct xp_conn *c, uint64_t wr_id,
 			 const struct xp_sge *sge);
+
+	/*
+	 * Compatibility: the old signatures, = the group ops with a NULL
+	 * group. Use xp_get_request()/xp_connect(); these go once target/
+	 * and initiator/ have moved.
+	 */
+	int (*get_request)(struct xp_listener *l,
+			   const struct xp_conn_attr *attr,
+			   struct xp_conn **out, void *priv, size_t *priv_len);
+	int (*connect)(const char *host, uint16_t port,
+		       const struct xp_conn_attr *attr, const void *priv,
+		       size_t priv_len, int timeout_ms, struct xp_conn **out,
+		       void *rej, size_t *rej_len);
 };
 
 /*
- * Every transport's connection/listener struct starts with this base so the
- * generic wrappers below can find the ops.
+ * Every transport's connection/listener/group struct starts with this base
+ * so the generic wrappers below can find the ops.
  */
 struct xp_conn {
 	const struct xp_ops *ops;
@@ -207,11 +331,88 @@ struct xp_listener {
 	void *user;
 };
 
+struct xp_group {
+	const struct xp_ops *ops;
+	void *user;
+};
+
 extern const struct xp_ops xp_tcp_ops;
 extern const struct xp_ops xp_rdma_ops;
 
 /* Look up a transport by URL scheme ("tcp", "rdma"); NULL if unknown. */
 const struct xp_ops *xp_find(const char *name);
+
+static inline int xp_group_create(const struct xp_ops *ops,
+				  struct xp_group **out)
+{
+	return ops->group_create(out);
+}
+
+static inline void xp_group_destroy(struct xp_group *g)
+{
+	if (g)
+		g->ops->group_destroy(g);
+}
+
+static inline int xp_group_fd(struct xp_group *g)
+{
+	return g->ops->group_fd(g);
+}
+
+static inline int xp_group_arm(struct xp_group *g)
+{
+	return g->ops->group_arm(g);
+}
+
+static inline int xp_group_poll(struct xp_group *g, struct xp_wc *wc, int max)
+{
+	return g->ops->group_poll(g, wc, max);
+}
+
+static inline int xp_group_watch(struct xp_group *g, int fd, uint64_t cookie)
+{
+	return g->ops->group_watch(g, fd, cookie);
+}
+
+static inline int xp_group_unwatch(struct xp_group *g, int fd)
+{
+	return g->ops->group_unwatch(g, fd);
+}
+
+static inline int xp_get_request(struct xp_listener *l, struct xp_group *g,
+				 const struct xp_conn_attr *attr,
+				 struct xp_conn **out, void *priv,
+				 size_t *priv_len)
+{
+	return l->ops->group_get_request(l, g, attr, out, priv, priv_len);
+}
+
+static inline int xp_connect(const struct xp_ops *ops, struct xp_group *g,
+			     const char *host, uint16_t port,
+			     const struct xp_conn_attr *attr, const void *priv,
+			     size_t priv_len, int timeout_ms,
+			     struct xp_conn **out, void *rej, size_t *rej_len)
+{
+	return ops->group_connect(g, host, port, attr, priv, priv_len, timeout_ms,
+			    out, rej, rej_len);
+}
+
+static inline int xp_accept(struct xp_conn *c, const void *priv,
+			    size_t priv_len)
+{
+	return c->ops->accept(c, priv, priv_len);
+}
+
+static inline void xp_reject(struct xp_conn *c, const void *priv,
+			     size_t priv_len)
+{
+	c->ops->reject(c, priv, priv_len);
+}
+
+static inline struct xp_group *xp_conn_group(struct xp_conn *c)
+{
+	return c->ops->conn_group(c);
+}
 
 static inline int xp_post_send(struct xp_conn *c, struct xp_send_wr *wr,
 			       struct xp_send_wr **bad)
@@ -225,31 +426,50 @@ static inline int xp_post_recv(struct xp_conn *c, uint64_t wr_id,
 	return c->ops->post_recv(c, wr_id, sge);
 }
 
+/* Per-connection event loop: for a connection in a private group only. */
 static inline int xp_poll(struct xp_conn *c, struct xp_wc *wc, int max)
 {
-	return c->ops->poll(c, wc, max);
+	return xp_group_poll(xp_conn_group(c), wc, max);
 }
 
 static inline int xp_arm(struct xp_conn *c)
 {
-	return c->ops->arm(c);
+	return xp_group_arm(xp_conn_group(c));
 }
 
 static inline int xp_fd(struct xp_conn *c)
 {
-	return c->ops->fd(c);
+	return xp_group_fd(xp_conn_group(c));
 }
 
+static inline int xp_group_reg_mr(struct xp_group *g, void *addr, size_t len,
+				  int access, struct xp_mr **out)
+{
+	return g->ops->reg_mr(g, addr, len, access, out);
+}
+
+/* Registers on the connection's group: valid on all its connections. */
 static inline int xp_reg_mr(struct xp_conn *c, void *addr, size_t len,
 			    int access, struct xp_mr **out)
 {
-	return c->ops->reg_mr(c, addr, len, access, out);
+	return xp_group_reg_mr(xp_conn_group(c), addr, len, access, out);
 }
 
 static inline void xp_dereg_mr(struct xp_mr *mr)
 {
 	if (mr)
-		mr->conn->ops->dereg_mr(mr);
+		mr->group->ops->dereg_mr(mr);
+}
+
+static inline int xp_alloc_mw(struct xp_group *g, struct xp_mw **out)
+{
+	return g->ops->alloc_mw(g, out);
+}
+
+static inline void xp_dealloc_mw(struct xp_mw *mw)
+{
+	if (mw)
+		mw->group->ops->dealloc_mw(mw);
 }
 
 static inline void xp_destroy(struct xp_conn *c)
