@@ -262,6 +262,10 @@ struct tconn {
 	uint8_t auth_nonce[RBLK_AUTH_NONCE_LEN];
 
 	struct tconn *next; /* worker's list */
+	/* used up its CONN_BUDGET: on worker->again for the next turn */
+	bool on_again;
+	struct tconn *next_again;
+	uint64_t turn; /* worker->turn when last progressed */
 };
 
 /* ---- workers --------------------------------------------------------- */
@@ -291,6 +295,8 @@ struct worker {
 	void *engine_priv;
 	struct treq *busy_head, *busy_tail; /* waiting for engine room */
 	struct tconn *flush_head; /* connections with a batch to post */
+	struct tconn *again; /* connections with work left from this turn */
+	uint64_t turn; /* loop iterations */
 };
 
 struct target {

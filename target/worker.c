@@ -32,6 +32,14 @@
 
 #define LOGIN_TIMEOUT_MS 10000
 #define POLL_BATCH 32
+/*
+ * Completions one connection may have handled per worker turn. A peer
+ * that floods (a stream of SENDs, each refused and its receive reposted)
+ * gets this much and then waits for its next turn, after every other
+ * connection with work has had its own: it cannot starve them, and the
+ * turn ends often enough for the login deadlines to be checked.
+ */
+#define CONN_BUDGET (4 * POLL_BATCH)
 #define RESP_BUF_SIZE 64 /* per tag; a response is RBLK_RESP_SIZE */
 
 _Static_assert(RBLK_RESP_SIZE <= RESP_BUF_SIZE, "response fits its buffer");
@@ -693,8 +701,18 @@ static void handle_recv(struct worker *w, struct tconn *c,
 	type = rblk_msg_type(buf, wc->byte_len);
 	switch (c->state) {
 	case TCONN_LOGIN:
+		/*
+		 * Refused already: ignore what follows, and do not repost
+		 * the receive, so a peer that keeps sending runs out of them
+		 * (RNR) instead of keeping us busy.
+		 */
 		if (c->login_sent_close)
-			break; /* refused already; ignore what follows */
+			return;
+		/* the deadline holds even while the peer keeps talking */
+		if (now_ms() > c->login_deadline_ms) {
+			tconn_fail(c, "no login within 10 s");
+			return;
+		}
 		if (c->auth_wait) {
 			if (type != RBLK_MSG_AUTH_RESPONSE)
 				login_refuse(c, type < 0 ? RBLK_S_INVALID :
@@ -766,21 +784,36 @@ static void handle_wc(struct worker *w, struct tconn *c, const struct xp_wc *wc)
 		handle_send_done(c, wc);
 }
 
-/* Reap everything, then arm and reap once more (see transport.h). */
+/*
+ * Reap everything, then arm and reap once more (see transport.h); at most
+ * CONN_BUDGET completions, after which c goes on w->again for the next
+ * turn (the worker then does not sleep).
+ */
 static void conn_progress(struct worker *w, struct tconn *c)
 {
 	struct xp_wc wc[POLL_BATCH];
+	unsigned int budget = CONN_BUDGET;
 	bool armed = false;
 	int n;
 
+	c->turn = w->turn;
 	for (;;) {
-		n = xp_poll(c->xc, wc, POLL_BATCH);
+		if (!budget) {
+			if (!c->on_again) {
+				c->on_again = true;
+				c->next_again = w->again;
+				w->again = c;
+			}
+			return;
+		}
+		n = xp_poll(c->xc, wc, (int)MIN(budget, POLL_BATCH));
 		if (n < 0) {
 			tconn_fail(c, "transport poll failed");
 			return;
 		}
 		for (int i = 0; i < n; i++)
 			handle_wc(w, c, &wc[i]);
+		budget -= (unsigned int)n;
 		if (n > 0) {
 			armed = false;
 			continue;
@@ -862,7 +895,9 @@ static void reap_closed(struct worker *w, bool check_login_timeouts)
 		if (check_login_timeouts && c->state == TCONN_LOGIN &&
 		    now > c->login_deadline_ms)
 			tconn_fail(c, "no login within 10 s");
-		if (c->state == TCONN_CLOSING && !c->backend_inflight) {
+		/* on w->again: freed once the next turn has taken it off */
+		if (c->state == TCONN_CLOSING && !c->backend_inflight &&
+		    !c->on_again) {
 			pthread_mutex_lock(&w->conns_lock);
 			*pp = c->next;
 			w->nr_conns--;
@@ -897,8 +932,13 @@ static void *worker_main(void *arg)
 	snprintf(name, sizeof(name), "rblk-worker%u", w->index);
 	pthread_setname_np(pthread_self(), name);
 	while (!atomic_load(&w->stop)) {
-		int n = epoll_wait(w->epfd, evs, 64, 1000);
+		/* connections left with work by the last turn: no sleep */
+		struct tconn *again = w->again;
+		int n = epoll_wait(w->epfd, evs, 64, again ? 0 : 1000);
 		bool closing = false, sweep;
+
+		w->again = NULL;
+		w->turn++;
 
 		if (n < 0 && errno != EINTR) {
 			log_err("worker %u: epoll_wait: %s", w->index,
@@ -923,6 +963,15 @@ static void *worker_main(void *arg)
 				closing |= c->state == TCONN_CLOSING;
 			}
 		}
+		while (again) {
+			struct tconn *c = again;
+
+			again = c->next_again;
+			c->on_again = false;
+			if (c->turn != w->turn) /* not served above */
+				conn_progress(w, c);
+			closing |= c->state == TCONN_CLOSING;
+		}
 		w->engine->submit(w);
 		/* every response of this iteration, one post per connection */
 		worker_flush_sends(w);
@@ -934,6 +983,9 @@ static void *worker_main(void *arg)
 	}
 
 	/* shutdown: disconnect everyone, let backend I/O drain, free */
+	for (struct tconn *c = w->again; c; c = c->next_again)
+		c->on_again = false;
+	w->again = NULL;
 	for (struct tconn *c = w->conns; c; c = c->next)
 		tconn_fail(c, NULL);
 	while (w->conns) {

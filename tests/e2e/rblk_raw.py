@@ -367,8 +367,22 @@ def oversize_send():
     return c.expect_drop(10) or "still connected"
 
 
+@case("refused, then a stream of 5000 SENDs", "disconnect")
+def refused_stream():
+    # issue 15 point 2: a refused peer's input is no longer read (its
+    # receives are not reposted: it runs into RNR), and it cannot keep
+    # its worker busy meanwhile
+    c = Conn().connect()
+    c.send(hello(export="nosuch"))
+    burst = b"".join(frame(F_SEND, cmd(op=KA, length=0), ident=i + 2)
+                     for i in range(5000))
+    c.raw(burst)
+    return c.expect_drop(LOGIN_S + 5) or "still connected"
+
+
 QUICK += [
     oversize_send,
+    refused_stream,
     # after login: refused on the tag, connection kept
     status_case("cmd: unknown opcode 99", lambda l: cmd(op=99), S["INVALID"]),
     status_case("cmd: opcode 0", lambda l: cmd(op=0), S["INVALID"]),
