@@ -2,6 +2,8 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,13 +36,57 @@ int log_parse_level(const char *s)
 	return -EINVAL;
 }
 
+static void log_vmsg(int level, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
 void log_msg(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(level, fmt, ap);
+	va_end(ap);
+}
+
+void log_msg_rl(struct log_ratelimit *rl, int level, const char *fmt, ...)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	unsigned int dropped = 0;
+	struct timespec ts;
+	uint64_t now;
+	bool print;
+	va_list ap;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	pthread_mutex_lock(&lock);
+	if (!rl->start_ms || now - rl->start_ms >= LOG_RL_MS) {
+		dropped = rl->suppressed;
+		rl->start_ms = now ? now : 1;
+		rl->printed = 0;
+		rl->suppressed = 0;
+	}
+	print = rl->printed < LOG_RL_BURST;
+	if (print)
+		rl->printed++;
+	else
+		rl->suppressed++;
+	pthread_mutex_unlock(&lock);
+	if (dropped)
+		log_msg(level, "(%u similar lines suppressed)", dropped);
+	if (!print)
+		return;
+	va_start(ap, fmt);
+	log_vmsg(level, fmt, ap);
+	va_end(ap);
+}
+
+static void log_vmsg(int level, const char *fmt, va_list ap)
 {
 	static const char *const tags[] = { "error", "warning", "info", "debug" };
 	char line[1024];
 	struct timespec ts;
 	struct tm tm;
-	va_list ap;
 	int n;
 
 	if (level > rblk_log_level)
@@ -50,9 +96,7 @@ void log_msg(int level, const char *fmt, ...)
 	n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld %s: %s: ",
 		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
 		     log_prefix, tags[level < 0 ? 0 : level > 3 ? 3 : level]);
-	va_start(ap, fmt);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';

@@ -39,6 +39,6 @@ check()
 }
 check "tcp://127.0.0.1:$RBLK_PORT/open"
 check "tcp://127.0.0.1:$RBLK_PORT/locked" alpha "$TEST_DIR/alpha.key"
-n=$(grep -c "remote access with unknown rkey" "$RBLK_TARGET_LOG" || true)
+n=$(grep -cE "remote (read|write) refused: rkey 0x[0-9a-f]+ is not valid" "$RBLK_TARGET_LOG" || true)
 [ "$n" -eq 8 ] || fail "target logged $n refused remote accesses, want 8"
 echo "PASS: $TEST_NAME"

@@ -1,0 +1,887 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_xp.c - the transport contract of transport.h, written once and run
+ * on either transport: poll groups, watched fds, the sleep protocol,
+ * memory windows and their isolation.
+ *
+ *   build/tests/test_xp            tcp over 127.0.0.1 (make check-unit)
+ *   RBLK_TEST_RDMA_ADDR=192.0.2.1 build/tests/test_xp rdma
+ *                                  rdma (the guest: tests/vm/tests/10-*)
+ *
+ * rdma without a device or address exits 77 (skip). RBLK_TEST_LOG=debug
+ * shows the transport's log.
+ *
+ * Both sides live in this process, each in one poll group: the server
+ * group ("target") and the client group ("initiator"). connect() blocks
+ * until the handshake is done, so it runs on a helper thread while this
+ * thread takes and accepts the request. Every wait follows the sleep
+ * protocol (poll both groups until 0, arm, poll, sleep on both group
+ * fds); a sleep that sees no fd become readable while a completion is due
+ * fails the test, so the fd contract is checked on every wait.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "transport/transport.h"
+
+#define WAIT_MS 10000
+#define STASH 1024
+#define NCONN 4
+#define MEM (1u << 20)
+#define POOL (1u << 20)
+#define MSG 256u
+#define NRECV 16u
+#define RECV_OFF (MEM - NCONN * NRECV * MSG) /* receives at the end */
+
+static const struct xp_ops *X;
+static const char *addr = "127.0.0.1";
+static struct xp_listener *lst;
+static uint16_t port;
+
+static const struct xp_conn_attr attr = {.max_send_wr = 64,
+					 .max_recv_wr = NRECV};
+
+/* One end of a connection and the completions reaped for it. */
+struct ep {
+	struct xp_conn *c;
+	struct xp_wc wc[STASH];
+	unsigned int head, n;
+};
+
+struct side {
+	struct xp_group *g;
+	uint8_t *mem; /* LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE */
+	struct xp_mr *mr;
+	uint8_t *pool; /* LOCAL_WRITE | MW_BIND: no remote access of its own */
+	struct xp_mr *pool_mr;
+	struct ep ep[NCONN];
+	uint64_t fd_ready[STASH]; /* cookies of XP_WC_FD_READY */
+	unsigned int nfd;
+};
+
+static struct side srv, cli;
+
+/* ---- setup -------------------------------------------------------------- */
+
+struct conn_args {
+	struct xp_conn *c;
+	int ret;
+	pthread_t th;
+};
+
+static void *connect_main(void *arg)
+{
+	struct conn_args *a = arg;
+
+	a->ret = xp_connect(X, cli.g, addr, port, &attr, "xp", 2, WAIT_MS,
+			    &a->c, NULL, NULL);
+	return NULL;
+}
+
+static uint8_t *recv_buf(struct side *s, struct ep *e, unsigned int i)
+{
+	return s->mem + RECV_OFF + ((size_t)(e - s->ep) * NRECV + i) * MSG;
+}
+
+static void post_recv(struct side *s, struct ep *e, unsigned int i)
+{
+	struct xp_sge sge = {.addr = recv_buf(s, e, i),
+			     .length = MSG,
+			     .mr = s->mr};
+
+	assert_int_equal(xp_post_recv(e->c, i, &sge), 0);
+}
+
+/* Connection i of both groups, NRECV receives posted on each end. */
+static void conn_open(unsigned int i)
+{
+	struct conn_args a = {0};
+	uint64_t deadline = now_ms() + WAIT_MS;
+	struct xp_conn *c = NULL;
+	char priv[XP_PRIV_MAX];
+	size_t plen = 0;
+	int ret;
+
+	assert_int_equal(pthread_create(&a.th, NULL, connect_main, &a), 0);
+	for (;;) {
+		struct pollfd pfd = {.fd = X->listener_fd(lst),
+				     .events = POLLIN};
+
+		ret = xp_get_request(lst, srv.g, &attr, &c, priv, &plen);
+		if (ret != -EAGAIN)
+			break;
+		assert_true(now_ms() < deadline);
+		poll(&pfd, 1, 50);
+	}
+	assert_int_equal(ret, 0);
+	assert_ptr_equal(xp_conn_group(c), srv.g);
+	srv.ep[i].c = c;
+	c->user = &srv.ep[i];
+	for (unsigned int k = 0; k < NRECV; k++)
+		post_recv(&srv, &srv.ep[i], k);
+	assert_int_equal(xp_accept(c, NULL, 0), 0);
+	pthread_join(a.th, NULL);
+	assert_int_equal(a.ret, 0);
+	assert_ptr_equal(xp_conn_group(a.c), cli.g);
+	cli.ep[i].c = a.c;
+	a.c->user = &cli.ep[i];
+	for (unsigned int k = 0; k < NRECV; k++)
+		post_recv(&cli, &cli.ep[i], k);
+}
+
+static void conn_close(unsigned int i)
+{
+	xp_destroy(cli.ep[i].c);
+	xp_destroy(srv.ep[i].c);
+	memset(&cli.ep[i], 0, sizeof(cli.ep[i]));
+	memset(&srv.ep[i], 0, sizeof(srv.ep[i]));
+}
+
+static void side_init(struct side *s)
+{
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(xp_group_create(X, &s->g), 0);
+	s->mem = aligned_alloc(4096, MEM);
+	s->pool = aligned_alloc(4096, POOL);
+	assert_non_null(s->mem);
+	assert_non_null(s->pool);
+	memset(s->mem, 0, MEM);
+	memset(s->pool, 0, POOL);
+	assert_int_equal(xp_group_reg_mr(s->g, s->mem, MEM,
+					 XP_ACCESS_LOCAL_WRITE |
+					     XP_ACCESS_REMOTE_READ |
+					     XP_ACCESS_REMOTE_WRITE,
+					 &s->mr),
+			 0);
+	assert_int_equal(xp_group_reg_mr(s->g, s->pool, POOL,
+					 XP_ACCESS_LOCAL_WRITE |
+					     XP_ACCESS_MW_BIND,
+					 &s->pool_mr),
+			 0);
+	assert_ptr_equal(s->mr->group, s->g);
+}
+
+static void side_fini(struct side *s)
+{
+	xp_dereg_mr(s->mr);
+	xp_dereg_mr(s->pool_mr);
+	xp_group_destroy(s->g);
+	free(s->mem);
+	free(s->pool);
+}
+
+/* Each test: both groups and NCONN connections between them. */
+static int setup(void **state)
+{
+	side_init(&srv);
+	side_init(&cli);
+	for (unsigned int i = 0; i < NCONN; i++)
+		conn_open(i);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	for (unsigned int i = 0; i < NCONN; i++)
+		conn_close(i);
+	side_fini(&cli);
+	side_fini(&srv);
+	return 0;
+}
+
+/* ---- driving both groups ------------------------------------------------ */
+
+static int reap(struct side *s)
+{
+	struct xp_wc wc[32];
+	int r = xp_group_poll(s->g, wc, 32);
+
+	assert_true(r >= 0);
+	for (int i = 0; i < r; i++) {
+		struct ep *e;
+
+		if (wc[i].opcode == XP_WC_FD_READY) {
+			assert_null(wc[i].conn);
+			assert_true(s->nfd < STASH);
+			s->fd_ready[s->nfd++] = wc[i].wr_id;
+			continue;
+		}
+		assert_non_null(wc[i].conn);
+		e = wc[i].conn->user;
+		/* tagged with a connection of this group */
+		assert_true(e >= &s->ep[0] && e < &s->ep[NCONN]);
+		assert_ptr_equal(e->c, wc[i].conn);
+		assert_true(e->n < STASH);
+		e->wc[(e->head + e->n++) % STASH] = wc[i];
+	}
+	return r;
+}
+
+/*
+ * One round of the sleep protocol over both groups. false if the sleep
+ * ran sleep_ms without either fd becoming readable.
+ */
+static bool pump(int sleep_ms)
+{
+	struct pollfd pfd[2];
+
+	if (reap(&srv) + reap(&cli))
+		return true;
+	assert_int_equal(xp_group_arm(srv.g), 0);
+	assert_int_equal(xp_group_arm(cli.g), 0);
+	if (reap(&srv) + reap(&cli))
+		return true;
+	pfd[0] = (struct pollfd){.fd = xp_group_fd(srv.g), .events = POLLIN};
+	pfd[1] = (struct pollfd){.fd = xp_group_fd(cli.g), .events = POLLIN};
+	return poll(pfd, 2, sleep_ms) != 0;
+}
+
+static void pump_due(uint64_t deadline)
+{
+	if (now_ms() > deadline)
+		fail_msg("nothing happened within %d ms", WAIT_MS);
+	if (!pump(3000))
+		fail_msg("work was due but no group fd became readable");
+}
+
+static struct xp_wc wait_wc(struct ep *e)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+	struct xp_wc wc;
+
+	while (!e->n)
+		pump_due(deadline);
+	wc = e->wc[e->head];
+	e->head = (e->head + 1) % STASH;
+	e->n--;
+	return wc;
+}
+
+static struct xp_wc expect_wc(struct ep *e, uint64_t wr_id,
+			      enum xp_wc_status st, enum xp_wc_opcode op)
+{
+	struct xp_wc wc = wait_wc(e);
+
+	if (wc.wr_id != wr_id || wc.status != st || wc.opcode != op)
+		fail_msg("%s: completion wr_id %llu %s opcode %d, expected "
+			 "wr_id %llu %s opcode %d",
+			 xp_peer_name(e->c), (unsigned long long)wc.wr_id,
+			 xp_wc_status_str(wc.status), wc.opcode,
+			 (unsigned long long)wr_id, xp_wc_status_str(st), op);
+	return wc;
+}
+
+static void wait_error(struct ep *e)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+
+	while (xp_state(e->c) != XP_CONN_ERROR)
+		pump_due(deadline);
+}
+
+/* A failed connection flushes its receives; reap them all. */
+static void drain_flushes(struct ep *e)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+	unsigned int got = 0;
+
+	wait_error(e);
+	while (got < NRECV) {
+		struct xp_wc wc = wait_wc(e);
+
+		assert_true(now_ms() < deadline);
+		if (wc.opcode == XP_WC_RECV)
+			got++;
+	}
+}
+
+static void post(struct ep *e, struct xp_send_wr *wr)
+{
+	struct xp_send_wr *bad = NULL;
+
+	assert_int_equal(xp_post_send(e->c, wr, &bad), 0);
+}
+
+static void fill(void *buf, size_t len, uint32_t seed)
+{
+	uint8_t *p = buf;
+
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 8));
+}
+
+static uint64_t va(const void *p)
+{
+	return (uint64_t)(uintptr_t)p;
+}
+
+/* A SEND of len bytes from s's send area of connection i. */
+static struct xp_send_wr send_wr(struct side *s, unsigned int i,
+				 uint64_t id, const void *data, uint32_t len)
+{
+	uint8_t *buf = s->mem + i * 4096;
+
+	memcpy(buf, data, len);
+	return (struct xp_send_wr){.wr_id = id,
+				   .opcode = XP_WR_SEND,
+				   .flags = XP_SEND_SIGNALED,
+				   .sge = {buf, len, s->mr}};
+}
+
+/* Receive on e: checks and reposts, returns the wc; bytes copied out. */
+static struct xp_wc recv_msg(struct side *s, struct ep *e, void *out,
+			     uint32_t len)
+{
+	struct xp_wc wc = wait_wc(e);
+
+	if (wc.opcode != XP_WC_RECV || wc.status != XP_WC_SUCCESS)
+		fail_msg("expected a RECV, got opcode %d %s", wc.opcode,
+			 xp_wc_status_str(wc.status));
+	assert_int_equal(wc.byte_len, len);
+	memcpy(out, recv_buf(s, e, (unsigned int)wc.wr_id), len);
+	post_recv(s, e, (unsigned int)wc.wr_id);
+	return wc;
+}
+
+/*
+ * Server: bind mw over [off, off + len) of the pool on connection i with
+ * access, chained in front of a SEND carrying the key (one post).
+ * Returns the key the client gets.
+ */
+static uint32_t grant(unsigned int i, struct xp_mw *mw, size_t off,
+		      uint32_t len, int access)
+{
+	struct ep *se = &srv.ep[i], *ce = &cli.ep[i];
+	uint32_t key = xp_mw_next_rkey(mw), got;
+	struct xp_send_wr wr[2];
+
+	wr[0] = (struct xp_send_wr){
+	    .wr_id = 100,
+	    .opcode = XP_WR_BIND_MW,
+	    .bind = {.mw = mw,
+		     .mr = srv.pool_mr,
+		     .addr = va(srv.pool + off),
+		     .length = len,
+		     .access = access,
+		     .rkey = key},
+	};
+	wr[1] = send_wr(&srv, i, 101, &key, sizeof(key));
+	wr[0].next = &wr[1];
+	post(se, wr);
+	assert_int_equal(mw->rkey, key);
+	expect_wc(se, 101, XP_WC_SUCCESS, XP_WC_SEND);
+	recv_msg(&cli, ce, &got, sizeof(got));
+	assert_int_equal(got, key);
+	return key;
+}
+
+/* Client: one RDMA READ/WRITE of len bytes at raddr/rkey. */
+static struct xp_wc one_sided(unsigned int i, enum xp_wr_opcode op,
+			      uint64_t raddr, uint32_t rkey, uint32_t len)
+{
+	struct xp_send_wr wr = {
+	    .wr_id = 7,
+	    .opcode = op,
+	    .flags = XP_SEND_SIGNALED,
+	    .sge = {cli.mem + 64 * 1024, len, cli.mr},
+	    .remote_addr = raddr,
+	    .rkey = rkey,
+	};
+
+	post(&cli.ep[i], &wr);
+	return wait_wc(&cli.ep[i]);
+}
+
+/* The refusal: REM_ACCESS_ERR at the client, both ends fail. */
+static void expect_refused(unsigned int i, enum xp_wr_opcode op,
+			   uint64_t raddr, uint32_t rkey, uint32_t len)
+{
+	struct xp_wc wc = one_sided(i, op, raddr, rkey, len);
+
+	if (wc.status != XP_WC_REM_ACCESS_ERR)
+		fail_msg("expected a remote access error, got %s",
+			 xp_wc_status_str(wc.status));
+	assert_int_equal(xp_state(cli.ep[i].c), XP_CONN_ERROR);
+	drain_flushes(&cli.ep[i]);
+	drain_flushes(&srv.ep[i]);
+}
+
+/* Connection i still moves verified data both ways. */
+static void check_alive(unsigned int i)
+{
+	uint8_t msg[64], got[64];
+	struct xp_send_wr wr;
+	struct xp_wc wc;
+
+	fill(msg, sizeof(msg), 77 + i);
+	wr = send_wr(&cli, i, 9, msg, sizeof(msg));
+	post(&cli.ep[i], &wr);
+	expect_wc(&cli.ep[i], 9, XP_WC_SUCCESS, XP_WC_SEND);
+	recv_msg(&srv, &srv.ep[i], got, sizeof(got));
+	assert_memory_equal(msg, got, sizeof(msg));
+	/* the server's plain region: its rkey works on every connection */
+	fill(srv.mem + 8192, 512, 5 + i);
+	wc = one_sided(i, XP_WR_RDMA_READ, va(srv.mem + 8192), srv.mr->rkey,
+		       512);
+	assert_int_equal(wc.status, XP_WC_SUCCESS);
+	assert_memory_equal(cli.mem + 64 * 1024, srv.mem + 8192, 512);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* Completions of several connections come out of one group, tagged. */
+static void test_group_conns(void **state)
+{
+	uint8_t msg[NCONN][32], got[32];
+	struct xp_send_wr wr[NCONN];
+	bool seen[NCONN] = {false};
+
+	for (unsigned int i = 0; i < NCONN; i++) {
+		fill(msg[i], sizeof(msg[i]), i + 1);
+		wr[i] = send_wr(&cli, i, 1000 + i, msg[i], sizeof(msg[i]));
+		post(&cli.ep[i], &wr[i]);
+	}
+	for (unsigned int i = 0; i < NCONN; i++) {
+		struct xp_wc wc = recv_msg(&srv, &srv.ep[i], got, sizeof(got));
+
+		assert_ptr_equal(wc.conn, srv.ep[i].c);
+		assert_memory_equal(got, msg[i], sizeof(got));
+		seen[i] = true;
+		expect_wc(&cli.ep[i], 1000 + i, XP_WC_SUCCESS, XP_WC_SEND);
+	}
+	for (unsigned int i = 0; i < NCONN; i++) {
+		assert_true(seen[i]);
+		check_alive(i);
+	}
+}
+
+/* A watched fd: FD_READY with its cookie while readable, then not. */
+static void test_watch_fd(void **state)
+{
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	uint64_t v = 1, deadline = now_ms() + WAIT_MS;
+
+	assert_true(efd >= 0);
+	assert_int_equal(xp_group_watch(srv.g, efd, 0xfeed), 0);
+	srv.nfd = 0;
+	assert_int_equal(write(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	while (!srv.nfd)
+		pump_due(deadline);
+	assert_int_equal(srv.fd_ready[0], 0xfeed);
+	/* level-triggered, at most once per poll call */
+	{
+		struct xp_wc wc[8];
+		int n = xp_group_poll(srv.g, wc, 8), k = 0;
+
+		for (int i = 0; i < n; i++)
+			k += wc[i].opcode == XP_WC_FD_READY;
+		assert_int_equal(k, 1);
+	}
+	assert_int_equal(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	srv.nfd = 0;
+	for (int i = 0; i < 5; i++)
+		pump(10);
+	assert_int_equal(srv.nfd, 0);
+	/* the connections of the group are not disturbed by it */
+	assert_int_equal(write(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	check_alive(1);
+	assert_int_equal(xp_group_unwatch(srv.g, efd), 0);
+	assert_int_equal(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	srv.nfd = 0;
+	assert_int_equal(write(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	for (int i = 0; i < 5; i++)
+		pump(10);
+	assert_int_equal(srv.nfd, 0);
+	assert_int_equal(xp_group_unwatch(srv.g, efd), -ENOENT);
+	close(efd);
+}
+
+/* A bound window serves READ and WRITE within its range. */
+static void test_mw_read_write(void **state)
+{
+	struct xp_mw *mw;
+	uint32_t key;
+	struct xp_wc wc;
+
+	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
+	key = grant(0, mw, 65536, 8192,
+		    XP_ACCESS_REMOTE_READ | XP_ACCESS_REMOTE_WRITE);
+	fill(cli.mem + 64 * 1024, 8192, 3);
+	wc = one_sided(0, XP_WR_RDMA_WRITE, va(srv.pool + 65536), key, 8192);
+	assert_int_equal(wc.status, XP_WC_SUCCESS);
+	assert_memory_equal(srv.pool + 65536, cli.mem + 64 * 1024, 8192);
+	fill(srv.pool + 65536 + 4096, 100, 4);
+	wc = one_sided(0, XP_WR_RDMA_READ, va(srv.pool + 65536 + 4096), key,
+		       100);
+	assert_int_equal(wc.status, XP_WC_SUCCESS);
+	assert_int_equal(wc.byte_len, 100);
+	assert_memory_equal(cli.mem + 64 * 1024, srv.pool + 65536 + 4096,
+			    100);
+	/* zero-length access inside the window is fine */
+	wc = one_sided(0, XP_WR_RDMA_READ, va(srv.pool + 65536), key, 0);
+	assert_int_equal(wc.status, XP_WC_SUCCESS);
+	check_alive(0);
+	xp_dealloc_mw(mw);
+}
+
+static void test_mw_out_of_range(void **state)
+{
+	struct xp_mw *mw;
+	uint32_t key;
+
+	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
+	key = grant(0, mw, 4096, 4096, XP_ACCESS_REMOTE_READ);
+	expect_refused(0, XP_WR_RDMA_READ, va(srv.pool + 4096 + 2048), key,
+		       4096);
+	check_alive(1);
+	xp_dealloc_mw(mw);
+}
+
+static void test_mw_wrong_access(void **state)
+{
+	struct xp_mw *mw;
+	uint32_t key;
+
+	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
+	key = grant(1, mw, 0, 4096, XP_ACCESS_REMOTE_READ);
+	expect_refused(1, XP_WR_RDMA_WRITE, va(srv.pool), key, 64);
+	check_alive(0);
+	xp_dealloc_mw(mw);
+}
+
+static void test_mw_after_local_inv(void **state)
+{
+	struct xp_send_wr wr = {.wr_id = 5,
+				.opcode = XP_WR_LOCAL_INV,
+				.flags = XP_SEND_SIGNALED};
+	struct xp_mw *mw;
+	uint32_t key;
+
+	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
+	key = grant(2, mw, 0, 4096,
+		    XP_ACCESS_REMOTE_READ | XP_ACCESS_REMOTE_WRITE);
+	assert_int_equal(one_sided(2, XP_WR_RDMA_READ, va(srv.pool), key, 64)
+			     .status,
+			 XP_WC_SUCCESS);
+	wr.invalidate_rkey = key;
+	post(&srv.ep[2], &wr);
+	expect_wc(&srv.ep[2], 5, XP_WC_SUCCESS, XP_WC_LOCAL_INV);
+	expect_refused(2, XP_WR_RDMA_READ, va(srv.pool), key, 64);
+	check_alive(3);
+	xp_dealloc_mw(mw);
+}
+
+/*
+ * The initiator's pattern: RDMA READ, then a fenced SEND_WITH_INV of the
+ * key in the same chain. The data arrives, the server's RECV says which
+ * key went, and the key is dead afterwards.
+ */
+static void test_mw_send_with_inv(void **state)
+{
+	struct xp_send_wr wr[2];
+	struct xp_mw *mw;
+	uint32_t key, got;
+	struct xp_wc wc;
+
+	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
+	key = grant(3, mw, 128 * 1024, 65536, XP_ACCESS_REMOTE_READ);
+	fill(srv.pool + 128 * 1024, 65536, 9);
+	wr[0] = (struct xp_send_wr){
+	    .wr_id = 1,
+	    .opcode = XP_WR_RDMA_READ,
+	    .sge = {cli.mem + 64 * 1024, 65536, cli.mr},
+	    .remote_addr = va(srv.pool + 128 * 1024),
+	    .rkey = key,
+	};
+	wr[1] = send_wr(&cli, 3, 2, &key, sizeof(key));
+	wr[1].opcode = XP_WR_SEND_WITH_INV;
+	wr[1].flags |= XP_SEND_FENCE;
+	wr[1].invalidate_rkey = key;
+	wr[0].next = &wr[1];
+	post(&cli.ep[3], wr);
+	expect_wc(&cli.ep[3], 2, XP_WC_SUCCESS, XP_WC_SEND);
+	assert_memory_equal(cli.mem + 64 * 1024, srv.pool + 128 * 1024, 65536);
+	wc = recv_msg(&srv, &srv.ep[3], &got, sizeof(got));
+	assert_true(wc.flags & XP_WC_F_WITH_INV);
+	assert_int_equal(wc.invalidated_rkey, key);
+	assert_int_equal(got, key);
+	expect_refused(3, XP_WR_RDMA_READ, va(srv.pool + 128 * 1024), key,
+		       64);
+	check_alive(0);
+	xp_dealloc_mw(mw);
+}
+
+/* A SEND_WITH_INV naming no window of the receiver fails the connection. */
+static void test_send_inv_bad_key(void **state)
+{
+	struct xp_send_wr wr;
+	uint32_t k = srv.mr->rkey;
+
+	wr = send_wr(&cli, 2, 3, &k, sizeof(k));
+	wr.opcode = XP_WR_SEND_WITH_INV;
+	wr.invalidate_rkey = k; /* a region, not a window */
+	post(&cli.ep[2], &wr);
+	wait_error(&srv.ep[2]);
+	drain_flushes(&srv.ep[2]);
+	drain_flushes(&cli.ep[2]);
+	check_alive(1);
+}
+
+/* A window bound on one connection is refused on another of the group. */
+static void test_mw_other_conn(void **state)
+{
+	struct xp_mw *mw;
+	uint32_t key;
+
+	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
+	key = grant(0, mw, 0, 4096, XP_ACCESS_REMOTE_READ);
+	expect_refused(1, XP_WR_RDMA_READ, va(srv.pool), key, 64);
+	/* still good where it was bound */
+	assert_int_equal(one_sided(0, XP_WR_RDMA_READ, va(srv.pool), key, 64)
+			     .status,
+			 XP_WC_SUCCESS);
+	check_alive(2);
+	xp_dealloc_mw(mw);
+}
+
+/* A region with only MW_BIND grants nothing by its own rkey. */
+static void test_bind_only_region(void **state)
+{
+	expect_refused(0, XP_WR_RDMA_READ, va(srv.pool), srv.pool_mr->rkey,
+		       64);
+	expect_refused(1, XP_WR_RDMA_WRITE, va(srv.pool), srv.pool_mr->rkey,
+		       64);
+	/* zero-length requests are checked as well */
+	expect_refused(2, XP_WR_RDMA_READ, va(srv.pool), srv.pool_mr->rkey,
+		       0);
+	check_alive(3);
+}
+
+/*
+ * 10,000 bind/invalidate cycles of one window, each key used once from
+ * the client and refused after its invalidate (every 100th checked, the
+ * others bound and invalidated locally in chains).
+ */
+static void test_mw_cycles(void **state)
+{
+	struct xp_mw *mw;
+	unsigned int cycles = 10000, i = 0;
+
+	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
+	while (i < cycles) {
+		struct xp_send_wr wr[2 * 31];
+		uint32_t key = 0;
+		int n = 0;
+
+		/* 30 local bind + invalidate pairs in one chain */
+		for (int k = 0; k < 30; k++, i++) {
+			key = xp_mw_next_rkey(mw);
+			wr[n] = (struct xp_send_wr){
+			    .wr_id = 200,
+			    .opcode = XP_WR_BIND_MW,
+			    .bind = {.mw = mw,
+				     .mr = srv.pool_mr,
+				     .addr = va(srv.pool + (i % 16) * 4096),
+				     .length = 4096,
+				     .access = XP_ACCESS_REMOTE_READ,
+				     .rkey = key},
+			};
+			wr[n + 1] = (struct xp_send_wr){
+			    .wr_id = 201,
+			    .opcode = XP_WR_LOCAL_INV,
+			    .invalidate_rkey = key,
+			};
+			wr[n].next = &wr[n + 1];
+			if (n)
+				wr[n - 1].next = &wr[n];
+			n += 2;
+			/* tcp: posting assigns the key; rdma: the bind */
+			mw->rkey = key;
+		}
+		wr[n - 1].flags = XP_SEND_SIGNALED;
+		post(&srv.ep[0], wr);
+		expect_wc(&srv.ep[0], 201, XP_WC_SUCCESS, XP_WC_LOCAL_INV);
+		/* one remote round: grant, read, invalidate by the client */
+		key = grant(0, mw, 0, 4096, XP_ACCESS_REMOTE_READ);
+		assert_int_equal(
+		    one_sided(0, XP_WR_RDMA_READ, va(srv.pool), key, 8).status,
+		    XP_WC_SUCCESS);
+		{
+			struct xp_send_wr inv = send_wr(&cli, 0, 3, &key, 4);
+
+			inv.opcode = XP_WR_SEND_WITH_INV;
+			inv.invalidate_rkey = key;
+			post(&cli.ep[0], &inv);
+			expect_wc(&cli.ep[0], 3, XP_WC_SUCCESS, XP_WC_SEND);
+			assert_true(recv_msg(&srv, &srv.ep[0], &key, 4).flags &
+				    XP_WC_F_WITH_INV);
+		}
+		i++;
+	}
+	expect_refused(0, XP_WR_RDMA_READ, va(srv.pool), mw->rkey, 8);
+	check_alive(1);
+	xp_dealloc_mw(mw);
+}
+
+/*
+ * Many live windows at once, each bound on its own range and each usable
+ * through its own key only (tcp: 10,000; rdma: as many as the test's
+ * send queue round trips make reasonable).
+ */
+static void test_many_windows(void **state)
+{
+	unsigned int n = X == &xp_tcp_ops ? 10000 : 256;
+	struct xp_mw **mw = calloc(n, sizeof(*mw));
+	uint64_t deadline = now_ms() + WAIT_MS * 6;
+
+	assert_non_null(mw);
+	for (unsigned int i = 0; i < n; i++) {
+		struct xp_send_wr wr = {
+		    .wr_id = i,
+		    .opcode = XP_WR_BIND_MW,
+		    .flags = i % 32 == 31 || i == n - 1 ? XP_SEND_SIGNALED : 0,
+		};
+
+		assert_int_equal(xp_alloc_mw(srv.g, &mw[i]), 0);
+		wr.bind = (struct xp_mw_bind){
+		    .mw = mw[i],
+		    .mr = srv.pool_mr,
+		    .addr = va(srv.pool + (i % 256) * 4096),
+		    .length = 4096,
+		    .access = XP_ACCESS_REMOTE_READ,
+		    .rkey = xp_mw_next_rkey(mw[i]),
+		};
+		post(&srv.ep[1], &wr);
+		if (wr.flags)
+			expect_wc(&srv.ep[1], i, XP_WC_SUCCESS, XP_WC_BIND_MW);
+		assert_true(now_ms() < deadline);
+	}
+	for (unsigned int i = 0; i < n; i += n / 16) {
+		fill(srv.pool + (i % 256) * 4096, 16, i);
+		assert_int_equal(one_sided(1, XP_WR_RDMA_READ,
+					   va(srv.pool + (i % 256) * 4096),
+					   mw[i]->rkey, 16)
+				     .status,
+				 XP_WC_SUCCESS);
+		assert_memory_equal(cli.mem + 64 * 1024,
+				    srv.pool + (i % 256) * 4096, 16);
+	}
+	/* window 0's key over window 1's range: refused */
+	expect_refused(1, XP_WR_RDMA_READ, va(srv.pool + 4096), mw[0]->rkey,
+		       16);
+	for (unsigned int i = 0; i < n; i++)
+		xp_dealloc_mw(mw[i]);
+	free(mw);
+	check_alive(0);
+}
+
+/* Destroying a connection invalidates its windows; the group goes on. */
+static void test_destroy_drops_windows(void **state)
+{
+	struct xp_mw *mw;
+	uint32_t key;
+
+	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
+	key = grant(2, mw, 0, 4096, XP_ACCESS_REMOTE_READ);
+	xp_destroy(srv.ep[2].c);
+	memset(&srv.ep[2], 0, sizeof(srv.ep[2]));
+	wait_error(&cli.ep[2]);
+	drain_flushes(&cli.ep[2]);
+	/* the window is free: it can be bound again elsewhere */
+	key = grant(3, mw, 0, 4096, XP_ACCESS_REMOTE_READ);
+	assert_int_equal(one_sided(3, XP_WR_RDMA_READ, va(srv.pool), key, 64)
+			     .status,
+			 XP_WC_SUCCESS);
+	check_alive(0);
+	xp_dealloc_mw(mw);
+}
+
+static int group_setup(void **state)
+{
+	int ret = -EADDRINUSE;
+
+	port = (uint16_t)(20000 + getpid() % 12000);
+	for (int i = 0; i < 50 && ret == -EADDRINUSE; i++, port += 7)
+		ret = X->listen(addr, port, &lst);
+	if (ret) {
+		fprintf(stderr, "listen on %s: %s\n", addr, strerror(-ret));
+		return -1;
+	}
+	port -= 7;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	X->listener_destroy(lst);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_group_conns, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_watch_fd, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_read_write, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_out_of_range, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_wrong_access, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_after_local_inv, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_send_with_inv, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_send_inv_bad_key, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_other_conn, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_bind_only_region, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_mw_cycles, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_many_windows, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_destroy_drops_windows, setup,
+					    teardown),
+	};
+	const char *name = argc > 1 ? argv[1] : "tcp";
+	const char *lvl = getenv("RBLK_TEST_LOG");
+
+	if (lvl && log_parse_level(lvl) >= 0)
+		log_set_level(log_parse_level(lvl));
+	else
+		log_set_level(LOG_ERR);
+	X = xp_find(name);
+	if (!X) {
+		fprintf(stderr, "usage: %s [tcp|rdma]\n", argv[0]);
+		return 1;
+	}
+	if (X == &xp_rdma_ops) {
+		addr = getenv("RBLK_TEST_RDMA_ADDR");
+		if (!addr || !*addr) {
+			printf("skip: RBLK_TEST_RDMA_ADDR is not set (an IP "
+			       "address on an RDMA device)\n");
+			return 77;
+		}
+	}
+	return cmocka_run_group_tests_name(name, tests, group_setup,
+					   group_teardown)
+		   ? 1
+		   : 0;
+}

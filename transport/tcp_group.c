@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp_group.c - tcp transport: poll groups (see tcp_internal.h).
+ *
+ * A group is one epoll set over its connections' sockets and the fds the
+ * owner watches, the key table, and a FIFO ("ready list") of connections
+ * with work the epoll set cannot show: completions queued by post_send()
+ * or by a failure, input parsed only in part because the caller's array
+ * was full, a read stopped by the per-call byte budget. group_poll()
+ * serves the ready list, asks epoll (without blocking) which sockets have
+ * something, and serves those, round robin, up to max completions.
+ *
+ * A private group (a connection made with a NULL group) with no watched
+ * fds skips epoll_wait altogether: its one connection is polled the way
+ * the per-connection transport always did (rx_skip, see tcp_conn).
+ */
+#include "tcp_internal.h"
+
+#define TCP_WATCH_TAG 1ull /* epoll data: a tcp_watch, not a tcp_conn */
+
+int tcp_group_create(struct xp_group **out)
+{
+	struct tcp_group *g = calloc(1, sizeof(*g));
+
+	if (!g) {
+		log_err("tcp: calloc(group): %s", strerror(errno));
+		return -ENOMEM;
+	}
+	g->base.ops = &xp_tcp_ops;
+	g->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (g->epfd < 0) {
+		int ret = -errno;
+
+		log_err("tcp: epoll_create1: %s", strerror(errno));
+		free(g);
+		return ret;
+	}
+	*out = &g->base;
+	return 0;
+}
+
+/* Connections first (their windows), then regions and windows, then fds. */
+void tcp_group_destroy(struct xp_group *xg)
+{
+	struct tcp_group *g;
+
+	if (!xg)
+		return;
+	g = to_tcp_group(xg);
+	while (g->conns) {
+		g->private_conn = NULL; /* destroy() must not recurse here */
+		tcp_destroy(&g->conns->base);
+	}
+	tcp_keys_free(g);
+	while (g->watches) {
+		struct tcp_watch *w = g->watches;
+
+		g->watches = w->next;
+		free(w);
+	}
+	close(g->epfd);
+	free(g);
+}
+
+int tcp_group_add(struct tcp_group *g, struct tcp_conn *c)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uintptr_t)c};
+
+	if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, c->sock, &ev) < 0) {
+		int ret = -errno;
+
+		log_err("%s: epoll_ctl(ADD): %s", c->peer, strerror(errno));
+		return ret;
+	}
+	c->in_epoll = true;
+	c->gnext = g->conns;
+	if (g->conns)
+		g->conns->gprev = c;
+	g->conns = c;
+	return 0;
+}
+
+void tcp_group_remove(struct tcp_group *g, struct tcp_conn *c)
+{
+	tcp_epoll_del(c);
+	if (c->gprev)
+		c->gprev->gnext = c->gnext;
+	else
+		g->conns = c->gnext;
+	if (c->gnext)
+		c->gnext->gprev = c->gprev;
+	if (c->on_ready) {
+		struct tcp_conn **pp = &g->ready, *prev = NULL;
+
+		while (*pp != c) {
+			prev = *pp;
+			pp = &(*pp)->rnext;
+		}
+		*pp = c->rnext;
+		if (g->ready_tail == c)
+			g->ready_tail = prev;
+		c->on_ready = false;
+	}
+}
+
+/* Put c at the end of its group's ready list (once). */
+void tcp_ready(struct tcp_conn *c)
+{
+	struct tcp_group *g = c->g;
+
+	if (c->on_ready)
+		return;
+	c->on_ready = true;
+	c->rnext = NULL;
+	if (g->ready_tail)
+		g->ready_tail->rnext = c;
+	else
+		g->ready = c;
+	g->ready_tail = c;
+}
+
+static struct tcp_conn *tcp_ready_pop(struct tcp_group *g)
+{
+	struct tcp_conn *c = g->ready;
+
+	g->ready = c->rnext;
+	if (!g->ready)
+		g->ready_tail = NULL;
+	c->on_ready = false;
+	return c;
+}
+
+int tcp_group_fd(struct xp_group *xg)
+{
+	return to_tcp_group(xg)->epfd;
+}
+
+/*
+ * Nothing to arm: the epoll set is level-triggered and the ready list is
+ * empty whenever group_poll() returned 0. If the set was found empty by
+ * that poll, the poll after this arm skips epoll_wait (the caller sleeps
+ * on the fd next, which wakes at once for anything that came since), so a
+ * "poll until 0, arm, poll, sleep" loop costs one epoll_wait per wake-up.
+ */
+int tcp_group_arm(struct xp_group *xg)
+{
+	struct tcp_group *g = to_tcp_group(xg);
+
+	if (g->private_conn && !g->watches)
+		return tcp_conn_arm(g->private_conn);
+	if (g->ep_arm_skip) {
+		g->ep_arm_skip = false;
+		g->ep_skip = true;
+	}
+	return 0;
+}
+
+/* Serve the connections on the ready list now, each once, in order. */
+static int tcp_serve_ready(struct tcp_group *g, struct xp_wc *wc, int max)
+{
+	struct tcp_conn *last = g->ready_tail;
+	int n = 0;
+
+	while (g->ready && n < max) {
+		struct tcp_conn *c = tcp_ready_pop(g);
+		bool stop = c == last;
+
+		/* read only what epoll reported; staged input is parsed */
+		c->rx_skip = !c->rx_ready;
+		n += tcp_conn_poll(c, wc + n, max - n);
+		c->rx_ready = c->state == XP_CONN_CONNECTED && !c->rx_skip;
+		if (c->cq_count || c->rx_ready)
+			tcp_ready(c);
+		if (stop)
+			break;
+	}
+	return n;
+}
+
+int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
+{
+	struct tcp_group *g = to_tcp_group(xg);
+	struct epoll_event ev[TCP_EP_EVENTS];
+	int n, k;
+
+	if (max < 0)
+		return -EINVAL;
+	if (g->private_conn && !g->watches)
+		return tcp_conn_poll(g->private_conn, wc, max);
+	n = tcp_serve_ready(g, wc, max);
+	if (n == max)
+		goto out;
+	if (g->ep_skip) {
+		g->ep_skip = false;
+		goto out;
+	}
+	k = epoll_wait(g->epfd, ev, TCP_EP_EVENTS, 0);
+	if (k < 0 && errno != EINTR) {
+		int ret = -errno;
+
+		log_err("tcp: epoll_wait: %s", strerror(errno));
+		return n ? n : ret;
+	}
+	for (int i = 0; i < k; i++) {
+		uint64_t d = ev[i].data.u64;
+
+		if (d & TCP_WATCH_TAG) {
+			struct tcp_watch *w =
+			    (struct tcp_watch *)(uintptr_t)(d & ~TCP_WATCH_TAG);
+
+			/* level-triggered: one left out shows again */
+			if (n < max)
+				wc[n++] = (struct xp_wc){
+				    .wr_id = w->cookie,
+				    .opcode = XP_WC_FD_READY,
+				};
+			continue;
+		}
+		struct tcp_conn *c = (struct tcp_conn *)(uintptr_t)d;
+
+		if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+			c->rx_ready = true;
+		tcp_ready(c);
+	}
+	if (n < max)
+		n += tcp_serve_ready(g, wc + n, max - n);
+out:
+	g->ep_arm_skip = n == 0 && !g->ready;
+	return n;
+}
+
+int tcp_group_watch(struct xp_group *xg, int fd, uint64_t cookie)
+{
+	struct tcp_group *g = to_tcp_group(xg);
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct tcp_watch *w = calloc(1, sizeof(*w));
+	int ret;
+
+	if (!w)
+		return -ENOMEM;
+	w->fd = fd;
+	w->cookie = cookie;
+	ev.data.u64 = (uintptr_t)w | TCP_WATCH_TAG;
+	if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		ret = -errno;
+		log_err("tcp: group_watch: epoll_ctl(ADD %d): %s", fd,
+			strerror(errno));
+		free(w);
+		return ret;
+	}
+	w->next = g->watches;
+	g->watches = w;
+	return 0;
+}
+
+int tcp_group_unwatch(struct xp_group *xg, int fd)
+{
+	struct tcp_group *g = to_tcp_group(xg);
+	struct tcp_watch **pp = &g->watches, *w;
+
+	while (*pp && (*pp)->fd != fd)
+		pp = &(*pp)->next;
+	w = *pp;
+	if (!w)
+		return -ENOENT;
+	*pp = w->next;
+	if (epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL) < 0)
+		log_debug("tcp: group_unwatch: epoll_ctl(DEL %d): %s", fd,
+			  strerror(errno));
+	free(w);
+	return 0;
+}

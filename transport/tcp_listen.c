@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tcp_listen.c - tcp transport: listener, handshake, connect, the ops table
+ * (see tcp_internal.h for the frame format and the progress engine).
+ */
+#include "tcp_internal.h"
+
+/* ---- addresses --------------------------------------------------------- */
+
+void tcp_format_addr(const struct sockaddr_storage *ss, char *buf,
+			    size_t size)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+
+	if (ss->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+		snprintf(buf, size, "tcp %s:%u", host, ntohs(sin->sin_port));
+	} else if (ss->ss_family == AF_INET6 &&
+		   IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+		inet_ntop(AF_INET, &sin6->sin6_addr.s6_addr[12], host,
+			  sizeof(host));
+		snprintf(buf, size, "tcp %s:%u", host, ntohs(sin6->sin6_port));
+	} else if (ss->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
+		snprintf(buf, size, "tcp [%s]:%u", host,
+			 ntohs(sin6->sin6_port));
+	} else {
+		snprintf(buf, size, "tcp ?");
+	}
+}
+
+static int tcp_resolve(const char *host, uint16_t port, bool passive,
+		       struct addrinfo **res)
+{
+	struct addrinfo hints = {
+	    .ai_family = AF_UNSPEC,
+	    .ai_socktype = SOCK_STREAM,
+	    .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
+	};
+	char service[8];
+	int ret;
+
+	snprintf(service, sizeof(service), "%u", port);
+	ret = getaddrinfo(host, service, &hints, res);
+	if (ret == 0)
+		return 0;
+	log_err("getaddrinfo(%s, %s): %s", host ? host : "*", service,
+		ret == EAI_SYSTEM ? strerror(errno) : gai_strerror(ret));
+	if (ret == EAI_SYSTEM)
+		return -errno;
+	if (ret == EAI_MEMORY)
+		return -ENOMEM;
+	return -EHOSTUNREACH;
+}
+
+/* ---- handshake helpers ------------------------------------------------- */
+
+static int tcp_remaining_ms(uint64_t deadline)
+{
+	uint64_t now;
+
+	if (deadline == UINT64_MAX)
+		return -1;
+	now = now_ms();
+	return now >= deadline ? 0
+			       : (int)MIN(deadline - now, (uint64_t)INT32_MAX);
+}
+
+/* Move exactly len bytes on a non-blocking socket before deadline. */
+static int tcp_io_timed(int fd, void *buf, size_t len, bool wr,
+			uint64_t deadline)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = wr ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+			       : recv(fd, p, len, MSG_DONTWAIT);
+
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			struct pollfd pfd = {
+			    .fd = fd,
+			    .events = wr ? POLLOUT : POLLIN,
+			};
+			int ms = tcp_remaining_ms(deadline), r;
+
+			if (ms == 0)
+				return -ETIMEDOUT;
+			r = poll(&pfd, 1, ms);
+			if (r < 0 && errno != EINTR)
+				return -errno;
+			if (r == 0)
+				return -ETIMEDOUT;
+			continue;
+		}
+		return -errno;
+	}
+	return 0;
+}
+
+/* Non-blocking connect to one address, waiting until deadline. */
+static int tcp_connect_one(const struct addrinfo *ai, uint64_t deadline,
+			   int *out)
+{
+	int fd, err = 0;
+	socklen_t el = sizeof(err);
+
+	fd = socket(ai->ai_family,
+		    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+	if (fd < 0) {
+		err = errno;
+		log_err("tcp: socket: %s", strerror(err));
+		return -err;
+	}
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		goto out_connected;
+	if (errno != EINPROGRESS) {
+		err = errno;
+		goto out_close_socket;
+	}
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		int r = poll(&pfd, 1, tcp_remaining_ms(deadline));
+
+		if (r > 0)
+			break;
+		if (r == 0) {
+			err = ETIMEDOUT;
+			goto out_close_socket;
+		}
+		if (errno != EINTR) {
+			err = errno;
+			goto out_close_socket;
+		}
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+		err = errno;
+	if (err)
+		goto out_close_socket;
+out_connected:
+	*out = fd;
+	return 0;
+
+out_close_socket:
+	close(fd);
+	return -err;
+}
+
+static int tcp_group_connect(struct xp_group *g, const char *host,
+			     uint16_t port, const struct xp_conn_attr *attr,
+			     const void *priv, size_t priv_len, int timeout_ms,
+			     struct xp_conn **out, void *rej, size_t *rej_len)
+{
+	uint8_t frame[TCP_HDR_LEN + XP_PRIV_MAX];
+	uint64_t deadline =
+	    timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
+	struct addrinfo *res, *ai;
+	struct tcp_conn *c;
+	struct tcp_hdr h;
+	int ret, fd = -1;
+
+	if (rej_len)
+		*rej_len = 0;
+	if (priv_len > XP_PRIV_MAX || (priv_len && !priv)) {
+		log_err("tcp: connect: %zu bytes of private data (max %d)",
+			priv_len, XP_PRIV_MAX);
+		return -EINVAL;
+	}
+	ret = tcp_attr_check(attr);
+	if (ret)
+		return ret;
+	ret = tcp_resolve(host, port, false, &res);
+	if (ret)
+		return ret;
+	ret = -EHOSTUNREACH;
+	for (ai = res; ai; ai = ai->ai_next) {
+		ret = tcp_connect_one(ai, deadline, &fd);
+		if (!ret || ret == -ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	if (ret) {
+		log_err("tcp: connect(%s:%u): %s", host, port, strerror(-ret));
+		return ret;
+	}
+	ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
+	if (ret)
+		goto out_close_socket;
+
+	tcp_hdr_encode(frame, TCP_F_CONNECT, (uint32_t)priv_len, 0, 0, 0,
+		       TCP_VERSION);
+	if (priv_len)
+		memcpy(frame + TCP_HDR_LEN, priv, priv_len);
+	ret = tcp_io_timed(fd, frame, TCP_HDR_LEN + priv_len, true, deadline);
+	if (ret) {
+		log_err("%s: send(CONNECT): %s", c->peer, strerror(-ret));
+		goto out_destroy_conn;
+	}
+	/* exactly the answer frame: what follows it belongs to poll() */
+	ret = tcp_io_timed(fd, frame, TCP_HDR_LEN, false, deadline);
+	if (!ret && tcp_hdr_decode(frame, &h))
+		ret = -EPROTO;
+	if (!ret && h.type != TCP_F_ACCEPT && h.type != TCP_F_REJECT)
+		ret = -EPROTO;
+	if (!ret && h.len)
+		ret = tcp_io_timed(fd, frame + TCP_HDR_LEN, h.len, false,
+				   deadline);
+	if (ret) {
+		log_err("%s: waiting for ACCEPT: %s", c->peer, strerror(-ret));
+		goto out_destroy_conn;
+	}
+	if (h.type == TCP_F_REJECT) {
+		if (rej && rej_len) {
+			memcpy(rej, frame + TCP_HDR_LEN, h.len);
+			*rej_len = h.len;
+		}
+		log_debug("%s: connection rejected", c->peer);
+		ret = -ECONNREFUSED;
+		goto out_destroy_conn;
+	}
+	c->state = XP_CONN_CONNECTED;
+	*out = &c->base;
+	return 0;
+
+out_destroy_conn:
+	tcp_destroy(&c->base); /* closes fd */
+	return ret;
+out_close_socket:
+	close(fd);
+	return ret;
+}
+
+/* ---- listener ---------------------------------------------------------- */
+
+static int tcp_listen_one(int family, const struct sockaddr *sa, socklen_t sl,
+			  bool dual)
+{
+	int fd, one = 1, zero = 0, err;
+
+	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		log_warn("tcp: setsockopt(SO_REUSEADDR): %s", strerror(errno));
+	if (dual &&
+	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) < 0)
+		log_warn("tcp: setsockopt(IPV6_V6ONLY): %s", strerror(errno));
+	if (bind(fd, sa, sl) < 0 || listen(fd, SOMAXCONN) < 0) {
+		err = errno;
+		goto out_close_socket;
+	}
+	return fd;
+
+out_close_socket:
+	close(fd);
+	return -err;
+}
+
+static int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct tcp_listener *l;
+	int fd = -EAFNOSUPPORT, ret;
+
+	if (!host || !*host || !strcmp(host, "0.0.0.0") ||
+	    !strcmp(host, "::")) {
+		/* any: dual-stack IPv6 socket, IPv4 where there is no IPv6 */
+		struct sockaddr_in6 sin6 = {
+		    .sin6_family = AF_INET6,
+		    .sin6_port = htons(port),
+		    .sin6_addr = IN6ADDR_ANY_INIT,
+		};
+		struct sockaddr_in sin = {
+		    .sin_family = AF_INET,
+		    .sin_port = htons(port),
+		    .sin_addr.s_addr = htonl(INADDR_ANY),
+		};
+
+		fd = tcp_listen_one(AF_INET6, (struct sockaddr *)&sin6,
+				    sizeof(sin6), true);
+		if (fd == -EAFNOSUPPORT)
+			fd = tcp_listen_one(AF_INET, (struct sockaddr *)&sin,
+					    sizeof(sin), false);
+	} else {
+		struct addrinfo *res, *ai;
+
+		ret = tcp_resolve(host, port, true, &res);
+		if (ret)
+			return ret;
+		for (ai = res; ai; ai = ai->ai_next) {
+			fd = tcp_listen_one(ai->ai_family, ai->ai_addr,
+					    ai->ai_addrlen, false);
+			if (fd >= 0)
+				break;
+		}
+		freeaddrinfo(res);
+	}
+	if (fd < 0) {
+		log_err("tcp: listen(%s:%u): %s", host ? host : "*", port,
+			strerror(-fd));
+		return fd;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		ret = -ENOMEM;
+		log_err("tcp: calloc(listener): %s", strerror(ENOMEM));
+		goto out_close_socket;
+	}
+	l->base.ops = &xp_tcp_ops;
+	l->lfd = fd;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (l->epfd < 0) {
+		ret = -errno;
+		log_err("tcp: epoll_create1: %s", strerror(errno));
+		goto out_free_listener;
+	}
+	ev.data.fd = fd;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		ret = -errno;
+		log_err("tcp: epoll_ctl(ADD): %s", strerror(errno));
+		goto out_close_epoll;
+	}
+	/* wakes the listener's owner so silent handshakes expire on time */
+	l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (l->tfd < 0) {
+		ret = -errno;
+		log_err("tcp: timerfd_create: %s", strerror(errno));
+		goto out_close_epoll;
+	}
+	ev.data.fd = l->tfd;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->tfd, &ev) < 0) {
+		ret = -errno;
+		log_err("tcp: epoll_ctl(ADD timerfd): %s", strerror(errno));
+		goto out_close_timer;
+	}
+	*out = &l->base;
+	return 0;
+
+out_close_timer:
+	close(l->tfd);
+out_close_epoll:
+	close(l->epfd);
+out_free_listener:
+	free(l);
+out_close_socket:
+	close(fd);
+	return ret;
+}
+
+static void tcp_pending_drop(struct tcp_listener *l, unsigned int i)
+{
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->pend[i].fd, NULL);
+	close(l->pend[i].fd);
+	l->pend[i] = l->pend[--l->npend];
+}
+
+static void tcp_listener_destroy(struct xp_listener *xl)
+{
+	struct tcp_listener *l;
+
+	if (!xl)
+		return;
+	l = to_tcp_listener(xl);
+	while (l->npend)
+		tcp_pending_drop(l, l->npend - 1);
+	close(l->tfd);
+	close(l->epfd);
+	close(l->lfd);
+	free(l);
+}
+
+static int tcp_listener_fd(struct xp_listener *xl)
+{
+	return to_tcp_listener(xl)->epfd;
+}
+
+/* The pending handshake to drop for a new one: the oldest silent one. */
+static unsigned int tcp_pending_victim(const struct tcp_listener *l)
+{
+	unsigned int old = 0;
+	bool old_silent = false;
+
+	for (unsigned int i = 0; i < l->npend; i++) {
+		int unread = 0;
+		bool silent = ioctl(l->pend[i].fd, FIONREAD, &unread) == 0 &&
+			      unread == 0;
+
+		if ((silent && !old_silent) ||
+		    (silent == old_silent &&
+		     l->pend[i].deadline_ms < l->pend[old].deadline_ms)) {
+			old = i;
+			old_silent = silent;
+		}
+	}
+	return old;
+}
+
+/* Accept what the kernel has queued into the pending table. */
+static void tcp_accept_pending(struct tcp_listener *l, uint64_t now)
+{
+	for (int n = 0; n < TCP_PENDING_MAX; n++) {
+		struct epoll_event ev = {.events = EPOLLIN};
+		struct tcp_pending *p;
+		int fd =
+		    accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				log_warn("tcp: accept4: %s", strerror(errno));
+			return;
+		}
+		if (l->npend == TCP_PENDING_MAX) {
+			/*
+			 * Full of silent clients: the oldest one goes. A
+			 * socket with unread bytes (a CONNECT not parsed yet)
+			 * is spared while a silent one is left, so a flood
+			 * of idle connections cannot evict a real client.
+			 */
+			unsigned int old = tcp_pending_victim(l);
+
+			log_warn("tcp: %u handshakes pending, dropping the "
+				 "oldest",
+				 l->npend);
+			tcp_pending_drop(l, old);
+		}
+		ev.data.fd = fd;
+		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			log_warn("tcp: epoll_ctl(ADD): %s", strerror(errno));
+			close(fd);
+			continue;
+		}
+		p = &l->pend[l->npend++];
+		p->fd = fd;
+		p->deadline_ms = now + TCP_HANDSHAKE_MS;
+		p->got = 0;
+	}
+}
+
+/* Read more of a CONNECT frame: 1 complete, 0 not yet, -errno drop it. */
+static int tcp_pending_read(struct tcp_pending *p)
+{
+	for (;;) {
+		size_t need = TCP_HDR_LEN;
+		ssize_t n;
+
+		if (p->got >= TCP_HDR_LEN)
+			need += p->hdr.len;
+		if (p->got == need)
+			return 1;
+		n = recv(p->fd, p->buf + p->got, need - p->got, MSG_DONTWAIT);
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		p->got += (size_t)n;
+		if (p->got == TCP_HDR_LEN && (tcp_hdr_decode(p->buf, &p->hdr) ||
+					      p->hdr.type != TCP_F_CONNECT))
+			return -EPROTO;
+	}
+}
+
+/*
+ * Non-blocking: sockets that have not sent their CONNECT frame wait in a
+ * table (at most TCP_PENDING_MAX, each for at most TCP_HANDSHAKE_MS), so a
+ * silent client never stalls the listener thread. A timerfd in the
+ * listener's epoll set makes listener_fd() readable at the earliest
+ * deadline, so expiry needs no polling by the owner.
+ */
+static int tcp_take_request(struct tcp_listener *l, struct xp_group *g,
+			    const struct xp_conn_attr *attr,
+			    struct xp_conn **out, void *priv, size_t *priv_len)
+{
+	uint64_t now = now_ms();
+	struct tcp_conn *c;
+	unsigned int i = 0;
+	int ret, fd;
+
+	tcp_accept_pending(l, now);
+	while (i < l->npend) {
+		struct tcp_pending *p = &l->pend[i];
+
+		ret = tcp_pending_read(p);
+		if (ret == 0 && now >= p->deadline_ms)
+			ret = -ETIMEDOUT;
+		if (ret < 0) {
+			log_warn("tcp: dropping incoming connection: %s",
+				 ret == -EPROTO ? "not an rblk tcp CONNECT"
+						: strerror(-ret));
+			tcp_pending_drop(l, i);
+			continue;
+		}
+		if (ret == 0) {
+			i++;
+			continue;
+		}
+		if (priv)
+			memcpy(priv, p->buf + TCP_HDR_LEN, p->hdr.len);
+		if (priv_len)
+			*priv_len = p->hdr.len;
+		fd = p->fd;
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+		l->pend[i] = l->pend[--l->npend];
+		ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
+		if (ret) {
+			close(fd);
+			return ret;
+		}
+		log_debug("%s: connection request", c->peer);
+		*out = &c->base;
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+/* Arm the timer for the earliest handshake deadline, or disarm it. */
+static void tcp_arm_handshake_timer(struct tcp_listener *l)
+{
+	struct itimerspec its = {0};
+	uint64_t first = UINT64_MAX;
+	uint64_t exp;
+
+	while (read(l->tfd, &exp, sizeof(exp)) > 0)
+		; /* drain expirations */
+	for (unsigned int i = 0; i < l->npend; i++)
+		first = MIN(first, l->pend[i].deadline_ms);
+	if (first != UINT64_MAX) {
+		its.it_value.tv_sec = (time_t)(first / 1000);
+		its.it_value.tv_nsec = (long)(first % 1000) * 1000000;
+	}
+	if (timerfd_settime(l->tfd, TFD_TIMER_ABSTIME, &its, NULL))
+		log_warn("tcp: timerfd_settime: %s", strerror(errno));
+}
+
+static int tcp_group_get_request(struct xp_listener *xl, struct xp_group *g,
+				 const struct xp_conn_attr *attr,
+				 struct xp_conn **out, void *priv,
+				 size_t *priv_len)
+{
+	struct tcp_listener *l = to_tcp_listener(xl);
+	int ret = tcp_take_request(l, g, attr, out, priv, priv_len);
+
+	tcp_arm_handshake_timer(l);
+	return ret;
+}
+
+static int tcp_send_handshake(struct tcp_conn *c, uint8_t type,
+			      const void *priv, size_t priv_len)
+{
+	struct tcp_frame f = {.seq = TCP_NO_SEQ, .copy = true};
+
+	if (priv_len > XP_PRIV_MAX || (priv_len && !priv)) {
+		log_err("%s: %zu bytes of private data (max %d)", c->peer,
+			priv_len, XP_PRIV_MAX);
+		return -EINVAL;
+	}
+	tcp_hdr_encode(f.hdr, type, (uint32_t)priv_len, 0, 0, 0,
+		       type == TCP_F_REJECT ? 0 : TCP_VERSION);
+	f.payload = priv;
+	f.len = (uint32_t)priv_len;
+	return tcp_send_frames(c, &f, 1);
+}
+
+static int tcp_accept(struct xp_conn *xc, const void *priv, size_t priv_len)
+{
+	struct tcp_conn *c = to_tcp(xc);
+	int ret;
+
+	if (c->state != XP_CONN_REQUESTED) {
+		log_err("%s: accept: connection not in REQUESTED state",
+			c->peer);
+		return -EINVAL;
+	}
+	ret = tcp_send_handshake(c, TCP_F_ACCEPT, priv, priv_len);
+	if (ret) {
+		log_err("%s: send(ACCEPT): %s", c->peer, strerror(-ret));
+		return ret;
+	}
+	c->state = XP_CONN_CONNECTED;
+	return 0;
+}
+
+static void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
+{
+	struct tcp_conn *c = to_tcp(xc);
+	int ret;
+
+	ret = tcp_send_handshake(c, TCP_F_REJECT, priv, priv_len);
+	if (!ret && c->oq_count)
+		ret = -EAGAIN; /* a fresh socket takes 80 bytes; never seen */
+	if (ret)
+		log_warn("%s: send(REJECT): %s", c->peer, strerror(-ret));
+	tcp_destroy(xc);
+}
+
+/* ---- compatibility: the old signatures, a private group ------------- */
+
+static int tcp_get_request(struct xp_listener *xl,
+			   const struct xp_conn_attr *attr,
+			   struct xp_conn **out, void *priv, size_t *priv_len)
+{
+	return tcp_group_get_request(xl, NULL, attr, out, priv, priv_len);
+}
+
+static int tcp_connect(const char *host, uint16_t port,
+		       const struct xp_conn_attr *attr, const void *priv,
+		       size_t priv_len, int timeout_ms, struct xp_conn **out,
+		       void *rej, size_t *rej_len)
+{
+	return tcp_group_connect(NULL, host, port, attr, priv, priv_len,
+				 timeout_ms, out, rej, rej_len);
+}
+
+const struct xp_ops xp_tcp_ops = {
+    .name = "tcp",
+    .listen = tcp_listen,
+    .listener_destroy = tcp_listener_destroy,
+    .listener_fd = tcp_listener_fd,
+    .get_request = tcp_get_request,
+    .accept = tcp_accept,
+    .reject = tcp_reject,
+    .connect = tcp_connect,
+    .destroy = tcp_destroy,
+    .disconnect = tcp_disconnect,
+    .state = tcp_state,
+    .peer_name = tcp_peer_name,
+    .conn_group = tcp_conn_group,
+    .group_create = tcp_group_create,
+    .group_destroy = tcp_group_destroy,
+    .group_fd = tcp_group_fd,
+    .group_arm = tcp_group_arm,
+    .group_poll = tcp_group_poll,
+    .group_watch = tcp_group_watch,
+    .group_unwatch = tcp_group_unwatch,
+    .group_get_request = tcp_group_get_request,
+    .group_connect = tcp_group_connect,
+    .alloc_mw = tcp_alloc_mw,
+    .dealloc_mw = tcp_dealloc_mw,
+    .reg_mr = tcp_reg_mr,
+    .dereg_mr = tcp_dereg_mr,
+    .post_send = tcp_post_send,
+    .post_recv = tcp_post_recv,
+};
+
