@@ -41,6 +41,7 @@ void cfg_init(struct cfg_target *cfg)
 	cfg->log_level = -1;
 	cfg->max_queue_depth = 128;
 	cfg->max_io = RBLK_DEFAULT_MAX_IO;
+	cfg->slot_pool = CFG_DEFAULT_SLOT_POOL;
 	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s",
 		 CFG_DEFAULT_CTL_SOCKET);
 	cfg->ctl_socket_mode = 0600;
@@ -100,6 +101,35 @@ static int check_block_size(uint64_t bs, char *err, size_t errlen)
 	return fail(err, errlen, -EINVAL,
 		    "block size %llu is not 0 or a power of two from 512 to 65536",
 		    (unsigned long long)bs);
+}
+
+/* "0123abcd-..." (8-4-4-4-12 hex digits) -> 16 bytes; 0 or -EINVAL. */
+static int parse_uuid(const char *s, uint8_t out[16])
+{
+	unsigned int n = 0;
+
+	if (strlen(s) != 36)
+		return -EINVAL;
+	for (int i = 0; i < 36; i++) {
+		int hi, lo;
+
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return -EINVAL;
+			continue;
+		}
+		if (!isxdigit((unsigned char)s[i]) ||
+		    !isxdigit((unsigned char)s[i + 1]))
+			return -EINVAL;
+		hi = isdigit((unsigned char)s[i]) ? s[i] - '0' :
+						    (tolower(s[i]) - 'a' + 10);
+		lo = isdigit((unsigned char)s[i + 1]) ?
+			     s[i + 1] - '0' :
+			     (tolower(s[i + 1]) - 'a' + 10);
+		out[n++] = (uint8_t)(hi << 4 | lo);
+		i++;
+	}
+	return 0;
 }
 
 static int check_max_io(uint64_t v, char *err, size_t errlen)
@@ -382,7 +412,8 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	char *eq, *path, *opts, *opt;
 	struct cfg_export acl = { 0 };
 	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
-	bool ro = false;
+	bool ro = false, has_uuid = false;
+	uint8_t uuid[16];
 	uint64_t bs = 0;
 	int ret;
 
@@ -420,6 +451,12 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return fail(why, whylen, -EINVAL,
 					    "bad bs '%.32s' (0 or a power of two from 512 to 65536)",
 					    opt + 3);
+		} else if (!strncmp(opt, "uuid=", 5)) {
+			if (parse_uuid(opt + 5, uuid))
+				return fail(why, whylen, -EINVAL,
+					    "bad uuid '%.40s' (8-4-4-4-12 hex digits)",
+					    opt + 5);
+			has_uuid = true;
 		} else if (!strncmp(opt, "allow=", 6)) {
 			ret = add_allow(&acl, opt + 6, false, why, whylen);
 			if (ret)
@@ -430,7 +467,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return ret;
 		} else {
 			return fail(why, whylen, -EINVAL,
-				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, allow=HOST, allow_ro=HOST)",
+				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, uuid=UUID, allow=HOST, allow_ro=HOST)",
 				    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -438,6 +475,8 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	if (!e)
 		return ret;
 	e->restricted = acl.restricted;
+	e->has_uuid = has_uuid;
+	memcpy(e->uuid, uuid, has_uuid ? sizeof(e->uuid) : 0);
 	e->nr_allow = acl.nr_allow;
 	memcpy(e->allow, acl.allow, sizeof(acl.allow));
 	memcpy(e->allow_ro, acl.allow_ro, sizeof(acl.allow_ro));
@@ -509,6 +548,21 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 	return 0;
 }
 
+int cfg_set_slot_pool(struct cfg_target *cfg, const char *value, char *err,
+		      size_t errlen)
+{
+	uint64_t size;
+
+	if (parse_size(value, &size) || size < (1u << 20) ||
+	    size > (1ull << 40)) {
+		snprintf(err, errlen,
+			 "slot_pool: '%s' is not a size from 1M to 1T", value);
+		return -EINVAL;
+	}
+	cfg->slot_pool = size;
+	return 0;
+}
+
 int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 		    size_t errlen)
 {
@@ -535,9 +589,9 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 
 enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
-       KEY_NAME, NR_TARGET_KEYS };
+       KEY_NAME, KEY_SLOT_POOL, NR_TARGET_KEYS };
 enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
-       KEY_DIRECT, NR_EXPORT_KEYS };
+       KEY_DIRECT, KEY_UUID, NR_EXPORT_KEYS };
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
@@ -548,6 +602,7 @@ static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_CTL_SOCKET_MODE] = "ctl_socket_mode",
 	[KEY_METRICS] = "metrics",
 	[KEY_NAME] = "name",
+	[KEY_SLOT_POOL] = "slot_pool",
 };
 static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_PATH] = "path",
@@ -556,6 +611,7 @@ static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_ALLOW] = "allow",
 	[KEY_ALLOW_RO] = "allow_ro",
 	[KEY_DIRECT] = "direct",
+	[KEY_UUID] = "uuid",
 };
 static const char *const host_keys[NR_HOST_KEYS] = {
 	[KEY_SECRET] = "secret",
@@ -801,6 +857,10 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 					value, RBLK_MAX_QD);
 		cfg->max_queue_depth = (unsigned int)v;
 		return 1;
+	case KEY_SLOT_POOL:
+		if (cfg_set_slot_pool(cfg, value, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		return 1;
 	case KEY_MAX_IO:
 		if (parse_size(value, &size))
 			return ctx_fail(c, "max_io: '%s' is not a size", value);
@@ -870,6 +930,12 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 					value);
 		e->direct = b ? CFG_DIRECT_YES : CFG_DIRECT_NO;
 		return 1;
+	case KEY_UUID:
+		if (parse_uuid(value, e->uuid))
+			return ctx_fail(c, "uuid: '%s' is not 8-4-4-4-12 hex digits",
+					value);
+		e->has_uuid = true;
+		return 1;
 	}
 	return ctx_fail(c, "internal error: key %d", key);
 }
@@ -938,13 +1004,13 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 	case SEC_TARGET:
 		key = lookup_key(target_keys, NR_TARGET_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, ctl_socket, ctl_socket_mode, metrics, name)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, ctl_socket, ctl_socket_mode, metrics, name)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct)",
+			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid)",
 					name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);
 	}

@@ -50,6 +50,9 @@ struct cfg_export {
 	char allow[CFG_MAX_ALLOW][RBLK_NAME_MAX];
 	bool allow_ro[CFG_MAX_ALLOW];
 	enum cfg_direct direct;
+	/* uuid = / uuid=: the volume identity LOGIN reports (vol_id) */
+	bool has_uuid;
+	uint8_t uuid[16];
 };
 
 struct cfg_target {
@@ -62,6 +65,8 @@ struct cfg_target {
 	int log_level; /* enum log_level; -1: not set */
 	unsigned int max_queue_depth; /* cap on what initiators may request */
 	uint32_t max_io; /* cap on max_io, power of two */
+	/* slot pool bytes for the whole target, split over the workers */
+	uint64_t slot_pool;
 	/* control socket: a unix socket path, or "none" */
 	char ctl_socket[108];
 	bool ctl_socket_set; /* given explicitly: failing to create it is fatal */
@@ -73,6 +78,8 @@ struct cfg_target {
 };
 
 #define CFG_DEFAULT_CTL_SOCKET "/run/rblk/target.sock"
+
+#define CFG_DEFAULT_SLOT_POOL (256ull << 20)
 
 /* Defaults: no listeners, no exports, workers 0, engine io_uring,
  * log_level -1, max_queue_depth 128, max_io 1 MiB, control socket
@@ -161,6 +168,9 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
  * Set the metrics endpoint: tcp://HOST:PORT, or a bare PORT meaning
  * tcp://127.0.0.1:PORT; -EINVAL with reason.
  */
+/* slot_pool = SIZE / --slot-pool: 1M..1T. 0 or -EINVAL with err set. */
+int cfg_set_slot_pool(struct cfg_target *cfg, const char *value, char *err,
+		      size_t errlen);
 int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 		    size_t errlen);
 

@@ -110,9 +110,10 @@ struct io {
 
 enum ireq_state {
 	IREQ_FREE,
-	IREQ_CMD, /* command posted; waiting for the response */
-	IREQ_NEED_READ, /* response OK; RDMA READ waits for send credits */
-	IREQ_READ, /* RDMA READ posted */
+	IREQ_CMD, /* command (or WRITE data) posted; waiting for RESP/GRANT */
+	IREQ_NEED_READ, /* RESP(PULL); RDMA READ + READ_DONE wait for credits */
+	IREQ_READ, /* RDMA READ + READ_DONE posted */
+	IREQ_NEED_DATA, /* GRANT; RDMA WRITE + WRITE_DATA wait for credits */
 	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
 	IREQ_REISSUE, /* connection lost before completion: resend it */
 	IREQ_KA, /* KEEPALIVE posted (no io) */
@@ -130,6 +131,8 @@ struct ireq {
 	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
 	bool direct; /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
+	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
+	uint32_t rkey;
 	struct ireq *next; /* free list or credit wait list */
 };
 
@@ -149,9 +152,8 @@ struct rblk_queue {
 
 	uint16_t qd; /* granted */
 	uint32_t max_io;
-	uint64_t slot_addr;
-	uint32_t slot_rkey;
 	uint32_t features;
+	uint8_t vol_id[RBLK_VOL_ID_LEN];
 	bool authed; /* login: the target proved the secret (AUTH_RESULT) */
 	bool direct; /* READ/WRITE go straight to the volume */
 	uint32_t vol_rkey;
@@ -223,8 +225,8 @@ struct rblk {
 
 /* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
 enum wrid_kind {
-	WRID_CMD = QP_WRID_USER, /* the command SEND of a tag (+ RDMA WRITE) */
-	WRID_READ, /* RDMA READ of a tag */
+	WRID_CMD = QP_WRID_USER, /* a SEND of a tag (+ RDMA WRITE/READ) */
+	WRID_READ, /* pull RDMA READ of a tag (credits with its READ_DONE) */
 	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
 	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
 };
@@ -237,6 +239,16 @@ static void *cmd_buf(struct rblk_queue *q, unsigned int tag)
 static void *hello_buf(struct rblk_queue *q)
 {
 	return cmd_buf(q, q->cmd_bufs);
+}
+
+/*
+ * READ_DONE / WRITE_DATA of a tag: not in its command buffer, since a pull
+ * READ's part completes (and its tag may carry a new command) before its
+ * READ_DONE has necessarily left.
+ */
+static void *done_buf(struct rblk_queue *q, unsigned int tag)
+{
+	return (char *)hello_buf(q) + RBLK_MSG_MAX + (size_t)tag * RBLK_DONE_SIZE;
 }
 
 /* ---- options ----------------------------------------------------------------- */
@@ -522,17 +534,43 @@ static void batch_done_adding(struct rblk_queue *q)
 		batch_flush(q);
 }
 
-static int post_read(struct rblk_queue *q, struct ireq *rq)
+/*
+ * The second half of a data command, once the target lent its window
+ * (rq->raddr/rkey): a pull READ's RDMA READ and a fenced READ_DONE, or a
+ * WRITE's RDMA WRITE and WRITE_DATA, in one chain; the SEND invalidates
+ * the window (SEND_WITH_INV), so its key is dead before the target sees
+ * the message. A READ completes with its RDMA READ, a WRITE with its RESP.
+ * -EAGAIN without two send credits.
+ */
+static int post_data(struct rblk_queue *q, struct ireq *rq)
 {
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+	bool read = rq->op == RBLK_OP_READ;
+	struct rblk_done d = {
+		.type = read ? RBLK_MSG_READ_DONE : RBLK_MSG_WRITE_DATA,
+		.tag = rq->tag,
+		.rkey = rq->rkey,
+	};
+	void *db = done_buf(q, rq->tag);
+	struct xp_send_wr *wr;
 
-	if (!qp_take(&q->qp, 1))
+	if (!qp_take(&q->qp, 2))
 		return -EAGAIN;
-	qp_add_rdma(&q->qp, XP_WR_RDMA_READ, qp_wrid(WRID_READ, 1, rq->tag),
-		    XP_SEND_SIGNALED, rq->mr ? rq->buf : slot_local, rq->len,
-		    rq->mr ? rq->mr : q->bounce_mr,
-		    q->slot_addr + (uint64_t)rq->tag * q->max_io, q->slot_rkey);
-	rq->state = IREQ_READ;
+	if (!read && !rq->mr)
+		memcpy(slot_local, rq->buf, rq->len);
+	qp_add_rdma(&q->qp, read ? XP_WR_RDMA_READ : XP_WR_RDMA_WRITE,
+		    qp_wrid(WRID_READ, 0, rq->tag),
+		    read ? XP_SEND_SIGNALED : 0, rq->mr ? rq->buf : slot_local,
+		    rq->len, rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+		    rq->rkey);
+	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 2, rq->tag), db,
+		    (uint32_t)rblk_done_encode(db, &d));
+	wr = &q->qp.batch[q->qp.nr_batch - 1];
+	wr->opcode = XP_WR_SEND_WITH_INV;
+	wr->invalidate_rkey = rq->rkey;
+	if (read) /* not before the READ's data is back */
+		wr->flags |= XP_SEND_FENCE;
+	rq->state = read ? IREQ_READ : IREQ_CMD;
 	batch_done_adding(q);
 	return 0;
 }
@@ -625,13 +663,13 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 }
 
 /*
- * Post the command of part rq (its fields filled in): the RDMA WRITE of its
- * data first for writes. The caller checked for two send credits.
+ * Post the command of part rq (its fields filled in). A WRITE's data
+ * follows once the target grants a window (post_data()). The caller
+ * checked for send credits.
  */
 static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_cmd cmd = { 0 };
-	unsigned int credits = 1;
 	void *cb = cmd_buf(q, rq->tag);
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
 
@@ -640,24 +678,14 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 	cmd.offset = rq->offset;
 	cmd.length = rq->len;
 	cmd.flags = rq->cmd_flags;
-	if (rq->op == RBLK_OP_WRITE) {
-		/* RC ordering places this data before the command below */
-		if (!rq->mr)
-			memcpy(slot_local, rq->buf, rq->len);
-		qp_add_rdma(&q->qp, XP_WR_RDMA_WRITE, 0, 0,
-			    rq->mr ? rq->buf : slot_local, rq->len,
-			    rq->mr ? rq->mr : q->bounce_mr,
-			    q->slot_addr + (uint64_t)rq->tag * q->max_io,
-			    q->slot_rkey);
-		credits = 2;
-	} else if (rq->op == RBLK_OP_READ && push_reads(q)) {
+	if (rq->op == RBLK_OP_READ && push_reads(q)) {
 		cmd.flags |= RBLK_CMD_F_PUSH;
 		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
 		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
 	}
-	qp_add_send(&q->qp, qp_wrid(WRID_CMD, credits, rq->tag), cb,
+	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
 		    (uint32_t)rblk_cmd_encode(cb, &cmd));
-	qp_take(&q->qp, credits);
+	qp_take(&q->qp, 1);
 	rq->state = IREQ_CMD;
 	batch_done_adding(q);
 }
@@ -724,7 +752,7 @@ static void retry_reads(struct rblk_queue *q)
 	int ret;
 
 	while ((rq = q->wait_head) && !q->dead) {
-		ret = post_read(q, rq);
+		ret = post_data(q, rq);
 		if (ret == -EAGAIN)
 			return;
 		q->wait_head = rq->next;
@@ -735,23 +763,65 @@ static void retry_reads(struct rblk_queue *q)
 
 /* ---- completions --------------------------------------------------------------- */
 
+/* rq's window arrived: post its data half now, or wait for credits. */
+static void data_ready(struct rblk_queue *q, struct ireq *rq, uint64_t addr,
+		       uint32_t rkey)
+{
+	rq->raddr = addr;
+	rq->rkey = rkey;
+	if (!q->wait_head && !post_data(q, rq))
+		return;
+	rq->state = rq->op == RBLK_OP_READ ? IREQ_NEED_READ : IREQ_NEED_DATA;
+	rq->next = NULL;
+	if (q->wait_tail)
+		q->wait_tail->next = rq;
+	else
+		q->wait_head = rq;
+	q->wait_tail = rq;
+}
+
+static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
+{
+	struct rblk_grant g;
+	struct ireq *rq;
+
+	if (rblk_grant_decode(buf, len, q->qd, q->max_io, &g)) {
+		queue_lost(q, "malformed GRANT from the target");
+		return;
+	}
+	rq = &q->reqs[g.tag];
+	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE ||
+	    g.length != rq->len || rq == q->ka) {
+		queue_lost(q, "GRANT for a tag with no WRITE waiting for one");
+		return;
+	}
+	data_ready(q, rq, g.addr, g.rkey);
+}
+
 static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 {
 	struct rblk_resp resp;
 	struct ireq *rq;
-	int st, ret;
+	bool pull;
+	int st;
 
+	if (rblk_msg_type(buf, len) == RBLK_MSG_GRANT) {
+		handle_grant(q, buf, len);
+		return;
+	}
 	st = rblk_resp_decode(buf, len, q->qd, &resp);
 	if (st) {
 		queue_lost(q, "malformed response from the target");
 		return;
 	}
 	rq = &q->reqs[resp.tag];
-	if (rq == q->ka) {
+	pull = resp.flags & RBLK_RESP_F_PULL;
+	if (rq == q->ka && !pull) {
 		ka_free(q);
 		return;
 	}
-	if (rq->state != IREQ_CMD) {
+	if (rq->state != IREQ_CMD ||
+	    (pull && (rq->op != RBLK_OP_READ || resp.length != rq->len))) {
 		queue_lost(q, "response for a tag with no command");
 		return;
 	}
@@ -761,21 +831,15 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 		part_done(q, rq, rblk_status_to_errno((int)resp.status));
 		return;
 	}
-	if (rq->op != RBLK_OP_READ || push_reads(q)) {
+	if (!pull) {
+		if (rq->op == RBLK_OP_READ && !push_reads(q)) {
+			queue_lost(q, "READ answered without its data");
+			return;
+		}
 		part_done(q, rq, 0);
 		return;
 	}
-	/* pull: fetch the data from the slot */
-	ret = post_read(q, rq);
-	if (ret == -EAGAIN) {
-		rq->state = IREQ_NEED_READ;
-		rq->next = NULL;
-		if (q->wait_tail)
-			q->wait_tail->next = rq;
-		else
-			q->wait_head = rq;
-		q->wait_tail = rq;
-	}
+	data_ready(q, rq, resp.addr, resp.rkey); /* fetch it from the window */
 }
 
 static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
@@ -1399,7 +1463,8 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 
 	q->cmd_bufs = qd;
 	ret = qp_init(&q->qp, q->xc, &attr,
-		      (size_t)(qd + 1u) * CMD_BUF_SIZE + RBLK_HELLO_SIZE);
+		      (size_t)qd * CMD_BUF_SIZE + RBLK_MSG_MAX +
+			      (size_t)qd * RBLK_DONE_SIZE);
 	if (ret)
 		return set_error(ret, "setting up message buffers: %s",
 				 strerror(-ret));
@@ -1465,10 +1530,15 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 				 q->features, (unsigned long long)login.size,
 				 login.block_size, login.max_io,
 				 login.queue_depth, login.features);
+	if (q->connected_once && memcmp(login.vol_id, q->vol_id,
+					sizeof(q->vol_id)))
+		return set_error(-EPROTO,
+				 "%s://%s:%u/%s is another volume after the reconnect (its volume id changed)",
+				 r->url.scheme, url_host, r->url.port,
+				 r->url.export_name);
 	q->qd = login.queue_depth;
 	q->max_io = login.max_io;
-	q->slot_addr = login.slot_addr;
-	q->slot_rkey = login.slot_rkey;
+	memcpy(q->vol_id, login.vol_id, sizeof(q->vol_id));
 	q->features = login.features;
 	ret = queue_use_direct(r, q, o, &login);
 	if (ret)
@@ -1479,6 +1549,7 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 		r->info.max_io = login.max_io;
 		r->info.queue_depth = login.queue_depth;
 		r->info.features = login.features;
+		memcpy(r->info.vol_id, login.vol_id, sizeof(r->info.vol_id));
 		if (!(o->flags & RBLK_OPEN_PUSH_READS))
 			r->info.features &= ~RBLK_F_PUSH;
 		if (!q->direct)

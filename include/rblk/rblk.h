@@ -139,6 +139,12 @@ struct rblk_info {
 	const char *export_name;
 	const char *host; /* target host as given in the URL */
 	uint16_t port;
+	/*
+	 * The volume's identity, stable across sessions and target restarts
+	 * (the export's uuid, or derived from the target and export names):
+	 * for multipath and stable device names.
+	 */
+	uint8_t vol_id[16];
 };
 
 /*

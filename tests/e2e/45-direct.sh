@@ -96,7 +96,7 @@ for vol in romem rofile; do
 	tmo 30 "$t" ro "$url/$vol" || fail "librblk on read-only $vol"
 done
 [ "$(sha "$src")" = "$before" ] || fail "read-only direct file changed"
-grep -q "remote write on rkey .* without the access right" "$RBLK_TARGET_LOG" ||
+grep -q "remote write refused: rkey .* lacks the access right" "$RBLK_TARGET_LOG" ||
 	fail "the target did not log the refused remote write"
 # the target keeps serving everyone else
 kill -0 "$RBLK_TARGET_PID" || fail "the target died"

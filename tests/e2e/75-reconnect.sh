@@ -56,16 +56,30 @@ restart_target()
 }
 
 now_ms() { date +%s%3N; }
+# Wait until the current target logged a login of depth $1 (fio starts
+# slowly on a loaded machine: a kill before its first login tests nothing).
+wait_login()
+{
+	local log=$TEST_DIR/target.r$nstart.log i
+	[ "$nstart" -gt 0 ] || log=$RBLK_TARGET_LOG
+	for ((i = 0; i < 300; i++)); do
+		grep -q "logged in to export vol0 (queue 0, depth $1," "$log" &&
+			return 0
+		sleep 0.05
+	done
+	fail "no login of depth $1 within 15 s"
+}
 quiet_kill() { kill "$@" 2>/dev/null || true; }
 
 # ---- 1. three kill -9 / restart cycles under a write load ------------------
 layout=(--rw=randwrite --bsrange=4k-64k --verify=crc32c --iodepth=16
 	--size=24M --randseed=7575 --verify_state_save=0)
 fio --name=rc "--ioengine=external:$engine" "--uri=$url" "${layout[@]}" \
-	--do_verify=0 --rate=4m --reconnect_delay=0.2 --ctrl_loss_tmo=20 \
+	--do_verify=0 --rate=3m --reconnect_delay=0.2 --ctrl_loss_tmo=20 \
 	--output="$TEST_DIR/w.out" 2>"$TEST_DIR/w.err" &
 fio_pid=$!
 cleanup_fn quiet_kill "$fio_pid"
+wait_login 16
 for round in 1 2 3; do
 	sleep 1.2
 	kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/w.out" "$TEST_DIR/w.err"; fail "fio ended before kill $round"; }
@@ -101,6 +115,7 @@ fio --name=loss "--ioengine=external:$engine" "--uri=$url" --rw=randwrite \
 	--ctrl_loss_tmo=3 --output="$TEST_DIR/l.out" 2>"$TEST_DIR/l.err" &
 fio_pid=$!
 cleanup_fn quiet_kill "$fio_pid"
+wait_login 8
 sleep 1
 kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/l.out" "$TEST_DIR/l.err"; fail "fio (loss) ended early"; }
 kill -KILL "$tpid"
@@ -125,6 +140,7 @@ fio --name=geo "--ioengine=external:$engine" "--uri=$url" --rw=randwrite \
 	--ctrl_loss_tmo=20 --output="$TEST_DIR/g.out" 2>"$TEST_DIR/g.err" &
 fio_pid=$!
 cleanup_fn quiet_kill "$fio_pid"
+wait_login 4
 sleep 1
 kill -KILL "$tpid"
 wait "$tpid" 2>/dev/null || true
@@ -204,6 +220,7 @@ fio --name=dr "--ioengine=external:$engine" "--uri=$url" "${dlayout[@]}" \
 	--ctrl_loss_tmo=20 --output="$TEST_DIR/d.out" 2>"$TEST_DIR/d.err" &
 fio_pid=$!
 cleanup_fn quiet_kill "$fio_pid"
+wait_login 16
 sleep 1.5
 kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/d.out" "$TEST_DIR/d.err"; fail "fio (direct) ended before the kill"; }
 kill -KILL "$tpid"
