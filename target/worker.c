@@ -376,6 +376,11 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 			index, w->pool_len);
 		return -ENOMEM;
 	}
+	/*
+	 * Touched now, once: registering on rdma pins every page anyway,
+	 * and the target's memory then does not grow with the traffic.
+	 */
+	memset(w->pool_mem, 0, w->pool_len);
 	ret = slot_pool_init(&w->pool, w->pool_mem, w->pool_len);
 	if (ret)
 		goto out_free_pool;
