@@ -640,6 +640,15 @@ int rblk_cm_rej_decode(const void *buf, size_t len)
 	return st > RBLK_S_MAX_ ? RBLK_S_INVALID : (int)st;
 }
 
+int rblk_cm_rej_version(const void *buf, size_t len)
+{
+	const struct rblk_wire_cm_rej *w = buf;
+
+	if (len < RBLK_CM_REJ_SIZE || le32toh(w->magic) != RBLK_MAGIC)
+		return -1;
+	return w->version;
+}
+
 size_t rblk_disc_reply_encode(void *buf, const struct rblk_disc_reply *d)
 {
 	struct rblk_wire_disc_reply *w = buf;

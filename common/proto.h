@@ -434,6 +434,8 @@ int rblk_cm_req_decode(const void *buf, size_t len, uint16_t *queue_depth);
 size_t rblk_cm_rej_encode(void *buf, uint32_t status);
 /* Returns the status carried by a reject, or RBLK_S_INVALID if unparseable. */
 int rblk_cm_rej_decode(const void *buf, size_t len);
+/* The protocol version the rejecting target speaks, or -1 if unparseable. */
+int rblk_cm_rej_version(const void *buf, size_t len);
 
 size_t rblk_disc_reply_encode(void *buf, const struct rblk_disc_reply *d);
 /*

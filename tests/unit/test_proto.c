@@ -425,6 +425,9 @@ static void test_cm_roundtrip(void **state)
 		assert_int_equal(m.b[RBLK_CM_REJ_SIZE], 0xee);
 		assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE),
 				 (int)st);
+		assert_int_equal(rblk_cm_rej_version(m.b, RBLK_CM_REJ_SIZE),
+				 RBLK_PROTO_VERSION);
+		assert_int_equal(rblk_cm_rej_version(m.b, 4), -1);
 	}
 }
 
