@@ -114,8 +114,9 @@ struct io {
 enum ireq_state {
 	IREQ_FREE,
 	IREQ_CMD, /* command (or WRITE data) posted; waiting for RESP/GRANT */
-	IREQ_NEED_READ, /* RESP(PULL); RDMA READ + READ_DONE wait for credits */
-	IREQ_READ, /* RDMA READ + READ_DONE posted */
+	IREQ_NEED_READ, /* RESP(PULL); its RDMA READ waits for credits */
+	IREQ_READ, /* RDMA READ of the window posted */
+	IREQ_NEED_DONE, /* READ done; READ_DONE waits for a credit */
 	IREQ_NEED_DATA, /* GRANT; RDMA WRITE + WRITE_DATA wait for credits */
 	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
 	IREQ_REISSUE, /* connection lost before completion: resend it */
@@ -236,7 +237,7 @@ struct rblk {
 /* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
 enum wrid_kind {
 	WRID_CMD = QP_WRID_USER, /* a SEND of a tag (+ RDMA WRITE/READ) */
-	WRID_READ, /* pull RDMA READ of a tag (credits with its READ_DONE) */
+	WRID_READ, /* pull RDMA READ of a tag */
 	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
 	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
 };
@@ -545,44 +546,94 @@ static void batch_done_adding(struct rblk_queue *q)
 }
 
 /*
- * The second half of a data command, once the target lent its window
- * (rq->raddr/rkey): a pull READ's RDMA READ and a fenced READ_DONE, or a
- * WRITE's RDMA WRITE and WRITE_DATA, in one chain; the SEND invalidates
- * the window (SEND_WITH_INV), so its key is dead before the target sees
- * the message. A READ completes with its RDMA READ, a WRITE with its RESP.
- * -EAGAIN without two send credits.
+ * The SEND that ends a window: WRITE_DATA behind a WRITE's data, or a pull
+ * READ's READ_DONE once its RDMA READ completed. SEND_WITH_INV of the
+ * window's key, so the key is dead before the target sees the message.
+ * The caller took its credit.
  */
-static int post_data(struct rblk_queue *q, struct ireq *rq)
+static void add_done(struct rblk_queue *q, struct ireq *rq)
 {
-	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-	bool read = rq->op == RBLK_OP_READ;
 	struct rblk_done d = {
-		.type = read ? RBLK_MSG_READ_DONE : RBLK_MSG_WRITE_DATA,
+		.type = rq->op == RBLK_OP_READ ? RBLK_MSG_READ_DONE :
+						 RBLK_MSG_WRITE_DATA,
 		.tag = rq->tag,
 		.rkey = rq->rkey,
 	};
 	void *db = done_buf(q, rq->tag);
 	struct xp_send_wr *wr;
 
-	if (!qp_take(&q->qp, 2))
-		return -EAGAIN;
-	if (!read && !rq->mr)
-		memcpy(slot_local, rq->buf, rq->len);
-	qp_add_rdma(&q->qp, read ? XP_WR_RDMA_READ : XP_WR_RDMA_WRITE,
-		    qp_wrid(WRID_READ, 0, rq->tag),
-		    read ? XP_SEND_SIGNALED : 0, rq->mr ? rq->buf : slot_local,
-		    rq->len, rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
-		    rq->rkey);
-	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 2, rq->tag), db,
+	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), db,
 		    (uint32_t)rblk_done_encode(db, &d));
 	wr = &q->qp.batch[q->qp.nr_batch - 1];
 	wr->opcode = XP_WR_SEND_WITH_INV;
 	wr->invalidate_rkey = rq->rkey;
-	if (read) /* not before the READ's data is back */
-		wr->flags |= XP_SEND_FENCE;
-	rq->state = read ? IREQ_READ : IREQ_CMD;
+}
+
+/*
+ * The second half of a data command, once the target lent its window
+ * (rq->raddr/rkey), by rq's state:
+ *   IREQ_NEED_READ  the RDMA READ of the window; the part completes when it
+ *                   does, after READ_DONE is posted (below).
+ *   IREQ_NEED_DONE  the READ completed: READ_DONE, then the part is done.
+ *                   Not chained behind the READ with a fence: a fenced
+ *                   SEND would hold every later command of the queue until
+ *                   the READ is back. Posted in the same batch as the
+ *                   commands that follow, so it costs no doorbell, and RC
+ *                   ordering still delivers it before the tag's next
+ *                   command.
+ *   IREQ_NEED_DATA  a WRITE's RDMA WRITE and WRITE_DATA in one chain (RC
+ *                   places the data first); the part completes with RESP.
+ * -EAGAIN without the send credits.
+ */
+static int post_data(struct rblk_queue *q, struct ireq *rq)
+{
+	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+
+	switch (rq->state) {
+	case IREQ_NEED_READ:
+		if (!qp_take(&q->qp, 1))
+			return -EAGAIN;
+		qp_add_rdma(&q->qp, XP_WR_RDMA_READ,
+			    qp_wrid(WRID_READ, 1, rq->tag), XP_SEND_SIGNALED,
+			    rq->mr ? rq->buf : slot_local, rq->len,
+			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+			    rq->rkey);
+		rq->state = IREQ_READ;
+		break;
+	case IREQ_NEED_DONE:
+		if (!qp_take(&q->qp, 1))
+			return -EAGAIN;
+		add_done(q, rq);
+		part_done(q, rq, 0);
+		break;
+	default: /* IREQ_NEED_DATA */
+		if (!qp_take(&q->qp, 2))
+			return -EAGAIN;
+		if (!rq->mr)
+			memcpy(slot_local, rq->buf, rq->len);
+		qp_add_rdma(&q->qp, XP_WR_RDMA_WRITE, 0, 0,
+			    rq->mr ? rq->buf : slot_local, rq->len,
+			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+			    rq->rkey);
+		add_done(q, rq);
+		q->qp.batch[q->qp.nr_batch - 1].wr_id =
+			qp_wrid(WRID_CMD, 2, rq->tag);
+		rq->state = IREQ_CMD;
+		break;
+	}
 	batch_done_adding(q);
 	return 0;
+}
+
+/* rq waits for send credits (in order, behind any already waiting). */
+static void wait_credits(struct rblk_queue *q, struct ireq *rq)
+{
+	rq->next = NULL;
+	if (q->wait_tail)
+		q->wait_tail->next = rq;
+	else
+		q->wait_head = rq;
+	q->wait_tail = rq;
 }
 
 /*
@@ -779,15 +830,10 @@ static void data_ready(struct rblk_queue *q, struct ireq *rq, uint64_t addr,
 {
 	rq->raddr = addr;
 	rq->rkey = rkey;
+	rq->state = rq->op == RBLK_OP_READ ? IREQ_NEED_READ : IREQ_NEED_DATA;
 	if (!q->wait_head && !post_data(q, rq))
 		return;
-	rq->state = rq->op == RBLK_OP_READ ? IREQ_NEED_READ : IREQ_NEED_DATA;
-	rq->next = NULL;
-	if (q->wait_tail)
-		q->wait_tail->next = rq;
-	else
-		q->wait_head = rq;
-	q->wait_tail = rq;
+	wait_credits(q, rq);
 }
 
 static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
@@ -880,8 +926,16 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 			queue_lost(q, "reposting a receive failed");
 		break;
 	case WRID_READ:
-		if (tag < q->qd && q->reqs[tag].state == IREQ_READ)
-			part_done(q, &q->reqs[tag], 0);
+		/* the data is in: READ_DONE frees the window, then the tag */
+		if (tag < q->qd && q->reqs[tag].state == IREQ_READ) {
+			struct ireq *rq = &q->reqs[tag];
+
+			rq->state = IREQ_NEED_DONE;
+			q->plugged++; /* with whatever else this poll posts */
+			if (q->wait_head || post_data(q, rq))
+				wait_credits(q, rq);
+			q->plugged--;
+		}
 		break;
 	case WRID_DIRECT:
 		if (tag < q->qd && q->reqs[tag].state == IREQ_DIRECT)

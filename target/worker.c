@@ -210,11 +210,12 @@ static void retry_busy(struct worker *w)
 }
 
 /*
- * Reap up to TURN_BUDGET completions of wg. Returns true when the budget
- * ran out (more may be waiting: do not sleep), and sets *closing when a
- * connection closed.
+ * Reap up to TURN_BUDGET completions of wg. Returns how many it handled
+ * (TURN_BUDGET: more may be waiting, do not sleep), and sets *closing
+ * when a connection closed.
  */
-static bool group_progress(struct worker *w, struct wgroup *wg, bool *closing)
+static unsigned int group_progress(struct worker *w, struct wgroup *wg,
+				   bool *closing)
 {
 	struct xp_wc wc[POLL_BATCH];
 	unsigned int budget = TURN_BUDGET;
@@ -225,7 +226,7 @@ static bool group_progress(struct worker *w, struct wgroup *wg, bool *closing)
 		if (n < 0) {
 			log_err("worker %u: %s group poll: %s", w->index,
 				wg->ops->name, strerror(-n));
-			return false;
+			break;
 		}
 		for (int i = 0; i < n; i++) {
 			struct tconn *c;
@@ -237,23 +238,28 @@ static bool group_progress(struct worker *w, struct wgroup *wg, bool *closing)
 			*closing |= c->state == TCONN_CLOSING;
 		}
 		if (n == 0)
-			return false;
+			break;
 		budget -= (unsigned int)n;
 	}
-	return true;
+	return TURN_BUDGET - budget;
 }
 
-/* The sleep protocol (transport.h): arm every group, reap once more. */
+/*
+ * The sleep protocol (transport.h): arm every group, reap once more.
+ * True when all is quiet; anything reaped here (new commands for the
+ * engine, responses to post) means another turn first.
+ */
 static bool groups_armed(struct worker *w, bool *closing)
 {
-	bool more = false;
+	bool quiet = true;
 
 	for (unsigned int i = 0; i < w->nr_groups; i++) {
 		if (xp_group_arm(w->groups[i].g) > 0)
-			more = true;
-		more |= group_progress(w, &w->groups[i], closing);
+			quiet = false;
+		if (group_progress(w, &w->groups[i], closing))
+			quiet = false;
 	}
-	return !more;
+	return quiet;
 }
 
 static void worker_turn(struct worker *w, struct epoll_event *evs, int n,
@@ -273,7 +279,8 @@ static void worker_turn(struct worker *w, struct epoll_event *evs, int n,
 	}
 	/* every group, every turn: a wake-up for one may serve all */
 	for (unsigned int i = 0; i < w->nr_groups; i++)
-		*more |= group_progress(w, &w->groups[i], closing);
+		if (group_progress(w, &w->groups[i], closing) == TURN_BUDGET)
+			*more = true;
 	w->engine->reap(w);
 	retry_busy(w);
 }
