@@ -53,6 +53,7 @@ static const char *const status_names[] = {
 	[RBLK_S_TOO_LARGE] = "length zero or above the maximum I/O size",
 	[RBLK_S_AUTH_FAILED] = "authentication failed",
 	[RBLK_S_AUTH_REQUIRED] = "authentication required",
+	[RBLK_S_BUSY] = "connection or session limit reached",
 };
 
 const char *rblk_status_str(int status)
@@ -93,6 +94,8 @@ int rblk_status_to_errno(int status)
 		return -EACCES;
 	case RBLK_S_AUTH_REQUIRED:
 		return -ENOKEY;
+	case RBLK_S_BUSY:
+		return -EBUSY;
 	case RBLK_S_BAD_TAG:
 	case RBLK_S_BAD_STATE:
 		return -EPROTO;

@@ -109,7 +109,8 @@ enum rblk_status {
 	RBLK_S_TOO_LARGE = 15, /* length above max_io, or zero */
 	RBLK_S_AUTH_FAILED = 16, /* wrong secret, unknown host, bad response */
 	RBLK_S_AUTH_REQUIRED = 17, /* host/export needs authentication */
-	RBLK_S_MAX_ = 17,
+	RBLK_S_BUSY = 18, /* connection or session limit reached: retry later */
+	RBLK_S_MAX_ = 18,
 };
 
 const char *rblk_status_str(int status);

@@ -21,6 +21,7 @@
 #include <ini.h>
 #include <sodium.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,11 @@ void cfg_init(struct cfg_target *cfg)
 	cfg->max_queue_depth = 128;
 	cfg->max_io = RBLK_DEFAULT_MAX_IO;
 	cfg->slot_pool = CFG_DEFAULT_SLOT_POOL;
+	cfg->max_pending = CFG_DEFAULT_MAX_PENDING;
+	cfg->max_pending_per_host = CFG_DEFAULT_MAX_PENDING_PER_HOST;
+	cfg->max_sessions = CFG_DEFAULT_MAX_SESSIONS;
+	cfg->max_sessions_per_host = CFG_DEFAULT_MAX_SESSIONS_PER_HOST;
+	cfg->idle_timeout = CFG_DEFAULT_IDLE_TIMEOUT;
 	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s",
 		 CFG_DEFAULT_CTL_SOCKET);
 	cfg->ctl_socket_mode = 0600;
@@ -548,6 +554,43 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 	return 0;
 }
 
+int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
+		  char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		unsigned long min, max;
+	} keys[] = {
+		{ "max_pending", offsetof(struct cfg_target, max_pending), 1,
+		  1000000 },
+		{ "max_pending_per_host",
+		  offsetof(struct cfg_target, max_pending_per_host), 1,
+		  1000000 },
+		{ "max_sessions", offsetof(struct cfg_target, max_sessions), 1,
+		  1000000 },
+		{ "max_sessions_per_host",
+		  offsetof(struct cfg_target, max_sessions_per_host), 1,
+		  1000000 },
+		{ "idle_timeout", offsetof(struct cfg_target, idle_timeout), 0,
+		  86400 },
+	};
+	unsigned long v;
+
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		if (strcmp(keys[i].name, key))
+			continue;
+		if (parse_uint(value, keys[i].min, keys[i].max, &v)) {
+			snprintf(err, errlen, "%s: '%s' is not a number from %lu to %lu",
+				 key, value, keys[i].min, keys[i].max);
+			return -EINVAL;
+		}
+		*(unsigned int *)((char *)cfg + keys[i].off) = (unsigned int)v;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 int cfg_set_slot_pool(struct cfg_target *cfg, const char *value, char *err,
 		      size_t errlen)
 {
@@ -1003,8 +1046,18 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 		return host_key(c, key, value);
 	case SEC_TARGET:
 		key = lookup_key(target_keys, NR_TARGET_KEYS, name);
+		if (key < 0) {
+			char why[256];
+			int ret = cfg_set_limit(c->cfg, name, value, why,
+						sizeof(why));
+
+			if (ret == 0)
+				return 1;
+			if (ret != -ENOENT)
+				return ctx_fail(c, "%s", why);
+		}
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, ctl_socket, ctl_socket_mode, metrics, name)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, ctl_socket, ctl_socket_mode, metrics, name)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:

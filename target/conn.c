@@ -44,6 +44,7 @@ void tconn_attr(uint16_t qd, struct xp_conn_attr *attr)
 
 static void tconn_free(struct tconn *c)
 {
+	limits_release(c->peer, c->lim_pending, c->lim_session);
 	xp_destroy(c->xc);
 	if (c->exp)
 		export_put(c->exp); /* after the last backend I/O on it */
@@ -71,6 +72,7 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 	xc->user = c;
 	c->worker = w;
 	c->wg = wg;
+	c->lim_pending = true; /* worker_accept() admitted it; ours now */
 	c->id = atomic_fetch_add(&w->tgt->next_conn_id, 1);
 	c->cm_qd = qd;
 	c->buf_index = w->pool_buf_index;
@@ -102,6 +104,7 @@ out_reject:
 
 		log_warn("rejecting connection from %s: out of resources",
 			 xp_peer_name(xc));
+		limits_release(xp_peer_name(xc), true, false);
 		xp_reject(xc, rej, n);
 	}
 	if (c) {
@@ -366,8 +369,15 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	struct export *e = c->exp;
 	struct rblk_login l;
 	uint16_t qd = c->lim.queue_depth; /* as login_decide() planned */
+	char why[256];
 	int ret;
 
+	if (limits_login(&w->tgt->cfg, c->peer, why, sizeof(why))) {
+		login_refuse(c, RBLK_S_BUSY, why);
+		return;
+	}
+	c->lim_pending = false;
+	c->lim_session = true;
 	c->reqs = calloc(qd, sizeof(*c->reqs));
 	c->mw = calloc(qd, sizeof(*c->mw));
 	if (!c->reqs || !c->mw) {
@@ -404,6 +414,7 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	snprintf(c->host, sizeof(c->host), "%s", h->host_name);
 	c->queue_id = h->queue_id;
 	c->login_ms = now_ms();
+	c->last_rx_ms = c->login_ms;
 	c->state = TCONN_LIVE;
 	pthread_mutex_unlock(&w->conns_lock);
 	atomic_fetch_add(&e->sessions, 1);
@@ -490,6 +501,7 @@ static void handle_recv(struct worker *w, struct tconn *c,
 		tconn_login_recv(w, c, buf, wc->byte_len);
 		break;
 	case TCONN_LIVE:
+		c->last_rx_ms = w->now_ms;
 		treq_recv(c, buf, wc);
 		break;
 	case TCONN_CLOSING:

@@ -80,6 +80,12 @@ static void usage(FILE *f)
 		"      --engine NAME         io_uring (default) or libaio\n"
 		"      --max-queue-depth N   cap on the queue depth initiators get (default 128)\n"
 		"      --max-io SIZE         cap on the bytes per command (default 1M)\n"
+		"      --max-pending N       connections not yet logged in (default 1024)\n"
+		"      --max-pending-per-host N  ... from one address (default 256)\n"
+		"      --max-sessions N      live sessions (default 4096)\n"
+		"      --max-sessions-per-host N ... from one address (default 2048)\n"
+		"      --idle-timeout SEC    drop a session silent this long (default 300,\n"
+		"                            0: never)\n"
 		"      --slot-pool SIZE      registered memory for command data, shared\n"
 		"                            by all sessions, split over the workers\n"
 		"                            (default 256M)\n"
@@ -104,7 +110,7 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 {
 	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO, OPT_CTL, OPT_CTL_MODE,
-	       OPT_METRICS, OPT_HOST, OPT_NAME, OPT_SLOT_POOL };
+	       OPT_METRICS, OPT_HOST, OPT_NAME, OPT_SLOT_POOL, OPT_LIMIT };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "export", required_argument, NULL, 'e' },
@@ -114,6 +120,11 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		{ "max-queue-depth", required_argument, NULL, OPT_MAXQD },
 		{ "max-io", required_argument, NULL, OPT_MAXIO },
 		{ "slot-pool", required_argument, NULL, OPT_SLOT_POOL },
+		{ "max-pending", required_argument, NULL, OPT_LIMIT },
+		{ "max-pending-per-host", required_argument, NULL, OPT_LIMIT },
+		{ "max-sessions", required_argument, NULL, OPT_LIMIT },
+		{ "max-sessions-per-host", required_argument, NULL, OPT_LIMIT },
+		{ "idle-timeout", required_argument, NULL, OPT_LIMIT },
 		{ "ctl-socket", required_argument, NULL, OPT_CTL },
 		{ "ctl-socket-mode", required_argument, NULL, OPT_CTL_MODE },
 		{ "metrics", required_argument, NULL, OPT_METRICS },
@@ -127,7 +138,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 	char err[512];
 	unsigned long v;
 	uint64_t size;
-	int c, level;
+	int c, level, idx = 0;
 
 	/* command-line options apply on top of -c, wherever it appears */
 	for (int i = 1; i < argc - 1; i++) {
@@ -138,7 +149,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			}
 		}
 	}
-	while ((c = getopt_long(argc, argv, "l:e:c:w:L:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:e:c:w:L:hV", opts, &idx)) != -1) {
 		switch (c) {
 		case 'l':
 			if (cfg_add_listen(cfg, optarg, err, sizeof(err)))
@@ -201,6 +212,18 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			}
 			cfg->max_io = (uint32_t)size;
 			break;
+		case OPT_LIMIT: {
+			/* the config key is the option's name, '-' -> '_' */
+			char key[32];
+
+			snprintf(key, sizeof(key), "%s", opts[idx].name);
+			for (char *p = key; *p; p++)
+				if (*p == '-')
+					*p = '_';
+			if (cfg_set_limit(cfg, key, optarg, err, sizeof(err)))
+				goto bad;
+			break;
+		}
 		case OPT_SLOT_POOL:
 			if (cfg_set_slot_pool(cfg, optarg, err, sizeof(err)))
 				goto bad;

@@ -277,6 +277,8 @@ struct tconn {
 
 	struct tconn *next; /* worker's list */
 	unsigned int push_inflight; /* push READ responses not completed */
+	bool lim_pending, lim_session; /* counted by limits_admit/login */
+	uint64_t last_rx_ms; /* worker->now_ms of the last message */
 	uint64_t closing_ms; /* when it became TCONN_CLOSING */
 };
 
@@ -346,6 +348,7 @@ struct worker {
 	void *engine_priv;
 	struct treq *busy_head, *busy_tail; /* waiting for engine room */
 	struct tconn *flush_head; /* connections with a batch to post */
+	uint64_t now_ms; /* at the start of this turn */
 };
 
 struct target {
@@ -446,6 +449,18 @@ struct auth_plan {
 int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 		const struct export *e, const struct rblk_hello *hello,
 		const uint8_t nonce[RBLK_AUTH_NONCE_LEN], struct auth_plan *a);
+
+/*
+ * Limits (target/limits.c; any thread). limits_admit(): may a connection
+ * from peer (xp_peer_name()) be accepted? RBLK_S_OK (counted as pending)
+ * or RBLK_S_BUSY. limits_login(): turn peer's pending connection into a
+ * session, or RBLK_S_BUSY with why set. limits_release(): give back what
+ * a connection held.
+ */
+int limits_admit(const struct cfg_target *cfg, const char *peer);
+int limits_login(const struct cfg_target *cfg, const char *peer, char *why,
+		 size_t whylen);
+void limits_release(const char *peer, bool pending, bool session);
 
 int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);

@@ -130,6 +130,10 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 		goto out_unlock; /* 0: take the next one */
 	}
 	qd = (uint16_t)MIN(qd, t->cfg.max_queue_depth);
+	if (limits_admit(&t->cfg, xp_peer_name(xc))) {
+		xp_reject(xc, rej, rblk_cm_rej_encode(rej, RBLK_S_BUSY));
+		goto out_unlock;
+	}
 	c = tconn_new(w, wg, xc, qd);
 	if (c) {
 		pthread_mutex_lock(&w->conns_lock);
@@ -141,6 +145,16 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 out_unlock:
 	pthread_mutex_unlock(&w->turn_lock);
 	return ret;
+}
+
+/* A live session that sent nothing for idle_timeout seconds goes. */
+static bool idle_too_long(const struct worker *w, const struct tconn *c,
+			  uint64_t now)
+{
+	unsigned int s = w->tgt->cfg.idle_timeout;
+
+	return s && c->state == TCONN_LIVE &&
+	       now - c->last_rx_ms > (uint64_t)s * 1000u;
 }
 
 /* ---- the worker thread ------------------------------------------------------ */
@@ -183,6 +197,13 @@ static void reap_closed(struct worker *w, bool check_login_timeouts)
 		if (check_login_timeouts && c->state == TCONN_LOGIN &&
 		    now > c->login_deadline_ms)
 			tconn_fail(c, "no login within 10 s");
+		if (check_login_timeouts && idle_too_long(w, c, now)) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "idle for %u s (idle_timeout)",
+				 w->tgt->cfg.idle_timeout);
+			tconn_fail(c, why);
+		}
 		if (c->state == TCONN_CLOSING && !c->backend_inflight &&
 		    (!c->push_inflight ||
 		     now - c->closing_ms > CLOSE_DRAIN_MS)) {
@@ -317,6 +338,7 @@ static void *worker_main(void *arg)
 			break;
 		}
 		more = false;
+		w->now_ms = now_ms();
 		worker_turn(w, evs, n > 0 ? n : 0, &more, &closing);
 		w->engine->submit(w);
 		/* every response of this turn, one post per connection */

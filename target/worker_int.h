@@ -36,7 +36,8 @@ void tconn_fail(struct tconn *c, const char *why);
 void tconn_destroy(struct worker *w, struct tconn *c);
 /*
  * Main thread, under w->turn_lock: set up xc (requested in wg's group)
- * for queue depth qd and accept it. NULL after rejecting xc.
+ * for queue depth qd and accept it. NULL after rejecting xc. Takes over
+ * the pending count limits_admit() took for it (released on failure).
  */
 struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 			struct xp_conn *xc, uint16_t qd);

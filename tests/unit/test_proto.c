@@ -1469,6 +1469,7 @@ static void test_status_to_errno(void **state)
 		{ RBLK_S_TOO_LARGE, -E2BIG },
 		{ RBLK_S_AUTH_FAILED, -EACCES },
 		{ RBLK_S_AUTH_REQUIRED, -ENOKEY },
+		{ RBLK_S_BUSY, -EBUSY },
 	};
 
 	(void)state;
