@@ -89,18 +89,6 @@ struct xp_send_wr *qp_add(struct qp *qp)
 	return wr;
 }
 
-void qp_add_send(struct qp *qp, uint64_t wr_id, void *buf, uint32_t len)
-{
-	struct xp_send_wr *wr = qp_add(qp);
-
-	wr->wr_id = wr_id;
-	wr->opcode = XP_WR_SEND;
-	wr->flags = XP_SEND_SIGNALED;
-	wr->sge.addr = buf;
-	wr->sge.length = len;
-	wr->sge.mr = qp->msg_mr;
-}
-
 void qp_add_rdma(struct qp *qp, enum xp_wr_opcode op, uint64_t wr_id,
 		 unsigned int flags, void *buf, uint32_t len, struct xp_mr *mr,
 		 uint64_t remote_addr, uint32_t rkey)
@@ -115,6 +103,12 @@ void qp_add_rdma(struct qp *qp, enum xp_wr_opcode op, uint64_t wr_id,
 	wr->sge.mr = mr;
 	wr->remote_addr = remote_addr;
 	wr->rkey = rkey;
+}
+
+void qp_add_send(struct qp *qp, uint64_t wr_id, void *buf, uint32_t len)
+{
+	qp_add_rdma(qp, XP_WR_SEND, wr_id, XP_SEND_SIGNALED, buf, len,
+		    qp->msg_mr, 0, 0);
 }
 
 int qp_flush(struct qp *qp)
@@ -134,19 +128,8 @@ int qp_flush(struct qp *qp)
 int qp_send_now(struct qp *qp, unsigned int kind, uint32_t val, void *buf,
 		uint32_t len)
 {
-	struct xp_send_wr wr = { 0 }, *bad;
-	int ret;
-
-	if (!qp->sq_free)
-		return -EAGAIN;
-	wr.wr_id = qp_wrid(kind, 1, val);
-	wr.opcode = XP_WR_SEND;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = buf;
-	wr.sge.length = len;
-	wr.sge.mr = qp->msg_mr;
-	ret = xp_post_send(qp->xc, &wr, &bad);
-	if (!ret)
-		qp->sq_free--;
-	return ret;
+	if (qp->nr_batch || !qp_take(qp, 1))
+		return -EAGAIN; /* (never with a batch pending: login time) */
+	qp_add_send(qp, qp_wrid(kind, 1, val), buf, len);
+	return qp_flush(qp);
 }

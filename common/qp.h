@@ -152,9 +152,9 @@ static inline void qp_drop(struct qp *qp)
 }
 
 /*
- * Post one signaled SEND now, outside any batch (login-time messages):
- * takes one credit, carried back by its completion. -EAGAIN without a
- * credit, else what posting returned.
+ * Post one signaled SEND now (login-time messages, when no batch is
+ * pending): takes one credit, carried back by its completion. -EAGAIN
+ * without a credit or with a batch pending, else what posting returned.
  */
 int qp_send_now(struct qp *qp, unsigned int kind, uint32_t val, void *buf,
 		uint32_t len);
