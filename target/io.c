@@ -134,15 +134,46 @@ static void batch_join(struct tconn *c)
 	}
 }
 
-/* Bind tag r's window over its slot with access; returns the new key. */
+/*
+ * The region of r's slot block (struct wgroup, block_mr): registered on
+ * first use, local write and MW bind only. NULL when registering failed.
+ */
+static struct xp_mr *block_region(struct tconn *c, struct treq *r)
+{
+	struct worker *w = c->worker;
+	size_t run = slot_pool_run_bytes(r->cmd.length);
+	unsigned int o = 0;
+	size_t i;
+	struct xp_mr **mrp;
+
+	while (((size_t)SLOT_PAGE << o) < run)
+		o++;
+	i = (size_t)((char *)r->slot - w->pool.base) >> (SLOT_PAGE_SHIFT + o);
+	mrp = &c->wg->block_mr[o][i];
+	if (!*mrp && xp_group_reg_mr(c->wg->g, r->slot, run,
+				     XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
+				     mrp))
+		*mrp = NULL;
+	return *mrp;
+}
+
+/*
+ * Bind tag r's window over its slot with access, on the slot block's own
+ * region; returns the new key, or 0 (nothing added) when the block's
+ * region could not be registered.
+ */
 static uint32_t bind_window(struct tconn *c, struct treq *r, int access)
 {
 	struct xp_mw *mw = c->mw[r->cmd.tag];
-	struct xp_send_wr *wr = qp_add(&c->qp);
+	struct xp_mr *mr = block_region(c, r);
+	struct xp_send_wr *wr;
 
+	if (!mr)
+		return 0;
+	wr = qp_add(&c->qp);
 	wr->opcode = XP_WR_BIND_MW;
 	wr->bind.mw = mw;
-	wr->bind.mr = c->wg->pool_mr;
+	wr->bind.mr = mr;
 	wr->bind.addr = (uint64_t)(uintptr_t)r->slot;
 	wr->bind.length = r->cmd.length;
 	wr->bind.access = access;
@@ -188,6 +219,14 @@ static int treq_post_response(struct treq *r)
 		resp.flags = RBLK_RESP_F_PULL;
 		resp.addr = (uint64_t)(uintptr_t)r->slot;
 		resp.rkey = bind_window(c, r, XP_ACCESS_REMOTE_READ);
+		if (!resp.rkey) { /* no window: the READ fails, the slot goes */
+			slot_release(w, &r->slot);
+			resp.flags = 0;
+			resp.addr = 0;
+			resp.status = RBLK_S_NO_RESOURCES;
+			resp.length = 0;
+			r->status = RBLK_S_NO_RESOURCES;
+		}
 	}
 	qp_add_send(&c->qp, wrid, r->resp_buf,
 		    (uint32_t)rblk_resp_encode(r->resp_buf, &resp));
@@ -206,9 +245,13 @@ static int treq_post_grant(struct treq *r)
 
 	if (!qp_take(&c->qp, 2))
 		return -EAGAIN;
-	batch_join(c);
-	r->resp_batch = c->flushes + 1;
+	batch_join(c); /* before anything is added: it tests nr_batch */
 	g.rkey = bind_window(c, r, XP_ACCESS_REMOTE_WRITE);
+	if (!g.rkey) { /* no window: the WRITE fails */
+		c->qp.sq_free += 2;
+		return -ENOMEM;
+	}
+	r->resp_batch = c->flushes + 1;
 	qp_add_send(&c->qp, qp_wrid(WRID_RESP, 2, r->cmd.tag), r->resp_buf,
 		    (uint32_t)rblk_grant_encode(r->resp_buf, &g));
 	return 0;
@@ -311,9 +354,16 @@ void treq_process(struct treq *r)
 		case TREQ_PULLED:
 			break;
 		case TREQ_GRANT:
-			if (treq_post_grant(r)) { /* -EAGAIN */
+			ret = treq_post_grant(r);
+			if (ret == -EAGAIN) {
 				wait_credits(c, r);
 				return;
+			}
+			if (ret) {
+				slot_release(w, &r->slot);
+				r->status = RBLK_S_NO_RESOURCES;
+				r->state = TREQ_RESPOND;
+				break;
 			}
 			r->state = TREQ_DATA;
 			break;

@@ -295,6 +295,15 @@ struct wgroup {
 	const struct xp_ops *ops;
 	struct xp_group *g;
 	struct xp_mr *pool_mr;
+	/*
+	 * The region a command's window is bound on: one per buddy block
+	 * (order o, index i: pool page i << o), registered the first time
+	 * that block is lent and kept. A window then covers one block's
+	 * region, so a transport that checks a window's range against its
+	 * region's (rxe does: docs/ARCHITECTURE.md) still confines the key
+	 * to that command's run. NULL until used.
+	 */
+	struct xp_mr **block_mr[SLOT_MAX_ORDER + 1];
 };
 
 /* A DIRECT volume registered on one of a worker's groups (MW bind only). */

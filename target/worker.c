@@ -73,6 +73,13 @@ static struct wgroup *group_for(struct worker *w, const struct xp_ops *ops)
 			w->index, w->pool_len, ops->name, strerror(-ret));
 		goto out_destroy_group;
 	}
+	for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++) {
+		size_t n = (w->pool.pages >> o) + 1;
+
+		wg->block_mr[o] = calloc(n, sizeof(*wg->block_mr[o]));
+		if (!wg->block_mr[o])
+			goto out_destroy_group;
+	}
 	ev.data.ptr = wg;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, xp_group_fd(wg->g), &ev)) {
 		log_err("worker %u: epoll_ctl: %s", w->index, strerror(errno));
@@ -86,6 +93,10 @@ static struct wgroup *group_for(struct worker *w, const struct xp_ops *ops)
 out_destroy_group:
 	xp_group_destroy(wg->g); /* its regions go with it */
 	wg->g = NULL;
+	for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++) {
+		free(wg->block_mr[o]);
+		wg->block_mr[o] = NULL;
+	}
 	return NULL;
 }
 
@@ -471,8 +482,11 @@ void worker_stop(struct worker *w)
 		log_warn("worker %u: write mailbox: %s", w->index,
 			 strerror(errno));
 	pthread_join(w->thread, NULL);
-	for (unsigned int i = 0; i < w->nr_groups; i++)
-		xp_group_destroy(w->groups[i].g); /* the pool's MR with it */
+	for (unsigned int i = 0; i < w->nr_groups; i++) {
+		xp_group_destroy(w->groups[i].g); /* the pool's MRs with it */
+		for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++)
+			free(w->groups[i].block_mr[o]);
+	}
 	if (w->pool_buf_index >= 0)
 		w->engine->unregister_buf(w, w->pool_buf_index);
 	w->engine->fini(w);
