@@ -64,28 +64,12 @@ int tcp_cq_drain(struct tcp_conn *c, struct xp_wc *wc, int max)
 	return n;
 }
 
-static enum xp_wc_opcode tcp_wc_opcode(uint8_t wr_opcode)
-{
-	switch (wr_opcode) {
-	case XP_WR_RDMA_WRITE:
-		return XP_WC_RDMA_WRITE;
-	case XP_WR_RDMA_READ:
-		return XP_WC_RDMA_READ;
-	case XP_WR_BIND_MW:
-		return XP_WC_BIND_MW;
-	case XP_WR_LOCAL_INV:
-		return XP_WC_LOCAL_INV;
-	default:
-		return XP_WC_SEND;
-	}
-}
-
 void tcp_swr_complete(struct tcp_conn *c, uint64_t seq,
 		      enum xp_wc_status status)
 {
 	struct tcp_swr *s = tcp_swr(c, seq);
 
-	tcp_cq_push(c, false, seq, s->wr_id, status, tcp_wc_opcode(s->opcode),
+	tcp_cq_push(c, false, seq, s->wr_id, status, xp_wr_wc_opcode(s->opcode),
 		    s->opcode == XP_WR_RDMA_READ ? s->len : 0);
 }
 

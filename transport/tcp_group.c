@@ -16,8 +16,6 @@
  */
 #include "tcp_internal.h"
 
-#define TCP_WATCH_TAG 1ull /* epoll data: a tcp_watch, not a tcp_conn */
-
 int tcp_group_create(struct xp_group **out)
 {
 	struct tcp_group *g = calloc(1, sizeof(*g));
@@ -52,12 +50,7 @@ void tcp_group_destroy(struct xp_group *xg)
 		tcp_destroy(&g->conns->base);
 	}
 	tcp_keys_free(g);
-	while (g->watches) {
-		struct tcp_watch *w = g->watches;
-
-		g->watches = w->next;
-		free(w);
-	}
+	xp_watch_free_all(&g->watches);
 	close(g->epfd);
 	free(g);
 }
@@ -191,8 +184,10 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 	if (n == max)
 		goto out;
 	if (g->ep_skip) {
+		/* skipped once; an arm() right after must not skip again */
 		g->ep_skip = false;
-		goto out;
+		g->ep_arm_skip = false;
+		return n;
 	}
 	k = epoll_wait(g->epfd, ev, TCP_EP_EVENTS, 0);
 	if (k < 0 && errno != EINTR) {
@@ -204,16 +199,10 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 	for (int i = 0; i < k; i++) {
 		uint64_t d = ev[i].data.u64;
 
-		if (d & TCP_WATCH_TAG) {
-			struct tcp_watch *w =
-			    (struct tcp_watch *)(uintptr_t)(d & ~TCP_WATCH_TAG);
-
+		if (d & XP_WATCH_TAG) {
 			/* level-triggered: one left out shows again */
 			if (n < max)
-				wc[n++] = (struct xp_wc){
-				    .wr_id = w->cookie,
-				    .opcode = XP_WC_FD_READY,
-				};
+				wc[n++] = xp_watch_wc(d);
 			continue;
 		}
 		struct tcp_conn *c = (struct tcp_conn *)(uintptr_t)d;
@@ -224,49 +213,24 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 	}
 	if (n < max)
 		n += tcp_serve_ready(g, wc + n, max - n);
+	/* the set was found empty just now: see tcp_group_arm() */
+	g->ep_arm_skip = n == 0 && k == 0 && !g->ready;
+	return n;
 out:
-	g->ep_arm_skip = n == 0 && !g->ready;
+	g->ep_arm_skip = false;
 	return n;
 }
 
 int tcp_group_watch(struct xp_group *xg, int fd, uint64_t cookie)
 {
 	struct tcp_group *g = to_tcp_group(xg);
-	struct epoll_event ev = {.events = EPOLLIN};
-	struct tcp_watch *w = calloc(1, sizeof(*w));
-	int ret;
 
-	if (!w)
-		return -ENOMEM;
-	w->fd = fd;
-	w->cookie = cookie;
-	ev.data.u64 = (uintptr_t)w | TCP_WATCH_TAG;
-	if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		ret = -errno;
-		log_err("tcp: group_watch: epoll_ctl(ADD %d): %s", fd,
-			strerror(errno));
-		free(w);
-		return ret;
-	}
-	w->next = g->watches;
-	g->watches = w;
-	return 0;
+	return xp_watch_add(&g->watches, g->epfd, fd, cookie);
 }
 
 int tcp_group_unwatch(struct xp_group *xg, int fd)
 {
 	struct tcp_group *g = to_tcp_group(xg);
-	struct tcp_watch **pp = &g->watches, *w;
 
-	while (*pp && (*pp)->fd != fd)
-		pp = &(*pp)->next;
-	w = *pp;
-	if (!w)
-		return -ENOENT;
-	*pp = w->next;
-	if (epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL) < 0)
-		log_debug("tcp: group_unwatch: epoll_ctl(DEL %d): %s", fd,
-			  strerror(errno));
-	free(w);
-	return 0;
+	return xp_watch_del(&g->watches, g->epfd, fd);
 }

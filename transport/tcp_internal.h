@@ -1,11 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp_internal.h - shared by transport/tcp_*.c: the transport.h verbs semantics in user space over TCP sockets,
- * for hosts without an RDMA device.
+ * tcp_internal.h - the transport.h verbs semantics in user space over TCP
+ * sockets, for hosts without an RDMA device; shared by transport/tcp_*.c:
+ *
+ *   tcp_listen.c  listener, handshake table, connect, the ops table
+ *   tcp_io.c      frame header, output queue, input state machine, failure
+ *   tcp_conn.c    send/receive/completion queues, lifecycle, posting
+ *   tcp_mem.c     the group's key table: regions, windows, remote checks
+ *   tcp_group.c   poll groups: epoll set, ready list, watched fds
  *
  * One connection is one TCP socket. Everything that verbs does in the HCA
- * (placing one-sided WRITEs, answering one-sided READs, checking rkeys) is
- * done here by the passive side's poll(). libfabric's tcp provider
+ * (placing one-sided WRITEs, answering one-sided READs, checking keys) is
+ * done here by the passive side's group_poll(). libfabric's tcp provider
  * (fi_read/fi_write against registered keys) was considered and not used:
  * it would bring a dependency the host path otherwise lacks and its own
  * progress, completion and error model that this verbs-shaped API would
@@ -26,7 +32,8 @@
  *     8    8 id       issuer's send-queue sequence number (SEND, WRITE,
  *                     READ_REQ); echoed in READ_RESP and ERROR
  *    16    8 addr     WRITE, READ_REQ: the peer's virtual address
- *    24    4 rkey     WRITE, READ_REQ: the peer's region key
+ *    24    4 rkey     WRITE, READ_REQ: the peer's region or window key;
+ *                     SEND_INV: the receiver's window to invalidate
  *    28    4 aux      CONNECT, ACCEPT: TCP_VERSION; ERROR: the enum
  *                     xp_wc_status the issuer reports for request `id`
  *
@@ -34,6 +41,8 @@
  *   ACCEPT    server -> client, payload = private data
  *   REJECT    server -> client, payload = private data; server closes
  *   SEND      payload lands in the oldest posted receive
+ *   SEND_INV  a SEND that first invalidates the receiver's window `rkey`
+ *             (which must be bound on this connection, else ERROR)
  *   WRITE     payload lands at addr in the region named by rkey
  *   READ_REQ  asks for len bytes at addr/rkey
  *   READ_RESP payload = the bytes asked for by READ_REQ `id`
@@ -51,6 +60,10 @@
  *     sequence number. A slot stays occupied until its completion (or that
  *     of a later signaled one, which retires it) is handed to the user by
  *     poll(), as in verbs. Completions are generated in posting order.
+ *     post_send() fills slots; they start in order (sq_start): BIND_MW and
+ *     LOCAL_INV are carried out in the key table, the others framed. A
+ *     slot flagged FENCE waits, with everything behind it, until the
+ *     RDMA READs started before it have their responses placed.
  *   - Output: post_send() gathers the frames of a chain and writes them with
  *     one sendmsg() when nothing is queued. Unsent header bytes, and payload
  *     remainders up to TCP_COPY_MAX while the output buffer holds less than
@@ -79,7 +92,9 @@
  *     so a wake-up costs one readv() instead of three.
  *   - Errors: the failing request gets its status, every other outstanding
  *     request (signaled or not) and posted receive XP_WC_FLUSH_ERR; the
- *     socket leaves the epoll set and is shut down for writing. A failed
+ *     socket is shut down for writing and stays in the epoll set, for
+ *     EPOLLOUT only (always ready once write-shut), until those flushes
+ *     are delivered, so an owner asleep on the group fd still sees them. A failed
  *     check of an incoming request sends ERROR first (when no output is
  *     backed up in front of it; otherwise the peer sees EOF and flushes).
  *
@@ -88,7 +103,12 @@
  * table (at most TCP_PENDING_MAX, each at most TCP_HANDSHAKE_MS) until
  * their CONNECT frame is complete, and get_request() returns -EAGAIN
  * meanwhile; listener_fd() is an epoll fd holding the listening socket
- * and those sockets. ACCEPT private data is not returned (as in
+ * and those sockets. Completed CONNECTs are taken before anything new is
+ * accepted, and a full table evicts only a socket that sent nothing for
+ * TCP_EVICT_GRACE_MS; when
+ * every one has sent something, or accept4() runs out of fds (backoff
+ * 100 ms doubling to 1 s), the listening socket leaves the epoll set for
+ * a while instead of spinning its owner. ACCEPT private data is not returned (as in
  * transport.h: rej/rej_len are filled only on a reject).
  *
  * Known differences from verbs: a SEND or RDMA WRITE completes when its
@@ -102,6 +122,7 @@
 #define RBLK_TCP_INTERNAL_H
 
 #include "transport.h"
+#include "xp_internal.h"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -157,6 +178,15 @@
 #define TCP_EP_EVENTS 64 /* epoll events per group_poll() */
 #define TCP_PENDING_MAX 64    /* handshakes in progress per listener */
 #define TCP_HANDSHAKE_MS 5000 /* a client must send CONNECT within this */
+/*
+ * A full handshake table evicts a socket that has sent nothing, and only
+ * once it has been in the table this long: a client slow to send its
+ * CONNECT right after its TCP handshake is not pushed out by a flood.
+ */
+#define TCP_EVICT_GRACE_MS 250
+/* accept4 out of fds (EMFILE...): stop accepting this long, doubling */
+#define TCP_BACKOFF_MIN_MS 100
+#define TCP_BACKOFF_MAX_MS 1000
 #define TCP_NO_SEQ UINT64_MAX
 
 enum tcp_ftype {
@@ -219,16 +249,9 @@ struct tcp_mw {
 	struct tcp_mw *cprev, *cnext; /* windows bound on one connection */
 };
 
-/* An fd watched by a group (group_watch). */
-struct tcp_watch {
-	int fd;
-	uint64_t cookie;
-	struct tcp_watch *next;
-};
-
 /*
  * A poll group: one epoll set over its sockets and watched fds (data.u64
- * is the tcp_conn pointer, or the tcp_watch pointer | 1), the key table,
+ * is the tcp_conn pointer, or a watch: see xp_internal.h), the key table,
  * and a FIFO of connections with work epoll cannot show (queued
  * completions, input parsed only in part).
  */
@@ -238,7 +261,7 @@ struct tcp_group {
 	struct tcp_conn *private_conn; /* compatibility: destroyed with it */
 	struct tcp_conn *conns;	       /* all connections (gnext) */
 	struct tcp_conn *ready, *ready_tail;
-	struct tcp_watch *watches;
+	struct xp_watch *watches;
 	struct tcp_key *keys;
 	uint32_t nkeys; /* entries in use or on the free list, index 0 too */
 	uint32_t kcap;
@@ -390,8 +413,11 @@ struct tcp_pending {
 struct tcp_listener {
 	struct xp_listener base;
 	int lfd;
-	int epfd; /* lfd, every pending socket, and tfd */
-	int tfd; /* timerfd: fires at the earliest handshake deadline */
+	int epfd; /* lfd (unless paused), every pending socket, and tfd */
+	int tfd; /* timerfd: earliest handshake deadline or pause end */
+	bool lfd_paused; /* lfd is out of epfd: see tcp_listen_pause() */
+	uint64_t pause_until; /* ms; 0: paused until a table slot frees */
+	unsigned int backoff_ms; /* accept failing for lack of fds */
 	unsigned int npend;
 	struct tcp_pending pend[TCP_PENDING_MAX];
 };

@@ -682,6 +682,9 @@ void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit)
 		int n;
 		bool direct;
 
+		/* a finished frame may have failed it (a send, a limit) */
+		if (c->state != XP_CONN_CONNECTED)
+			return;
 		while (c->s_head < c->s_tail) {
 			size_t avail = c->s_tail - c->s_head;
 

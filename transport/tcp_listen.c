@@ -385,23 +385,69 @@ static int tcp_listener_fd(struct xp_listener *xl)
 	return to_tcp_listener(xl)->epfd;
 }
 
-/* The pending handshake to drop for a new one: the oldest silent one. */
-static unsigned int tcp_pending_victim(const struct tcp_listener *l)
+/*
+ * Stop polling the listening socket: while accept4() fails for lack of
+ * fds (until now + backoff) or while the handshake table is full of
+ * clients that have all sent something (until a slot frees, ms = 0).
+ * Otherwise the level-triggered listener fd would spin its owner.
+ */
+static void tcp_listen_pause(struct tcp_listener *l, uint64_t until)
 {
-	unsigned int old = 0;
-	bool old_silent = false;
+	l->pause_until = until;
+	if (l->lfd_paused)
+		return;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->lfd, NULL) < 0)
+		log_warn("tcp: epoll_ctl(DEL listener): %s", strerror(errno));
+	l->lfd_paused = true;
+}
 
+static void tcp_listen_resume(struct tcp_listener *l)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = l->lfd};
+
+	if (!l->lfd_paused)
+		return;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lfd, &ev) < 0)
+		log_warn("tcp: epoll_ctl(ADD listener): %s", strerror(errno));
+	l->lfd_paused = false;
+	l->pause_until = 0;
+}
+
+/* Nothing arrived on it yet: not a byte read, none waiting. */
+static bool tcp_pending_silent(const struct tcp_pending *p)
+{
+	int unread = 0;
+
+	return p->got == 0 && ioctl(p->fd, FIONREAD, &unread) == 0 &&
+	       unread == 0;
+}
+
+/*
+ * The pending handshake to drop for a new one: the oldest that has sent
+ * nothing for TCP_EVICT_GRACE_MS. -1 when there is none; *retry_ms is
+ * then when one may be (0: not before a slot frees). A client that is
+ * sending its CONNECT is never dropped for a newcomer.
+ */
+static int tcp_pending_victim(const struct tcp_listener *l, uint64_t now,
+			      uint64_t *retry_ms)
+{
+	int old = -1;
+
+	*retry_ms = 0;
 	for (unsigned int i = 0; i < l->npend; i++) {
-		int unread = 0;
-		bool silent = ioctl(l->pend[i].fd, FIONREAD, &unread) == 0 &&
-			      unread == 0;
+		uint64_t ok = l->pend[i].deadline_ms - TCP_HANDSHAKE_MS +
+			      TCP_EVICT_GRACE_MS;
 
-		if ((silent && !old_silent) ||
-		    (silent == old_silent &&
-		     l->pend[i].deadline_ms < l->pend[old].deadline_ms)) {
-			old = i;
-			old_silent = silent;
+		if (!tcp_pending_silent(&l->pend[i]))
+			continue;
+		if (now < ok) {
+			if (!*retry_ms || ok < *retry_ms)
+				*retry_ms = ok;
+			continue;
 		}
+		if (old < 0 || l->pend[i].deadline_ms <
+				   l->pend[(unsigned int)old].deadline_ms)
+			old = (int)i;
 	}
 	return old;
 }
@@ -409,32 +455,57 @@ static unsigned int tcp_pending_victim(const struct tcp_listener *l)
 /* Accept what the kernel has queued into the pending table. */
 static void tcp_accept_pending(struct tcp_listener *l, uint64_t now)
 {
+	if (l->lfd_paused) {
+		if (!l->pause_until || now < l->pause_until)
+			return;
+		tcp_listen_resume(l);
+	}
 	for (int n = 0; n < TCP_PENDING_MAX; n++) {
 		struct epoll_event ev = {.events = EPOLLIN};
 		struct tcp_pending *p;
-		int fd =
-		    accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd, victim = -1;
 
+		if (l->npend == TCP_PENDING_MAX) {
+			uint64_t retry;
+
+			victim = tcp_pending_victim(l, now, &retry);
+			if (victim < 0) {
+				/* all sending or new: the backlog waits */
+				tcp_listen_pause(l, retry);
+				return;
+			}
+		}
+		fd = accept4(l->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				log_warn("tcp: accept4: %s", strerror(errno));
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM) {
+				l->backoff_ms =
+				    l->backoff_ms
+					? MIN(2 * l->backoff_ms,
+					      TCP_BACKOFF_MAX_MS)
+					: TCP_BACKOFF_MIN_MS;
+				log_ratelimited(LOG_WARN,
+						"tcp: accept4: %s; not accepting "
+						"for %u ms",
+						strerror(errno), l->backoff_ms);
+				tcp_listen_pause(l, now + l->backoff_ms);
+				return;
+			}
+			log_ratelimited(LOG_WARN, "tcp: accept4: %s",
+					strerror(errno));
 			return;
 		}
-		if (l->npend == TCP_PENDING_MAX) {
-			/*
-			 * Full of silent clients: the oldest one goes. A
-			 * socket with unread bytes (a CONNECT not parsed yet)
-			 * is spared while a silent one is left, so a flood
-			 * of idle connections cannot evict a real client.
-			 */
-			unsigned int old = tcp_pending_victim(l);
-
-			log_warn("tcp: %u handshakes pending, dropping the "
-				 "oldest",
-				 l->npend);
-			tcp_pending_drop(l, old);
+		l->backoff_ms = 0;
+		if (victim >= 0) {
+			log_ratelimited(LOG_WARN,
+					"tcp: %u handshakes pending, dropping "
+					"the oldest silent one",
+					l->npend);
+			tcp_pending_drop(l, (unsigned int)victim);
 		}
 		ev.data.fd = fd;
 		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -478,59 +549,88 @@ static int tcp_pending_read(struct tcp_pending *p)
 }
 
 /*
+ * Progress the pending handshakes: drop the failed and the expired, and
+ * take the oldest whose CONNECT is complete. 0 with *out, or -EAGAIN.
+ */
+static int tcp_pending_scan(struct tcp_listener *l, struct xp_group *g,
+			    const struct xp_conn_attr *attr,
+			    struct xp_conn **out, void *priv, size_t *priv_len,
+			    uint64_t now)
+{
+	struct tcp_pending *p;
+	struct tcp_conn *c;
+	unsigned int i = 0;
+	int ret, fd, best = -1;
+
+	while (i < l->npend) {
+		p = &l->pend[i];
+		ret = tcp_pending_read(p);
+		if (ret == 0 && now >= p->deadline_ms)
+			ret = -ETIMEDOUT;
+		if (ret < 0) {
+			log_ratelimited(LOG_WARN,
+					"tcp: dropping incoming connection: %s",
+					ret == -EPROTO
+					    ? "not an rblk tcp CONNECT"
+					    : strerror(-ret));
+			tcp_pending_drop(l, i);
+			continue;
+		}
+		if (ret == 1 &&
+		    (best < 0 ||
+		     p->deadline_ms < l->pend[(unsigned int)best].deadline_ms))
+			best = (int)i;
+		i++;
+	}
+	/* a slot is free again (an fd shortage waits out its backoff) */
+	if (l->lfd_paused && !l->backoff_ms && l->npend < TCP_PENDING_MAX)
+		tcp_listen_resume(l);
+	if (best < 0)
+		return -EAGAIN;
+	p = &l->pend[(unsigned int)best];
+	if (priv)
+		memcpy(priv, p->buf + TCP_HDR_LEN, p->hdr.len);
+	if (priv_len)
+		*priv_len = p->hdr.len;
+	fd = p->fd;
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+	*p = l->pend[--l->npend];
+	if (l->lfd_paused && !l->backoff_ms)
+		tcp_listen_resume(l);
+	ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	log_debug("%s: connection request", c->peer);
+	*out = &c->base;
+	return 0;
+}
+
+/*
  * Non-blocking: sockets that have not sent their CONNECT frame wait in a
  * table (at most TCP_PENDING_MAX, each for at most TCP_HANDSHAKE_MS), so a
- * silent client never stalls the listener thread. A timerfd in the
- * listener's epoll set makes listener_fd() readable at the earliest
- * deadline, so expiry needs no polling by the owner.
+ * silent client never stalls the listener thread. Clients already in the
+ * table whose CONNECT is complete are served before anything new is
+ * accepted, oldest first. A timerfd in the listener's epoll set makes
+ * listener_fd() readable at the earliest deadline (or the end of an
+ * accept pause), so expiry needs no polling by the owner.
  */
 static int tcp_take_request(struct tcp_listener *l, struct xp_group *g,
 			    const struct xp_conn_attr *attr,
 			    struct xp_conn **out, void *priv, size_t *priv_len)
 {
 	uint64_t now = now_ms();
-	struct tcp_conn *c;
-	unsigned int i = 0;
-	int ret, fd;
+	int ret;
 
+	ret = tcp_pending_scan(l, g, attr, out, priv, priv_len, now);
+	if (ret != -EAGAIN)
+		return ret;
 	tcp_accept_pending(l, now);
-	while (i < l->npend) {
-		struct tcp_pending *p = &l->pend[i];
-
-		ret = tcp_pending_read(p);
-		if (ret == 0 && now >= p->deadline_ms)
-			ret = -ETIMEDOUT;
-		if (ret < 0) {
-			log_warn("tcp: dropping incoming connection: %s",
-				 ret == -EPROTO ? "not an rblk tcp CONNECT"
-						: strerror(-ret));
-			tcp_pending_drop(l, i);
-			continue;
-		}
-		if (ret == 0) {
-			i++;
-			continue;
-		}
-		if (priv)
-			memcpy(priv, p->buf + TCP_HDR_LEN, p->hdr.len);
-		if (priv_len)
-			*priv_len = p->hdr.len;
-		fd = p->fd;
-		epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
-		l->pend[i] = l->pend[--l->npend];
-		ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
-		if (ret) {
-			close(fd);
-			return ret;
-		}
-		log_debug("%s: connection request", c->peer);
-		*out = &c->base;
-		return 0;
-	}
-	return -EAGAIN;
+	return tcp_pending_scan(l, g, attr, out, priv, priv_len, now);
 }
 
-/* Arm the timer for the earliest handshake deadline, or disarm it. */
+/* Arm the timer for the earliest deadline or pause end, or disarm it. */
 static void tcp_arm_handshake_timer(struct tcp_listener *l)
 {
 	struct itimerspec its = {0};
@@ -541,6 +641,8 @@ static void tcp_arm_handshake_timer(struct tcp_listener *l)
 		; /* drain expirations */
 	for (unsigned int i = 0; i < l->npend; i++)
 		first = MIN(first, l->pend[i].deadline_ms);
+	if (l->lfd_paused && l->pause_until)
+		first = MIN(first, l->pause_until);
 	if (first != UINT64_MAX) {
 		its.it_value.tv_sec = (time_t)(first / 1000);
 		its.it_value.tv_nsec = (long)(first % 1000) * 1000000;

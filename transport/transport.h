@@ -6,8 +6,8 @@
  * and carries commands in SEND/RECV messages. This header is the whole
  * contract between the target/initiator and a transport; two implement it:
  *
- *   rdma  transport/rdma.c  libibverbs + librdmacm (InfiniBand, RoCE, iWARP)
- *   tcp   transport/tcp.c   the same semantics in user space over TCP
+ *   rdma  transport/rdma_*.c  libibverbs + librdmacm (InfiniBand, RoCE, iWARP)
+ *   tcp   transport/tcp_*.c   the same semantics in user space over TCP
  *
  * Model (the verbs model, reduced to what rblk needs):
  *   - A poll group (struct xp_group) is what one thread drives: one

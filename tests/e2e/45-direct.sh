@@ -96,7 +96,8 @@ for vol in romem rofile; do
 	tmo 30 "$t" ro "$url/$vol" || fail "librblk on read-only $vol"
 done
 [ "$(sha "$src")" = "$before" ] || fail "read-only direct file changed"
-grep -q "remote write refused: rkey .* lacks the access right" "$RBLK_TARGET_LOG" ||
+grep -qE "remote write refused: rkey 0x[0-9a-f]+ lacks the access right" \
+	"$RBLK_TARGET_LOG" ||
 	fail "the target did not log the refused remote write"
 # the target keeps serving everyone else
 kill -0 "$RBLK_TARGET_PID" || fail "the target died"

@@ -4,7 +4,7 @@
 
     rblk_raw.py PORT EXPORT RO_EXPORT TARGET_PID
 
-A client that speaks the tcp transport's framing (transport/tcp.c: a
+A client that speaks the tcp transport's framing (transport/tcp_internal.h: a
 32-byte little-endian header <type, flags, magic 0x5854, len, id, addr,
 rkey, aux> then len payload bytes) and the rblk messages inside it
 (common/proto.h). Every case states what the target must do: answer with
@@ -30,7 +30,7 @@ EXPORT = sys.argv[2]
 RO_EXPORT = sys.argv[3]
 TARGET_PID = int(sys.argv[4])
 
-# transport/tcp.c
+# transport/tcp_internal.h
 F_CONNECT, F_ACCEPT, F_REJECT, F_SEND, F_WRITE, F_READ_REQ, F_READ_RESP, \
     F_ERROR, F_WRITE_ACK, F_SEND_INV = range(1, 11)
 TCP_MAGIC = 0x5854

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_rdma.c - the rdma transport (transport/rdma.c) over a real device.
+ * test_rdma.c - the rdma transport (transport/rdma_*.c) over a real device:
+ * what is rdma_cm's own (private data on connect, accept and reject, no
+ * listener, the wildcard listener, an unreachable address), through the
+ * per-connection compatibility path. The data-path contract both
+ * transports share is tests/unit/test_xp.c (run with "rdma").
  *
  * Needs an RDMA device (rdma_rxe or siw will do) and an IP address on it:
  *   RBLK_TEST_RDMA_ADDR=192.0.2.1 build/tests/test_rdma
@@ -220,51 +224,6 @@ static void expect_wc(struct xp_conn *c, uint64_t wr_id, enum xp_wc_opcode op,
 	assert_int_equal(wc.wr_id, wr_id);
 }
 
-/*
- * Poll c, sleeping on its fd, until it is in XP_CONN_ERROR and has
- * flushed `recvs` receives (RECV, FLUSH_ERR, wr_ids 0, 1, ...).
- */
-static void wait_error(struct xp_conn *c, unsigned int recvs)
-{
-	uint64_t deadline = now_ms() + WAIT_MS;
-	struct pollfd pfd = {.fd = xp_fd(c), .events = POLLIN};
-	unsigned int n = 0;
-	struct xp_wc wc;
-
-	for (;;) {
-		int got = xp_poll(c, &wc, 1);
-
-		assert_true(got >= 0);
-		if (!got) {
-			assert_int_equal(xp_arm(c), 0);
-			got = xp_poll(c, &wc, 1);
-			assert_true(got >= 0);
-		}
-		if (got) {
-			assert_int_equal(wc.status, XP_WC_FLUSH_ERR);
-			assert_int_equal(wc.opcode, XP_WC_RECV);
-			assert_int_equal(wc.wr_id, n);
-			n++;
-			continue;
-		}
-		if (xp_state(c) == XP_CONN_ERROR && n == recvs)
-			break;
-		assert_true(now_ms() < deadline);
-		poll(&pfd, 1, (int)(deadline - now_ms()));
-	}
-	assert_int_equal(n, recvs);
-}
-
-static void fill(uint8_t *p, size_t len, unsigned int seed)
-{
-	uint32_t x = seed * 2654435761u + 1;
-
-	for (size_t i = 0; i < len; i++) {
-		x = x * 1103515245u + 12345u;
-		p[i] = (uint8_t)(x >> 16);
-	}
-}
-
 static void send_msg(struct side *from, size_t off, const char *msg,
 		     uint64_t wr_id)
 {
@@ -302,23 +261,6 @@ static void ping_pong(struct pair *p)
 	send_msg(&p->srv, 0, "pong!", 2);
 	expect_recv(&p->cli, "pong!");
 	expect_wc(p->srv.c, 2, XP_WC_SEND, XP_WC_SUCCESS);
-}
-
-static void one_sided(struct side *s, enum xp_wr_opcode op, size_t loff,
-		      uint32_t len, uint64_t raddr, uint32_t rkey,
-		      uint64_t wr_id)
-{
-	struct xp_send_wr wr = {.wr_id = wr_id,
-				.opcode = op,
-				.flags = XP_SEND_SIGNALED,
-				.remote_addr = raddr,
-				.rkey = rkey};
-	struct xp_send_wr *bad = NULL;
-
-	wr.sge.addr = s->buf + loff;
-	wr.sge.length = len;
-	wr.sge.mr = s->mr;
-	assert_int_equal(xp_post_send(s->c, &wr, &bad), 0);
 }
 
 /* ---- tests ------------------------------------------------------------ */
@@ -376,233 +318,6 @@ static void test_send_recv(void **state)
 	pair_open(&p, "x");
 	for (int i = 0; i < 3 * (int)NRECV; i++)
 		ping_pong(&p);
-	pair_close(&p);
-}
-
-/* RC ordering: the WRITE's data is in place when the SEND's RECV is seen. */
-static void test_write_then_send(void **state)
-{
-	struct xp_send_wr w = {.wr_id = 10, .opcode = XP_WR_RDMA_WRITE};
-	struct xp_send_wr s = {
-	    .wr_id = 11, .opcode = XP_WR_SEND, .flags = XP_SEND_SIGNALED};
-	struct xp_send_wr *bad = NULL;
-	const uint32_t len = 256 * 1024;
-	struct pair p;
-	struct xp_wc wc;
-
-	pair_open(&p, NULL);
-	fill(p.cli.buf, len, 1);
-	w.sge = (struct xp_sge){p.cli.buf, len, p.cli.mr};
-	w.remote_addr = (uintptr_t)p.srv.buf + 4096;
-	w.rkey = p.srv.mr->rkey;
-	w.next = &s;
-	memcpy(p.cli.buf + len, "capsule", 7);
-	s.sge = (struct xp_sge){p.cli.buf + len, 7, p.cli.mr};
-	assert_int_equal(xp_post_send(p.cli.c, &w, &bad), 0);
-
-	assert_int_equal(wait_wc(p.srv.c, &wc), 0);
-	assert_int_equal(wc.status, XP_WC_SUCCESS);
-	assert_int_equal(wc.opcode, XP_WC_RECV);
-	assert_int_equal(wc.byte_len, 7);
-	assert_memory_equal(p.srv.buf + 4096, p.cli.buf, len);
-	/* the unsignaled WRITE completes silently with the SEND */
-	expect_wc(p.cli.c, 11, XP_WC_SEND, XP_WC_SUCCESS);
-	pair_close(&p);
-}
-
-static void test_rdma_read(void **state)
-{
-	const uint32_t len = 64 * 1024;
-	struct pair p;
-
-	pair_open(&p, NULL);
-	fill(p.srv.buf + 8192, len, 2);
-	one_sided(&p.cli, XP_WR_RDMA_READ, 0, len, (uintptr_t)p.srv.buf + 8192,
-		  p.srv.mr->rkey, 20);
-	expect_wc(p.cli.c, 20, XP_WC_RDMA_READ, XP_WC_SUCCESS);
-	assert_memory_equal(p.cli.buf, p.srv.buf + 8192, len);
-	ping_pong(&p);
-	pair_close(&p);
-}
-
-static void test_1mib(void **state)
-{
-	struct pair p;
-
-	pair_open(&p, NULL);
-	/* initiator -> target */
-	fill(p.cli.buf, MIB, 3);
-	one_sided(&p.cli, XP_WR_RDMA_WRITE, 0, MIB, (uintptr_t)p.srv.buf,
-		  p.srv.mr->rkey, 30);
-	expect_wc(p.cli.c, 30, XP_WC_RDMA_WRITE, XP_WC_SUCCESS);
-	assert_memory_equal(p.srv.buf, p.cli.buf, MIB);
-	/* target -> initiator */
-	fill(p.srv.buf + MIB, MIB, 4);
-	one_sided(&p.cli, XP_WR_RDMA_READ, MIB, MIB, (uintptr_t)p.srv.buf + MIB,
-		  p.srv.mr->rkey, 31);
-	expect_wc(p.cli.c, 31, XP_WC_RDMA_READ, XP_WC_SUCCESS);
-	assert_memory_equal(p.cli.buf + MIB, p.srv.buf + MIB, MIB);
-	/* the target writes into the initiator too */
-	fill(p.srv.buf, MIB, 5);
-	one_sided(&p.srv, XP_WR_RDMA_WRITE, 0, MIB, (uintptr_t)p.cli.buf + MIB,
-		  p.cli.mr->rkey, 32);
-	expect_wc(p.srv.c, 32, XP_WC_RDMA_WRITE, XP_WC_SUCCESS);
-	assert_memory_equal(p.cli.buf + MIB, p.srv.buf, MIB);
-	pair_close(&p);
-}
-
-/*
- * After a failure on b's initiator: the failing request reports err, the
- * receives still posted flush (with their own wr_ids and the RECV
- * opcode), posts are refused, and b's target end goes to ERROR too,
- * flushing the srv_recvs receives it still has.
- */
-static void expect_failed(struct pair *b, uint64_t wr_id, enum xp_wc_opcode op,
-			  enum xp_wc_status err, unsigned int srv_recvs)
-{
-	struct xp_send_wr wr = {.opcode = XP_WR_SEND};
-	struct xp_send_wr *bad = NULL;
-	struct xp_sge sge = {b->cli.buf, 16, b->cli.mr};
-	unsigned int recvs = 0;
-	bool failed = false;
-	struct xp_wc wc;
-
-	while (!failed || recvs < NRECV) {
-		assert_int_equal(wait_wc(b->cli.c, &wc), 0);
-		if (wc.opcode == XP_WC_RECV) {
-			assert_int_equal(wc.status, XP_WC_FLUSH_ERR);
-			assert_int_equal(wc.wr_id, recvs);
-			recvs++;
-			continue;
-		}
-		assert_false(failed);
-		if (wc.status != err)
-			fprintf(stderr, "completion status: %s\n",
-				xp_wc_status_str(wc.status));
-		assert_int_equal(wc.status, err);
-		assert_int_equal(wc.opcode, op);
-		assert_int_equal(wc.wr_id, wr_id);
-		failed = true;
-	}
-	assert_int_equal(xp_state(b->cli.c), XP_CONN_ERROR);
-	assert_int_equal(xp_poll(b->cli.c, &wc, 1), 0);
-	wr.sge = sge;
-	assert_int_equal(xp_post_send(b->cli.c, &wr, &bad), -ENOTCONN);
-	assert_ptr_equal(bad, &wr);
-	assert_int_equal(xp_post_recv(b->cli.c, 99, &sge), -ENOTCONN);
-
-	wait_error(b->srv.c, srv_recvs);
-}
-
-static void test_rkey_of_other_conn(void **state)
-{
-	struct pair a, b;
-
-	pair_open(&a, "A");
-	pair_open(&b, "B");
-	fill(b.cli.buf, 4096, 6);
-	/* A's target region, A's rkey, on B's QP (B's PD): refused */
-	one_sided(&b.cli, XP_WR_RDMA_WRITE, 0, 4096, (uintptr_t)a.srv.buf,
-		  a.srv.mr->rkey, 40);
-	expect_failed(&b, 40, XP_WC_RDMA_WRITE, XP_WC_REM_ACCESS_ERR, NRECV);
-	/* nothing landed in A's memory; A is unaffected */
-	for (size_t i = 0; i < 4096; i++)
-		assert_int_equal(a.srv.buf[i], 0);
-	ping_pong(&a);
-	fill(a.srv.buf, 4096, 7);
-	one_sided(&a.cli, XP_WR_RDMA_READ, 0, 4096, (uintptr_t)a.srv.buf,
-		  a.srv.mr->rkey, 41);
-	expect_wc(a.cli.c, 41, XP_WC_RDMA_READ, XP_WC_SUCCESS);
-	assert_memory_equal(a.cli.buf, a.srv.buf, 4096);
-	pair_close(&b);
-	pair_close(&a);
-}
-
-static void test_read_out_of_bounds(void **state)
-{
-	struct pair a, b;
-
-	pair_open(&a, "A");
-	pair_open(&b, "B");
-	/* last 4 KiB of the region plus 4 KiB beyond it */
-	one_sided(&b.cli, XP_WR_RDMA_READ, 0, 8192,
-		  (uintptr_t)b.srv.buf + BUF_SIZE - 4096, b.srv.mr->rkey, 50);
-	expect_failed(&b, 50, XP_WC_RDMA_READ, XP_WC_REM_ACCESS_ERR, NRECV);
-	ping_pong(&a);
-	pair_close(&b);
-	pair_close(&a);
-}
-
-/* A disconnect flushes both ends; destroy after it is clean. */
-static void test_disconnect(void **state)
-{
-	struct xp_wc wc;
-	struct pair p;
-
-	pair_open(&p, NULL);
-	xp_disconnect(p.cli.c);
-	xp_disconnect(p.cli.c); /* idempotent */
-	assert_int_equal(xp_state(p.cli.c), XP_CONN_ERROR);
-	for (unsigned int i = 0; i < NRECV; i++) {
-		assert_int_equal(wait_wc(p.cli.c, &wc), 0);
-		assert_int_equal(wc.status, XP_WC_FLUSH_ERR);
-		assert_int_equal(wc.opcode, XP_WC_RECV);
-		assert_int_equal(wc.wr_id, i);
-	}
-	wait_error(p.srv.c, NRECV);
-	pair_close(&p);
-}
-
-/* A chain longer than the send queue: what fits is posted, *bad is next. */
-static void test_send_queue_full(void **state)
-{
-	struct xp_send_wr wr[40];
-	struct xp_send_wr *bad = NULL;
-	struct pair p;
-	int ret;
-
-	pair_open(&p, NULL);
-	memset(wr, 0, sizeof(wr));
-	for (int i = 0; i < 40; i++) {
-		wr[i].wr_id = 100 + (uint64_t)i;
-		wr[i].opcode = XP_WR_RDMA_WRITE;
-		wr[i].sge = (struct xp_sge){p.cli.buf + i * 64, 64, p.cli.mr};
-		wr[i].remote_addr = (uintptr_t)p.srv.buf + (uint64_t)i * 64;
-		wr[i].rkey = p.srv.mr->rkey;
-		wr[i].next = i < 39 ? &wr[i + 1] : NULL;
-	}
-	wr[attr.max_send_wr - 1].flags = XP_SEND_SIGNALED;
-	fill(p.cli.buf, 40 * 64, 8);
-	ret = xp_post_send(p.cli.c, wr, &bad);
-	assert_int_equal(ret, -ENOMEM);
-	assert_ptr_equal(bad, &wr[attr.max_send_wr]);
-	expect_wc(p.cli.c, 100 + attr.max_send_wr - 1, XP_WC_RDMA_WRITE,
-		  XP_WC_SUCCESS);
-	assert_memory_equal(p.srv.buf, p.cli.buf, attr.max_send_wr * 64);
-	/* the queue is free again */
-	ping_pong(&p);
-	pair_close(&p);
-}
-
-/*
- * A SEND with no receive posted at the peer fails the connection with
- * XP_WC_RNR_ERR after the transport's RNR retries (about 4 s).
- */
-static void test_rnr(void **state)
-{
-	struct xp_wc wc;
-	struct pair p;
-
-	pair_open(&p, NULL);
-	for (unsigned int i = 0; i <= NRECV; i++)
-		send_msg(&p.cli, i * 64, "more", 60 + i);
-	for (unsigned int i = 0; i < NRECV; i++) {
-		expect_wc(p.cli.c, 60 + i, XP_WC_SEND, XP_WC_SUCCESS);
-		assert_int_equal(wait_wc(p.srv.c, &wc), 0);
-		assert_int_equal(wc.status, XP_WC_SUCCESS);
-		assert_int_equal(wc.wr_id, i);
-	}
-	expect_failed(&p, 60 + NRECV, XP_WC_SEND, XP_WC_RNR_ERR, 0);
 	pair_close(&p);
 }
 
@@ -675,14 +390,6 @@ int main(void)
 	    cmocka_unit_test(test_reject_priv),
 	    cmocka_unit_test(test_no_listener),
 	    cmocka_unit_test(test_send_recv),
-	    cmocka_unit_test(test_write_then_send),
-	    cmocka_unit_test(test_rdma_read),
-	    cmocka_unit_test(test_1mib),
-	    cmocka_unit_test(test_rkey_of_other_conn),
-	    cmocka_unit_test(test_read_out_of_bounds),
-	    cmocka_unit_test(test_disconnect),
-	    cmocka_unit_test(test_send_queue_full),
-	    cmocka_unit_test(test_rnr),
 	    cmocka_unit_test(test_listen_any),
 	    cmocka_unit_test(test_unreachable),
 	};

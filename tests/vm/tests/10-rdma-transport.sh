@@ -1,12 +1,21 @@
 #!/bin/bash
-# The rdma transport's unit tests (tests/unit/test_rdma.c) over rdma_rxe:
-# connect/accept/reject with private data, SEND/RECV, chained RDMA WRITE +
-# SEND ordering, RDMA READ, foreign rkeys and out-of-bounds access failing
-# only the offending connection.
-# vm-timeout: 240
+# The rdma transport over rdma_rxe:
+#   - tests/unit/test_rdma.c: rdma_cm's part: connect/accept/reject with
+#     private data, no listener, the wildcard listener, an unreachable
+#     address (private groups, the compatibility path);
+#   - tests/unit/test_xp.c rdma: the transport contract shared with tcp
+#     (poll groups, watched fds, the sleep protocol, RC ordering, 512 KiB
+#     each way, another group's key and out-of-bounds access failing only
+#     the offending connection, disconnect, a full send queue, RNR, type-2
+#     memory windows: bind, range, access, LOCAL_INV, SEND_WITH_INV,
+#     another connection's window, a bind-only region's own rkey, fenced
+#     SEND_WITH_INV after RDMA READ, 10,000 bind/invalidate cycles).
+# vm-timeout: 420
 set -u
 . "$(dirname "$0")/../lib.sh"
 need_guest
 need_file "$BUILD/tests/test_rdma"
+need_file "$BUILD/tests/test_xp"
 RBLK_TEST_RDMA_ADDR=$RDMA_ADDR "$BUILD/tests/test_rdma" || fail "test_rdma failed"
+RBLK_TEST_RDMA_ADDR=$RDMA_ADDR "$BUILD/tests/test_xp" rdma || fail "test_xp rdma failed"
 echo "rdma transport: OK"

@@ -1,0 +1,827 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rdma_cm.c - the verbs transport: listener, passive and active connection
+ * setup, rdma_cm events, connection teardown (see rdma_internal.h).
+ */
+#include "rdma_internal.h"
+
+int xr_set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		int ret = neg_errno();
+
+		log_err("rdma: fcntl(O_NONBLOCK): %s", strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
+/*
+ * librdmacm refuses to work without a device and says so on stderr in its
+ * own words; say it in ours first, with what to do about it.
+ */
+/* A non-blocking rdma_cm event channel, or NULL with errno set (logged). */
+struct rdma_event_channel *xr_channel_create(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	int ret;
+
+	if (!ch) {
+		log_err("rdma: rdma_create_event_channel: %s (is rdma_ucm "
+			"loaded?)",
+			strerror(errno));
+		return NULL;
+	}
+	ret = xr_set_nonblock(ch->fd);
+	if (ret) {
+		rdma_destroy_event_channel(ch);
+		errno = -ret;
+		return NULL;
+	}
+	return ch;
+}
+
+int xr_check_devices(void)
+{
+	struct ibv_device **list;
+	int n = 0;
+
+	list = ibv_get_device_list(&n);
+	if (list)
+		ibv_free_device_list(list);
+	if (!list || n == 0) {
+		log_err("no RDMA device: load rdma_rxe or siw (rdma link add "
+			"NAME type rxe netdev DEV), or use tcp://");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static void fmt_sockaddr(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "rdma %s:%u", ip, ntohs(in->sin_port));
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "rdma [%s]:%u", ip, ntohs(in6->sin6_port));
+	} else {
+		snprintf(buf, len, "rdma ?");
+	}
+}
+
+/* Resolve host:port to one address (the first getaddrinfo gives). */
+static int xr_resolve(const char *host, uint16_t port, bool passive,
+		      struct sockaddr_storage *ss)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res;
+	char serv[8];
+	int rc;
+
+	if (passive)
+		hints.ai_flags |= AI_PASSIVE;
+	snprintf(serv, sizeof(serv), "%u", port);
+	rc = getaddrinfo(host, serv, &hints, &res);
+	if (rc) {
+		log_err("rdma: getaddrinfo(%s): %s", host ? host : "*",
+			gai_strerror(rc));
+		return rc == EAI_SYSTEM ? neg_errno() : -EHOSTUNREACH;
+	}
+	memcpy(ss, res->ai_addr, MIN((size_t)res->ai_addrlen, sizeof(*ss)));
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* ---- listener (listener thread) --------------------------------------- */
+
+static int xr_bind_any(struct xr_listener *l, uint16_t port)
+{
+	struct sockaddr_in6 in6 = {.sin6_family = AF_INET6,
+				   .sin6_port = htons(port),
+				   .sin6_addr = IN6ADDR_ANY_INIT};
+	struct sockaddr_in in = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_ANY)};
+
+	/* [::] takes IPv4 too unless net.ipv6.bindv6only says otherwise */
+	if (!rdma_bind_addr(l->id, (struct sockaddr *)&in6))
+		return 0;
+	log_debug("rdma: rdma_bind_addr([::]:%u): %s; trying 0.0.0.0", port,
+		  strerror(errno));
+	if (!rdma_bind_addr(l->id, (struct sockaddr *)&in))
+		return 0;
+	return neg_errno();
+}
+
+int xr_listen(const char *host, uint16_t port, struct xp_listener **out)
+{
+	struct sockaddr_storage ss;
+	struct xr_listener *l;
+	int ret;
+
+	ret = xr_check_devices();
+	if (ret)
+		return ret;
+	if (host) {
+		ret = xr_resolve(host, port, true, &ss);
+		if (ret)
+			return ret;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->base.ops = &xp_rdma_ops;
+	snprintf(l->name, sizeof(l->name), "rdma %s:%u", host ? host : "*",
+		 port);
+
+	l->ch = xr_channel_create();
+	if (!l->ch) {
+		ret = neg_errno();
+		goto out_free;
+	}
+	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP)) {
+		ret = neg_errno();
+		log_err("rdma: rdma_create_id: %s", strerror(-ret));
+		goto out_destroy_channel;
+	}
+	if (host)
+		ret = rdma_bind_addr(l->id, (struct sockaddr *)&ss)
+			  ? neg_errno()
+			  : 0;
+	else
+		ret = xr_bind_any(l, port);
+	if (ret) {
+		log_err("rdma: rdma_bind_addr(%s): %s", l->name,
+			strerror(-ret));
+		goto out_destroy_id;
+	}
+	if (rdma_listen(l->id, XR_LISTEN_BACKLOG)) {
+		ret = neg_errno();
+		log_err("rdma: rdma_listen(%s): %s", l->name, strerror(-ret));
+		goto out_destroy_id;
+	}
+	log_info("listening on %s", l->name);
+	*out = &l->base;
+	return 0;
+
+out_destroy_id:
+	rdma_destroy_id(l->id);
+out_destroy_channel:
+	rdma_destroy_event_channel(l->ch);
+out_free:
+	free(l);
+	return ret;
+}
+
+/*
+ * Requests not yet taken by get_request() are destroyed with the listening
+ * id (the kernel rejects them). Accepted connections live on: their ids
+ * were migrated to channels of their own.
+ */
+void xr_listener_destroy(struct xp_listener *xl)
+{
+	struct xr_listener *l;
+
+	if (!xl)
+		return;
+	l = to_listener(xl);
+	rdma_destroy_id(l->id);
+	rdma_destroy_event_channel(l->ch);
+	free(l);
+}
+
+int xr_listener_fd(struct xp_listener *xl)
+{
+	return to_listener(xl)->ch->fd;
+}
+
+/* ---- connection setup and teardown ------------------------------------ */
+
+static struct xr_conn *xr_conn_alloc(const struct xp_conn_attr *attr)
+{
+	struct xr_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->base.ops = &xp_rdma_ops;
+	c->max_send_wr = attr->max_send_wr;
+	c->max_recv_wr = attr->max_recv_wr;
+	c->sq_slot = calloc(attr->max_send_wr, sizeof(*c->sq_slot));
+	c->swr = calloc(attr->max_send_wr, sizeof(*c->swr));
+	c->aux = calloc(attr->max_send_wr, sizeof(*c->aux));
+	c->rq_wr_id = calloc(attr->max_recv_wr, sizeof(*c->rq_wr_id));
+	if (!c->sq_slot || !c->swr || !c->aux || !c->rq_wr_id) {
+		free(c->sq_slot);
+		free(c->swr);
+		free(c->aux);
+		free(c->rq_wr_id);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void xr_conn_free(struct xr_conn *c)
+{
+	free(c->sq_slot);
+	free(c->swr);
+	free(c->aux);
+	free(c->rq_wr_id);
+	free(c);
+}
+
+static int xr_check_attr(const struct xp_conn_attr *attr)
+{
+	if (!attr || !attr->max_send_wr || !attr->max_recv_wr ||
+	    attr->max_send_wr > INT32_MAX / 2 ||
+	    attr->max_recv_wr > INT32_MAX / 2) {
+		log_err("rdma: invalid connection attributes");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+
+/*
+ * Move to XP_CONN_ERROR and make sure the QP flushes: rdma_disconnect
+ * tells the peer (DREQ on IB/RoCE, FIN on iWARP) and, on IB, moves the QP
+ * to error; the explicit modify covers iWARP (where rdma_disconnect only
+ * asks for SQD) and connections never accepted. Idempotent.
+ */
+void xr_shutdown(struct xr_conn *c)
+{
+	struct ibv_qp_attr qpa = {.qp_state = IBV_QPS_ERR};
+	int ret;
+
+	c->state = XP_CONN_ERROR;
+	if (c->shut)
+		return;
+	c->shut = true;
+	if (c->cm_connected && rdma_disconnect(c->id))
+		log_debug("%s: rdma_disconnect: %s", c->name, strerror(errno));
+	if (c->qp) {
+		ret = verbs_ret(ibv_modify_qp(c->qp, &qpa, IBV_QP_STATE));
+		if (ret)
+			log_debug("%s: ibv_modify_qp(ERR): %s", c->name,
+				  strerror(-ret));
+	}
+}
+
+/* ---- passive side (listener thread until handed over) ----------------- */
+
+/*
+ * Turn a CONNECT_REQUEST (already acked; id is the new cm id) into a
+ * connection of group g (NULL: a private one). On failure the request is
+ * rejected and the id destroyed.
+ */
+static int xr_take_request(struct xr_listener *l, struct xr_group *g,
+			   struct rdma_cm_id *id, uint8_t peer_rd_atom,
+			   uint8_t peer_init_depth,
+			   const struct xp_conn_attr *attr,
+			   struct xr_conn **out)
+{
+	struct xr_group *own = NULL;
+	struct xr_conn *c;
+	int ret;
+
+	ret = xr_check_attr(attr);
+	if (ret)
+		goto out_reject;
+	if (!g) {
+		ret = xr_group_alloc(&own);
+		if (ret)
+			goto out_reject;
+		g = own;
+	}
+	c = xr_conn_alloc(attr);
+	if (!c) {
+		ret = -ENOMEM;
+		log_err("%s: out of memory for a connection", l->name);
+		goto out_destroy_group;
+	}
+	c->id = id;
+	fmt_sockaddr(rdma_get_peer_addr(id), c->name, sizeof(c->name));
+	c->req_rd_atom = peer_rd_atom;
+	c->req_init_depth = peer_init_depth;
+	ret = xr_group_bind_device(g, id->verbs,
+				   attr->max_send_wr + attr->max_recv_wr);
+	if (ret)
+		goto out_free_conn;
+	ret = xr_conn_join(g, c);
+	if (ret)
+		goto out_free_conn;
+	/*
+	 * From here every event of this id (ESTABLISHED, DISCONNECTED...)
+	 * is queued on the group's channel and read by the group's thread.
+	 */
+	id->context = c;
+	if (rdma_migrate_id(id, g->ch)) {
+		ret = neg_errno();
+		log_err("%s: rdma_migrate_id: %s", c->name, strerror(-ret));
+		goto out_leave_group;
+	}
+	ret = xr_setup_queue(c, attr);
+	if (ret)
+		goto out_leave_group;
+	c->state = XP_CONN_REQUESTED;
+	if (own)
+		g->private_conn = c;
+	*out = c;
+	return 0;
+
+out_leave_group:
+	/* the id may live on g->ch by now: it goes before the channel */
+	rdma_reject(id, NULL, 0);
+	rdma_destroy_id(id);
+	xr_conn_leave(c);
+	xr_conn_free(c);
+	if (own)
+		xr_group_destroy(&own->base);
+	return ret;
+out_free_conn:
+	xr_conn_free(c);
+out_destroy_group:
+	if (own)
+		xr_group_destroy(&own->base);
+out_reject:
+	rdma_reject(id, NULL, 0);
+	rdma_destroy_id(id);
+	return ret;
+}
+
+/* An event on the listener's channel that is not a request. */
+static void xr_listener_event(struct xr_listener *l, struct rdma_cm_event *ev)
+{
+	switch (ev->event) {
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		log_warn("%s: RDMA device removed under the listener", l->name);
+		break;
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+		log_info("%s: address change", l->name);
+		break;
+	default:
+		log_debug("%s: ignoring %s (status %d)", l->name,
+			  rdma_event_str(ev->event), ev->status);
+		break;
+	}
+}
+
+/*
+ * Listener thread. Reads the listener channel without blocking. On IB and
+ * RoCE the request's private data arrives zero-padded to the CM's fixed
+ * size, so *priv_len is XP_PRIV_MAX there; iWARP gives the exact length.
+ * A request that cannot be set up is rejected (no private data) and its
+ * error returned; the listener stays usable.
+ */
+int xr_group_get_request(struct xp_listener *xl, struct xp_group *xg,
+			 const struct xp_conn_attr *attr, struct xp_conn **out,
+			 void *priv, size_t *priv_len)
+{
+	struct xr_listener *l = to_listener(xl);
+	uint8_t data[XP_PRIV_MAX];
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id;
+	uint8_t rd_atom, init_depth;
+	struct xr_conn *c;
+	size_t n;
+	int ret;
+
+	for (;;) {
+		if (rdma_get_cm_event(l->ch, &ev)) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return -EAGAIN;
+			ret = neg_errno();
+			log_err("%s: rdma_get_cm_event: %s", l->name,
+				strerror(-ret));
+			return ret;
+		}
+		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+			break;
+		xr_listener_event(l, ev);
+		rdma_ack_cm_event(ev);
+	}
+
+	/* the event owns the private data: copy out before the ack */
+	id = ev->id;
+	n = 0;
+	if (ev->param.conn.private_data) {
+		n = MIN((size_t)ev->param.conn.private_data_len, sizeof(data));
+		memcpy(data, ev->param.conn.private_data, n);
+	}
+	rd_atom = ev->param.conn.responder_resources;
+	init_depth = ev->param.conn.initiator_depth;
+	rdma_ack_cm_event(ev);
+
+	ret = xr_take_request(l, xg ? to_xr_group(xg) : NULL, id, rd_atom,
+			      init_depth, attr, &c);
+	if (ret)
+		return ret;
+	if (priv && n)
+		memcpy(priv, data, n);
+	if (priv_len)
+		*priv_len = n;
+	log_debug("%s: connection request", c->name);
+	*out = &c->base;
+	return 0;
+}
+
+/*
+ * Owner thread. The QP is ready to send and receive when rdma_accept
+ * returns (librdmacm moves it to RTR and RTS first), so the connection is
+ * CONNECTED now; the ESTABLISHED event that follows on c->ch only
+ * confirms it, and a failure to establish (CONNECT_ERROR, no RTU) moves
+ * it to ERROR in poll().
+ */
+int xr_accept(struct xp_conn *xc, const void *priv, size_t priv_len)
+{
+	struct xr_conn *c = to_conn(xc);
+	struct rdma_conn_param p;
+	int ret;
+
+	if (c->state != XP_CONN_REQUESTED)
+		return -EINVAL;
+	if (priv_len > XP_PRIV_MAX)
+		return -EINVAL;
+	memset(&p, 0, sizeof(p));
+	p.private_data = priv_len ? priv : NULL;
+	p.private_data_len = (uint8_t)priv_len;
+	/* our READ responder depth to its READ issue depth, and back */
+	p.responder_resources = MIN(c->rd_atom, c->req_init_depth);
+	p.initiator_depth = MIN(c->init_depth, c->req_rd_atom);
+	p.retry_count = XR_RETRY_COUNT;
+	p.rnr_retry_count = XR_RNR_RETRY;
+	if (rdma_accept(c->id, &p)) {
+		ret = neg_errno();
+		log_err("%s: rdma_accept: %s", c->name, strerror(-ret));
+		xr_shutdown(c);
+		return ret;
+	}
+	c->cm_connected = true;
+	c->state = XP_CONN_CONNECTED;
+	log_info("%s: accepted", c->name);
+	return 0;
+}
+
+void xr_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
+{
+	struct xr_conn *c = to_conn(xc);
+
+	if (priv_len > XP_PRIV_MAX)
+		priv_len = XP_PRIV_MAX;
+	if (c->state == XP_CONN_REQUESTED &&
+	    rdma_reject(c->id, priv_len ? priv : NULL, (uint8_t)priv_len))
+		log_warn("%s: rdma_reject: %s", c->name, strerror(errno));
+	/* nothing was connected: destroy must not disconnect */
+	c->state = XP_CONN_ERROR;
+	c->shut = true;
+	xr_destroy(xc);
+}
+
+/* ---- active side (caller's thread) ------------------------------------ */
+
+/*
+ * Wait on c->ch for the event that completes the current step of
+ * connect(). Other outcomes become the errors transport.h lists.
+ */
+static int xr_wait_event(struct xr_conn *c, enum rdma_cm_event_type want,
+			 uint64_t deadline, void *rej, size_t *rej_len)
+{
+	struct rdma_cm_event *ev;
+	struct pollfd pfd = {.fd = c->g->ch->fd, .events = POLLIN};
+	int ret, status;
+
+	for (;;) {
+		if (rdma_get_cm_event(c->g->ch, &ev)) {
+			uint64_t now = now_ms();
+
+			if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				ret = neg_errno();
+				log_err("%s: rdma_get_cm_event: %s", c->name,
+					strerror(-ret));
+				return ret;
+			}
+			if (now >= deadline) {
+				log_err("%s: connect timed out (at %s)",
+					c->name, rdma_event_str(want));
+				return -ETIMEDOUT;
+			}
+			ret =
+			    poll(&pfd, 1, (int)MIN(deadline - now, INT32_MAX));
+			if (ret < 0 && errno != EINTR) {
+				ret = neg_errno();
+				log_err("%s: poll: %s", c->name,
+					strerror(-ret));
+				return ret;
+			}
+			continue;
+		}
+		status = ev->status;
+		if (ev->id != c->id) {
+			/* another connection of the group: its owner is us */
+			enum rdma_cm_event_type type = ev->event;
+			struct xr_conn *o = ev->id->context;
+
+			rdma_ack_cm_event(ev);
+			xr_cm_event(o, type, status);
+			continue;
+		}
+		if (ev->event == want) {
+			rdma_ack_cm_event(ev);
+			return 0;
+		}
+		switch (ev->event) {
+		case RDMA_CM_EVENT_ADDR_ERROR:
+			log_err("%s: address resolution failed: %s", c->name,
+				strerror(status < 0 ? -status : EHOSTUNREACH));
+			ret = -EHOSTUNREACH;
+			break;
+		case RDMA_CM_EVENT_ROUTE_ERROR:
+			log_err("%s: route resolution failed: %s", c->name,
+				strerror(status < 0 ? -status : ENETUNREACH));
+			ret = -ENETUNREACH;
+			break;
+		case RDMA_CM_EVENT_UNREACHABLE:
+			log_err("%s: peer unreachable: %s", c->name,
+				strerror(status < 0 ? -status : EHOSTUNREACH));
+			ret = -EHOSTUNREACH;
+			break;
+		case RDMA_CM_EVENT_REJECTED: {
+			const struct rdma_conn_param *cp = &ev->param.conn;
+			bool consumer;
+
+			/*
+			 * IB/RoCE: only the consumer-defined reason carries
+			 * the peer's data (the REJ always has a private data
+			 * area). iWARP: an MPA reject has data, a TCP RST not.
+			 */
+			if (c->id->verbs &&
+			    c->id->verbs->device->transport_type ==
+				IBV_TRANSPORT_IB)
+				consumer =
+				    status == XR_IB_CM_REJ_CONSUMER_DEFINED;
+			else
+				consumer = cp->private_data_len > 0;
+			if (consumer && cp->private_data && rej && rej_len) {
+				size_t n = MIN((size_t)cp->private_data_len,
+					       (size_t)XP_PRIV_MAX);
+
+				memcpy(rej, cp->private_data, n);
+				*rej_len = n;
+			}
+			if (consumer)
+				log_info("%s: connection rejected by the peer",
+					 c->name);
+			else if (status == XR_IB_CM_REJ_INVALID_SERVICE_ID)
+				log_warn("%s: connection refused: nothing "
+					 "listens on that port",
+					 c->name);
+			else
+				log_warn("%s: connection refused (reason %d)",
+					 c->name, status);
+			ret = -ECONNREFUSED;
+			break;
+		}
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+			log_err("%s: connection failed: status %d", c->name,
+				status);
+			ret = -ECONNABORTED;
+			break;
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			log_err("%s: RDMA device removed", c->name);
+			ret = -ENODEV;
+			break;
+		case RDMA_CM_EVENT_ADDR_CHANGE:
+			rdma_ack_cm_event(ev);
+			continue;
+		default:
+			log_err("%s: unexpected %s (status %d) waiting for %s",
+				c->name, rdma_event_str(ev->event), status,
+				rdma_event_str(want));
+			ret = -EPROTO;
+			break;
+		}
+		rdma_ack_cm_event(ev);
+		return ret;
+	}
+}
+
+static int remaining_ms(uint64_t deadline)
+{
+	uint64_t now = now_ms();
+
+	return now >= deadline ? 1 : (int)MIN(deadline - now, INT32_MAX);
+}
+
+int xr_group_connect(struct xp_group *xg, const char *host, uint16_t port,
+		     const struct xp_conn_attr *attr, const void *priv,
+		     size_t priv_len, int timeout_ms, struct xp_conn **out,
+		     void *rej, size_t *rej_len)
+{
+	struct xr_group *g = xg ? to_xr_group(xg) : NULL, *own = NULL;
+	struct sockaddr_storage dst;
+	struct rdma_conn_param p;
+	struct xr_conn *c;
+	uint64_t deadline;
+	int ret;
+
+	if (rej_len)
+		*rej_len = 0;
+	if (priv_len > XP_PRIV_MAX || !host)
+		return -EINVAL;
+	ret = xr_check_attr(attr);
+	if (ret)
+		return ret;
+	ret = xr_check_devices();
+	if (ret)
+		return ret;
+	if (timeout_ms <= 0)
+		timeout_ms = XR_DEFAULT_TIMEOUT_MS;
+	deadline = now_ms() + (uint64_t)timeout_ms;
+	ret = xr_resolve(host, port, false, &dst);
+	if (ret)
+		return ret;
+
+	if (!g) {
+		ret = xr_group_alloc(&own);
+		if (ret)
+			return ret;
+		g = own;
+	}
+	ret = -ENOMEM;
+	c = xr_conn_alloc(attr);
+	if (!c)
+		goto out_destroy_group;
+	fmt_sockaddr((struct sockaddr *)&dst, c->name, sizeof(c->name));
+	ret = xr_conn_join(g, c);
+	if (ret)
+		goto out_free_conn;
+	/* on the group's channel: its events are read by its thread */
+	if (rdma_create_id(g->ch, &c->id, c, RDMA_PS_TCP)) {
+		ret = neg_errno();
+		log_err("%s: rdma_create_id: %s", c->name, strerror(-ret));
+		goto out_leave_group;
+	}
+	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst,
+			      remaining_ms(deadline))) {
+		ret = neg_errno();
+		log_err("%s: rdma_resolve_addr: %s", c->name, strerror(-ret));
+		if (ret == -ENODEV || ret == -EADDRNOTAVAIL)
+			ret = -EHOSTUNREACH;
+		goto out_destroy_id;
+	}
+	ret =
+	    xr_wait_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, NULL, NULL);
+	if (ret)
+		goto out_destroy_id;
+	if (rdma_resolve_route(c->id, remaining_ms(deadline))) {
+		ret = neg_errno();
+		log_err("%s: rdma_resolve_route: %s", c->name, strerror(-ret));
+		goto out_destroy_id;
+	}
+	ret = xr_wait_event(c, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, NULL,
+			    NULL);
+	if (ret)
+		goto out_destroy_id;
+	/* the resolved peer address (port included) names it from now on */
+	fmt_sockaddr(rdma_get_peer_addr(c->id), c->name, sizeof(c->name));
+
+	ret = xr_group_bind_device(g, c->id->verbs,
+				   attr->max_send_wr + attr->max_recv_wr);
+	if (ret)
+		goto out_destroy_id;
+	ret = xr_setup_queue(c, attr);
+	if (ret)
+		goto out_destroy_id;
+
+	memset(&p, 0, sizeof(p));
+	p.private_data = priv_len ? priv : NULL;
+	p.private_data_len = (uint8_t)priv_len;
+	p.responder_resources = c->rd_atom;
+	p.initiator_depth = c->init_depth;
+	p.retry_count = XR_RETRY_COUNT;
+	p.rnr_retry_count = XR_RNR_RETRY;
+	if (rdma_connect(c->id, &p)) {
+		ret = neg_errno();
+		log_err("%s: rdma_connect: %s", c->name, strerror(-ret));
+		goto out_teardown_queue;
+	}
+	/* librdmacm moves the QP to RTR/RTS when it reads the reply */
+	ret =
+	    xr_wait_event(c, RDMA_CM_EVENT_ESTABLISHED, deadline, rej, rej_len);
+	if (ret)
+		goto out_teardown_queue;
+	c->cm_connected = true;
+	c->state = XP_CONN_CONNECTED;
+	if (own)
+		g->private_conn = c;
+	log_info("%s: connected", c->name);
+	*out = &c->base;
+	return 0;
+
+out_teardown_queue:
+	xr_teardown_queue(c);
+out_destroy_id:
+	rdma_destroy_id(c->id);
+out_leave_group:
+	xr_conn_leave(c);
+out_free_conn:
+	xr_conn_free(c);
+out_destroy_group:
+	if (own)
+		xr_group_destroy(&own->base);
+	return ret;
+}
+
+/* ---- connection ops (owner thread) ------------------------------------ */
+
+/*
+ * The QP goes first (its windows die with it), then the id; completions
+ * of it still in the group's CQ are dropped by generation. A private
+ * group goes with its connection.
+ */
+void xr_destroy(struct xp_conn *xc)
+{
+	struct xr_group *g;
+	struct xr_conn *c;
+
+	if (!xc)
+		return;
+	c = to_conn(xc);
+	g = c->g;
+	xr_shutdown(c);
+	xr_teardown_queue(c);
+	xr_conn_mws_reset(c);
+	rdma_destroy_id(c->id);
+	xr_conn_leave(c);
+	xr_conn_free(c);
+	if (g->private_conn == c) {
+		g->private_conn = NULL;
+		xr_group_destroy(&g->base);
+	}
+}
+
+void xr_disconnect(struct xp_conn *xc)
+{
+	xr_shutdown(to_conn(xc));
+}
+
+enum xp_conn_state xr_state(struct xp_conn *xc)
+{
+	return to_conn(xc)->state;
+}
+
+const char *xr_peer_name(struct xp_conn *xc)
+{
+	return to_conn(xc)->name;
+}
+
+struct xp_group *xr_conn_group(struct xp_conn *xc)
+{
+	return &to_conn(xc)->g->base;
+}
+
+/* One rdma_cm event of connection c (already acked); never blocks. */
+void xr_cm_event(struct xr_conn *c, enum rdma_cm_event_type type, int status)
+{
+	switch (type) {
+	case RDMA_CM_EVENT_ESTABLISHED:
+		log_debug("%s: established", c->name);
+		if (c->state == XP_CONN_REQUESTED)
+			c->state = XP_CONN_CONNECTED;
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		if (c->shut)
+			log_debug("%s: disconnected", c->name);
+		else
+			log_info("%s: disconnected by the peer", c->name);
+		xr_shutdown(c);
+		break;
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		log_debug("%s: timewait exit", c->name);
+		xr_shutdown(c);
+		break;
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+		log_info("%s: address change", c->name);
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		log_warn("%s: RDMA device removed", c->name);
+		xr_shutdown(c);
+		break;
+	default:
+		/* CONNECT_ERROR, UNREACHABLE, REJECTED (no RTU) */
+		log_warn("%s: %s (status %d)", c->name, rdma_event_str(type),
+			 status);
+		xr_shutdown(c);
+		break;
+	}
+}
