@@ -5,7 +5,7 @@
 #   make check-unit      unit tests only; make check-e2e: host e2e only
 #   make check-vm        the guest suite only (QEMU, real kernel RDMA/nbd/ublk)
 #   make demo            export a demo volume, move data through it, report
-#   make install PREFIX=/usr/local DESTDIR= [UNITDIR=]
+#   make install PREFIX=/usr/local DESTDIR= [UNITDIR=] [UDEVDIR=]
 #   make SANITIZE=1      build with ASan + UBSan (into build/ as usual)
 #   make fuzz            libFuzzer harnesses, FUZZ_TIME s each (tests/fuzz)
 #   make stress          load and leak check, STRESS_TIME s (tests/stress)
@@ -14,6 +14,9 @@
 PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= $(PREFIX)/lib/systemd/system
+# udev rule (60-rblk.rules) and its namer (rblk-udev-name): /dev/rblk/...
+UDEVDIR ?= $(PREFIX)/lib/udev/rules.d
+UDEVHELPERDIR ?= $(PREFIX)/lib/udev
 BUILD ?= build
 CC ?= gcc
 
@@ -211,6 +214,13 @@ install: all
 			$$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u) && \
 		chmod 644 $(DESTDIR)$(UNITDIR)/$$(basename $$u) || exit 1; \
 	done
+	install -d $(DESTDIR)$(UDEVDIR) $(DESTDIR)$(UDEVHELPERDIR)
+	sed 's|@UDEVHELPERDIR@|$(UDEVHELPERDIR)|g' tools/udev/60-rblk.rules \
+		> $(DESTDIR)$(UDEVDIR)/60-rblk.rules
+	chmod 644 $(DESTDIR)$(UDEVDIR)/60-rblk.rules
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' tools/udev/rblk-udev-name \
+		> $(DESTDIR)$(UDEVHELPERDIR)/rblk-udev-name
+	chmod 755 $(DESTDIR)$(UDEVHELPERDIR)/rblk-udev-name
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -115,15 +115,11 @@ int rblk_auth_load_secret(const char *path, uint8_t *secret, size_t *len,
 	size_t got = 0;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* a FIFO must not make us wait: it is refused below */
+	fd = open_user_path(path, O_RDONLY | O_NOFOLLOW, &st);
 	if (fd < 0)
-		return fail(err, errlen, -errno, "secret file %s: %s", path,
-			    strerror(errno));
-	if (fstat(fd, &st)) {
-		ret = fail(err, errlen, -errno, "secret file %s: %s", path,
-			   strerror(errno));
-		goto out_close;
-	}
+		return fail(err, errlen, fd, "secret file %s: %s", path,
+			    strerror(-fd));
 	if (!S_ISREG(st.st_mode)) {
 		ret = fail(err, errlen, -EINVAL,
 			   "secret file %s is not a regular file", path);

@@ -3,13 +3,16 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <unistd.h>
 
 uint64_t now_ns(void)
@@ -155,4 +158,20 @@ int errbuf_printf(char *err, size_t errlen, int ret, const char *fmt, ...)
 		va_end(ap);
 	}
 	return ret;
+}
+
+int open_user_path(const char *path, int flags, struct stat *st)
+{
+	int fd, fl, ret;
+
+	fd = open(path, flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	fl = fcntl(fd, F_GETFL);
+	if (fstat(fd, st) || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK)) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
 }

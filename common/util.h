@@ -58,6 +58,16 @@ int parse_seconds_ms(const char *s, bool allow_forever, int *out_ms);
 __attribute__((format(printf, 4, 5))) int
 errbuf_printf(char *err, size_t errlen, int ret, const char *fmt, ...);
 
+struct stat;
+/*
+ * Open a path a user named (an export, a secret or key file, a
+ * configuration file) without waiting: O_NONBLOCK so that a FIFO or a tty
+ * opens at once, cleared again before returning, and fstat() into *st so
+ * the caller checks the type before reading. O_CLOEXEC and O_NOCTTY are
+ * added to flags. The descriptor, or -errno.
+ */
+int open_user_path(const char *path, int flags, struct stat *st);
+
 /* Fill buf with cryptographically strong random bytes (getrandom). */
 void random_bytes(void *buf, size_t len);
 

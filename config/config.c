@@ -18,11 +18,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,6 +265,18 @@ static struct cfg_host *new_host(struct cfg_target *cfg, const char *name,
 	return h;
 }
 
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
 /* Add the comma-separated host names in list to e's access list. */
 static int add_allow(struct cfg_export *e, const char *list, bool ro,
 		     char *err, size_t errlen)
@@ -272,6 +287,19 @@ static int add_allow(struct cfg_export *e, const char *list, bool ro,
 	if (strlen(list) >= sizeof(buf))
 		return fail(err, errlen, -EINVAL, "host list too long");
 	snprintf(buf, sizeof(buf), "%s", list);
+	if (!strcmp(trim(buf), "any")) {
+		if (ro)
+			return fail(err, errlen, -EINVAL,
+				    "allow_ro=any is not supported; give allow=any and read-only");
+		if (e->restricted)
+			return fail(err, errlen, -EINVAL,
+				    "allow=any cannot be combined with a host list");
+		e->allow_any = true;
+		return 0;
+	}
+	if (e->allow_any)
+		return fail(err, errlen, -EINVAL,
+			    "allow=any cannot be combined with a host list");
 	e->restricted = true;
 	while ((name = strsep(&rest, ","))) {
 		char *end;
@@ -305,6 +333,7 @@ int cfg_export_set_access(const struct cfg_target *cfg, struct cfg_export *e,
 	int ret;
 
 	e->restricted = false;
+	e->allow_any = false;
 	e->nr_allow = 0;
 	if (allow && *allow) {
 		ret = add_allow(e, allow, false, err, errlen);
@@ -321,6 +350,8 @@ int cfg_export_set_access(const struct cfg_target *cfg, struct cfg_export *e,
 			return fail(err, errlen, -EINVAL,
 				    "host '%s' has no secret on this target ([host %s] or --host); every host in an access list needs one",
 				    e->allow[i], e->allow[i]);
+	if (!e->restricted && cfg->allow_any_host)
+		e->allow_any = true;
 	return 0;
 }
 
@@ -418,7 +449,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	char *eq, *path, *opts, *opt;
 	struct cfg_export acl = { 0 };
 	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
-	bool ro = false, has_uuid = false;
+	bool ro = false, has_uuid = false, overcommit = false;
 	uint8_t uuid[16];
 	uint64_t bs = 0;
 	int ret;
@@ -429,7 +460,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	eq = strchr(buf, '=');
 	if (!eq || eq == buf)
 		return fail(why, whylen, -EINVAL,
-			    "expected NAME=PATH[,ro][,bs=N][,direct][,allow=HOST][,allow_ro=HOST]");
+			    "expected NAME=PATH[,ro][,bs=N][,direct][,allow=HOST|any][,allow_ro=HOST][,overcommit]");
 	*eq = 0;
 	path = eq + 1;
 	opts = strchr(path, ',');
@@ -451,6 +482,8 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 			direct = CFG_DIRECT_YES;
 		} else if (!strcmp(opt, "nodirect")) {
 			direct = CFG_DIRECT_NO;
+		} else if (!strcmp(opt, "overcommit")) {
+			overcommit = true;
 		} else if (!strncmp(opt, "bs=", 3)) {
 			if (parse_size(opt + 3, &bs) ||
 			    check_block_size(bs, NULL, 0))
@@ -473,7 +506,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return ret;
 		} else {
 			return fail(why, whylen, -EINVAL,
-				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, uuid=UUID, allow=HOST, allow_ro=HOST)",
+				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit)",
 				    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -483,6 +516,8 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	e->restricted = acl.restricted;
 	e->has_uuid = has_uuid;
 	memcpy(e->uuid, uuid, has_uuid ? sizeof(e->uuid) : 0);
+	e->allow_any = acl.allow_any;
+	e->overcommit = overcommit;
 	e->nr_allow = acl.nr_allow;
 	memcpy(e->allow, acl.allow, sizeof(acl.allow));
 	memcpy(e->allow_ro, acl.allow_ro, sizeof(acl.allow_ro));
@@ -632,9 +667,9 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 
 enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
-       KEY_NAME, KEY_SLOT_POOL, NR_TARGET_KEYS };
+       KEY_NAME, KEY_SLOT_POOL, KEY_ALLOW_ANY_HOST, NR_TARGET_KEYS };
 enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
-       KEY_DIRECT, KEY_UUID, NR_EXPORT_KEYS };
+       KEY_DIRECT, KEY_UUID, KEY_OVERCOMMIT, NR_EXPORT_KEYS };
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
@@ -646,6 +681,7 @@ static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_METRICS] = "metrics",
 	[KEY_NAME] = "name",
 	[KEY_SLOT_POOL] = "slot_pool",
+	[KEY_ALLOW_ANY_HOST] = "allow_any_host",
 };
 static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_PATH] = "path",
@@ -655,6 +691,7 @@ static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_ALLOW_RO] = "allow_ro",
 	[KEY_DIRECT] = "direct",
 	[KEY_UUID] = "uuid",
+	[KEY_OVERCOMMIT] = "overcommit",
 };
 static const char *const host_keys[NR_HOST_KEYS] = {
 	[KEY_SECRET] = "secret",
@@ -698,18 +735,6 @@ static int ctx_fail(struct parse_ctx *c, const char *fmt, ...)
 	vsnprintf(c->err, sizeof(c->err), fmt, ap);
 	va_end(ap);
 	return 0;
-}
-
-static char *trim(char *s)
-{
-	char *e;
-
-	while (isspace((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = 0;
-	return s;
 }
 
 /* "[host NAME]": name is trimmed. */
@@ -866,6 +891,7 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 	uint64_t size;
 	char why[256];
 	int lvl;
+	bool b;
 
 	if (key != KEY_LISTEN && seen_before(c, &c->target_seen[key],
 					     target_keys[key]))
@@ -928,6 +954,12 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 			return ctx_fail(c, "name: %s", why);
 		snprintf(cfg->name, sizeof(cfg->name), "%s", value);
 		return 1;
+	case KEY_ALLOW_ANY_HOST:
+		if (parse_bool(value, &b))
+			return ctx_fail(c, "allow_any_host: '%s' is not yes/no, true/false, on/off or 1/0",
+					value);
+		cfg->allow_any_host = b;
+		return 1;
 	}
 	return ctx_fail(c, "internal error: key %d", key);
 }
@@ -978,6 +1010,12 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 			return ctx_fail(c, "uuid: '%s' is not 8-4-4-4-12 hex digits",
 					value);
 		e->has_uuid = true;
+		return 1;
+	case KEY_OVERCOMMIT:
+		if (parse_bool(value, &b))
+			return ctx_fail(c, "overcommit: '%s' is not yes/no, true/false, on/off or 1/0",
+					value);
+		e->overcommit = b;
 		return 1;
 	}
 	return ctx_fail(c, "internal error: key %d", key);
@@ -1057,17 +1095,56 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 				return ctx_fail(c, "%s", why);
 		}
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, ctl_socket, ctl_socket_mode, metrics, name)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, ctl_socket, ctl_socket_mode, metrics, name, allow_any_host)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid)",
+			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid, overcommit)",
 					name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);
 	}
 	return ctx_fail(c, "internal error: section %d", c->sec);
+}
+
+/*
+ * Open the configuration file without waiting on a FIFO or a device, and
+ * only if it is a regular file of at most CFG_MAX_FILE_SIZE bytes: so a
+ * path such as /dev/zero or a pipe is refused at once instead of being
+ * read forever.
+ */
+static int open_config(const char *path, FILE **fp, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd, ret;
+
+	fd = open_user_path(path, O_RDONLY, &st);
+	if (fd < 0)
+		return fail(err, errlen, fd, "%s: %s", path, strerror(-fd));
+	if (!S_ISREG(st.st_mode)) {
+		ret = fail(err, errlen, -EINVAL,
+			   "%s: not a regular file (a configuration file is one)",
+			   path);
+		goto out_close;
+	}
+	if (st.st_size > CFG_MAX_FILE_SIZE) {
+		ret = fail(err, errlen, -EFBIG,
+			   "%s: %lld bytes, more than the %d a configuration file may have",
+			   path, (long long)st.st_size, CFG_MAX_FILE_SIZE);
+		goto out_close;
+	}
+	*fp = fdopen(fd, "r");
+	if (!*fp) {
+		ret = fail(err, errlen, -errno, "%s: %s", path,
+			   strerror(errno));
+		goto out_close;
+	}
+	return 0;
+
+out_close:
+	close(fd);
+	return ret;
 }
 
 int cfg_load(struct cfg_target *cfg, const char *path, char *err,
@@ -1087,12 +1164,9 @@ int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 	memcpy(c->cfg, cfg, sizeof(*cfg));
 	c->first_new = cfg->nr_exports;
 	c->first_new_host = cfg->nr_hosts;
-	c->f = fopen(path, "re");
-	if (!c->f) {
-		ret = -errno;
-		fail(err, errlen, ret, "%s: %s", path, strerror(-ret));
+	ret = open_config(path, &c->f, err, errlen);
+	if (ret)
 		goto out_free_cfg;
-	}
 
 	line = ini_parse_stream(ctx_read_line, c, ini_handler_cb, c);
 	if (ferror(c->f)) {
@@ -1145,7 +1219,7 @@ out_free_ctx:
 	return ret;
 }
 
-int cfg_validate(const struct cfg_target *cfg, char *err, size_t errlen)
+int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen)
 {
 	char why[256];
 
@@ -1192,5 +1266,8 @@ int cfg_validate(const struct cfg_target *cfg, char *err, size_t errlen)
 		return fail(err, errlen, -EINVAL,
 			    "engine '%.15s' is not io_uring or libaio",
 			    cfg->engine);
+	for (unsigned int i = 0; i < cfg->nr_exports; i++)
+		if (cfg->allow_any_host && !cfg->exports[i].restricted)
+			cfg->exports[i].allow_any = true;
 	return 0;
 }

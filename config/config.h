@@ -40,12 +40,15 @@ struct cfg_export {
 	bool read_only;
 	uint32_t block_size; /* 0: choose (device logical block size or 512) */
 	/*
-	 * Access list. Without allow/allow_ro any host may log in (hosts
-	 * with a [host] section must still authenticate). With them, only
-	 * the hosts named, each after authenticating; allow_ro ones get a
-	 * read-only login.
+	 * Access list. With allow/allow_ro, only the hosts named, each after
+	 * authenticating; allow_ro ones get a read-only login. Without them
+	 * every host is refused unless allow_any is set (allow=any, or the
+	 * target's allow_any_host): then any host may log in (hosts with a
+	 * [host] section must still authenticate).
 	 */
 	bool restricted; /* allow or allow_ro given */
+	bool allow_any; /* allow=any: open to every host (not with a list) */
+	bool overcommit; /* ram:SIZE beyond the memory available is accepted */
 	unsigned int nr_allow;
 	char allow[CFG_MAX_ALLOW][RBLK_NAME_MAX];
 	bool allow_ro[CFG_MAX_ALLOW];
@@ -84,7 +87,12 @@ struct cfg_target {
 	char name[RBLK_NAME_MAX]; /* identity in authentication; "": hostname */
 	struct cfg_host hosts[CFG_MAX_HOSTS];
 	unsigned int nr_hosts;
+	/* exports without an allow list are open to any host (default no) */
+	bool allow_any_host;
 };
+
+/* A configuration file larger than this is refused (it is not one). */
+#define CFG_MAX_FILE_SIZE (1024 * 1024)
 
 #define CFG_DEFAULT_CTL_SOCKET "/run/rblk/target.sock"
 
@@ -114,13 +122,17 @@ void cfg_init(struct cfg_target *cfg);
  *   ctl_socket = /run/rblk/target.sock | none
  *   ctl_socket_mode = 0600
  *   metrics = tcp://127.0.0.1:9441
+ *   allow_any_host = no              ; yes: exports without allow lists
+ *                                    ; are open to every host
  *
  *   [export NAME]
  *   path = /srv/vol0.img | /dev/sdb | ram:1G
  *   read_only = yes | no
  *   block_size = 512 | 4096 ...
  *   allow = host1, host2             ; only these hosts, authenticated
+ *   allow = any                      ; or: every host (no list: none)
  *   allow_ro = host3                 ; read-only for these
+ *   overcommit = no                  ; ram:SIZE beyond MemAvailable
  *
  *   [host NAME]
  *   secret_file = /etc/rblk/NAME.key ; mode 0600 or stricter
@@ -155,8 +167,10 @@ const struct cfg_host *cfg_find_host(const struct cfg_target *cfg,
 int cfg_export_allows(const struct cfg_export *e, const char *name);
 /*
  * Replace e's access list: allow and allow_ro are comma-separated host
- * lists (NULL or "" for none); both empty leaves e unrestricted. Every host
- * named must have a [host] section in cfg. -errno with the reason in err.
+ * lists (NULL or "" for none); allow may be "any" alone (open to every
+ * host). Both empty leaves e without a list: closed, unless cfg has
+ * allow_any_host. Every host named must have a [host] section in cfg.
+ * -errno with the reason in err.
  */
 int cfg_export_set_access(const struct cfg_target *cfg, struct cfg_export *e,
 			  const char *allow, const char *allow_ro, char *err,
@@ -195,7 +209,11 @@ int cfg_set_slot_pool(struct cfg_target *cfg, const char *value, char *err,
 int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 		    size_t errlen);
 
-/* Final checks: at least one export and listener, unique export names. */
-int cfg_validate(const struct cfg_target *cfg, char *err, size_t errlen);
+/*
+ * Final checks: at least one export and listener, unique export names.
+ * Then, with allow_any_host, opens every export without an allow list
+ * (sets its allow_any).
+ */
+int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen);
 
 #endif

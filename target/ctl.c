@@ -733,7 +733,8 @@ static void cmd_set_hosts(struct target *t, struct req *r)
 		goto out_free;
 	}
 	memcpy(copy, e->cfg, sizeof(*copy));
-	if (cfg_export_set_access(&t->cfg, copy, opts[0].val, opts[1].val,
+	if (cfg_export_set_access(&t->cfg, copy,
+				  opts[2].val ? "any" : opts[0].val, opts[1].val,
 				  r->err, sizeof(r->err))) {
 		pthread_mutex_unlock(&t->exports_lock);
 		goto out_free; /* r->err says why */

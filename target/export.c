@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -63,17 +65,11 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 	struct stat st;
 	int ret;
 
-	e->fd = open(cfg->path, flags | O_CLOEXEC);
-	if (e->fd < 0) {
-		ret = -errno;
-		return open_fail(err, errlen, ret, "open %s: %s", cfg->path,
-				 strerror(errno));
-	}
-	if (fstat(e->fd, &st)) {
-		ret = open_fail(err, errlen, -errno, "fstat %s: %s", cfg->path,
-				strerror(errno));
-		goto out_close_fd;
-	}
+	/* a FIFO must not make us wait for its writer: refused below */
+	e->fd = open_user_path(cfg->path, flags, &st);
+	if (e->fd < 0)
+		return open_fail(err, errlen, e->fd, "open %s: %s", cfg->path,
+				 strerror(-e->fd));
 	e->block_size = cfg->block_size ? cfg->block_size : DEFAULT_BLOCK_SIZE;
 	if (S_ISBLK(st.st_mode)) {
 		int lbs = 0;
@@ -105,8 +101,11 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 				S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
 				"%s is %s, not a regular file or a block device",
 				cfg->path,
-				S_ISDIR(st.st_mode) ? "a directory" :
-						      "something else");
+				S_ISDIR(st.st_mode)  ? "a directory" :
+				S_ISFIFO(st.st_mode) ? "a FIFO" :
+				S_ISCHR(st.st_mode)  ? "a character device" :
+				S_ISSOCK(st.st_mode) ? "a socket" :
+						       "something else");
 		goto out_close_fd;
 	}
 	if (e->size % e->block_size) {
@@ -123,10 +122,20 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 
 	e->fd_direct = -1;
 	if (e->dio_align && e->dio_align <= e->block_size) {
-		e->fd_direct = open(cfg->path, flags | O_DIRECT | O_CLOEXEC);
-		if (e->fd_direct < 0)
+		struct stat st2;
+
+		/* the path may name something else by now: same inode only */
+		e->fd_direct = open_user_path(cfg->path, flags | O_DIRECT, &st2);
+		if (e->fd_direct >= 0 && (st2.st_dev != st.st_dev ||
+					  st2.st_ino != st.st_ino)) {
+			close(e->fd_direct);
+			e->fd_direct = -ESTALE;
+		}
+		if (e->fd_direct < 0) {
 			log_info("export %s: O_DIRECT refused (%s); using buffered I/O",
-				 e->name, strerror(errno));
+				 e->name, strerror(-e->fd_direct));
+			e->fd_direct = -1;
+		}
 	} else {
 		log_info("export %s: O_DIRECT alignment %u unsuitable for block size %u; using buffered I/O",
 			 e->name, e->dio_align, e->block_size);
@@ -244,15 +253,68 @@ const struct backend_ops backend_file_ops = {
 
 /* ---- RAM backend -------------------------------------------------------- */
 
+/* Bytes of all open RAM exports (their pages are reserved lazily). */
+static _Atomic uint64_t ram_total;
+
+/* A /proc/meminfo field in bytes, or 0 when it cannot be read. */
+static uint64_t meminfo(const char *key)
+{
+	unsigned long long kib = 0;
+	size_t klen = strlen(key);
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen) && line[klen] == ':') {
+			if (sscanf(line + klen + 1, "%llu", &kib) != 1)
+				kib = 0;
+			break;
+		}
+	fclose(f);
+	return (uint64_t)kib * 1024;
+}
+
+/*
+ * RAM volumes are mapped MAP_NORESERVE and filled as written, so an
+ * oversized one is accepted and then gets the target OOM-killed mid-way.
+ * Refuse one larger than MemAvailable, or RAM volumes adding up to more
+ * than MemTotal, unless the export says `overcommit`.
+ */
+static int ram_check_size(const struct cfg_export *cfg, uint64_t size,
+			  char *err, size_t errlen)
+{
+	uint64_t avail = meminfo("MemAvailable"), total = meminfo("MemTotal");
+	uint64_t others = atomic_load(&ram_total);
+
+	if (cfg->overcommit || !avail || !total)
+		return 0;
+	if (size > avail)
+		return open_fail(err, errlen, -ENOMEM,
+				 "%s is more than the %llu MiB of memory available; give a smaller size, or add 'overcommit' to accept the risk",
+				 cfg->path, (unsigned long long)(avail >> 20));
+	if (others + size > total)
+		return open_fail(err, errlen, -ENOMEM,
+				 "%s with the %llu MiB of RAM exports already open is more than the %llu MiB of memory; give a smaller size, or add 'overcommit' to accept the risk",
+				 cfg->path, (unsigned long long)(others >> 20),
+				 (unsigned long long)(total >> 20));
+	return 0;
+}
+
 static int ram_open(struct export *e, const struct cfg_export *cfg,
 		    char *err, size_t errlen)
 {
 	uint64_t size;
+	int ret;
 
 	if (parse_size(cfg->path + 4, &size) || size == 0 || size % 4096)
 		return open_fail(err, errlen, -EINVAL,
 				 "bad RAM size '%s' (want ram:SIZE, a multiple of 4 KiB)",
 				 cfg->path);
+	ret = ram_check_size(cfg, size, err, errlen);
+	if (ret)
+		return ret;
 	e->ram = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (e->ram == MAP_FAILED) {
@@ -262,6 +324,7 @@ static int ram_open(struct export *e, const struct cfg_export *cfg,
 	}
 	e->kind = EXPORT_RAM;
 	e->size = size;
+	atomic_fetch_add(&ram_total, size);
 	e->block_size = cfg->block_size ? cfg->block_size : DEFAULT_BLOCK_SIZE;
 	/* no volatile cache: FLUSH and FUA are not offered */
 	e->features = RBLK_F_TRIM | RBLK_F_ZEROES;
@@ -270,8 +333,10 @@ static int ram_open(struct export *e, const struct cfg_export *cfg,
 
 static void ram_close(struct export *e)
 {
-	if (e->ram)
+	if (e->ram) {
 		munmap(e->ram, e->size);
+		atomic_fetch_sub(&ram_total, e->size);
+	}
 	e->ram = NULL;
 }
 
@@ -317,11 +382,70 @@ const struct backend_ops backend_ram_ops = {
  * rblk-target.conf(5)): mapping a device pins its page cache per
  * connection and its size may change under us; the O_DIRECT slot path
  * serves them.
+ *
+ * Only memory-backed file systems can be mapped this way: an RDMA
+ * registration is a long-term writable pin, which Linux (6.5 and later)
+ * refuses for the page cache of ordinary file systems (ibv_reg_mr fails
+ * with EFAULT on ext4, xfs, ...). tmpfs/shmem, hugetlbfs and DAX mounts
+ * work; on anything else map_open() returns 1 and export_open() serves
+ * the file through the slot path instead, with a warning.
+ *
+ * A writable mapping is fully allocated at open (fallocate): a store into
+ * a hole that the file system cannot fill is a SIGBUS that would kill the
+ * target, and a one-sided RDMA WRITE into the mapping cannot be caught by
+ * the target at all. No space for the whole file: the export is refused.
  */
+static const char *fs_name(unsigned long magic)
+{
+	switch (magic) {
+	case EXT4_SUPER_MAGIC: return "ext2/ext3/ext4";
+	case XFS_SUPER_MAGIC: return "xfs";
+	case BTRFS_SUPER_MAGIC: return "btrfs";
+	case NFS_SUPER_MAGIC: return "nfs";
+	case OVERLAYFS_SUPER_MAGIC: return "overlayfs";
+	case F2FS_SUPER_MAGIC: return "f2fs";
+	case V9FS_MAGIC: return "9p";
+	case FUSE_SUPER_MAGIC: return "fuse";
+	default: return NULL;
+	}
+}
+
+/* 1 when fd's file lives where a writable RDMA pin of its mapping works. */
+static bool direct_fs_ok(int fd, char *fs, size_t fslen)
+{
+	struct statfs sfs;
+
+	if (fstatfs(fd, &sfs)) {
+		snprintf(fs, fslen, "an unknown file system (%s)",
+			 strerror(errno));
+		return false;
+	}
+	if ((unsigned long)sfs.f_type == TMPFS_MAGIC ||
+	    (unsigned long)sfs.f_type == HUGETLBFS_MAGIC)
+		return true;
+#ifdef STATX_ATTR_DAX
+	{
+		struct statx stx;
+
+		if (!statx(fd, "", AT_EMPTY_PATH, 0, &stx) &&
+		    (stx.stx_attributes_mask & STATX_ATTR_DAX) &&
+		    (stx.stx_attributes & STATX_ATTR_DAX))
+			return true;
+	}
+#endif
+	if (fs_name((unsigned long)sfs.f_type))
+		snprintf(fs, fslen, "%s", fs_name((unsigned long)sfs.f_type));
+	else
+		snprintf(fs, fslen, "file system 0x%lx",
+			 (unsigned long)sfs.f_type);
+	return false;
+}
+
 static int map_open(struct export *e, const struct cfg_export *cfg,
 		    char *err, size_t errlen)
 {
 	int prot = PROT_READ | (e->read_only ? 0 : PROT_WRITE);
+	char fs[64];
 	int ret;
 
 	ret = file_open(e, cfg, err, errlen);
@@ -331,6 +455,18 @@ static int map_open(struct export *e, const struct cfg_export *cfg,
 		ret = open_fail(err, errlen, -EINVAL,
 				"direct needs a regular file; %s is a block device",
 				cfg->path);
+		goto out_close;
+	}
+	if (!direct_fs_ok(e->fd, fs, sizeof(fs))) {
+		log_warn("export %s: WARNING: 'direct' ignored: %s is on %s; direct access needs tmpfs, hugetlbfs or a DAX mount (RDMA cannot pin the page cache of other file systems); serving it through the slot path",
+			 e->name, cfg->path, fs);
+		return 1; /* file_open()'s descriptors serve the slot path */
+	}
+	if (!e->read_only && fallocate(e->fd, 0, 0, (off_t)e->size)) {
+		ret = open_fail(err, errlen, -errno,
+				"direct: cannot allocate all %llu bytes of %s (%s); a direct export must be fully allocated (free space, or drop 'direct')",
+				(unsigned long long)e->size, cfg->path,
+				strerror(errno));
 		goto out_close;
 	}
 	e->ram = mmap(NULL, e->size, prot, MAP_SHARED, e->fd, 0);
@@ -426,6 +562,11 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		e->ops = e->direct ? &backend_map_ops : &backend_file_ops;
 	}
 	ret = e->ops->open(e, cfg, err, errlen);
+	if (ret == 1) { /* map_open(): not mappable here, slot path instead */
+		e->ops = &backend_file_ops;
+		e->direct = false;
+		ret = 0;
+	}
 	if (ret)
 		return ret;
 	if (e->read_only)
@@ -449,14 +590,18 @@ void export_close(struct export *e)
 
 bool export_visible_to(const struct export *e, const char *host)
 {
+	const struct cfg_export *c = e->cfg;
+
 	/*
-	 * The login rule (auth_needed() and the allow-list check in
-	 * worker.c): an export without an allow list is open to every host;
-	 * one with a list shows only to the hosts on it. Discovery is not
+	 * The login rule (login_decide(), auth_needed() and auth_decide()
+	 * in login.c): an export with an allow list shows only to the hosts
+	 * on it; one without is closed to everyone unless it is open to any
+	 * host (allow=any, or the target's allow_any_host). Discovery is not
 	 * authenticated, so this reveals names, never data.
 	 */
-	return !e->cfg || !e->cfg->restricted ||
-	       cfg_export_allows(e->cfg, host) >= 0;
+	if (!c)
+		return true;
+	return c->restricted ? cfg_export_allows(c, host) >= 0 : c->allow_any;
 }
 
 struct export *export_create(const struct cfg_export *cfg,
@@ -483,6 +628,12 @@ struct export *export_create(const struct cfg_export *cfg,
 	if (export_open(e, copy, err, errlen)) /* clears e first */
 		goto out_free;
 	e->cfg = copy;
+	if (!copy->restricted && copy->allow_any)
+		log_warn("export %s: WARNING: open to ANY host that reaches the target, without authentication (allow=any or allow_any_host); give allow=HOST to restrict it",
+			 e->name);
+	else if (!copy->restricted)
+		log_warn("export %s: no allow list: every host is refused (give allow=HOST, or allow=any to open it)",
+			 e->name);
 	e->wstats = aligned_alloc(_Alignof(struct iostats),
 				  (size_t)nr_workers * sizeof(*e->wstats));
 	if (!e->wstats) {

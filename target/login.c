@@ -18,6 +18,7 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		 uint32_t cfg_max_io, login_lookup_fn lookup, void *ctx,
 		 struct login_plan *p)
 {
+	const struct cfg_export *ecfg;
 	struct export *e;
 	int st;
 
@@ -38,6 +39,14 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		return RBLK_S_NO_EXPORT;
 	}
 	p->exp = e;
+	ecfg = e->cfg;
+	if (ecfg && !ecfg->restricted && !ecfg->allow_any) {
+		/* closed by default: no allow list and no allow=any */
+		snprintf(p->why, sizeof(p->why),
+			 "export %.64s has no allow list (host '%.64s' refused; the target needs allow=HOST or allow=any)",
+			 e->name, p->hello.host_name);
+		return RBLK_S_ACCESS_DENIED;
+	}
 	p->lim.queue_depth = MIN(p->hello.queue_depth, cm_qd);
 	p->lim.max_io = MIN(p->hello.max_io, cfg_max_io);
 	if (p->lim.max_io < e->block_size) {

@@ -66,10 +66,12 @@ static void usage(FILE *f)
 		"\n"
 		"  -l, --listen URL          listen on tcp://HOST[:PORT] or rdma://HOST[:PORT]\n"
 		"                            (repeatable; default port %d)\n"
-		"  -e, --export NAME=PATH[,ro][,bs=N][,uuid=UUID][,allow=HOST][,allow_ro=HOST]\n"
+		"  -e, --export NAME=PATH[,ro][,bs=N][,uuid=UUID][,allow=HOST|any][,allow_ro=HOST]\n"
 		"                            export a file, block device or ram:SIZE\n"
 		"                            (repeatable); allow/allow_ro: only these\n"
-		"                            hosts, authenticated (repeatable)\n"
+		"                            hosts, authenticated (repeatable); no\n"
+		"                            allow list: no host, unless allow=any\n"
+		"      --allow-any-host      exports without an allow list serve any host\n"
 		"      --host NAME:secret-file=PATH\n"
 		"                            a host that authenticates with the secret\n"
 		"                            in PATH (mode 0600; repeatable)\n"
@@ -102,15 +104,16 @@ static void usage(FILE *f)
 		"                            talk to a running target ('ctl --help')\n"
 		"\n"
 		"Example:\n"
-		"  rblk-target --listen tcp://127.0.0.1:7441 --export vol0=/srv/vol0.img\n"
-		"  rblk-target --listen rdma://192.0.2.1 --export scratch=ram:1G\n",
+		"  rblk-target --listen tcp://127.0.0.1:7441 --export vol0=/srv/vol0.img,allow=any\n"
+		"  rblk-target --listen rdma://192.0.2.1 --export scratch=ram:1G,allow=any\n",
 		RBLK_DEFAULT_PORT, CFG_DEFAULT_CTL_SOCKET);
 }
 
 static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 {
 	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO, OPT_CTL, OPT_CTL_MODE,
-	       OPT_METRICS, OPT_HOST, OPT_NAME, OPT_SLOT_POOL, OPT_LIMIT };
+	       OPT_METRICS, OPT_HOST, OPT_NAME, OPT_SLOT_POOL, OPT_LIMIT,
+	       OPT_ALLOW_ANY };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "export", required_argument, NULL, 'e' },
@@ -130,6 +133,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "host", required_argument, NULL, OPT_HOST },
 		{ "name", required_argument, NULL, OPT_NAME },
+		{ "allow-any-host", no_argument, NULL, OPT_ALLOW_ANY },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -164,6 +168,9 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		case OPT_HOST:
 			if (cfg_add_host_arg(cfg, optarg, err, sizeof(err)))
 				goto bad;
+			break;
+		case OPT_ALLOW_ANY:
+			cfg->allow_any_host = true;
 			break;
 		case OPT_NAME:
 			if (!*optarg || strlen(optarg) >= RBLK_NAME_MAX ||
@@ -404,6 +411,26 @@ out_close:
 	return ret;
 }
 
+/*
+ * SIGINT/SIGTERM are blocked from before the exports open (threads inherit
+ * the mask); one that arrived meanwhile ends the start-up here.
+ */
+static bool startup_interrupted(const sigset_t *mask)
+{
+	sigset_t pending;
+
+	if (sigpending(&pending))
+		return false;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(mask, sig) == 1 &&
+		    sigismember(&pending, sig) == 1) {
+			log_msg(LOG_INFO, "%s received while starting; exiting",
+				strsignal(sig));
+			return true;
+		}
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	static struct target t; /* large (config): keep it off the stack */
@@ -468,6 +495,10 @@ int main(int argc, char **argv)
 		e->next = t.exports;
 		t.exports = e;
 		t.nr_exports++;
+		if (startup_interrupted(&mask)) {
+			ret = 1;
+			goto out_close_exports;
+		}
 	}
 	t.workers = calloc(t.nr_workers, sizeof(*t.workers));
 	if (!t.workers) {

@@ -42,8 +42,10 @@
 #                             RBLK_TARGET_PID, RBLK_TARGET_LOG. Extra
 #                             arguments for every test's target may come
 #                             from RBLK_TARGET_ARGS (e.g. "--engine libaio"); its control socket is
-#                             $TEST_DIR/target.N.sock (RBLK_CTL_SOCKET),
-#                             never the system-wide default
+#                             $TEST_DIR/target.PORT.sock (RBLK_CTL_SOCKET),
+#                             never the system-wide default. Exports are
+#                             open to any host (--allow-any-host) unless
+#                             RBLK_TARGET_OPEN is set (to "" for closed)
 #   start_nbd URL SOCKET [ARGS...]
 #                             start `rblk nbd URL --socket SOCKET ARGS`, wait
 #                             for its "ready" line, stop it at exit; sets
@@ -53,6 +55,10 @@
 #                             the same with --listen tcp://127.0.0.1:PORT on
 #                             a free port; sets NBD_PORT and NBD_URI
 #                             (nbd://127.0.0.1:PORT/EXPORT)
+#   make_tmpfs_dir            set TMPFS_DIR to a fresh directory on a tmpfs
+#                             (/dev/shm), removed at exit; skip without one
+#                             (`direct` file exports need tmpfs, hugetlbfs
+#                             or DAX: see rblk-target.conf(5))
 #   stop_pid PID              SIGTERM, wait up to 10 s, then SIGKILL
 #   sha FILE                  the sha256 of FILE
 #   make_random FILE MIB      FILE with MIB MiB of random data
@@ -126,6 +132,14 @@ trap 'exit 143' TERM
 TEST_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rblk-${TEST_NAME%.sh}.XXXXXX")
 cleanup_fn rm -rf "$TEST_DIR"
 cleanup_fn _check_sanitizers
+
+make_tmpfs_dir()
+{
+	[ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] ||
+		skip "no tmpfs on /dev/shm"
+	TMPFS_DIR=$(mktemp -d "/dev/shm/rblk-${TEST_NAME%.sh}.XXXXXX")
+	cleanup_fn rm -rf "$TMPFS_DIR"
+}
 
 # ---- requirements --------------------------------------------------------
 
@@ -254,10 +268,11 @@ start_target()
 	[ -n "${RBLK_TARGET_ARGS:-}" ] && extra=($RBLK_TARGET_ARGS)
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
-		log=$TEST_DIR/target.$attempt.log
+		log=$TEST_DIR/target.$port.log
 		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
+			${RBLK_TARGET_OPEN---allow-any-host} \
 			--log-level info \
-			--ctl-socket "$TEST_DIR/target.$attempt.sock" \
+			--ctl-socket "$TEST_DIR/target.$port.sock" \
 			${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1 &
 		pid=$!
 		rc=0
@@ -267,7 +282,7 @@ start_target()
 			RBLK_PORT=$port
 			RBLK_TARGET_PID=$pid
 			RBLK_TARGET_LOG=$log
-			RBLK_CTL_SOCKET=$TEST_DIR/target.$attempt.sock
+			RBLK_CTL_SOCKET=$TEST_DIR/target.$port.sock
 			export RBLK_PORT RBLK_TARGET_PID RBLK_TARGET_LOG \
 				RBLK_CTL_SOCKET
 			cleanup_fn stop_pid "$pid"
@@ -340,4 +355,105 @@ sha()
 make_random()
 {
 	head -c "$(($2 * 1024 * 1024))" /dev/urandom >"$1"
+}
+
+# ---- a legitimate client verifying data while a test misbehaves ----------
+#
+#   start_verifier URL MIB    loop: write MIB MiB of random data to URL
+#                             (rblk_libtest put), read it back (get) and
+#                             compare sha256, until stop_verifier
+#   stop_verifier             stop it; fail unless every round verified
+#                             and at least one round ran; prints the count
+#   proc_fds PID, proc_rss_kib PID
+#                             open descriptors and resident KiB of PID
+#   proc_baseline PID         remember PID's descriptors and RSS
+#   proc_check PID KIB        fail if PID has more than 2 descriptors or
+#                             KIB KiB of RSS more than at proc_baseline
+#   expect_refusal SECS RC PATTERN CMD...
+#                             CMD exits RC within SECS (a hang fails the
+#                             test) and its output matches PATTERN
+#                             (grep -E); prints the first line of it
+
+start_verifier()
+{
+	local url=$1 mib=$2 t=$RBLK_BUILD/tests/rblk_libtest
+	[ -x "$t" ] || fail "$t missing: run make check"
+	_verify_dir=$TEST_DIR/verifier
+	mkdir -p "$_verify_dir"
+	make_random "$_verify_dir/src" "$mib"
+	(
+		n=0
+		while [ ! -e "$_verify_dir/stop" ] || [ $n -eq 0 ]; do
+			rm -f "$_verify_dir/back"
+			timeout 60 "$t" put "$url" "$_verify_dir/src" >/dev/null ||
+				{ echo "put failed after $n rounds"; exit 1; }
+			timeout 60 "$t" get "$url" "$_verify_dir/back" >/dev/null ||
+				{ echo "get failed after $n rounds"; exit 1; }
+			cmp -s -n "$((mib * 1048576))" "$_verify_dir/src" \
+				"$_verify_dir/back" ||
+				{ echo "MISMATCH after $n rounds"; exit 1; }
+			n=$((n + 1))
+			echo "$n" >"$_verify_dir/rounds"
+		done
+	) >"$_verify_dir/log" 2>&1 &
+	_verify_pid=$!
+	cleanup_fn _kill_quiet "$_verify_pid"
+}
+
+_kill_quiet()
+{
+	kill "$@" 2>/dev/null || true
+}
+
+stop_verifier()
+{
+	local rc=0
+	touch "$_verify_dir/stop"
+	wait_pid 120 "$_verify_pid" || rc=$?
+	[ $rc -eq 0 ] || fail "verifying client: $(cat "$_verify_dir/log")"
+	echo "verifying client: $(cat "$_verify_dir/rounds") rounds verified"
+}
+
+proc_baseline()
+{
+	_base_fds=$(proc_fds "$1")
+	_base_rss=$(proc_rss_kib "$1")
+}
+
+proc_check()
+{
+	local fds rss
+	fds=$(proc_fds "$1")
+	rss=$(proc_rss_kib "$1")
+	echo "pid $1: fds $_base_fds -> $fds, RSS $_base_rss -> $rss KiB"
+	[ "$fds" -le "$((_base_fds + 2))" ] ||
+		fail "pid $1: descriptors grew from $_base_fds to $fds"
+	[ "$rss" -le "$((_base_rss + $2))" ] ||
+		fail "pid $1: RSS grew from $_base_rss to $rss KiB (allowed $2)"
+}
+
+proc_fds()
+{
+	find "/proc/$1/fd" -mindepth 1 -maxdepth 1 | wc -l
+}
+
+proc_rss_kib()
+{
+	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}
+
+expect_refusal()
+{
+	local secs=$1 want=$2 pattern=$3 rc=0 t0 t1
+	shift 3
+	t0=$(date +%s.%N)
+	timeout -k 5 "$secs" "$@" >"$TEST_DIR/refusal.out" 2>&1 </dev/null || rc=$?
+	t1=$(date +%s.%N)
+	[ $rc -ne 124 ] && [ $rc -ne 137 ] ||
+		fail "$*: still running after $secs s (killed)"
+	[ $rc -eq "$want" ] ||
+		fail "$*: exit $rc, wanted $want: $(head -c 400 "$TEST_DIR/refusal.out")"
+	grep -Eq -- "$pattern" "$TEST_DIR/refusal.out" ||
+		fail "$*: output does not match '$pattern': $(head -c 400 "$TEST_DIR/refusal.out")"
+	echo "  refused in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')s: $(grep -Em1 -- "$pattern" "$TEST_DIR/refusal.out" | cut -c1-160)"
 }

@@ -21,7 +21,7 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "1. a 256 MiB volume file, exported as 'demo' on tcp://127.0.0.1:$port"
 truncate -s 256M "$dir/demo.img"
-$B/rblk-target --listen "tcp://127.0.0.1:$port" --export "demo=$dir/demo.img" \
+$B/rblk-target --listen "tcp://127.0.0.1:$port" --export "demo=$dir/demo.img,allow=any" \
 	--log-level info 2>"$dir/target.log" &
 pids+=($!)
 for _ in $(seq 100); do

@@ -40,6 +40,26 @@ grep -q '^ExecStart=/usr/bin/rblk map ' \
 	fail "rblk-map@.service ExecStart wrong"
 ! grep -rq '@[A-Z]*DIR@' "$dest/usr/lib/systemd/system" ||
 	fail "unsubstituted @...@ in the units"
+# the udev rule names the installed namer, which names the installed rblk
+rules=$dest/usr/lib/udev/rules.d/60-rblk.rules
+namer=$dest/usr/lib/udev/rblk-udev-name
+[ -f "$rules" ] || fail "make install did not install /usr/lib/udev/rules.d/60-rblk.rules"
+[ -x "$namer" ] || fail "make install did not install /usr/lib/udev/rblk-udev-name"
+grep -q '^PROGRAM="/usr/lib/udev/rblk-udev-name %k", SYMLINK+="%c"$' "$rules" ||
+	fail "60-rblk.rules does not run the installed namer"
+grep -q '^KERNEL!="ublkb\[0-9\]\*|nbd\[0-9\]\*", GOTO="rblk_end"$' "$rules" ||
+	fail "60-rblk.rules does not match ublkbN and nbdN"
+grep -q '^rblk=${RBLK:-/usr/bin/rblk}$' "$namer" || fail "namer does not name /usr/bin/rblk"
+! grep -q '@[A-Z]*DIR@' "$rules" "$namer" || fail "unsubstituted @...@ in the udev files"
+if command -v udevadm >/dev/null; then
+	udevadm verify "$rules" >"$TEST_DIR/verify.log" 2>&1 ||
+		grep -q "Unknown command\|unknown command\|invalid option" "$TEST_DIR/verify.log" ||
+		{ cat "$TEST_DIR/verify.log"; fail "udevadm verify 60-rblk.rules"; }
+fi
+# the namer: a device nobody mapped gets no name, at once
+rc=0
+RBLK_RUN_DIR=$TEST_DIR/run RBLK=$RBLK_BIN "$namer" nbd15 --wait 0 >"$TEST_DIR/name.out" || rc=$?
+[ $rc -eq 1 ] && [ ! -s "$TEST_DIR/name.out" ] || fail "namer on an unmapped device: rc $rc, '$(cat "$TEST_DIR/name.out")'"
 "$dest/usr/bin/rblk" --version | grep -q "^rblk $(sed -n \
 	's/^#define RBLK_VERSION_STRING "\(.*\)"/\1/p' include/rblk/rblk.h)" ||
 	fail "installed rblk --version"

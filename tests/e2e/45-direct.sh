@@ -20,9 +20,11 @@ requires_built
 t=$RBLK_BUILD/tests/rblk_libtest
 [ -x "$t" ] || fail "$t missing: run make check"
 
-file=$TEST_DIR/direct.img
+# direct file exports need a memory file system (tmpfs, hugetlbfs, DAX)
+make_tmpfs_dir
+file=$TMPFS_DIR/direct.img
 plain=$TEST_DIR/plain.img
-src=$TEST_DIR/src.bin
+src=$TMPFS_DIR/src.bin
 truncate -s 32M "$file" "$plain"
 make_random "$src" 32
 start_target --export "mem=ram:32M" --export "file=$file,direct" \

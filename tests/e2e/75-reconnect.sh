@@ -31,7 +31,8 @@ requires_built
 requires_fio_engine
 engine=$RBLK_FIO_ENGINE
 
-img=$TEST_DIR/export.img
+make_tmpfs_dir # case 6 exports it `direct`: tmpfs, hugetlbfs or DAX
+img=$TMPFS_DIR/export.img
 truncate -s 64M "$img"
 start_target --export "vol0=$img"
 port=$RBLK_PORT
@@ -47,7 +48,7 @@ restart_target()
 	nstart=$((nstart + 1))
 	log=$TEST_DIR/target.r$nstart.log
 	tlog=$log
-	"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --log-level info \
+	"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
 		--export "vol0=$1" >"$log" 2>&1 &
 	tpid=$!
 	cleanup_fn stop_pid "$tpid"

@@ -131,7 +131,7 @@ start_target()
 {
 	local port pid i
 	port=$((20000 + ($$ + RANDOM) % 20000))
-	"$RBLK_TARGET" --listen "rdma://$ADDR:$port" --log-level info "$@" \
+	"$RBLK_TARGET" --listen "rdma://$ADDR:$port" --allow-any-host --log-level info "$@" \
 		>"$WORK/target.log" 2>&1 &
 	pid=$!
 	at_exit _stop_pid "$pid"

@@ -65,7 +65,7 @@ for ((r = 1; r <= rounds; r++)); do
 		[ $side = B ] && build=$b
 		sync
 		echo 3 >/proc/sys/vm/drop_caches
-		"$build"/rblk-target --listen "tcp://127.0.0.1:$port" \
+		"$build"/rblk-target --listen "tcp://127.0.0.1:$port" --allow-any-host \
 			--export "v=$file" >"$dir/target.log" 2>&1 &
 		tpid=$!
 		for _ in $(seq 50); do

@@ -65,7 +65,7 @@ source "$(dirname "$0")/lib.sh"
 port=$(python3 -c 'import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 url=$transport://$addr:$port
-"$build/rblk-target" --listen "$url" --log-level warn \
+"$build/rblk-target" --listen "$url" --allow-any-host --log-level warn \
 	--export "mem=ram:${size}M" >"$dir/target.log" 2>&1 &
 tpid=$!
 pids+=("$tpid")

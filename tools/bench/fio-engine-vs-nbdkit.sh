@@ -65,7 +65,7 @@ head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
 
 port=$(python3 -c 'import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --log-level warn \
+"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level warn \
 	--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
 pids+=($!)
 for ((i = 0; i < 200; i++)); do

@@ -158,7 +158,7 @@ needs() { [[ " $paths " == *" $1 "* ]]; }
 if needs engine || needs engine-push || needs engine-busy ||
 	needs engine-adaptive || needs rblk-nbd; then
 	port=$(free_port)
-	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --log-level info \
+	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
 		--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
 	tpid=$!
 	pids+=("$tpid")

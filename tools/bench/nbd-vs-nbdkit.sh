@@ -56,7 +56,7 @@ head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
 port=$(python3 -c 'import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # shellcheck disable=SC2086 # word splitting of RBLK_TARGET_ARGS intended
-"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --log-level info \
+"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
 	${RBLK_TARGET_ARGS:-} --export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
 pids+=($!)
 wait_for "$dir/target.log" "listening on"

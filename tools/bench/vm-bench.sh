@@ -302,7 +302,7 @@ failed_all()
 start_target()
 {
 	[ -n "$target_pid" ] && return 0
-	"$BUILD/rblk-target" --listen "rdma://$ADDR:$PORT" --log-level info \
+	"$BUILD/rblk-target" --listen "rdma://$ADDR:$PORT" --allow-any-host --log-level info \
 		--export "vol=$BACK" >"$W/target.log" 2>&1 &
 	target_pid=$!
 	for ((i = 0; i < 300; i++)); do

@@ -18,7 +18,7 @@ mkdir -p "$dir"
 truncate -s 128M "$dir/vol.img"
 head -c 1M /dev/urandom >"$dir/ro.img"
 
-bg "$BUILD/rblk-target" --listen "$url" --log-level info \
+bg "$BUILD/rblk-target" --listen "$url" --allow-any-host --log-level info \
 	--export "vol=$dir/vol.img" --export "mem=ram:64M" \
 	--export "rovol=$dir/ro.img,ro" 2>"$dir/target.log"
 target_pid=$!

@@ -16,7 +16,7 @@ dir=$TMPDIR/discover
 mkdir -p "$dir"
 truncate -s 8M "$dir/a.img"
 
-bg "$BUILD/rblk-target" --listen "$url" --log-level info \
+bg "$BUILD/rblk-target" --listen "$url" --allow-any-host --log-level info \
 	--export "a=$dir/a.img" --export "b=ram:1M,bs=4096" \
 	--export "c=ram:2M,ro" --export "d=ram:64K" 2>"$dir/target.log"
 wait_until 30 grep -q "listening on" "$dir/target.log"

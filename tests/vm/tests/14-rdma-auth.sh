@@ -25,7 +25,7 @@ for k in alpha beta delta wrong; do
 	chmod 600 "$dir/$k.key"
 done
 truncate -s 32M "$dir/vol.img"
-bg "$BUILD/rblk-target" --listen "rdma://$RDMA_ADDR:$port" --log-level debug \
+bg "$BUILD/rblk-target" --listen "rdma://$RDMA_ADDR:$port" --allow-any-host --log-level debug \
 	--host "alpha:secret-file=$dir/alpha.key" \
 	--host "beta:secret-file=$dir/beta.key" \
 	--host "delta:secret-file=$dir/delta.key" \

@@ -25,7 +25,7 @@ mkdir -p "$dir"
 truncate -s 32M "$dir/direct.img"
 head -c 32M /dev/urandom >"$dir/src.bin"
 
-bg "$BUILD/rblk-target" --listen "$url" --log-level info \
+bg "$BUILD/rblk-target" --listen "$url" --allow-any-host --log-level info \
 	--export "mem=ram:32M" --export "file=$dir/direct.img,direct" \
 	--export "romem=ram:8M,ro" --export "fresh=ram:16M" \
 	--export "rofile=$dir/src.bin,ro,direct" 2>"$dir/target.log"

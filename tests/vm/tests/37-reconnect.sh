@@ -32,7 +32,7 @@ dlog=$(ls "$RBLK_RUN_DIR"/map-*.log | head -n1)
 restart_target()
 {
 	local i
-	"$RBLK_TARGET" --listen "rdma://$ADDR:$port" --log-level info \
+	"$RBLK_TARGET" --listen "rdma://$ADDR:$port" --allow-any-host --log-level info \
 		--export "vol0=$img" >>"$WORK/target.log" 2>&1 &
 	TARGET_PID=$!
 	at_exit _stop_pid "$TARGET_PID"

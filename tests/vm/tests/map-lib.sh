@@ -47,7 +47,7 @@ start_rdma_target()
 	local port=$1 i
 	shift
 	TARGET_LOG=$TEST_DIR/target.$port.log
-	"$RBLK_TARGET_BIN" --listen "rdma://$ADDR:$port" --log-level info \
+	"$RBLK_TARGET_BIN" --listen "rdma://$ADDR:$port" --allow-any-host --log-level info \
 		"$@" >"$TARGET_LOG" 2>&1 &
 	TARGET_PID=$!
 	_targets+=("$TARGET_PID") # stopped by _map_cleanup, after the unmaps
