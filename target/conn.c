@@ -399,10 +399,25 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	login_reply(&c->lim, &l);
 	login_vol_id(w->tgt->cfg.name, e, l.vol_id);
 	random_bytes(&l.session_id, sizeof(l.session_id));
-	if (tconn_volume_window(w, c)) {
-		login_refuse(c, RBLK_S_NO_RESOURCES,
-			     "registering the volume for direct access failed");
-		return;
+	ret = tconn_volume_window(w, c);
+	if (ret) {
+		/*
+		 * E.g. a read-only mapping: window binding needs the pages
+		 * pinned writable (the kernel counts MW_BIND as write access).
+		 * The session goes through the slot path instead.
+		 */
+		log_warn("conn %llu (%s): export %s: no direct access (%s); serving it through the slot path",
+			 (unsigned long long)c->id, c->peer, e->name,
+			 strerror(-ret));
+		xp_dealloc_mw(c->vol_mw);
+		c->vol_mw = NULL;
+		vol_put(w, c->vol);
+		c->vol = NULL;
+		c->lim.features &= ~RBLK_F_DIRECT;
+		memset(&l, 0, sizeof(l));
+		login_reply(&c->lim, &l);
+		login_vol_id(w->tgt->cfg.name, e, l.vol_id);
+		random_bytes(&l.session_id, sizeof(l.session_id));
 	}
 	log_debug("conn %llu: %u windows allocated", (unsigned long long)c->id,
 		  qd);
