@@ -301,7 +301,17 @@ static struct xp_mr *umr_find(struct rblk_queue *q, const char *addr,
 	return NULL;
 }
 
-/* Reads are pushed when the target offers it and the user asked for it. */
+/* Push reads when asked to, or by default where the transport prefers it. */
+static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
+{
+	if (o->flags & RBLK_OPEN_PUSH_READS)
+		return true;
+	if (o->flags & RBLK_OPEN_PULL_READS)
+		return false;
+	return r->ops->read_costs_peer_cpu;
+}
+
+/* Reads are pushed when the target offers it and the open chose it. */
 static bool push_reads(const struct rblk_queue *q)
 {
 	return (q->features & RBLK_F_PUSH) &&
@@ -1615,7 +1625,7 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 		r->info.queue_depth = login.queue_depth;
 		r->info.features = login.features;
 		memcpy(r->info.vol_id, login.vol_id, sizeof(r->info.vol_id));
-		if (!(o->flags & RBLK_OPEN_PUSH_READS))
+		if (!want_push_reads(r, o))
 			r->info.features &= ~RBLK_F_PUSH;
 		if (!q->direct)
 			r->info.features &= ~RBLK_F_DIRECT;
@@ -1765,6 +1775,9 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 	}
 	if (!o.queues || o.queues > 256)
 		return set_error(-EINVAL, "queues must be 1..256");
+	if ((o.flags & RBLK_OPEN_PUSH_READS) && (o.flags & RBLK_OPEN_PULL_READS))
+		return set_error(-EINVAL,
+				 "RBLK_OPEN_PUSH_READS and RBLK_OPEN_PULL_READS exclude each other");
 	if (!o.queue_depth || o.queue_depth > RBLK_MAX_QD)
 		return set_error(-EINVAL, "queue depth must be 1..%d",
 				 RBLK_MAX_QD);

@@ -39,9 +39,12 @@ trap cleanup EXIT
 
 run() # BUILD RW BS QD -> IOPS
 {
-	local build=$1 port=$((20000 + RANDOM % 20000))
+	local build=$1 port=$((20000 + RANDOM % 20000)) open=()
+	# builds since exports became closed by default need the opt-in
+	"$build"/rblk-target --help 2>&1 | grep -q -- --allow-any-host &&
+		open=(--allow-any-host)
 	"$build"/rblk-target --listen "tcp://127.0.0.1:$port" \
-		--workers "$workers" --ctl-socket none \
+		--workers "$workers" --ctl-socket none "${open[@]}" \
 		--export "v=$file" >"$dir/target.log" 2>&1 &
 	tpid=$!
 	for _ in $(seq 100); do
