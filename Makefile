@@ -137,13 +137,19 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_O
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
 
 # Helper programs the end-to-end scripts drive.
-E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient
+E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient \
+	$(BUILD)/tests/rblk_manysess
 $(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(BUILD)/librblk.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
 # A raw initiator on the transport API (security tests: 65-auth, 66-rkey).
+$(BUILD)/tests/rblk_manysess: tests/e2e/rblk_manysess.c $(BUILD)/librblk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+
 $(BUILD)/tests/rblk_rawclient: tests/e2e/rblk_rawclient.c $(XPORT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(XPORT_OBJ) $(COMMON_OBJ) \

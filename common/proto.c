@@ -13,6 +13,8 @@ _Static_assert(sizeof(struct rblk_wire_hello) == RBLK_HELLO_SIZE, "hello size");
 _Static_assert(sizeof(struct rblk_wire_login) == RBLK_LOGIN_SIZE, "login size");
 _Static_assert(sizeof(struct rblk_wire_cmd) == RBLK_CMD_SIZE, "cmd size");
 _Static_assert(sizeof(struct rblk_wire_resp) == RBLK_RESP_SIZE, "resp size");
+_Static_assert(sizeof(struct rblk_wire_grant) == RBLK_GRANT_SIZE, "grant size");
+_Static_assert(sizeof(struct rblk_wire_done) == RBLK_DONE_SIZE, "done size");
 _Static_assert(sizeof(struct rblk_wire_cm_req) == RBLK_CM_REQ_SIZE, "cm req");
 _Static_assert(sizeof(struct rblk_wire_cm_rej) == RBLK_CM_REJ_SIZE, "cm rej");
 _Static_assert(sizeof(struct rblk_wire_disc_entry) == RBLK_DISC_ENTRY_SIZE,
@@ -51,6 +53,7 @@ static const char *const status_names[] = {
 	[RBLK_S_TOO_LARGE] = "length zero or above the maximum I/O size",
 	[RBLK_S_AUTH_FAILED] = "authentication failed",
 	[RBLK_S_AUTH_REQUIRED] = "authentication required",
+	[RBLK_S_BUSY] = "connection or session limit reached",
 };
 
 const char *rblk_status_str(int status)
@@ -91,6 +94,8 @@ int rblk_status_to_errno(int status)
 		return -EACCES;
 	case RBLK_S_AUTH_REQUIRED:
 		return -ENOKEY;
+	case RBLK_S_BUSY:
+		return -EBUSY;
 	case RBLK_S_BAD_TAG:
 	case RBLK_S_BAD_STATE:
 		return -EPROTO;
@@ -322,13 +327,11 @@ size_t rblk_login_encode(void *buf, const struct rblk_login *l)
 	w->block_size = htole32(l->block_size);
 	w->size = htole64(l->size);
 	w->features = htole32(l->features);
-	w->slot_rkey = htole32(l->slot_rkey);
-	w->slot_addr = htole64(l->slot_addr);
-	w->slot_len = htole64(l->slot_len);
 	w->session_id = htole64(l->session_id);
 	w->vol_rkey = htole32(l->vol_rkey);
 	w->vol_addr = htole64(l->vol_addr);
 	w->vol_len = htole64(l->vol_len);
+	memcpy(w->vol_id, l->vol_id, sizeof(w->vol_id));
 	return RBLK_LOGIN_SIZE;
 }
 
@@ -350,15 +353,11 @@ int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out)
 	out->block_size = le32toh(w->block_size);
 	out->size = le64toh(w->size);
 	out->features = le32toh(w->features);
-	out->slot_rkey = le32toh(w->slot_rkey);
-	out->slot_addr = le64toh(w->slot_addr);
-	out->slot_len = le64toh(w->slot_len);
 	out->session_id = le64toh(w->session_id);
 	out->vol_rkey = le32toh(w->vol_rkey);
 	out->vol_addr = le64toh(w->vol_addr);
 	out->vol_len = le64toh(w->vol_len);
-	if (w->reserved1)
-		return RBLK_S_INVALID;
+	memcpy(out->vol_id, w->vol_id, sizeof(out->vol_id));
 	if (out->features & RBLK_F_DIRECT) {
 		/* the whole volume, and nothing that wraps around */
 		if (out->vol_len != out->size ||
@@ -376,9 +375,6 @@ int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out)
 	    !IS_POW2(out->max_io))
 		return RBLK_S_INVALID;
 	if (out->features & ~RBLK_F_ALL || out->size % out->block_size)
-		return RBLK_S_INVALID;
-	if (out->slot_len < (uint64_t)out->queue_depth * out->max_io ||
-	    out->slot_addr + out->slot_len < out->slot_addr)
 		return RBLK_S_INVALID;
 	return RBLK_S_OK;
 }
@@ -495,8 +491,11 @@ size_t rblk_resp_encode(void *buf, const struct rblk_resp *r)
 	memset(w, 0, sizeof(*w));
 	hdr_encode(&w->hdr, RBLK_MSG_RESP, RBLK_RESP_SIZE);
 	w->tag = htole16(r->tag);
+	w->flags = htole16(r->flags);
 	w->status = htole32(r->status);
 	w->length = htole32(r->length);
+	w->rkey = htole32(r->rkey);
+	w->addr = htole64(r->addr);
 	return RBLK_RESP_SIZE;
 }
 
@@ -509,15 +508,88 @@ int rblk_resp_decode(const void *buf, size_t len, uint16_t queue_depth,
 	if (st)
 		return st;
 	out->tag = le16toh(w->tag);
+	out->flags = le16toh(w->flags);
 	out->status = le32toh(w->status);
 	out->length = le32toh(w->length);
+	out->rkey = le32toh(w->rkey);
+	out->addr = le64toh(w->addr);
 	if (out->tag >= queue_depth)
 		return RBLK_S_BAD_TAG;
-	if (out->status > RBLK_S_MAX_ || w->reserved0)
+	if (out->status > RBLK_S_MAX_ || out->flags & ~RBLK_RESP_F_PULL)
 		return RBLK_S_INVALID;
-	for (size_t i = 0; i < ARRAY_SIZE(w->reserved); i++)
-		if (w->reserved[i])
+	if (out->flags & RBLK_RESP_F_PULL) {
+		if (out->status != RBLK_S_OK || !out->length ||
+		    out->addr + out->length < out->addr)
 			return RBLK_S_INVALID;
+	} else if (out->rkey || out->addr) {
+		return RBLK_S_INVALID;
+	}
+	return RBLK_S_OK;
+}
+
+size_t rblk_grant_encode(void *buf, const struct rblk_grant *g)
+{
+	struct rblk_wire_grant *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, RBLK_MSG_GRANT, RBLK_GRANT_SIZE);
+	w->tag = htole16(g->tag);
+	w->rkey = htole32(g->rkey);
+	w->length = htole32(g->length);
+	w->addr = htole64(g->addr);
+	return RBLK_GRANT_SIZE;
+}
+
+int rblk_grant_decode(const void *buf, size_t len, uint16_t queue_depth,
+		      uint32_t max_io, struct rblk_grant *out)
+{
+	const struct rblk_wire_grant *w = buf;
+	int st = hdr_check(buf, len, RBLK_MSG_GRANT, RBLK_GRANT_SIZE);
+
+	if (st)
+		return st;
+	out->tag = le16toh(w->tag);
+	out->rkey = le32toh(w->rkey);
+	out->length = le32toh(w->length);
+	out->addr = le64toh(w->addr);
+	if (out->tag >= queue_depth)
+		return RBLK_S_BAD_TAG;
+	if (w->reserved0 || w->reserved1 || !out->length ||
+	    out->length > max_io || out->addr + out->length < out->addr)
+		return RBLK_S_INVALID;
+	return RBLK_S_OK;
+}
+
+size_t rblk_done_encode(void *buf, const struct rblk_done *d)
+{
+	struct rblk_wire_done *w = buf;
+
+	memset(w, 0, sizeof(*w));
+	hdr_encode(&w->hdr, d->type, RBLK_DONE_SIZE);
+	w->tag = htole16(d->tag);
+	w->rkey = htole32(d->rkey);
+	return RBLK_DONE_SIZE;
+}
+
+int rblk_done_decode(const void *buf, size_t len, uint16_t queue_depth,
+		     struct rblk_done *out)
+{
+	const struct rblk_wire_done *w = buf;
+	int type = rblk_msg_type(buf, len);
+	int st;
+
+	if (type != RBLK_MSG_READ_DONE && type != RBLK_MSG_WRITE_DATA)
+		return RBLK_S_INVALID;
+	st = hdr_check(buf, len, (uint8_t)type, RBLK_DONE_SIZE);
+	if (st)
+		return st;
+	out->type = (uint8_t)type;
+	out->tag = le16toh(w->tag);
+	out->rkey = le32toh(w->rkey);
+	if (out->tag >= queue_depth)
+		return RBLK_S_BAD_TAG;
+	if (w->reserved)
+		return RBLK_S_INVALID;
 	return RBLK_S_OK;
 }
 
@@ -569,6 +641,15 @@ int rblk_cm_rej_decode(const void *buf, size_t len)
 		return RBLK_S_INVALID;
 	st = le32toh(w->status);
 	return st > RBLK_S_MAX_ ? RBLK_S_INVALID : (int)st;
+}
+
+int rblk_cm_rej_version(const void *buf, size_t len)
+{
+	const struct rblk_wire_cm_rej *w = buf;
+
+	if (len < RBLK_CM_REJ_SIZE || le32toh(w->magic) != RBLK_MAGIC)
+		return -1;
+	return w->version;
 }
 
 size_t rblk_disc_reply_encode(void *buf, const struct rblk_disc_reply *d)

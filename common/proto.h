@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define RBLK_MAGIC 0x4b4c4252u /* "RBLK" read as a little-endian u32 */
-#define RBLK_PROTO_VERSION 1
+#define RBLK_PROTO_VERSION 2
 #define RBLK_DEFAULT_PORT 7441
 
 #define RBLK_NAME_MAX 128 /* export and host names, including NUL */
@@ -40,6 +40,10 @@ enum rblk_msg_type {
 	RBLK_MSG_AUTH_CHALLENGE = 5, /* target -> initiator, answer to HELLO */
 	RBLK_MSG_AUTH_RESPONSE = 6, /* initiator -> target */
 	RBLK_MSG_AUTH_RESULT = 7, /* target -> initiator, target's proof */
+	/* version 2: per-command windows (docs/PROTOCOL.md) */
+	RBLK_MSG_GRANT = 11, /* target -> initiator: a WRITE's window */
+	RBLK_MSG_READ_DONE = 12, /* initiator -> target, SEND_WITH_INV */
+	RBLK_MSG_WRITE_DATA = 13, /* initiator -> target, SEND_WITH_INV */
 };
 
 /* Command opcodes (rblk_wire_cmd.opcode). Stable numbers. */
@@ -105,7 +109,8 @@ enum rblk_status {
 	RBLK_S_TOO_LARGE = 15, /* length above max_io, or zero */
 	RBLK_S_AUTH_FAILED = 16, /* wrong secret, unknown host, bad response */
 	RBLK_S_AUTH_REQUIRED = 17, /* host/export needs authentication */
-	RBLK_S_MAX_ = 17,
+	RBLK_S_BUSY = 18, /* connection or session limit reached: retry later */
+	RBLK_S_MAX_ = 18,
 };
 
 const char *rblk_status_str(int status);
@@ -135,24 +140,23 @@ struct rblk_wire_hello {
 	char host_name[RBLK_NAME_MAX];
 } __attribute__((packed));
 
+#define RBLK_VOL_ID_LEN 16
+
 struct rblk_wire_login {
 	struct rblk_wire_hdr hdr;
 	uint32_t status;
 	uint16_t queue_depth; /* granted */
 	uint16_t reserved0;
-	uint32_t max_io; /* granted; also the slot size */
+	uint32_t max_io; /* granted */
 	uint32_t block_size;
 	uint64_t size; /* volume size in bytes */
 	uint32_t features; /* RBLK_F_* */
-	uint32_t slot_rkey;
-	uint64_t slot_addr; /* slot[i] = slot_addr + i * max_io */
-	uint64_t slot_len;
-	uint64_t session_id;
-	/* DIRECT only (zero otherwise): the volume, registered for this conn */
+	/* DIRECT only (zero otherwise): the volume window of this conn */
 	uint32_t vol_rkey;
-	uint32_t reserved1;
 	uint64_t vol_addr; /* byte b of the volume is at vol_addr + b */
 	uint64_t vol_len; /* == size */
+	uint64_t session_id;
+	uint8_t vol_id[RBLK_VOL_ID_LEN]; /* the volume's stable identity */
 } __attribute__((packed));
 
 struct rblk_wire_cmd {
@@ -167,13 +171,35 @@ struct rblk_wire_cmd {
 	uint32_t reserved[7];
 } __attribute__((packed));
 
+#define RBLK_RESP_F_PULL 0x01u /* READ data waits in the window addr/rkey */
+
 struct rblk_wire_resp {
 	struct rblk_wire_hdr hdr;
 	uint16_t tag;
-	uint16_t reserved0;
+	uint16_t flags; /* RBLK_RESP_F_* */
 	uint32_t status;
 	uint32_t length; /* bytes transferred */
-	uint32_t reserved[3];
+	uint32_t rkey; /* PULL only */
+	uint64_t addr; /* PULL only */
+} __attribute__((packed));
+
+/* A WRITE's window: [addr, + length) writable by this connection. */
+struct rblk_wire_grant {
+	struct rblk_wire_hdr hdr;
+	uint16_t tag;
+	uint16_t reserved0;
+	uint32_t rkey;
+	uint32_t length;
+	uint32_t reserved1;
+	uint64_t addr;
+} __attribute__((packed));
+
+/* READ_DONE / WRITE_DATA: sent with SEND_WITH_INV of rkey. */
+struct rblk_wire_done {
+	struct rblk_wire_hdr hdr;
+	uint16_t tag;
+	uint16_t reserved;
+	uint32_t rkey; /* the window this message invalidates */
 } __attribute__((packed));
 
 /* One export as discovery lists it. */
@@ -241,9 +267,11 @@ struct rblk_wire_cm_rej {
 } __attribute__((packed));
 
 #define RBLK_HELLO_SIZE 280
-#define RBLK_LOGIN_SIZE 88
+#define RBLK_LOGIN_SIZE 80
 #define RBLK_CMD_SIZE 64
 #define RBLK_RESP_SIZE 32
+#define RBLK_GRANT_SIZE 32
+#define RBLK_DONE_SIZE 16
 #define RBLK_CM_REQ_SIZE 16
 #define RBLK_CM_REJ_SIZE 12
 #define RBLK_DISC_ENTRY_SIZE 144
@@ -270,13 +298,11 @@ struct rblk_login {
 	uint32_t block_size;
 	uint64_t size;
 	uint32_t features;
-	uint32_t slot_rkey;
-	uint64_t slot_addr;
-	uint64_t slot_len;
 	uint64_t session_id;
 	uint32_t vol_rkey; /* RBLK_F_DIRECT only */
 	uint64_t vol_addr;
 	uint64_t vol_len;
+	uint8_t vol_id[RBLK_VOL_ID_LEN];
 };
 
 struct rblk_cmd {
@@ -291,8 +317,25 @@ struct rblk_cmd {
 
 struct rblk_resp {
 	uint16_t tag;
+	uint16_t flags; /* RBLK_RESP_F_PULL */
 	uint32_t status;
 	uint32_t length;
+	uint32_t rkey; /* PULL */
+	uint64_t addr; /* PULL */
+};
+
+struct rblk_grant {
+	uint16_t tag;
+	uint32_t rkey;
+	uint32_t length;
+	uint64_t addr;
+};
+
+/* READ_DONE or WRITE_DATA (type says which). */
+struct rblk_done {
+	uint8_t type; /* RBLK_MSG_READ_DONE or RBLK_MSG_WRITE_DATA */
+	uint16_t tag;
+	uint32_t rkey;
 };
 
 struct rblk_disc_entry {
@@ -358,9 +401,23 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth);
 
 size_t rblk_resp_encode(void *buf, const struct rblk_resp *r);
-/* Validates header and tag < queue_depth; status must be a known code. */
+/*
+ * Validates header and tag < queue_depth; status must be a known code;
+ * PULL only on success with a length, rkey/addr zero without PULL, and
+ * addr + length must not wrap.
+ */
 int rblk_resp_decode(const void *buf, size_t len, uint16_t queue_depth,
 		     struct rblk_resp *out);
+
+size_t rblk_grant_encode(void *buf, const struct rblk_grant *g);
+/* tag < queue_depth, 0 < length <= max_io, no wrap, reserved zero. */
+int rblk_grant_decode(const void *buf, size_t len, uint16_t queue_depth,
+		      uint32_t max_io, struct rblk_grant *out);
+
+size_t rblk_done_encode(void *buf, const struct rblk_done *d);
+/* READ_DONE or WRITE_DATA; tag < queue_depth, reserved zero. */
+int rblk_done_decode(const void *buf, size_t len, uint16_t queue_depth,
+		     struct rblk_done *out);
 
 size_t rblk_auth_challenge_encode(void *buf,
 				  const struct rblk_auth_challenge *c);
@@ -378,6 +435,8 @@ int rblk_cm_req_decode(const void *buf, size_t len, uint16_t *queue_depth);
 size_t rblk_cm_rej_encode(void *buf, uint32_t status);
 /* Returns the status carried by a reject, or RBLK_S_INVALID if unparseable. */
 int rblk_cm_rej_decode(const void *buf, size_t len);
+/* The protocol version the rejecting target speaks, or -1 if unparseable. */
+int rblk_cm_rej_version(const void *buf, size_t len);
 
 size_t rblk_disc_reply_encode(void *buf, const struct rblk_disc_reply *d);
 /*

@@ -22,6 +22,7 @@
 #include <ini.h>
 #include <sodium.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,6 +45,12 @@ void cfg_init(struct cfg_target *cfg)
 	cfg->log_level = -1;
 	cfg->max_queue_depth = 128;
 	cfg->max_io = RBLK_DEFAULT_MAX_IO;
+	cfg->slot_pool = CFG_DEFAULT_SLOT_POOL;
+	cfg->max_pending = CFG_DEFAULT_MAX_PENDING;
+	cfg->max_pending_per_host = CFG_DEFAULT_MAX_PENDING_PER_HOST;
+	cfg->max_sessions = CFG_DEFAULT_MAX_SESSIONS;
+	cfg->max_sessions_per_host = CFG_DEFAULT_MAX_SESSIONS_PER_HOST;
+	cfg->idle_timeout = CFG_DEFAULT_IDLE_TIMEOUT;
 	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s",
 		 CFG_DEFAULT_CTL_SOCKET);
 	cfg->ctl_socket_mode = 0600;
@@ -107,6 +114,35 @@ static int check_block_size(uint64_t bs, char *err, size_t errlen)
 	return fail(err, errlen, -EINVAL,
 		    "block size %llu is not 0 or a power of two from 512 to 65536",
 		    (unsigned long long)bs);
+}
+
+/* "0123abcd-..." (8-4-4-4-12 hex digits) -> 16 bytes; 0 or -EINVAL. */
+static int parse_uuid(const char *s, uint8_t out[16])
+{
+	unsigned int n = 0;
+
+	if (strlen(s) != 36)
+		return -EINVAL;
+	for (int i = 0; i < 36; i++) {
+		int hi, lo;
+
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return -EINVAL;
+			continue;
+		}
+		if (!isxdigit((unsigned char)s[i]) ||
+		    !isxdigit((unsigned char)s[i + 1]))
+			return -EINVAL;
+		hi = isdigit((unsigned char)s[i]) ? s[i] - '0' :
+						    (tolower(s[i]) - 'a' + 10);
+		lo = isdigit((unsigned char)s[i + 1]) ?
+			     s[i + 1] - '0' :
+			     (tolower(s[i + 1]) - 'a' + 10);
+		out[n++] = (uint8_t)(hi << 4 | lo);
+		i++;
+	}
+	return 0;
 }
 
 static int check_max_io(uint64_t v, char *err, size_t errlen)
@@ -417,7 +453,8 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	char *eq, *path, *opts, *opt;
 	struct cfg_export acl = { 0 };
 	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
-	bool ro = false, overcommit = false;
+	bool ro = false, has_uuid = false, overcommit = false;
+	uint8_t uuid[16];
 	uint64_t bs = 0;
 	int ret;
 
@@ -457,6 +494,12 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return fail(why, whylen, -EINVAL,
 					    "bad bs '%.32s' (0 or a power of two from 512 to 65536)",
 					    opt + 3);
+		} else if (!strncmp(opt, "uuid=", 5)) {
+			if (parse_uuid(opt + 5, uuid))
+				return fail(why, whylen, -EINVAL,
+					    "bad uuid '%.40s' (8-4-4-4-12 hex digits)",
+					    opt + 5);
+			has_uuid = true;
 		} else if (!strncmp(opt, "allow=", 6)) {
 			ret = add_allow(&acl, opt + 6, false, why, whylen);
 			if (ret)
@@ -467,7 +510,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return ret;
 		} else {
 			return fail(why, whylen, -EINVAL,
-				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, allow=HOST|any, allow_ro=HOST, overcommit)",
+				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit)",
 				    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -475,6 +518,8 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	if (!e)
 		return ret;
 	e->restricted = acl.restricted;
+	e->has_uuid = has_uuid;
+	memcpy(e->uuid, uuid, has_uuid ? sizeof(e->uuid) : 0);
 	e->allow_any = acl.allow_any;
 	e->overcommit = overcommit;
 	e->nr_allow = acl.nr_allow;
@@ -548,6 +593,58 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 	return 0;
 }
 
+int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
+		  char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		unsigned long min, max;
+	} keys[] = {
+		{ "max_pending", offsetof(struct cfg_target, max_pending), 1,
+		  1000000 },
+		{ "max_pending_per_host",
+		  offsetof(struct cfg_target, max_pending_per_host), 1,
+		  1000000 },
+		{ "max_sessions", offsetof(struct cfg_target, max_sessions), 1,
+		  1000000 },
+		{ "max_sessions_per_host",
+		  offsetof(struct cfg_target, max_sessions_per_host), 1,
+		  1000000 },
+		{ "idle_timeout", offsetof(struct cfg_target, idle_timeout), 0,
+		  86400 },
+	};
+	unsigned long v;
+
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		if (strcmp(keys[i].name, key))
+			continue;
+		if (parse_uint(value, keys[i].min, keys[i].max, &v)) {
+			snprintf(err, errlen, "%s: '%s' is not a number from %lu to %lu",
+				 key, value, keys[i].min, keys[i].max);
+			return -EINVAL;
+		}
+		*(unsigned int *)((char *)cfg + keys[i].off) = (unsigned int)v;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int cfg_set_slot_pool(struct cfg_target *cfg, const char *value, char *err,
+		      size_t errlen)
+{
+	uint64_t size;
+
+	if (parse_size(value, &size) || size < (1u << 20) ||
+	    size > (1ull << 40)) {
+		snprintf(err, errlen,
+			 "slot_pool: '%s' is not a size from 1M to 1T", value);
+		return -EINVAL;
+	}
+	cfg->slot_pool = size;
+	return 0;
+}
+
 int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 		    size_t errlen)
 {
@@ -574,11 +671,11 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 
 enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
-       KEY_NAME, KEY_CEPH_CONF, KEY_CEPH_ID, KEY_CEPH_KEYRING,
+       KEY_NAME, KEY_SLOT_POOL, KEY_CEPH_CONF, KEY_CEPH_ID, KEY_CEPH_KEYRING,
        KEY_RBD_CONNS, KEY_RBD_TAKEOVER, KEY_RBD_TIMEOUT, KEY_ALLOW_ANY_HOST,
        NR_TARGET_KEYS };
 enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
-       KEY_DIRECT, KEY_OVERCOMMIT, NR_EXPORT_KEYS };
+       KEY_DIRECT, KEY_UUID, KEY_OVERCOMMIT, NR_EXPORT_KEYS };
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
@@ -589,6 +686,7 @@ static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_CTL_SOCKET_MODE] = "ctl_socket_mode",
 	[KEY_METRICS] = "metrics",
 	[KEY_NAME] = "name",
+	[KEY_SLOT_POOL] = "slot_pool",
 	[KEY_CEPH_CONF] = "ceph_conf",
 	[KEY_CEPH_ID] = "ceph_id",
 	[KEY_CEPH_KEYRING] = "ceph_keyring",
@@ -604,6 +702,7 @@ static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_ALLOW] = "allow",
 	[KEY_ALLOW_RO] = "allow_ro",
 	[KEY_DIRECT] = "direct",
+	[KEY_UUID] = "uuid",
 	[KEY_OVERCOMMIT] = "overcommit",
 };
 static const char *const host_keys[NR_HOST_KEYS] = {
@@ -839,6 +938,10 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 					value, RBLK_MAX_QD);
 		cfg->max_queue_depth = (unsigned int)v;
 		return 1;
+	case KEY_SLOT_POOL:
+		if (cfg_set_slot_pool(cfg, value, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		return 1;
 	case KEY_MAX_IO:
 		if (parse_size(value, &size))
 			return ctx_fail(c, "max_io: '%s' is not a size", value);
@@ -946,6 +1049,12 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 					value);
 		e->direct = b ? CFG_DIRECT_YES : CFG_DIRECT_NO;
 		return 1;
+	case KEY_UUID:
+		if (parse_uuid(value, e->uuid))
+			return ctx_fail(c, "uuid: '%s' is not 8-4-4-4-12 hex digits",
+					value);
+		e->has_uuid = true;
+		return 1;
 	case KEY_OVERCOMMIT:
 		if (parse_bool(value, &b))
 			return ctx_fail(c, "overcommit: '%s' is not yes/no, true/false, on/off or 1/0",
@@ -1019,14 +1128,24 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 		return host_key(c, key, value);
 	case SEC_TARGET:
 		key = lookup_key(target_keys, NR_TARGET_KEYS, name);
+		if (key < 0) {
+			char why[256];
+			int ret = cfg_set_limit(c->cfg, name, value, why,
+						sizeof(why));
+
+			if (ret == 0)
+				return 1;
+			if (ret != -ENOENT)
+				return ctx_fail(c, "%s", why);
+		}
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, ctl_socket, ctl_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, ctl_socket, ctl_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, overcommit)",
+			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid, overcommit)",
 					name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);
 	}

@@ -53,6 +53,9 @@ struct cfg_export {
 	char allow[CFG_MAX_ALLOW][RBLK_NAME_MAX];
 	bool allow_ro[CFG_MAX_ALLOW];
 	enum cfg_direct direct;
+	/* uuid = / uuid=: the volume identity LOGIN reports (vol_id) */
+	bool has_uuid;
+	uint8_t uuid[16];
 };
 
 /* Ceph settings shared by the rbd: exports (target/backend_rbd.c). */
@@ -75,6 +78,17 @@ struct cfg_target {
 	int log_level; /* enum log_level; -1: not set */
 	unsigned int max_queue_depth; /* cap on what initiators may request */
 	uint32_t max_io; /* cap on max_io, power of two */
+	/* slot pool bytes for the whole target, split over the workers */
+	uint64_t slot_pool;
+	/*
+	 * Limits (docs/RELIABILITY.md): connections not yet logged in, in
+	 * all and per source address; live sessions, in all and per source
+	 * address; a session that sends nothing for idle_timeout seconds is
+	 * dropped (0: never).
+	 */
+	unsigned int max_pending, max_pending_per_host;
+	unsigned int max_sessions, max_sessions_per_host;
+	unsigned int idle_timeout;
 	/* control socket: a unix socket path, or "none" */
 	char ctl_socket[108];
 	bool ctl_socket_set; /* given explicitly: failing to create it is fatal */
@@ -92,6 +106,13 @@ struct cfg_target {
 #define CFG_MAX_FILE_SIZE (1024 * 1024)
 
 #define CFG_DEFAULT_CTL_SOCKET "/run/rblk/target.sock"
+
+#define CFG_DEFAULT_SLOT_POOL (256ull << 20)
+#define CFG_DEFAULT_MAX_PENDING 1024
+#define CFG_DEFAULT_MAX_PENDING_PER_HOST 256
+#define CFG_DEFAULT_MAX_SESSIONS 4096
+#define CFG_DEFAULT_MAX_SESSIONS_PER_HOST 2048
+#define CFG_DEFAULT_IDLE_TIMEOUT 300
 
 /* Defaults: no listeners, no exports, workers 0, engine io_uring,
  * log_level -1, max_queue_depth 128, max_io 1 MiB, control socket
@@ -191,6 +212,16 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
  * Set the metrics endpoint: tcp://HOST:PORT, or a bare PORT meaning
  * tcp://127.0.0.1:PORT; -EINVAL with reason.
  */
+/*
+ * A limit key (max_pending, max_pending_per_host, max_sessions,
+ * max_sessions_per_host, idle_timeout) by name: 1..1000000 (idle_timeout
+ * 0..86400). 0, -ENOENT for another key, or -EINVAL with err set.
+ */
+int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
+		  char *err, size_t errlen);
+/* slot_pool = SIZE / --slot-pool: 1M..1T. 0 or -EINVAL with err set. */
+int cfg_set_slot_pool(struct cfg_target *cfg, const char *value, char *err,
+		      size_t errlen);
 int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 		    size_t errlen);
 

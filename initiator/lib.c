@@ -40,6 +40,7 @@
 #include "../common/auth.h"
 #include "../common/log.h"
 #include "../common/proto.h"
+#include "../common/qp.h"
 #include "../common/url.h"
 #include "../common/util.h"
 #include "../transport/transport.h"
@@ -112,9 +113,11 @@ struct io {
 
 enum ireq_state {
 	IREQ_FREE,
-	IREQ_CMD, /* command posted; waiting for the response */
-	IREQ_NEED_READ, /* response OK; RDMA READ waits for send credits */
-	IREQ_READ, /* RDMA READ posted */
+	IREQ_CMD, /* command (or WRITE data) posted; waiting for RESP/GRANT */
+	IREQ_NEED_READ, /* RESP(PULL); its RDMA READ waits for credits */
+	IREQ_READ, /* RDMA READ of the window posted */
+	IREQ_NEED_DONE, /* READ done; READ_DONE waits for a credit */
+	IREQ_NEED_DATA, /* GRANT; RDMA WRITE + WRITE_DATA wait for credits */
 	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
 	IREQ_REISSUE, /* connection lost before completion: resend it */
 	IREQ_KA, /* KEEPALIVE posted (no io) */
@@ -132,6 +135,8 @@ struct ireq {
 	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
 	bool direct; /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
+	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
+	uint32_t rkey;
 	struct ireq *next; /* free list or credit wait list */
 };
 
@@ -145,22 +150,20 @@ struct rblk_queue {
 	struct rblk *r;
 	unsigned int index;
 	struct xp_conn *xc;
+	/* message buffers, send credits and the send batch (common/qp.h) */
+	struct qp qp;
 	bool dead;
 
 	uint16_t qd; /* granted */
 	uint32_t max_io;
-	uint64_t slot_addr;
-	uint32_t slot_rkey;
 	uint32_t features;
+	uint8_t vol_id[RBLK_VOL_ID_LEN];
 	bool authed; /* login: the target proved the secret (AUTH_RESULT) */
 	bool direct; /* READ/WRITE go straight to the volume */
 	uint32_t vol_rkey;
 	uint64_t vol_addr;
 
-	/* receive buffers (nr_recv), command buffers (qd), HELLO */
-	void *msg_mem;
-	struct xp_mr *msg_mr;
-	unsigned int nr_recv;
+	/* send area: command buffers (cmd_bufs), then HELLO's */
 	unsigned int cmd_bufs; /* command buffers (requested qd) */
 
 	void *bounce; /* qd * max_io */
@@ -169,17 +172,13 @@ struct rblk_queue {
 	struct ireq *reqs;
 	struct ireq *free_tags;
 	struct ireq *wait_head, *wait_tail; /* RDMA READs waiting for credits */
-	unsigned int sq_free;
 
 	/*
-	 * Work requests built but not yet posted. Unplugged, each command is
-	 * posted at once; plugged (rblk_queue_plug(), and always inside
-	 * progress()), they go out in one chained post: one doorbell on
-	 * rdma, one sendmsg on tcp. Credits are taken when a request is
-	 * built, so the batch never exceeds the send queue.
+	 * Work requests built but not yet posted wait in qp's batch.
+	 * Unplugged, each command is posted at once; plugged
+	 * (rblk_queue_plug(), and always inside progress()), they go out in
+	 * one chained post: one doorbell on rdma, one sendmsg on tcp.
 	 */
-	struct xp_send_wr *batch;
-	unsigned int nr_batch;
 	unsigned int plugged;
 
 	struct io *ios; /* nr_ios of them */
@@ -235,45 +234,17 @@ struct rblk {
 	struct rblk_opts opts; /* as opened; reconnects log in with these */
 };
 
-/* Work request ids: kind in the top byte, tag and credit count below. */
+/* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
 enum wrid_kind {
-	WRID_RECV = 1,
-	WRID_CMD = 2, /* the command SEND of a tag (+ chained RDMA WRITE) */
-	WRID_READ = 3, /* RDMA READ of a tag */
-	WRID_HELLO = 4,
-	WRID_DIRECT = 5, /* RDMA READ/WRITE of a tag against the volume */
+	WRID_CMD = QP_WRID_USER, /* a SEND of a tag (+ RDMA WRITE/READ) */
+	WRID_READ, /* pull RDMA READ of a tag */
+	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
+	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
 };
-
-static inline uint64_t wrid_make(enum wrid_kind kind, uint32_t tag,
-				 uint32_t credits)
-{
-	return (uint64_t)kind << 56 | (uint64_t)credits << 32 | tag;
-}
-
-static inline enum wrid_kind wrid_kind(uint64_t w)
-{
-	return (enum wrid_kind)(w >> 56);
-}
-
-static inline uint32_t wrid_tag(uint64_t w)
-{
-	return (uint32_t)w;
-}
-
-static inline uint32_t wrid_credits(uint64_t w)
-{
-	return (uint32_t)(w >> 32) & 0xffffff;
-}
-
-static void *recv_buf(struct rblk_queue *q, unsigned int i)
-{
-	return (char *)q->msg_mem + (size_t)i * RBLK_MSG_MAX;
-}
 
 static void *cmd_buf(struct rblk_queue *q, unsigned int tag)
 {
-	return (char *)q->msg_mem + (size_t)q->nr_recv * RBLK_MSG_MAX +
-	       (size_t)tag * CMD_BUF_SIZE;
+	return (char *)qp_send_area(&q->qp) + (size_t)tag * CMD_BUF_SIZE;
 }
 
 static void *hello_buf(struct rblk_queue *q)
@@ -281,15 +252,14 @@ static void *hello_buf(struct rblk_queue *q)
 	return cmd_buf(q, q->cmd_bufs);
 }
 
-static int post_recv_buf(struct rblk_queue *q, unsigned int i)
+/*
+ * READ_DONE / WRITE_DATA of a tag: not in its command buffer, since a pull
+ * READ's part completes (and its tag may carry a new command) before its
+ * READ_DONE has necessarily left.
+ */
+static void *done_buf(struct rblk_queue *q, unsigned int tag)
 {
-	struct xp_sge sge = {
-		.addr = recv_buf(q, i),
-		.length = RBLK_MSG_MAX,
-		.mr = q->msg_mr,
-	};
-
-	return xp_post_recv(q->xc, wrid_make(WRID_RECV, i, 0), &sge);
+	return (char *)hello_buf(q) + RBLK_MSG_MAX + (size_t)tag * RBLK_DONE_SIZE;
 }
 
 /* ---- options ----------------------------------------------------------------- */
@@ -331,7 +301,17 @@ static struct xp_mr *umr_find(struct rblk_queue *q, const char *addr,
 	return NULL;
 }
 
-/* Reads are pushed when the target offers it and the user asked for it. */
+/* Push reads when asked to, or by default where the transport prefers it. */
+static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
+{
+	if (o->flags & RBLK_OPEN_PUSH_READS)
+		return true;
+	if (o->flags & RBLK_OPEN_PULL_READS)
+		return false;
+	return r->ops->read_costs_peer_cpu;
+}
+
+/* Reads are pushed when the target offers it and the open chose it. */
 static bool push_reads(const struct rblk_queue *q)
 {
 	return (q->features & RBLK_F_PUSH) &&
@@ -480,15 +460,10 @@ static void queue_drop_conn(struct rblk_queue *q)
 		xp_destroy(q->xc); /* deregisters every MR */
 	}
 	q->xc = NULL;
-	q->msg_mr = NULL;
 	q->bounce_mr = NULL;
 	for (unsigned int i = 0; i < q->nr_umrs; i++)
 		q->umrs[i].mr = NULL;
-	free(q->msg_mem);
-	q->msg_mem = NULL;
-	free(q->batch);
-	q->batch = NULL;
-	q->nr_batch = 0;
+	qp_fini(&q->qp);
 }
 
 /* Give up for good: fail everything in flight and pending. */
@@ -499,7 +474,7 @@ static void queue_fail(struct rblk_queue *q, const char *why)
 	if (q->failed)
 		return;
 	q->failed = q->dead = true;
-	q->nr_batch = 0;
+	qp_drop(&q->qp);
 	log_warn("queue %u (%s://%s:%u): %s", q->index, q->r->url.scheme,
 		 q->r->url.host, q->r->url.port, why);
 	if (q->xc)
@@ -564,31 +539,14 @@ static void queue_lost(struct rblk_queue *q, const char *why)
 
 /* ---- posting --------------------------------------------------------------- */
 
-/* Post the batch; a failure fails the queue. */
+/* Post the batch; a failure loses the connection. */
 static int batch_flush(struct rblk_queue *q)
 {
-	struct xp_send_wr *bad;
-	unsigned int n = q->nr_batch;
-	int ret;
+	int ret = qp_flush(&q->qp);
 
-	if (!n)
-		return 0;
-	for (unsigned int i = 0; i + 1 < n; i++)
-		q->batch[i].next = &q->batch[i + 1];
-	q->batch[n - 1].next = NULL;
-	q->nr_batch = 0;
-	ret = xp_post_send(q->xc, q->batch, &bad);
 	if (ret)
 		queue_lost(q, "posting work requests failed");
 	return ret;
-}
-
-static struct xp_send_wr *batch_add(struct rblk_queue *q)
-{
-	struct xp_send_wr *wr = &q->batch[q->nr_batch++];
-
-	memset(wr, 0, sizeof(*wr));
-	return wr;
 }
 
 static void batch_done_adding(struct rblk_queue *q)
@@ -597,30 +555,95 @@ static void batch_done_adding(struct rblk_queue *q)
 		batch_flush(q);
 }
 
-static int post_read(struct rblk_queue *q, struct ireq *rq)
+/*
+ * The SEND that ends a window: WRITE_DATA behind a WRITE's data, or a pull
+ * READ's READ_DONE once its RDMA READ completed. SEND_WITH_INV of the
+ * window's key, so the key is dead before the target sees the message.
+ * The caller took its credit.
+ */
+static void add_done(struct rblk_queue *q, struct ireq *rq)
 {
+	struct rblk_done d = {
+		.type = rq->op == RBLK_OP_READ ? RBLK_MSG_READ_DONE :
+						 RBLK_MSG_WRITE_DATA,
+		.tag = rq->tag,
+		.rkey = rq->rkey,
+	};
+	void *db = done_buf(q, rq->tag);
 	struct xp_send_wr *wr;
 
-	if (q->sq_free < 1)
-		return -EAGAIN;
-	wr = batch_add(q);
-	wr->wr_id = wrid_make(WRID_READ, rq->tag, 1);
-	wr->opcode = XP_WR_RDMA_READ;
-	wr->flags = XP_SEND_SIGNALED;
-	wr->sge.length = rq->len;
-	if (rq->mr) {
-		wr->sge.addr = rq->buf;
-		wr->sge.mr = rq->mr;
-	} else {
-		wr->sge.addr = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-		wr->sge.mr = q->bounce_mr;
+	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), db,
+		    (uint32_t)rblk_done_encode(db, &d));
+	wr = &q->qp.batch[q->qp.nr_batch - 1];
+	wr->opcode = XP_WR_SEND_WITH_INV;
+	wr->invalidate_rkey = rq->rkey;
+}
+
+/*
+ * The second half of a data command, once the target lent its window
+ * (rq->raddr/rkey), by rq's state:
+ *   IREQ_NEED_READ  the RDMA READ of the window; the part completes when it
+ *                   does, after READ_DONE is posted (below).
+ *   IREQ_NEED_DONE  the READ completed: READ_DONE, then the part is done.
+ *                   Not chained behind the READ with a fence: a fenced
+ *                   SEND would hold every later command of the queue until
+ *                   the READ is back. Posted in the same batch as the
+ *                   commands that follow, so it costs no doorbell, and RC
+ *                   ordering still delivers it before the tag's next
+ *                   command.
+ *   IREQ_NEED_DATA  a WRITE's RDMA WRITE and WRITE_DATA in one chain (RC
+ *                   places the data first); the part completes with RESP.
+ * -EAGAIN without the send credits.
+ */
+static int post_data(struct rblk_queue *q, struct ireq *rq)
+{
+	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+
+	switch (rq->state) {
+	case IREQ_NEED_READ:
+		if (!qp_take(&q->qp, 1))
+			return -EAGAIN;
+		qp_add_rdma(&q->qp, XP_WR_RDMA_READ,
+			    qp_wrid(WRID_READ, 1, rq->tag), XP_SEND_SIGNALED,
+			    rq->mr ? rq->buf : slot_local, rq->len,
+			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+			    rq->rkey);
+		rq->state = IREQ_READ;
+		break;
+	case IREQ_NEED_DONE:
+		if (!qp_take(&q->qp, 1))
+			return -EAGAIN;
+		add_done(q, rq);
+		part_done(q, rq, 0);
+		break;
+	default: /* IREQ_NEED_DATA */
+		if (!qp_take(&q->qp, 2))
+			return -EAGAIN;
+		if (!rq->mr)
+			memcpy(slot_local, rq->buf, rq->len);
+		qp_add_rdma(&q->qp, XP_WR_RDMA_WRITE, 0, 0,
+			    rq->mr ? rq->buf : slot_local, rq->len,
+			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+			    rq->rkey);
+		add_done(q, rq);
+		q->qp.batch[q->qp.nr_batch - 1].wr_id =
+			qp_wrid(WRID_CMD, 2, rq->tag);
+		rq->state = IREQ_CMD;
+		break;
 	}
-	wr->remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
-	wr->rkey = q->slot_rkey;
-	q->sq_free--;
-	rq->state = IREQ_READ;
 	batch_done_adding(q);
 	return 0;
+}
+
+/* rq waits for send credits (in order, behind any already waiting). */
+static void wait_credits(struct rblk_queue *q, struct ireq *rq)
+{
+	rq->next = NULL;
+	if (q->wait_tail)
+		q->wait_tail->next = rq;
+	else
+		q->wait_head = rq;
+	q->wait_tail = rq;
 }
 
 /*
@@ -650,35 +673,30 @@ static bool direct_io(const struct rblk_queue *q, const struct io *io)
 static void post_direct(struct rblk_queue *q, struct ireq *rq)
 {
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-	struct xp_send_wr *wr;
+	enum xp_wr_opcode op = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
+							XP_WR_RDMA_WRITE;
+	void *local = rq->mr ? rq->buf : slot_local;
+	struct xp_mr *mr = rq->mr ? rq->mr : q->bounce_mr;
+	uint64_t raddr = q->vol_addr + rq->offset;
 
 	if (rq->op == RBLK_OP_WRITE && !rq->mr)
 		memcpy(slot_local, rq->buf, rq->len);
-	wr = batch_add(q);
-	wr->opcode = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
-					      XP_WR_RDMA_WRITE;
-	wr->sge.addr = rq->mr ? rq->buf : slot_local;
-	wr->sge.length = rq->len;
-	wr->sge.mr = rq->mr ? rq->mr : q->bounce_mr;
-	wr->remote_addr = q->vol_addr + rq->offset;
-	wr->rkey = q->vol_rkey;
 	if (rq->direct_fua) {
 		struct rblk_cmd cmd = { .tag = rq->tag,
 					.opcode = RBLK_OP_FLUSH };
+		void *cb = cmd_buf(q, rq->tag);
 
-		wr = batch_add(q);
-		wr->wr_id = wrid_make(WRID_CMD, rq->tag, 2);
-		wr->opcode = XP_WR_SEND;
-		wr->flags = XP_SEND_SIGNALED;
-		wr->sge.addr = cmd_buf(q, rq->tag);
-		wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
-		wr->sge.mr = q->msg_mr;
-		q->sq_free -= 2;
+		qp_take(&q->qp, 2);
+		qp_add_rdma(&q->qp, op, 0, 0, local, rq->len, mr, raddr,
+			    q->vol_rkey);
+		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 2, rq->tag), cb,
+			    (uint32_t)rblk_cmd_encode(cb, &cmd));
 		rq->state = IREQ_CMD;
 	} else {
-		wr->wr_id = wrid_make(WRID_DIRECT, rq->tag, 1);
-		wr->flags = XP_SEND_SIGNALED;
-		q->sq_free -= 1;
+		qp_take(&q->qp, 1);
+		qp_add_rdma(&q->qp, op, qp_wrid(WRID_DIRECT, 1, rq->tag),
+			    XP_SEND_SIGNALED, local, rq->len, mr, raddr,
+			    q->vol_rkey);
 		rq->state = IREQ_DIRECT;
 	}
 	batch_done_adding(q);
@@ -694,7 +712,7 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 	struct ireq *rq = q->free_tags;
 	uint32_t len;
 
-	if (!rq || q->sq_free < 2)
+	if (!rq || q->qp.sq_free < 2)
 		return -EAGAIN;
 	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
 	rq->io = io;
@@ -716,14 +734,14 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 }
 
 /*
- * Post the command of part rq (its fields filled in): the RDMA WRITE of its
- * data first for writes. The caller checked for two send credits.
+ * Post the command of part rq (its fields filled in). A WRITE's data
+ * follows once the target grants a window (post_data()). The caller
+ * checked for send credits.
  */
 static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_cmd cmd = { 0 };
-	struct xp_send_wr *wr;
-	uint32_t credits = 1;
+	void *cb = cmd_buf(q, rq->tag);
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
 
 	cmd.tag = rq->tag;
@@ -731,31 +749,14 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 	cmd.offset = rq->offset;
 	cmd.length = rq->len;
 	cmd.flags = rq->cmd_flags;
-	if (rq->op == RBLK_OP_WRITE) {
-		/* RC ordering places this data before the command below */
-		if (!rq->mr)
-			memcpy(slot_local, rq->buf, rq->len);
-		wr = batch_add(q);
-		wr->opcode = XP_WR_RDMA_WRITE;
-		wr->sge.addr = rq->mr ? rq->buf : slot_local;
-		wr->sge.length = rq->len;
-		wr->sge.mr = rq->mr ? rq->mr : q->bounce_mr;
-		wr->remote_addr = q->slot_addr + (uint64_t)rq->tag * q->max_io;
-		wr->rkey = q->slot_rkey;
-		credits = 2;
-	} else if (rq->op == RBLK_OP_READ && push_reads(q)) {
+	if (rq->op == RBLK_OP_READ && push_reads(q)) {
 		cmd.flags |= RBLK_CMD_F_PUSH;
 		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
 		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
 	}
-	wr = batch_add(q);
-	wr->wr_id = wrid_make(WRID_CMD, rq->tag, credits);
-	wr->opcode = XP_WR_SEND;
-	wr->flags = XP_SEND_SIGNALED;
-	wr->sge.addr = cmd_buf(q, rq->tag);
-	wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
-	wr->sge.mr = q->msg_mr;
-	q->sq_free -= credits;
+	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
+		    (uint32_t)rblk_cmd_encode(cb, &cmd));
+	qp_take(&q->qp, 1);
 	rq->state = IREQ_CMD;
 	batch_done_adding(q);
 }
@@ -768,7 +769,7 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 
 	if (direct_io(q, io))
 		return issue_direct_part(q, io);
-	if (!rq || q->sq_free < 2)
+	if (!rq || q->qp.sq_free < 2)
 		return -EAGAIN;
 	rq->direct = rq->direct_fua = false;
 	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
@@ -822,7 +823,7 @@ static void retry_reads(struct rblk_queue *q)
 	int ret;
 
 	while ((rq = q->wait_head) && !q->dead) {
-		ret = post_read(q, rq);
+		ret = post_data(q, rq);
 		if (ret == -EAGAIN)
 			return;
 		q->wait_head = rq->next;
@@ -833,23 +834,60 @@ static void retry_reads(struct rblk_queue *q)
 
 /* ---- completions --------------------------------------------------------------- */
 
+/* rq's window arrived: post its data half now, or wait for credits. */
+static void data_ready(struct rblk_queue *q, struct ireq *rq, uint64_t addr,
+		       uint32_t rkey)
+{
+	rq->raddr = addr;
+	rq->rkey = rkey;
+	rq->state = rq->op == RBLK_OP_READ ? IREQ_NEED_READ : IREQ_NEED_DATA;
+	if (!q->wait_head && !post_data(q, rq))
+		return;
+	wait_credits(q, rq);
+}
+
+static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
+{
+	struct rblk_grant g;
+	struct ireq *rq;
+
+	if (rblk_grant_decode(buf, len, q->qd, q->max_io, &g)) {
+		queue_lost(q, "malformed GRANT from the target");
+		return;
+	}
+	rq = &q->reqs[g.tag];
+	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE ||
+	    g.length != rq->len || rq == q->ka) {
+		queue_lost(q, "GRANT for a tag with no WRITE waiting for one");
+		return;
+	}
+	data_ready(q, rq, g.addr, g.rkey);
+}
+
 static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 {
 	struct rblk_resp resp;
 	struct ireq *rq;
-	int st, ret;
+	bool pull;
+	int st;
 
+	if (rblk_msg_type(buf, len) == RBLK_MSG_GRANT) {
+		handle_grant(q, buf, len);
+		return;
+	}
 	st = rblk_resp_decode(buf, len, q->qd, &resp);
 	if (st) {
 		queue_lost(q, "malformed response from the target");
 		return;
 	}
 	rq = &q->reqs[resp.tag];
-	if (rq == q->ka) {
+	pull = resp.flags & RBLK_RESP_F_PULL;
+	if (rq == q->ka && !pull) {
 		ka_free(q);
 		return;
 	}
-	if (rq->state != IREQ_CMD) {
+	if (rq->state != IREQ_CMD ||
+	    (pull && (rq->op != RBLK_OP_READ || resp.length != rq->len))) {
 		queue_lost(q, "response for a tag with no command");
 		return;
 	}
@@ -859,26 +897,20 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 		part_done(q, rq, rblk_status_to_errno((int)resp.status));
 		return;
 	}
-	if (rq->op != RBLK_OP_READ || push_reads(q)) {
+	if (!pull) {
+		if (rq->op == RBLK_OP_READ && !push_reads(q)) {
+			queue_lost(q, "READ answered without its data");
+			return;
+		}
 		part_done(q, rq, 0);
 		return;
 	}
-	/* pull: fetch the data from the slot */
-	ret = post_read(q, rq);
-	if (ret == -EAGAIN) {
-		rq->state = IREQ_NEED_READ;
-		rq->next = NULL;
-		if (q->wait_tail)
-			q->wait_tail->next = rq;
-		else
-			q->wait_head = rq;
-		q->wait_tail = rq;
-	}
+	data_ready(q, rq, resp.addr, resp.rkey); /* fetch it from the window */
 }
 
 static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 {
-	uint32_t tag = wrid_tag(wc->wr_id);
+	uint32_t tag = qp_wrid_val(wc->wr_id);
 
 	if (q->dead) /* the rest of a batch reaped from a lost connection */
 		return;
@@ -890,24 +922,32 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 		queue_lost(q, why);
 		return;
 	}
-	switch (wrid_kind(wc->wr_id)) {
-	case WRID_RECV:
+	if (qp_wrid_kind(wc->wr_id) != QP_WRID_RECV)
+		qp_send_done(&q->qp, wc->wr_id);
+	switch (qp_wrid_kind(wc->wr_id)) {
+	case QP_WRID_RECV:
+		if (tag >= q->qp.nr_recv) {
+			queue_lost(q, "transport returned a bad receive id");
+			break;
+		}
 		q->rx_seen = true;
-		handle_response(q, recv_buf(q, tag), wc->byte_len);
-		if (!q->dead && post_recv_buf(q, tag))
+		handle_response(q, qp_recv_buf(&q->qp, tag), wc->byte_len);
+		if (!q->dead && qp_post_recv(&q->qp, tag))
 			queue_lost(q, "reposting a receive failed");
 		break;
-	case WRID_CMD:
-	case WRID_HELLO:
-		q->sq_free += wrid_credits(wc->wr_id);
-		break;
 	case WRID_READ:
-		q->sq_free += 1;
-		if (tag < q->qd && q->reqs[tag].state == IREQ_READ)
-			part_done(q, &q->reqs[tag], 0);
+		/* the data is in: READ_DONE frees the window, then the tag */
+		if (tag < q->qd && q->reqs[tag].state == IREQ_READ) {
+			struct ireq *rq = &q->reqs[tag];
+
+			rq->state = IREQ_NEED_DONE;
+			q->plugged++; /* with whatever else this poll posts */
+			if (q->wait_head || post_data(q, rq))
+				wait_credits(q, rq);
+			q->plugged--;
+		}
 		break;
 	case WRID_DIRECT:
-		q->sq_free += 1;
 		if (tag < q->qd && q->reqs[tag].state == IREQ_DIRECT)
 			part_done(q, &q->reqs[tag], 0);
 		break;
@@ -969,9 +1009,9 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 			 "no answer to KEEPALIVE within %d ms", ka_ms);
 		queue_lost(q, why);
 		return;
-	} else if ((rq = q->free_tags) && q->sq_free >= 1) {
+	} else if ((rq = q->free_tags) && qp_take(&q->qp, 1)) {
 		struct rblk_cmd cmd = { 0 };
-		struct xp_send_wr *wr;
+		void *cb = cmd_buf(q, rq->tag);
 
 		q->free_tags = rq->next;
 		rq->state = IREQ_KA;
@@ -979,14 +1019,8 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 		q->ka = rq;
 		cmd.tag = rq->tag;
 		cmd.opcode = RBLK_OP_KEEPALIVE;
-		wr = batch_add(q);
-		wr->wr_id = wrid_make(WRID_CMD, rq->tag, 1);
-		wr->opcode = XP_WR_SEND;
-		wr->flags = XP_SEND_SIGNALED;
-		wr->sge.addr = cmd_buf(q, rq->tag);
-		wr->sge.length = (uint32_t)rblk_cmd_encode(wr->sge.addr, &cmd);
-		wr->sge.mr = q->msg_mr;
-		q->sq_free--;
+		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
+			    (uint32_t)rblk_cmd_encode(cb, &cmd));
 		batch_flush(q); /* now, even if plugged: it is a probe */
 		if (q->dead)
 			return;
@@ -1330,7 +1364,6 @@ static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
 	struct rblk_auth_challenge ch;
 	struct rblk_auth_response resp;
 	struct rblk_auth_result res;
-	struct xp_send_wr wr = { 0 }, *bad;
 	int ret;
 
 	if (rblk_msg_type(buf, len) == RBLK_MSG_AUTH_RESULT) {
@@ -1364,19 +1397,14 @@ static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
 	memcpy(resp.nonce, ctx->initiator_nonce, sizeof(resp.nonce));
 	rblk_auth_mac(r->secret, r->secret_len, RBLK_AUTH_ROLE_INITIATOR, ctx,
 		      resp.mac);
-	wr.wr_id = wrid_make(WRID_HELLO, 0, 1);
-	wr.opcode = XP_WR_SEND;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = hello_buf(q);
-	wr.sge.length = (uint32_t)rblk_auth_response_encode(wr.sge.addr, &resp);
-	wr.sge.mr = q->msg_mr;
-	if (!q->sq_free)
+	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
+			  (uint32_t)rblk_auth_response_encode(hello_buf(q),
+							      &resp));
+	if (ret == -EAGAIN)
 		return set_error(-EPROTO, "no send credit for AUTH_RESPONSE");
-	ret = xp_post_send(q->xc, &wr, &bad);
 	if (ret)
 		return set_error(ret, "sending AUTH_RESPONSE: %s",
 				 strerror(-ret));
-	q->sq_free--;
 	return 0;
 }
 
@@ -1392,6 +1420,7 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 	struct rblk_auth_ctx ctx = { 0 };
 	bool challenged = false;
 	struct xp_wc wc;
+	const void *buf;
 	int n, st, type;
 
 	for (;;) {
@@ -1400,27 +1429,27 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 			return n;
 		if (wc.status != XP_WC_SUCCESS)
 			return -ECONNRESET;
-		if (wrid_kind(wc.wr_id) == WRID_HELLO)
-			q->sq_free += wrid_credits(wc.wr_id);
-		if (wrid_kind(wc.wr_id) != WRID_RECV)
+		if (qp_wrid_kind(wc.wr_id) != QP_WRID_RECV) {
+			qp_send_done(&q->qp, wc.wr_id);
 			continue;
-		type = rblk_msg_type(recv_buf(q, wrid_tag(wc.wr_id)),
-				     wc.byte_len);
+		}
+		buf = qp_recv_of(&q->qp, wc.wr_id);
+		if (!buf)
+			return -EPROTO;
+		type = rblk_msg_type(buf, wc.byte_len);
 		if (type == RBLK_MSG_AUTH_CHALLENGE ||
 		    type == RBLK_MSG_AUTH_RESULT) {
-			st = login_auth_step(q, &ctx, &challenged,
-					     recv_buf(q, wrid_tag(wc.wr_id)),
+			st = login_auth_step(q, &ctx, &challenged, buf,
 					     wc.byte_len);
 			if (st) {
 				*err_set = true;
 				return st;
 			}
-			if (post_recv_buf(q, wrid_tag(wc.wr_id)))
+			if (qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)))
 				return -ECONNRESET;
 			continue;
 		}
-		st = rblk_login_decode(recv_buf(q, wrid_tag(wc.wr_id)),
-				       wc.byte_len, login);
+		st = rblk_login_decode(buf, wc.byte_len, login);
 		if (st)
 			return -EPROTO;
 		if (login->status == RBLK_S_OK && challenged && !q->authed) {
@@ -1428,7 +1457,8 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 			return set_error(-EPROTO,
 					 "target logged us in without AUTH_RESULT");
 		}
-		return post_recv_buf(q, wrid_tag(wc.wr_id)) ? -ECONNRESET : 0;
+		return qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)) ? -ECONNRESET :
+								      0;
 	}
 }
 
@@ -1492,11 +1522,9 @@ static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
 static int queue_connect(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_opts *o)
 {
-	size_t len;
 	struct xp_conn_attr attr;
 	struct rblk_hello hello = { 0 };
 	struct rblk_login login;
-	struct xp_send_wr wr = { 0 }, *bad;
 	const char *url_host = r->url.host;
 	uint16_t qd = (uint16_t)o->queue_depth;
 	bool err_set = false;
@@ -1508,28 +1536,13 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	if (ret)
 		return ret;
 
-	q->nr_recv = attr.max_recv_wr;
 	q->cmd_bufs = qd;
-	len = (size_t)q->nr_recv * RBLK_MSG_MAX +
-	      (size_t)(qd + 1u) * CMD_BUF_SIZE + RBLK_HELLO_SIZE;
-	if (posix_memalign(&q->msg_mem, 4096, len)) {
-		q->msg_mem = NULL;
-		return set_error(-ENOMEM, "out of memory");
-	}
-	memset(q->msg_mem, 0, len);
-	ret = xp_reg_mr(q->xc, q->msg_mem, len, XP_ACCESS_LOCAL_WRITE,
-			&q->msg_mr);
+	ret = qp_init(&q->qp, q->xc, &attr,
+		      (size_t)qd * CMD_BUF_SIZE + RBLK_MSG_MAX +
+			      (size_t)qd * RBLK_DONE_SIZE);
 	if (ret)
-		return set_error(ret, "registering message buffers: %s",
+		return set_error(ret, "setting up message buffers: %s",
 				 strerror(-ret));
-	for (unsigned int i = 0; i < q->nr_recv; i++)
-		if ((ret = post_recv_buf(q, i)))
-			return set_error(ret, "posting receives: %s",
-					 strerror(-ret));
-	q->sq_free = attr.max_send_wr;
-	q->batch = calloc(attr.max_send_wr, sizeof(*q->batch));
-	if (!q->batch)
-		return set_error(-ENOMEM, "out of memory");
 
 	hello.queue_depth = qd;
 	hello.queue_id = (uint16_t)q->index;
@@ -1541,16 +1554,10 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 r->url.export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
-	wr.wr_id = wrid_make(WRID_HELLO, 0, 1);
-	wr.opcode = XP_WR_SEND;
-	wr.flags = XP_SEND_SIGNALED;
-	wr.sge.addr = hello_buf(q);
-	wr.sge.length = (uint32_t)rblk_hello_encode(wr.sge.addr, &hello);
-	wr.sge.mr = q->msg_mr;
-	ret = xp_post_send(q->xc, &wr, &bad);
+	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
+			  (uint32_t)rblk_hello_encode(hello_buf(q), &hello));
 	if (ret)
 		return set_error(ret, "sending HELLO: %s", strerror(-ret));
-	q->sq_free--;
 
 	ret = wait_login(q, o->timeout_ms, &login, &err_set);
 	if (ret && err_set)
@@ -1598,10 +1605,15 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 				 q->features, (unsigned long long)login.size,
 				 login.block_size, login.max_io,
 				 login.queue_depth, login.features);
+	if (q->connected_once && memcmp(login.vol_id, q->vol_id,
+					sizeof(q->vol_id)))
+		return set_error(-EPROTO,
+				 "%s://%s:%u/%s is another volume after the reconnect (its volume id changed)",
+				 r->url.scheme, url_host, r->url.port,
+				 r->url.export_name);
 	q->qd = login.queue_depth;
 	q->max_io = login.max_io;
-	q->slot_addr = login.slot_addr;
-	q->slot_rkey = login.slot_rkey;
+	memcpy(q->vol_id, login.vol_id, sizeof(q->vol_id));
 	q->features = login.features;
 	ret = queue_use_direct(r, q, o, &login);
 	if (ret)
@@ -1612,7 +1624,8 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 		r->info.max_io = login.max_io;
 		r->info.queue_depth = login.queue_depth;
 		r->info.features = login.features;
-		if (!(o->flags & RBLK_OPEN_PUSH_READS))
+		memcpy(r->info.vol_id, login.vol_id, sizeof(r->info.vol_id));
+		if (!want_push_reads(r, o))
 			r->info.features &= ~RBLK_F_PUSH;
 		if (!q->direct)
 			r->info.features &= ~RBLK_F_DIRECT;
@@ -1762,6 +1775,9 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 	}
 	if (!o.queues || o.queues > 256)
 		return set_error(-EINVAL, "queues must be 1..256");
+	if ((o.flags & RBLK_OPEN_PUSH_READS) && (o.flags & RBLK_OPEN_PULL_READS))
+		return set_error(-EINVAL,
+				 "RBLK_OPEN_PUSH_READS and RBLK_OPEN_PULL_READS exclude each other");
 	if (!o.queue_depth || o.queue_depth > RBLK_MAX_QD)
 		return set_error(-EINVAL, "queue depth must be 1..%d",
 				 RBLK_MAX_QD);

@@ -22,11 +22,17 @@ int lib_connect(const struct xp_ops *ops, const struct rblk_url *u,
 	size_t rej_len = sizeof(rej);
 	int ret, st;
 
-	ret = ops->connect(u->host, u->port, attr, priv,
-			   rblk_cm_req_encode(priv, queue_depth), timeout_ms,
-			   out, rej, &rej_len);
+	ret = xp_connect(ops, NULL, u->host, u->port, attr, priv,
+			 rblk_cm_req_encode(priv, queue_depth), timeout_ms,
+			 out, rej, &rej_len);
 	if (ret == -ECONNREFUSED && rej_len) {
 		st = rblk_cm_rej_decode(rej, rej_len);
+		if (st == RBLK_S_BAD_VERSION)
+			return lib_set_error(-EPROTONOSUPPORT,
+					     "%s://%s:%u speaks rblk protocol version %d, this initiator speaks %d: upgrade one side",
+					     u->scheme, u->host, u->port,
+					     rblk_cm_rej_version(rej, rej_len),
+					     RBLK_PROTO_VERSION);
 		return lib_set_error(st == RBLK_S_BAD_VERSION ?
 					     -EPROTONOSUPPORT :
 					     -ECONNREFUSED,

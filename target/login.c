@@ -8,6 +8,7 @@
  */
 #include "target.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,8 +63,7 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	return RBLK_S_OK;
 }
 
-void login_reply(const struct rblk_limits *lim, uint64_t slot_addr,
-		 uint32_t slot_rkey, struct rblk_login *l)
+void login_reply(const struct rblk_limits *lim, struct rblk_login *l)
 {
 	memset(l, 0, sizeof(*l));
 	l->status = RBLK_S_OK;
@@ -72,9 +72,30 @@ void login_reply(const struct rblk_limits *lim, uint64_t slot_addr,
 	l->block_size = lim->block_size;
 	l->size = lim->size;
 	l->features = lim->features;
-	l->slot_rkey = slot_rkey;
-	l->slot_addr = slot_addr;
-	l->slot_len = (uint64_t)lim->queue_depth * lim->max_io;
+}
+
+void login_vol_id(const char *target_name, const struct export *e,
+		  uint8_t id[RBLK_VOL_ID_LEN])
+{
+	static const char tag[] = "rblk-vol-id-v1";
+	const struct cfg_export *ecfg = e->cfg;
+	crypto_hash_sha256_state st;
+	uint8_t h[crypto_hash_sha256_BYTES];
+
+	if (ecfg && ecfg->has_uuid) {
+		memcpy(id, ecfg->uuid, RBLK_VOL_ID_LEN);
+		return;
+	}
+	crypto_hash_sha256_init(&st);
+	crypto_hash_sha256_update(&st, (const uint8_t *)tag, sizeof(tag));
+	crypto_hash_sha256_update(&st, (const uint8_t *)target_name,
+				  strlen(target_name) + 1);
+	crypto_hash_sha256_update(&st, (const uint8_t *)e->name,
+				  strlen(e->name) + 1);
+	crypto_hash_sha256_final(&st, h);
+	memcpy(id, h, RBLK_VOL_ID_LEN);
+	id[6] = (uint8_t)((id[6] & 0x0f) | 0x80); /* version 8 */
+	id[8] = (uint8_t)((id[8] & 0x3f) | 0x80); /* variant 10 */
 }
 
 bool login_auth_needed(const struct cfg_target *cfg, const struct export *e,

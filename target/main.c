@@ -66,7 +66,7 @@ static void usage(FILE *f)
 		"\n"
 		"  -l, --listen URL          listen on tcp://HOST[:PORT] or rdma://HOST[:PORT]\n"
 		"                            (repeatable; default port %d)\n"
-		"  -e, --export NAME=PATH[,ro][,bs=N][,allow=HOST|any][,allow_ro=HOST]\n"
+		"  -e, --export NAME=PATH[,ro][,bs=N][,uuid=UUID][,allow=HOST|any][,allow_ro=HOST]\n"
 		"                            export a file, block device or ram:SIZE\n"
 		"                            (repeatable); allow/allow_ro: only these\n"
 		"                            hosts, authenticated (repeatable); no\n"
@@ -82,6 +82,15 @@ static void usage(FILE *f)
 		"      --engine NAME         io_uring (default) or libaio\n"
 		"      --max-queue-depth N   cap on the queue depth initiators get (default 128)\n"
 		"      --max-io SIZE         cap on the bytes per command (default 1M)\n"
+		"      --max-pending N       connections not yet logged in (default 1024)\n"
+		"      --max-pending-per-host N  ... from one address (default 256)\n"
+		"      --max-sessions N      live sessions (default 4096)\n"
+		"      --max-sessions-per-host N ... from one address (default 2048)\n"
+		"      --idle-timeout SEC    drop a session silent this long (default 300,\n"
+		"                            0: never)\n"
+		"      --slot-pool SIZE      registered memory for command data, shared\n"
+		"                            by all sessions, split over the workers\n"
+		"                            (default 256M)\n"
 		"      --ctl-socket PATH     control socket, or none (default %s)\n"
 		"      --ctl-socket-mode MODE  its permissions (default 0600)\n"
 		"      --metrics tcp://HOST:PORT|PORT\n"
@@ -103,7 +112,8 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 {
 	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO, OPT_CTL, OPT_CTL_MODE,
-	       OPT_METRICS, OPT_HOST, OPT_NAME, OPT_ALLOW_ANY };
+	       OPT_METRICS, OPT_HOST, OPT_NAME, OPT_SLOT_POOL, OPT_LIMIT,
+	       OPT_ALLOW_ANY };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "export", required_argument, NULL, 'e' },
@@ -112,6 +122,12 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		{ "engine", required_argument, NULL, OPT_ENGINE },
 		{ "max-queue-depth", required_argument, NULL, OPT_MAXQD },
 		{ "max-io", required_argument, NULL, OPT_MAXIO },
+		{ "slot-pool", required_argument, NULL, OPT_SLOT_POOL },
+		{ "max-pending", required_argument, NULL, OPT_LIMIT },
+		{ "max-pending-per-host", required_argument, NULL, OPT_LIMIT },
+		{ "max-sessions", required_argument, NULL, OPT_LIMIT },
+		{ "max-sessions-per-host", required_argument, NULL, OPT_LIMIT },
+		{ "idle-timeout", required_argument, NULL, OPT_LIMIT },
 		{ "ctl-socket", required_argument, NULL, OPT_CTL },
 		{ "ctl-socket-mode", required_argument, NULL, OPT_CTL_MODE },
 		{ "metrics", required_argument, NULL, OPT_METRICS },
@@ -126,7 +142,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 	char err[512];
 	unsigned long v;
 	uint64_t size;
-	int c, level;
+	int c, level, idx = 0;
 
 	/* command-line options apply on top of -c, wherever it appears */
 	for (int i = 1; i < argc - 1; i++) {
@@ -137,7 +153,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			}
 		}
 	}
-	while ((c = getopt_long(argc, argv, "l:e:c:w:L:hV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "l:e:c:w:L:hV", opts, &idx)) != -1) {
 		switch (c) {
 		case 'l':
 			if (cfg_add_listen(cfg, optarg, err, sizeof(err)))
@@ -203,6 +219,22 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			}
 			cfg->max_io = (uint32_t)size;
 			break;
+		case OPT_LIMIT: {
+			/* the config key is the option's name, '-' -> '_' */
+			char key[32];
+
+			snprintf(key, sizeof(key), "%s", opts[idx].name);
+			for (char *p = key; *p; p++)
+				if (*p == '-')
+					*p = '_';
+			if (cfg_set_limit(cfg, key, optarg, err, sizeof(err)))
+				goto bad;
+			break;
+		}
+		case OPT_SLOT_POOL:
+			if (cfg_set_slot_pool(cfg, optarg, err, sizeof(err)))
+				goto bad;
+			break;
 		case OPT_CTL:
 			if (cfg_set_ctl_socket(cfg, optarg, err, sizeof(err)))
 				goto bad;
@@ -255,45 +287,23 @@ bad:
 	return 2;
 }
 
-/* Take every pending connection request on l. */
+/*
+ * Take every pending connection request on l, each into the next worker
+ * (round robin): it is created in that worker's poll group.
+ */
 static void accept_requests(struct target *t, struct listener *l,
 			    unsigned int *next_worker)
 {
-	for (;;) {
-		char priv[XP_PRIV_MAX], rej[RBLK_CM_REJ_SIZE];
-		struct xp_conn_attr attr;
-		size_t priv_len = sizeof(priv);
-		struct xp_conn *xc;
-		struct tconn *c;
-		uint16_t qd;
-		int st, ret;
+	const struct xp_ops *ops = l->xl->ops;
 
-		/*
-		 * The connection is created for the largest queue depth we
-		 * grant; the login may settle on less.
-		 */
-		tconn_attr((uint16_t)t->cfg.max_queue_depth, &attr);
-		ret = l->xl->ops->get_request(l->xl, &attr, &xc, priv,
-					      &priv_len);
+	for (;;) {
+		struct worker *w = &t->workers[*next_worker];
+		int ret = worker_accept(w, ops, l->xl, l->url);
+
 		if (ret == -EAGAIN)
 			return;
-		if (ret) {
-			log_warn("%s: taking a connection request failed: %s",
-				 l->url, strerror(-ret));
+		if (ret) /* logged; the request is gone or will come back */
 			return;
-		}
-		st = rblk_cm_req_decode(priv, priv_len, &qd);
-		if (st) {
-			log_warn("%s: rejecting %s: %s", l->url,
-				 xp_peer_name(xc), rblk_status_str(st));
-			xc->ops->reject(xc, rej, rblk_cm_rej_encode(rej, st));
-			continue;
-		}
-		qd = (uint16_t)MIN(qd, t->cfg.max_queue_depth);
-		c = tconn_accept(t, xc, qd);
-		if (!c)
-			continue;
-		worker_adopt(&t->workers[*next_worker], c);
 		*next_worker = (*next_worker + 1) % t->nr_workers;
 	}
 }

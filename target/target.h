@@ -21,6 +21,8 @@
 
 #include "../common/auth.h"
 #include "../common/proto.h"
+#include "../common/qp.h"
+#include "../common/slot_pool.h"
 #include "../config/config.h"
 #include "../transport/transport.h"
 #include "stats.h"
@@ -208,13 +210,17 @@ const struct engine_ops *engine_find(const char *name);
 /* ---- requests -------------------------------------------------------- */
 
 /*
- * One command slot of a connection; tag i uses slot i. States, in order:
+ * One tag of a connection. States (docs/PROTOCOL.md, "The flows"):
  */
 enum treq_state {
 	TREQ_FREE, /* tag not in use */
-	TREQ_EXEC, /* decoded command; start the backend operation */
+	TREQ_SLOT, /* READ/WRITE: waiting for pool space (worker->slot_wait) */
+	TREQ_GRANT, /* WRITE: bind a write window and send GRANT (credits) */
+	TREQ_DATA, /* WRITE: GRANT out; waiting for WRITE_DATA */
+	TREQ_EXEC, /* start the backend operation */
 	TREQ_BACKEND, /* engine operation in flight */
 	TREQ_RESPOND, /* result known; waiting for send-queue credits */
+	TREQ_PULLED, /* pull READ: RESP + window out; waiting for READ_DONE */
 };
 
 struct treq {
@@ -226,9 +232,17 @@ struct treq {
 	bool direct; /* current attempt used the O_DIRECT descriptor */
 	bool fua_pending; /* FUA emulated: fdatasync after the write */
 	uint64_t t_recv_ns; /* when the command arrived, for latency stats */
-	void *slot; /* this tag's slot in the registered region */
+	/*
+	 * The command's run of the worker's slot pool (READ/WRITE), from
+	 * TREQ_SLOT until its window is dead and nothing reads it: NULL
+	 * otherwise. Backends read and write the data here.
+	 */
+	void *slot;
+	/* a push READ's slot: the NIC reads it until its RESP completes */
+	void *sent_slot;
 	void *resp_buf; /* this tag's response capsule buffer */
 	struct treq *next_wait; /* on conn's send-credit wait list */
+	struct treq *next_slot; /* on worker->slot_wait */
 	/* conn->flushes + 1 while this tag's response waits in the batch:
 	 * a command on the tag before that batch is posted is a violation */
 	uint64_t resp_batch;
@@ -255,30 +269,25 @@ struct tconn {
 	struct export *exp;
 	struct rblk_limits lim; /* what commands are validated against */
 
-	/* receive buffers (nr_recv), send buffers (qd + 1 for LOGIN), auth_buf */
-	void *msg_mem;
-	struct xp_mr *msg_mr;
-	unsigned int nr_recv;
+	/*
+	 * Message buffers and send credits (common/qp.h). The send area:
+	 * a response buffer per tag, LOGIN's, then auth_buf. Responses (and
+	 * push-read RDMA WRITEs) built since the last flush sit in qp's
+	 * batch, posted as one chain (one doorbell, one sendmsg) by
+	 * tconn_flush_sends() at the end of the worker's loop iteration.
+	 */
+	struct qp qp;
 
-	void *slots; /* qd * max_io, registered for remote read/write */
-	size_t slots_len;
-	struct xp_mr *slot_mr;
-	int buf_index; /* engine registration of slots, or -1 */
-	/* RBLK_F_DIRECT: exp->ram registered for this connection only */
-	struct xp_mr *vol_mr;
+	struct wgroup *wg; /* the worker's poll group c is in */
+	int buf_index; /* engine registration of the worker's pool, or -1 */
+	/* one type-2 window per tag, bound per command (LIVE only) */
+	struct xp_mw **mw;
+	/* RBLK_F_DIRECT: a window over the volume, bound at login */
+	struct vol_reg *vol;
+	struct xp_mw *vol_mw;
 
 	struct treq *reqs; /* qd of them */
-	unsigned int sq_free; /* send-queue credits */
 	struct treq *wait_head, *wait_tail; /* waiting for credits */
-	/*
-	 * Responses (and push-read RDMA WRITEs) built since the last flush:
-	 * posted as one chain (one doorbell, one sendmsg) by
-	 * tconn_flush_sends() at the end of the worker's loop iteration.
-	 * Their send credits are taken when they are added, so the batch
-	 * never holds more than max_send_wr.
-	 */
-	struct xp_send_wr *batch; /* [max_send_wr] */
-	unsigned int nr_batch;
 	uint64_t flushes; /* batches posted (or dropped) so far */
 	struct tconn *next_flush; /* on worker->flush_head while nr_batch */
 	unsigned int backend_inflight;
@@ -301,20 +310,72 @@ struct tconn {
 	uint8_t auth_nonce[RBLK_AUTH_NONCE_LEN];
 
 	struct tconn *next; /* worker's list */
+	unsigned int push_inflight; /* push READ responses not completed */
+	bool lim_pending, lim_session; /* counted by limits_admit/login */
+	uint64_t last_rx_ms; /* worker->now_ms of the last message */
+	uint64_t closing_ms; /* when it became TCONN_CLOSING */
 };
 
 /* ---- workers --------------------------------------------------------- */
 
 struct target;
 
+/*
+ * A worker's poll group for one transport (docs/ARCHITECTURE.md): one PD,
+ * one CQ, one fd; every connection of that transport on the worker is in
+ * it, and the slot pool is registered in it (local write + MW bind only).
+ */
+struct wgroup {
+	const struct xp_ops *ops;
+	struct xp_group *g;
+	struct xp_mr *pool_mr;
+	/*
+	 * The region a command's window is bound on: one per buddy block
+	 * (order o, index i: pool page i << o), registered the first time
+	 * that block is lent and kept. A window then covers one block's
+	 * region, so a transport that checks a window's range against its
+	 * region's (rxe does: docs/ARCHITECTURE.md) still confines the key
+	 * to that command's run. NULL until used.
+	 */
+	struct xp_mr **block_mr[SLOT_MAX_ORDER + 1];
+};
+
+/* A DIRECT volume registered on one of a worker's groups (MW bind only). */
+struct vol_reg {
+	struct export *exp;
+	struct wgroup *wg;
+	struct xp_mr *mr;
+	unsigned int refs; /* connections with a window on it */
+	struct vol_reg *next;
+};
+
+#define WORKER_MAX_GROUPS 2 /* tcp, rdma */
+
 struct worker {
 	struct target *tgt;
 	unsigned int index;
 	pthread_t thread;
-	int epfd;
+	int epfd; /* the one place it sleeps: groups, mailbox, engine */
+	/*
+	 * Held by the worker for a whole turn (it lets go only to sleep);
+	 * the main thread takes it to create connections in the worker's
+	 * groups (worker_accept()), so a group is used by one thread at a
+	 * time, as the transport requires.
+	 */
+	pthread_mutex_t turn_lock;
+	struct wgroup groups[WORKER_MAX_GROUPS];
+	unsigned int nr_groups;
+	/* the slot pool: pool_len bytes, registered in every group */
+	void *pool_mem;
+	size_t pool_len;
+	struct slot_pool pool;
+	int pool_buf_index; /* engine registration, or -1 */
+	struct treq *slot_wait_head, *slot_wait_tail; /* FIFO */
+	bool serving_slots;
+	struct vol_reg *vols;
 	int mailbox_fd; /* eventfd: new connections or stop */
 	pthread_mutex_t mailbox_lock;
-	struct tconn *mailbox; /* handed over by the main thread */
+	atomic_uint lock_wanted; /* the main thread waits for turn_lock */
 	struct tconn *conns; /* owned */
 	unsigned int nr_conns;
 	/*
@@ -330,6 +391,7 @@ struct worker {
 	void *engine_priv;
 	struct treq *busy_head, *busy_tail; /* waiting for engine room */
 	struct tconn *flush_head; /* connections with a batch to post */
+	uint64_t now_ms; /* at the start of this turn */
 };
 
 struct target {
@@ -392,9 +454,15 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		 uint32_t cfg_max_io, login_lookup_fn lookup, void *ctx,
 		 struct login_plan *p);
 
-/* The LOGIN granting lim, for a slot region of qd * max_io at slot_addr. */
-void login_reply(const struct rblk_limits *lim, uint64_t slot_addr,
-		 uint32_t slot_rkey, struct rblk_login *l);
+/* The LOGIN granting lim (volume fields and ids are the caller's). */
+void login_reply(const struct rblk_limits *lim, struct rblk_login *l);
+/*
+ * The volume identity of export e on a target named target_name (cfg's
+ * name): e's configured uuid, else SHA-256("rblk-vol-id-v1" NUL target NUL
+ * export) cut to 16 bytes, marked as an RFC 9562 version 8 UUID.
+ */
+void login_vol_id(const char *target_name, const struct export *e,
+		  uint8_t id[RBLK_VOL_ID_LEN]);
 
 /*
  * The authentication rule (docs/man/rblk-target.conf.5): a host with a
@@ -425,17 +493,30 @@ int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 		const struct export *e, const struct rblk_hello *hello,
 		const uint8_t nonce[RBLK_AUTH_NONCE_LEN], struct auth_plan *a);
 
+/*
+ * Limits (target/limits.c; any thread). limits_admit(): may a connection
+ * from peer (xp_peer_name()) be accepted? RBLK_S_OK (counted as pending)
+ * or RBLK_S_BUSY. limits_login(): turn peer's pending connection into a
+ * session, or RBLK_S_BUSY with why set. limits_release(): give back what
+ * a connection held.
+ */
+int limits_admit(const struct cfg_target *cfg, const char *peer);
+int limits_login(const struct cfg_target *cfg, const char *peer, char *why,
+		 size_t whylen);
+void limits_release(const char *peer, bool pending, bool session);
+
 int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);
-/* Main thread: give c to w. w takes ownership. */
-void worker_adopt(struct worker *w, struct tconn *c);
 
 /*
- * Main thread: set up a freshly requested connection (message buffers,
- * receives posted) and accept it. Returns the tconn, or NULL after having
- * rejected/destroyed xc.
+ * Main thread: take the next connection request on listener l (of
+ * transport ops) into w's group for it, check the private data, set the
+ * connection up (message buffers, receives posted), accept it and link
+ * it into w. Returns 0, -EAGAIN when no request is pending, or another
+ * -errno (the request was refused and dropped).
  */
-struct tconn *tconn_accept(struct target *t, struct xp_conn *xc, uint16_t qd);
+int worker_accept(struct worker *w, const struct xp_ops *ops,
+		  struct xp_listener *l, const char *url);
 /* Transport sizes for a connection of queue depth qd. */
 void tconn_attr(uint16_t qd, struct xp_conn_attr *attr);
 

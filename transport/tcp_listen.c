@@ -732,6 +732,7 @@ static int tcp_connect(const char *host, uint16_t port,
 
 const struct xp_ops xp_tcp_ops = {
     .name = "tcp",
+    .read_costs_peer_cpu = true,
     .listen = tcp_listen,
     .listener_destroy = tcp_listener_destroy,
     .listener_fd = tcp_listener_fd,

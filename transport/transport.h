@@ -84,6 +84,7 @@
 #ifndef RBLK_TRANSPORT_H
 #define RBLK_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -227,6 +228,13 @@ enum xp_conn_state {
  */
 struct xp_ops {
 	const char *name; /* "tcp", "rdma": the URL scheme */
+	/*
+	 * The passive side's CPU serves a one-sided RDMA READ (tcp: a
+	 * READ_REQ frame the peer's poll() answers, a round trip through
+	 * its thread); false where the HCA does it. Initiators prefer push
+	 * reads (the target RDMA WRITEs) on such a transport.
+	 */
+	bool read_costs_peer_cpu;
 
 	/* A poll group for the calling thread. */
 	int (*group_create)(struct xp_group **out);

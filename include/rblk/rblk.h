@@ -73,7 +73,13 @@ struct rblk_queue;
 
 /* rblk_opts.flags */
 #define RBLK_OPEN_READ_ONLY (1u << 0) /* log in read-only */
+/*
+ * How read data moves. Neither flag: the transport's preference (push on
+ * tcp, where an RDMA READ costs the target a round trip through its CPU;
+ * pull on rdma, where the HCA serves it). Both: -EINVAL.
+ */
 #define RBLK_OPEN_PUSH_READS (1u << 1) /* target RDMA WRITEs read data */
+#define RBLK_OPEN_PULL_READS (1u << 3) /* initiator RDMA READs the slot */
 /* Refuse a target that does not prove it holds our secret (AUTH_RESULT). */
 #define RBLK_OPEN_MUTUAL_AUTH (1u << 2)
 
@@ -152,6 +158,12 @@ struct rblk_info {
 	const char *export_name;
 	const char *host; /* target host as given in the URL */
 	uint16_t port;
+	/*
+	 * The volume's identity, stable across sessions and target restarts
+	 * (the export's uuid, or derived from the target and export names):
+	 * for multipath and stable device names.
+	 */
+	uint8_t vol_id[16];
 };
 
 /*

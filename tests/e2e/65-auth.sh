@@ -4,8 +4,8 @@
 #   - wrong secret, unknown host, no secret, a host not in the allow list,
 #     a command sent instead of the response, a reflected challenge and a
 #     replayed response are each refused with
-#     their exact error, and the target registers no slot memory for any
-#     of them (its debug line "slot region registered" does not appear);
+#     their exact error, and the target allocates no windows for any
+#     of them (its debug line "windows allocated" does not appear);
 #   - meanwhile the target keeps serving the verified client;
 #   - an allow_ro grant logs in read-only: librblk refuses writes with
 #     EROFS, and a raw WRITE command is answered READ_ONLY by the target;
@@ -37,7 +37,7 @@ start_target --log-level debug --name tgt-e2e \
 	--export "vol=$TEST_DIR/vol.img,allow=alpha,allow_ro=beta"
 URL=tcp://127.0.0.1:$RBLK_PORT/vol
 
-registrations() { grep -c "slot region registered" "$RBLK_TARGET_LOG" || true; }
+registrations() { grep -c "windows allocated" "$RBLK_TARGET_LOG" || true; }
 
 # a stalled handshake, timed in the background
 "$RAW" stall "$URL" alpha "$TEST_DIR/alpha.key" >"$TEST_DIR/stall.out" 2>&1 &
@@ -96,7 +96,7 @@ echo "$out"
 wait "$copy_pid" || fail "the verified client's write failed during the refusals"
 after=$(registrations)
 [ "$after" = "$before" ] ||
-	fail "slot memory registered for refused logins ($before -> $after)"
+	fail "windows allocated for refused logins ($before -> $after)"
 grep -q "reflected or empty nonce" "$RBLK_TARGET_LOG" ||
 	fail "target did not log the reflection"
 grep -q "is not in export vol's allow list" "$RBLK_TARGET_LOG" ||
@@ -114,7 +114,7 @@ echo "$out"
 grep -qx "replayed response refused: authentication failed" <<<"$out" ||
 	fail "replay: unexpected '$out'"
 [ "$(registrations)" = $((after + 1)) ] ||
-	fail "replayed response got slot memory registered"
+	fail "replayed response got windows allocated"
 
 # ---- read-only grant ----------------------------------------------------
 RBLK_HOST_NAME=beta RBLK_KEY_FILE=$TEST_DIR/beta.key \

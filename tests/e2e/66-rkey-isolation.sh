@@ -1,44 +1,103 @@
 #!/usr/bin/env bash
-# Memory isolation between connections (docs/ARCHITECTURE.md): connection B
-# uses connection A's slot address and rkey for an RDMA READ and, on a
-# fresh connection, an RDMA WRITE; with direct access (RAM exports) also
-# A's volume registration, and the volume rkey of a connection C that has
-# closed (a dead key stays dead). All must fail with a remote access
-# error, B's bytes must not reach A's slot, and A must go on writing and
-# reading back data correctly. Run against an open export and an
-# authenticated one.
+# Memory isolation between connections and commands (docs/PROTOCOL.md,
+# "What each key covers"): target memory is lent one command at a time
+# through a window bound to that command's connection.
+#   - connection B uses A's in-flight READ window (lent by A's RESP) and
+#     A's in-flight WRITE window (A's GRANT): remote access errors, and
+#     B's bytes never reach A's data;
+#   - A's own READ key after its READ_DONE invalidated it: remote access
+#     error (a key dies with its command);
+#   - with direct access (RAM exports) B uses A's volume window, and the
+#     volume key of a connection C that has closed: remote access errors;
+#   - a sweep of 10,000 guessed keys (every key byte of the lowest key
+#     indexes: the pool's own region key and the first windows among
+#     them) against a slot A holds open: all refused, while a librblk
+#     client writes and verifies data on another export throughout;
+#   - A finishes every command and verifies its data; the target logs the
+#     refusals.
+# Run against an open export and an authenticated one.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires_built
 RAW=$RBLK_BUILD/tests/rblk_rawclient
+LIBTEST=$RBLK_BUILD/tests/rblk_libtest
 [ -x "$RAW" ] || fail "test helper missing: make $RAW"
+[ -x "$LIBTEST" ] || fail "test helper missing: make $LIBTEST"
+SWEEP=${RBLK_SWEEP_KEYS:-10000}
 
 head -c 32 /dev/urandom | base64 >"$TEST_DIR/alpha.key"
 chmod 600 "$TEST_DIR/alpha.key"
 start_target --host "alpha:secret-file=$TEST_DIR/alpha.key" \
-	--export open=ram:4M --export "locked=ram:4M,allow=alpha"
+	--export open=ram:4M --export "locked=ram:4M,allow=alpha" \
+	--export bg=ram:16M
+
+want()
+{
+	grep -qx "$1" <<<"$out" || fail "$2"
+}
 
 check()
 {
-	local out
-	out=$(tmo 30 "$RAW" isolation "$@" 2>&1) || {
+	out=$(tmo 60 "$RAW" isolation "$@" 2>/dev/null) || {
 		echo "$out"
 		fail "isolation $*"
 	}
 	echo "$out"
-	grep -qx "RDMA READ with connection A's rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
-		fail "$1: foreign RDMA READ not refused"
-	grep -qx "RDMA WRITE with connection A's rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
-		fail "$1: foreign RDMA WRITE not refused"
-	grep -qx "direct RDMA READ with connection A's rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
-		fail "$1: foreign RDMA READ of the volume registration not refused"
-	grep -qx "direct RDMA READ (closed connection C) with C's rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
-		fail "$1: a closed connection's volume rkey still worked"
-	grep -qx "connection A still verifies data (4096 bytes at 8192)" <<<"$out" ||
-		fail "$1: connection A did not verify its data"
+	want "B: RDMA READ of A's in-flight READ window with rkey 0x[0-9a-f]*: remote access error" \
+		"$1: another connection's in-flight READ window worked"
+	want "B: RDMA WRITE into A's in-flight WRITE window with rkey 0x[0-9a-f]*: remote access error" \
+		"$1: another connection's in-flight WRITE window worked"
+	want "connection A verifies its data (after B's write into its window)" \
+		"$1: B's write reached A's data"
+	want "A: RDMA READ with its own key after READ_DONE with rkey 0x[0-9a-f]*: remote access error" \
+		"$1: a key outlived its command"
+	want "connection A verifies its data (at the end)" \
+		"$1: connection A did not verify its data"
 }
 check "tcp://127.0.0.1:$RBLK_PORT/open"
+want "direct RDMA READ with rkey 0x[0-9a-f]*: remote access error" \
+	"open: another connection's volume window worked"
+want "direct RDMA READ (closed connection C) with rkey 0x[0-9a-f]*: remote access error" \
+	"open: a closed connection's volume key still worked"
 check "tcp://127.0.0.1:$RBLK_PORT/locked" alpha "$TEST_DIR/alpha.key"
 n=$(grep -cE "remote (read|write) refused: rkey 0x[0-9a-f]+ is not valid" "$RBLK_TARGET_LOG" || true)
-[ "$n" -eq 8 ] || fail "target logged $n refused remote accesses, want 8"
+[ "$n" -eq 10 ] || fail "target logged $n refused remote accesses, want 10"
+
+# the sweep, with a verifying client beside it
+stop=$TEST_DIR/stop
+(
+	rounds=0
+	while [ ! -e "$stop" ]; do
+		tmo 60 "$LIBTEST" rw "tcp://127.0.0.1:$RBLK_PORT/bg" slot \
+			>/dev/null || exit 1
+		rounds=$((rounds + 1))
+	done
+	echo "$rounds" >"$TEST_DIR/rounds"
+) &
+bg=$!
+out=$(tmo 300 "$RAW" sweep "tcp://127.0.0.1:$RBLK_PORT/open" "$SWEEP" 2>/dev/null) || {
+	echo "$out"
+	touch "$stop"
+	wait "$bg" || true
+	fail "sweep"
+}
+touch "$stop"
+wait "$bg" || fail "the verifying client failed during the sweep"
+echo "$out"
+want "sweep: $SWEEP of $SWEEP guessed keys refused (remote access error)" \
+	"a guessed key worked"
+want "connection A verifies its data after the sweep" \
+	"connection A did not verify after the sweep"
+echo "verifying client: $(cat "$TEST_DIR/rounds") rounds of 8 MiB written and verified during the sweep"
+# each refusal is logged: by the transport (rate-limited: printed lines
+# plus those it folded) and, per connection, by the target when it closes
+# the connection the refusal failed
+lines=$(grep -cE "remote (read|write) refused: rkey" "$RBLK_TARGET_LOG" || true)
+folded=$(sed -n 's/.*(\([0-9]*\) similar lines suppressed).*/\1/p' "$RBLK_TARGET_LOG" |
+	awk '{ s += $1 } END { print s + 0 }')
+closed=$(grep -cE "conn [0-9]+ \(tcp [^)]*\): (remote access refused.*; disconnecting|disconnected)$" "$RBLK_TARGET_LOG" || true)
+echo "target: $lines refusals logged, $folded more folded by the rate limit; $closed connections closed"
+[ "$lines" -ge 10 ] || fail "the transport logged $lines refusals"
+[ "$closed" -ge "$SWEEP" ] ||
+	fail "target closed $closed connections, want at least $SWEEP"
 echo "PASS: $TEST_NAME"

@@ -11,7 +11,7 @@ Speaks the tcp transport's frames with the helpers of rblk_raw.py. CASE:
                a made-up rkey: it must get an ERROR frame (remote access
                error) and be dropped
   ackflood     a logged-in client streams zero-length signaled WRITEs into
-               its slot region and never reads: the target must drop it
+               its WRITE window and never reads: the target must drop it
                once its queued WRITE_ACKs pass the bound, not grow
   hold N S     N clients send their CONNECT, get ACCEPT and hold the
                connection S seconds without logging in (fd pressure)
@@ -61,8 +61,8 @@ def zeroread():
 def ackflood():
     c = R.Conn().connect().login(host="abuse")
     c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    w = R.frame(R.F_WRITE, length=0, addr=c.lim["addr"], rkey=c.lim["rkey"],
-                flags=FL_ACK)
+    addr, rkey = R.grant(c)  # a WRITE's window: valid until WRITE_DATA
+    w = R.frame(R.F_WRITE, length=0, addr=addr, rkey=rkey, flags=FL_ACK)
     batch = w * 4096
     sent = 0
     end = time.time() + 60

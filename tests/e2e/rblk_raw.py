@@ -32,7 +32,7 @@ TARGET_PID = int(sys.argv[4])
 
 # transport/tcp_internal.h
 F_CONNECT, F_ACCEPT, F_REJECT, F_SEND, F_WRITE, F_READ_REQ, F_READ_RESP, \
-    F_ERROR = range(1, 9)
+    F_ERROR, F_WRITE_ACK, F_SEND_INV = range(1, 11)
 TCP_MAGIC = 0x5854
 WC_REM_ACCESS_ERR = 2
 HANDSHAKE_S = 5  # TCP_HANDSHAKE_MS
@@ -40,7 +40,10 @@ LOGIN_S = 10  # LOGIN_TIMEOUT_MS in target/worker.c
 
 # common/proto.h
 MAGIC = 0x4B4C4252
+VERSION = 2
 HELLO, LOGIN, CMD, RESP = 1, 2, 3, 4
+GRANT, READ_DONE, WRITE_DATA = 11, 12, 13
+RESP_F_PULL = 1
 READ, WRITE, FLUSH, TRIM, WZ, DISC, KA = range(1, 8)
 FUA, PUSH = 1, 2
 S = dict(OK=0, INVALID=1, BAD_VERSION=2, NO_EXPORT=3, READ_ONLY=4,
@@ -50,7 +53,7 @@ SNAME = {v: k for k, v in S.items()}
 U64 = (1 << 64) - 1
 
 
-def hdr(typ, length, magic=MAGIC, version=1):
+def hdr(typ, length, magic=MAGIC, version=VERSION):
     return struct.pack("<IBBH", magic, version, typ, length)
 
 
@@ -71,7 +74,11 @@ def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
             length, offset, addr, rkey) + struct.pack("<7I", *reserved))
 
 
-def cm_req(qd=32, magic=MAGIC, version=1):
+def done(typ, tag, rkey):
+    return hdr(typ, 16) + struct.pack("<HHI", tag, 0, rkey)
+
+
+def cm_req(qd=32, magic=MAGIC, version=VERSION):
     return struct.pack("<IBBHII", magic, version, 0, qd, 0, 0)
 
 
@@ -149,12 +156,26 @@ class Conn:
     def login(self, export=EXPORT, **kw):
         self.send(hello(export=export, **kw))
         m = self.message()
-        (st, qd, _, max_io, bs, size, feat, rkey, addr, slen,
-         _) = struct.unpack("<IHHIIQIIQQQ", m[8:64])
+        (st, qd, _, max_io, bs, size, feat) = struct.unpack("<IHHIIQI",
+                                                             m[8:36])
         assert m[5] == LOGIN and st == 0, "login refused: status %d" % st
-        self.lim = dict(qd=qd, max_io=max_io, bs=bs, size=size, rkey=rkey,
-                        addr=addr, slen=slen)
+        self.lim = dict(qd=qd, max_io=max_io, bs=bs, size=size)
         return self
+
+    def window(self, timeout=10):
+        """A GRANT or a RESP with PULL: (tag, addr, rkey, length)."""
+        m = self.message(timeout)
+        if m[5] == GRANT:
+            tag, _, rkey, ln, _, addr = struct.unpack("<HHIIIQ", m[8:32])
+            return tag, addr, rkey, ln
+        assert m[5] == RESP, "message type %d where GRANT/RESP expected" % m[5]
+        tag, fl, st, ln, rkey, addr = struct.unpack("<HHIIIQ", m[8:32])
+        assert fl & RESP_F_PULL and st == 0, "RESP without a window: %d" % st
+        return tag, addr, rkey, ln
+
+    def send_inv(self, payload, rkey):
+        self.seq += 1
+        self.raw(frame(F_SEND_INV, payload, ident=self.seq, rkey=rkey))
 
     def resp(self, timeout=10):
         m = self.message(timeout)
@@ -293,27 +314,36 @@ def with_seq(c, payload):
 
 # ---- the cases -----------------------------------------------------------
 
-@case("baseline: write, read back through slots", "data round trip")
+@case("baseline: write, read back through windows", "data round trip")
 def baseline():
     c = Conn().connect().login()
-    lim = c.lim
     data = os.urandom(65536)
     off = 4096 * 7
-    c.seq += 1
-    c.raw(frame(F_WRITE, data, ident=c.seq, addr=lim["addr"],
-                rkey=lim["rkey"]))
     c.send(cmd(tag=0, op=WRITE, length=len(data), offset=off))
-    assert c.resp() == (0, 0, len(data)), "WRITE failed"
-    slot1 = lim["addr"] + lim["max_io"]
-    c.send(cmd(tag=1, op=READ, length=len(data), offset=off))
-    assert c.resp() == (1, 0, len(data)), "READ failed"
+    tag, addr, rkey, ln = c.window()
+    assert (tag, ln) == (0, len(data)), "GRANT for tag %d, %d bytes" % (tag, ln)
     c.seq += 1
-    c.raw(frame(F_READ_REQ, length=len(data), ident=c.seq, addr=slot1,
-                rkey=lim["rkey"]))
+    c.raw(frame(F_WRITE, data, ident=c.seq, addr=addr, rkey=rkey))
+    c.send_inv(done(WRITE_DATA, 0, rkey), rkey)
+    assert c.resp() == (0, 0, len(data)), "WRITE failed"
+    c.send(cmd(tag=1, op=READ, length=len(data), offset=off))
+    tag, addr, rkey, ln = c.window()
+    assert (tag, ln) == (1, len(data)), "RESP for tag %d, %d bytes" % (tag, ln)
+    c.seq += 1
+    c.raw(frame(F_READ_REQ, length=len(data), ident=c.seq, addr=addr,
+                rkey=rkey))
     t, ident, _, _, _, p = c.frame()
     assert t == F_READ_RESP and ident == c.seq, "no READ_RESP"
+    c.send_inv(done(READ_DONE, 1, rkey), rkey)
     c.close()
     return p == data or "read back differs"
+
+
+def grant(c, tag=2, length=8192):
+    """A WRITE on tag whose GRANT we take: (addr, rkey)."""
+    c.send(cmd(tag=tag, op=WRITE, length=length))
+    _, addr, rkey, _ = c.window()
+    return addr, rkey
 
 
 QUICK = [
@@ -332,7 +362,9 @@ QUICK = [
     reject_case("cm: empty private data", b"", S["INVALID"]),
     reject_case("cm: bad rblk magic", cm_req(magic=0x12345678),
                 S["INVALID"]),
-    reject_case("cm: protocol version 2", cm_req(version=2),
+    reject_case("cm: protocol version 1", cm_req(version=1),
+                S["BAD_VERSION"]),
+    reject_case("cm: protocol version 3", cm_req(version=3),
                 S["BAD_VERSION"]),
     reject_case("cm: queue depth 0", cm_req(qd=0), S["INVALID"]),
     reject_case("cm: queue depth 65535", cm_req(qd=65535), S["INVALID"]),
@@ -367,8 +399,22 @@ def oversize_send():
     return c.expect_drop(10) or "still connected"
 
 
+@case("refused, then a stream of 5000 SENDs", "disconnect")
+def refused_stream():
+    # issue 15 point 2: a refused peer's input is no longer read (its
+    # receives are not reposted: it runs into RNR), and it cannot keep
+    # its worker busy meanwhile
+    c = Conn().connect()
+    c.send(hello(export="nosuch"))
+    burst = b"".join(frame(F_SEND, cmd(op=KA, length=0), ident=i + 2)
+                     for i in range(5000))
+    c.raw(burst)
+    return c.expect_drop(LOGIN_S + 5) or "still connected"
+
+
 QUICK += [
     oversize_send,
+    refused_stream,
     # after login: refused on the tag, connection kept
     status_case("cmd: unknown opcode 99", lambda l: cmd(op=99), S["INVALID"]),
     status_case("cmd: opcode 0", lambda l: cmd(op=0), S["INVALID"]),
@@ -416,27 +462,42 @@ QUICK += [
                    lambda c: with_seq(c, hello())),
     live_drop_case("RESP from the initiator",
                    lambda c: with_seq(c, hdr(RESP, 32) + bytes(24))),
-    live_drop_case("RDMA WRITE past the slot region",
-                   lambda c: frame(F_WRITE, bytes(4096), ident=99,
-                                   addr=c.lim["addr"] + c.lim["slen"] - 512,
-                                   rkey=c.lim["rkey"]), WC_REM_ACCESS_ERR),
+    live_drop_case("RDMA WRITE past a granted window",
+                   lambda c: (lambda a, k: frame(F_WRITE, bytes(4096), ident=99,
+                                                 addr=a + 8192 - 512,
+                                                 rkey=k))(*grant(c)),
+                   WC_REM_ACCESS_ERR),
     live_drop_case("RDMA WRITE, address + length wraps 2^64",
                    lambda c: frame(F_WRITE, bytes(4096), ident=99,
-                                   addr=U64 - 511, rkey=c.lim["rkey"]),
+                                   addr=U64 - 511, rkey=grant(c)[1]),
                    WC_REM_ACCESS_ERR),
     live_drop_case("RDMA WRITE with another rkey",
-                   lambda c: frame(F_WRITE, bytes(512), ident=99,
-                                   addr=c.lim["addr"],
-                                   rkey=c.lim["rkey"] ^ 0x5a5a),
+                   lambda c: (lambda a, k: frame(F_WRITE, bytes(512), ident=99,
+                                                 addr=a, rkey=k ^ 0x5a5a))(
+                                                     *grant(c)),
                    WC_REM_ACCESS_ERR),
-    live_drop_case("RDMA READ past the slot region",
-                   lambda c: frame(F_READ_REQ, length=8192, ident=99,
-                                   addr=c.lim["addr"] + c.lim["slen"] - 4096,
-                                   rkey=c.lim["rkey"]), WC_REM_ACCESS_ERR),
+    live_drop_case("RDMA READ of a WRITE window (no read right)",
+                   lambda c: (lambda a, k: frame(F_READ_REQ, length=4096,
+                                                 ident=99, addr=a,
+                                                 rkey=k))(*grant(c)),
+                   WC_REM_ACCESS_ERR),
     live_drop_case("RDMA READ, address + length wraps 2^64",
                    lambda c: frame(F_READ_REQ, length=1 << 20, ident=99,
-                                   addr=U64 - 4095, rkey=c.lim["rkey"]),
+                                   addr=U64 - 4095, rkey=grant(c)[1]),
                    WC_REM_ACCESS_ERR),
+    live_drop_case("WRITE_DATA without invalidating its window",
+                   lambda c: (grant(c), with_seq(c, done(WRITE_DATA, 2, 0)))[1]),
+    live_drop_case("WRITE_DATA invalidating another key",
+                   lambda c: (lambda a, k: frame(F_SEND_INV,
+                                                 done(WRITE_DATA, 2, k),
+                                                 ident=99, rkey=k ^ 1))(
+                                                     *grant(c)),
+                   WC_REM_ACCESS_ERR),
+    live_drop_case("READ_DONE for a tag with no read window",
+                   lambda c: (lambda a, k: frame(F_SEND_INV,
+                                                 done(READ_DONE, 2, k),
+                                                 ident=99, rkey=k))(
+                                                     *grant(c))),
     live_drop_case("CONNECT frame on a live connection",
                    lambda c: frame(F_CONNECT, cm_req(), aux=1)),
 ]

@@ -23,7 +23,8 @@ $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c tests/fuzz/fuzz_common.h \
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< common/proto.c common/util.c
 
 FUZZ_LOGIN_SRCS := target/login.c common/proto.c common/util.c \
-	common/auth.c config/config.c common/url.c common/log.c
+	common/auth.c config/config.c common/url.c common/log.c \
+	common/slot_pool.c
 
 $(BUILD)/fuzz/fuzz_login: tests/fuzz/fuzz_login.c tests/fuzz/fuzz_common.h \
 		target/target.h common/proto.h common/auth.h config/config.h \

@@ -95,7 +95,6 @@ struct session {
 	uint16_t cm_qd;
 	uint32_t cfg_max_io;
 	struct login_plan plan;
-	uint64_t slots_len; /* what the worker would allocate */
 };
 
 static struct export *table_lookup(void *ctx, const char *name)
@@ -172,8 +171,7 @@ static void grant(struct session *s)
 	struct rblk_login l, back;
 	uint8_t wire[RBLK_LOGIN_SIZE];
 
-	s->slots_len = (uint64_t)p->lim.queue_depth * p->lim.max_io;
-	login_reply(&p->lim, 0x7f0000001000ull, 0x1234, &l);
+	login_reply(&p->lim, &l);
 	l.session_id = 42;
 	CHECK(rblk_login_encode(wire, &l) == RBLK_LOGIN_SIZE);
 	/* what the initiator will make of it */
@@ -182,7 +180,6 @@ static void grant(struct session *s)
 	CHECK(back.queue_depth == p->lim.queue_depth);
 	CHECK(back.max_io == p->lim.max_io && back.size == p->lim.size);
 	CHECK(back.features == p->lim.features);
-	CHECK(back.slot_len == s->slots_len);
 	s->state = S_LIVE;
 }
 
@@ -267,10 +264,11 @@ static void on_cmd(struct session *s, const uint8_t *buf, size_t len)
 	CHECK(c.tag == tag); /* the refusal goes to the right tag */
 	if (st)
 		return;
-	/* slot[tag] = slots + tag * max_io: inside the registered region */
-	CHECK((uint64_t)c.tag * lim->max_io + lim->max_io <= s->slots_len);
+	/* the tag has its window; a data command's run fits a pool share */
+	CHECK(c.tag < lim->queue_depth);
 	if (c.opcode == RBLK_OP_READ || c.opcode == RBLK_OP_WRITE)
-		CHECK(c.length <= lim->max_io);
+		CHECK(c.length <= lim->max_io &&
+		      slot_pool_run_bytes(c.length) <= lim->max_io);
 	if (c.length)
 		CHECK(c.offset + c.length > c.offset &&
 		      c.offset + c.length <= lim->size);

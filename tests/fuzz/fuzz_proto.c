@@ -133,13 +133,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(type == RBLK_MSG_LOGIN && size == RBLK_LOGIN_SIZE);
 		CHECK(l.status <= RBLK_S_MAX_);
 		if (l.status == RBLK_S_OK) {
-			/* the initiator maps qd slots of max_io: in bounds */
+			/* what the initiator sizes its queue by: in bounds */
 			CHECK(l.queue_depth >= 1 &&
 			      l.queue_depth <= RBLK_MAX_QD);
 			CHECK(l.max_io >= l.block_size &&
 			      l.max_io <= RBLK_MAX_MAX_IO);
-			CHECK(l.slot_len >= (uint64_t)l.queue_depth * l.max_io);
-			CHECK(l.slot_addr + l.slot_len >= l.slot_addr);
+			if (l.features & RBLK_F_DIRECT)
+				CHECK(l.vol_addr + l.vol_len >= l.vol_addr &&
+				      l.vol_len == l.size);
 			CHECK(l.size % l.block_size == 0);
 			CHECK(rblk_login_encode(again, &l) == RBLK_LOGIN_SIZE);
 			CHECK(!memcmp(again, data, RBLK_LOGIN_SIZE));
@@ -161,8 +162,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (st == RBLK_S_OK) {
 			CHECK(type == RBLK_MSG_RESP && r.tag < q);
 			CHECK(r.status <= RBLK_S_MAX_);
+			/* a window only with data, never wrapping */
+			if (r.flags & RBLK_RESP_F_PULL)
+				CHECK(!r.status && r.length &&
+				      r.addr + r.length >= r.addr);
 			CHECK(rblk_resp_encode(again, &r) == RBLK_RESP_SIZE);
 			CHECK(!memcmp(again, data, RBLK_RESP_SIZE));
+		}
+		{
+			struct rblk_grant g;
+
+			st = rblk_grant_decode(data, size, (uint16_t)q,
+					       1u << 20, &g);
+			CHECK(st >= RBLK_S_OK && st <= RBLK_S_MAX_);
+			if (st == RBLK_S_OK) {
+				CHECK(type == RBLK_MSG_GRANT && g.tag < q);
+				CHECK(g.length && g.length <= 1u << 20 &&
+				      g.addr + g.length >= g.addr);
+				CHECK(rblk_grant_encode(again, &g) ==
+				      RBLK_GRANT_SIZE);
+				CHECK(!memcmp(again, data, RBLK_GRANT_SIZE));
+			}
+		}
+		{
+			struct rblk_done d;
+
+			st = rblk_done_decode(data, size, (uint16_t)q, &d);
+			CHECK(st >= RBLK_S_OK && st <= RBLK_S_MAX_);
+			if (st == RBLK_S_OK) {
+				CHECK(d.type == type && d.tag < q);
+				CHECK(rblk_done_encode(again, &d) ==
+				      RBLK_DONE_SIZE);
+				CHECK(!memcmp(again, data, RBLK_DONE_SIZE));
+			}
 		}
 	}
 

@@ -23,7 +23,7 @@ READ, WRITE, FLUSH, TRIM, WZ, DISC, KA = range(1, 8)
 FUA, PUSH = 1, 2
 
 
-def hdr(typ, length, magic=MAGIC, version=1):
+def hdr(typ, length, magic=MAGIC, version=2):
     return struct.pack("<IBBH", magic, version, typ, length)
 
 
@@ -39,13 +39,11 @@ def hello(export="vol0", host="fuzzhost", qd=64, qid=0, max_io=1 << 20,
 
 
 def login(status=0, qd=64, max_io=1 << 20, bs=4096, size=1 << 30,
-          features=0x3e, rkey=0x1234, addr=0x7F0000001000, slot_len=None,
-          sid=42):
-    if slot_len is None:
-        slot_len = qd * max_io
-    return hdr(LOGIN, 64) + struct.pack("<IHHIIQIIQQQ", status, qd, 0,
-                                        max_io, bs, size, features, rkey,
-                                        addr, slot_len, sid)
+          features=0x3e, rkey=0, addr=0, vol_len=0, sid=42,
+          vol_id=bytes(range(16))):
+    return (hdr(LOGIN, 80) + struct.pack("<IHHIIQIIQQQ", status, qd, 0,
+                                         max_io, bs, size, features, rkey,
+                                         addr, vol_len, sid) + vol_id)
 
 
 def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
@@ -54,9 +52,17 @@ def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
             offset, addr, rkey) + struct.pack("<7I", *reserved))
 
 
-def resp(tag=0, status=0, length=4096):
-    return hdr(RESP, 32) + struct.pack("<HHII3I", tag, 0, status, length,
-                                       0, 0, 0)
+def resp(tag=0, status=0, length=4096, flags=0, rkey=0, addr=0):
+    return hdr(RESP, 32) + struct.pack("<HHIIIQ", tag, flags, status, length,
+                                       rkey, addr)
+
+
+def grant(tag=0, rkey=0x1234, length=4096, addr=0x7F0000001000):
+    return hdr(11, 32) + struct.pack("<HHIIIQ", tag, 0, rkey, length, 0, addr)
+
+
+def done(typ=12, tag=0, rkey=0x1234):
+    return hdr(typ, 16) + struct.pack("<HHI", tag, 0, rkey)
 
 
 def auth_response(nonce, mac, flags=0):
@@ -84,12 +90,12 @@ def auth_ok(host="fuzzhost", export="secure", inonce=bytes(range(1, 33))):
                                           inonce))
 
 
-def cm_req(qd=64, version=1):
+def cm_req(qd=64, version=2):
     return struct.pack("<IBBHII", MAGIC, version, 0, qd, 0, 0)
 
 
 def cm_rej(status=3):
-    return struct.pack("<IBBHI", MAGIC, 1, 0, 0, status)
+    return struct.pack("<IBBHI", MAGIC, 2, 0, 0, status)
 
 
 U64 = (1 << 64) - 1
@@ -102,11 +108,16 @@ proto = {
     "hello-name-full": hello(export="x" * 127),
     "hello-name-nonul": hello()[:24] + b"y" * 128 + name("h"),
     "hello-badmagic": hello(magic=0x12345678),
-    "hello-badversion": hello(version=2),
+    "hello-badversion": hello(version=1),
     "hello-short": hello()[:100],
     "login": login(),
     "login-refusal": login(status=3),
-    "login-slotwrap": login(addr=U64 - 100),
+    "login-volwrap": login(features=0x7e, rkey=1, addr=U64 - 100,
+                           vol_len=1 << 30),
+    "resp-pull": resp(flags=1, rkey=0x1234, addr=0x7F0000001000),
+    "grant": grant(),
+    "read-done": done(12),
+    "write-data": done(13),
     "cmd-read": cmd(),
     "cmd-write-fua": cmd(op=WRITE, flags=FUA, tag=7, offset=8192),
     "cmd-push": cmd(op=READ, flags=PUSH, addr=0x1000, rkey=5),

@@ -115,10 +115,9 @@ static struct rblk_login good_login(void)
 		.block_size = 4096,
 		.size = 1ull << 40,
 		.features = RBLK_F_FLUSH | RBLK_F_TRIM,
-		.slot_rkey = 0x12345678,
-		.slot_addr = 0x7f0000000000ull,
-		.slot_len = 32ull * 128 * KIB,
 		.session_id = 0x0123456789abcdefull,
+		.vol_id = { 0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe,
+			    0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef },
 	};
 
 	return l;
@@ -256,13 +255,11 @@ static void test_login_roundtrip(void **state)
 	assert_int_equal(get32(m.b + 20), 4096);
 	assert_true(get64(m.b + 24) == 1ull << 40);
 	assert_int_equal(get32(m.b + 32), RBLK_F_FLUSH | RBLK_F_TRIM);
-	assert_int_equal(get32(m.b + 36), 0x12345678);
-	assert_true(get64(m.b + 40) == 0x7f0000000000ull);
-	assert_true(get64(m.b + 48) == 32ull * 128 * KIB);
-	assert_true(get64(m.b + 56) == 0x0123456789abcdefull);
 	/* no DIRECT: the volume fields are zero on the wire */
-	for (int i = 64; i < RBLK_LOGIN_SIZE; i++)
+	for (int i = 36; i < 56; i++)
 		assert_int_equal(m.b[i], 0);
+	assert_true(get64(m.b + 56) == 0x0123456789abcdefull);
+	assert_memory_equal(m.b + 64, l.vol_id, RBLK_VOL_ID_LEN);
 	assert_int_equal(m.b[RBLK_LOGIN_SIZE], 0xee);
 	assert_int_equal(rblk_msg_type(m.b, RBLK_LOGIN_SIZE), RBLK_MSG_LOGIN);
 
@@ -274,10 +271,8 @@ static void test_login_roundtrip(void **state)
 	assert_int_equal(out.block_size, l.block_size);
 	assert_true(out.size == l.size);
 	assert_int_equal(out.features, l.features);
-	assert_int_equal(out.slot_rkey, l.slot_rkey);
-	assert_true(out.slot_addr == l.slot_addr);
-	assert_true(out.slot_len == l.slot_len);
 	assert_true(out.session_id == l.session_id);
+	assert_memory_equal(out.vol_id, l.vol_id, RBLK_VOL_ID_LEN);
 }
 
 static void test_login_refusal(void **state)
@@ -430,6 +425,9 @@ static void test_cm_roundtrip(void **state)
 		assert_int_equal(m.b[RBLK_CM_REJ_SIZE], 0xee);
 		assert_int_equal(rblk_cm_rej_decode(m.b, RBLK_CM_REJ_SIZE),
 				 (int)st);
+		assert_int_equal(rblk_cm_rej_version(m.b, RBLK_CM_REJ_SIZE),
+				 RBLK_PROTO_VERSION);
+		assert_int_equal(rblk_cm_rej_version(m.b, 4), -1);
 	}
 }
 
@@ -1017,7 +1015,6 @@ static void test_login_fields(void **state)
 	l.queue_depth = RBLK_MAX_QD + 1;
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
 	l.queue_depth = RBLK_MAX_QD;
-	l.slot_len = (uint64_t)RBLK_MAX_QD * l.max_io;
 	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
 }
 
@@ -1065,10 +1062,8 @@ static void test_login_size_and_max_io(void **state)
 	l.max_io = 96 * KIB;
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
 	l.max_io = RBLK_MAX_MAX_IO * 2;
-	l.slot_len = (uint64_t)l.queue_depth * l.max_io;
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
 	l.max_io = RBLK_MAX_MAX_IO;
-	l.slot_len = (uint64_t)l.queue_depth * l.max_io;
 	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
 	l.max_io = 0;
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
@@ -1099,10 +1094,9 @@ static void test_login_direct(void **state)
 	assert_int_equal(rblk_login_encode(m.b, &l), RBLK_LOGIN_SIZE);
 	assert_int_equal(get32(m.b + 32), RBLK_F_FLUSH | RBLK_F_TRIM |
 						  RBLK_F_DIRECT);
-	assert_int_equal(get32(m.b + 64), 0xcafef00d);
-	assert_int_equal(get32(m.b + 68), 0);
-	assert_true(get64(m.b + 72) == 0x7e0000000000ull);
-	assert_true(get64(m.b + 80) == l.size);
+	assert_int_equal(get32(m.b + 36), 0xcafef00d);
+	assert_true(get64(m.b + 40) == 0x7e0000000000ull);
+	assert_true(get64(m.b + 48) == l.size);
 	assert_int_equal(m.b[RBLK_LOGIN_SIZE], 0xee);
 	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
 			 RBLK_S_OK);
@@ -1110,10 +1104,6 @@ static void test_login_direct(void **state)
 	assert_true(out.vol_addr == l.vol_addr);
 	assert_true(out.vol_len == l.size);
 
-	/* reserved1 must be zero */
-	m.b[68] = 1;
-	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
-			 RBLK_S_INVALID);
 	/* the region is exactly the volume */
 	l.vol_len = l.size - 4096;
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
@@ -1139,25 +1129,21 @@ static void test_login_direct(void **state)
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
 }
 
-static void test_login_slots(void **state)
+/* Version 2: the LOGIN carries no slot region; a version 1 LOGIN is refused. */
+static void test_login_v1_refused(void **state)
 {
-	struct rblk_login l;
+	struct rblk_login l = good_login(), out;
+	struct msgbuf m;
 
 	(void)state;
-	/* the slot region must hold queue_depth slots of max_io */
-	l = good_login();
-	l.slot_len = (uint64_t)l.queue_depth * l.max_io - 1;
-	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
-	l.slot_len = 0;
-	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
-	l.slot_len = (uint64_t)l.queue_depth * l.max_io + 4096;
-	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
-	/* and must not wrap the address space */
-	l = good_login();
-	l.slot_addr = UINT64_MAX - l.slot_len + 2;
-	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
-	l.slot_addr = UINT64_MAX - l.slot_len;
-	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
+	rblk_login_encode(m.b, &l);
+	m.b[4] = 1; /* version 1 header */
+	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+			 RBLK_S_BAD_VERSION);
+	/* version 1's 88-byte LOGIN, version 2 header: wrong size */
+	rblk_login_encode(m.b, &l);
+	m.b[6] = 88;
+	assert_int_equal(rblk_login_decode(m.b, 88, &out), RBLK_S_INVALID);
 }
 
 /* ---- RESP -------------------------------------------------------------- */
@@ -1199,12 +1185,165 @@ static void test_resp_fields(void **state)
 		assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
 				 RBLK_S_INVALID);
 	}
+	/* without PULL, rkey and addr must be zero */
 	for (int i = 20; i < RBLK_RESP_SIZE; i++) {
 		rblk_resp_encode(m.b, &r);
 		m.b[i] = 0x80;
 		assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
 				 RBLK_S_INVALID);
 	}
+}
+
+static void test_resp_pull(void **state)
+{
+	struct rblk_resp r = { .tag = 2,
+			       .flags = RBLK_RESP_F_PULL,
+			       .status = RBLK_S_OK,
+			       .length = 8192,
+			       .rkey = 0xabcdef01,
+			       .addr = 0x7f0012340000ull };
+	struct rblk_resp out;
+	struct msgbuf m;
+
+	(void)state;
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_resp_encode(m.b, &r), RBLK_RESP_SIZE);
+	assert_int_equal(get16(m.b + 10), RBLK_RESP_F_PULL);
+	assert_int_equal(get32(m.b + 20), 0xabcdef01);
+	assert_true(get64(m.b + 24) == 0x7f0012340000ull);
+	assert_int_equal(m.b[RBLK_RESP_SIZE], 0xee);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_OK);
+	assert_int_equal(out.flags, RBLK_RESP_F_PULL);
+	assert_int_equal(out.rkey, 0xabcdef01);
+	assert_true(out.addr == r.addr);
+	assert_int_equal(out.length, 8192);
+	/* PULL only on success, with data, without wrapping */
+	r.status = RBLK_S_IO_ERROR;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+	r.status = RBLK_S_OK;
+	r.length = 0;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+	r.length = 4096;
+	r.addr = UINT64_MAX - 4095;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+	r.addr = UINT64_MAX - 4096;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_OK);
+	/* unknown flags */
+	r.flags = 0x02;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+}
+
+static void test_grant(void **state)
+{
+	struct rblk_grant g = { .tag = 9,
+				.rkey = 0x11223344,
+				.length = 64 * KIB,
+				.addr = 0x7f0000100000ull };
+	struct rblk_grant out;
+	struct msgbuf m;
+
+	(void)state;
+	memset(&m, 0xee, sizeof(m));
+	assert_int_equal(rblk_grant_encode(m.b, &g), RBLK_GRANT_SIZE);
+	check_hdr_bytes(m.b, RBLK_MSG_GRANT, RBLK_GRANT_SIZE);
+	assert_int_equal(get16(m.b + 8), 9);
+	assert_int_equal(get16(m.b + 10), 0);
+	assert_int_equal(get32(m.b + 12), 0x11223344);
+	assert_int_equal(get32(m.b + 16), 64 * KIB);
+	assert_int_equal(get32(m.b + 20), 0);
+	assert_true(get64(m.b + 24) == 0x7f0000100000ull);
+	assert_int_equal(m.b[RBLK_GRANT_SIZE], 0xee);
+	assert_int_equal(rblk_msg_type(m.b, RBLK_GRANT_SIZE), RBLK_MSG_GRANT);
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16, MIB, &out),
+			 RBLK_S_OK);
+	assert_int_equal(out.tag, 9);
+	assert_int_equal(out.rkey, 0x11223344);
+	assert_int_equal(out.length, 64 * KIB);
+	assert_true(out.addr == g.addr);
+	/* tag, length against max_io, wrap, reserved, size, type */
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 9, MIB, &out),
+			 RBLK_S_BAD_TAG);
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16,
+					   32 * KIB, &out),
+			 RBLK_S_INVALID);
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE - 1, 16, MIB,
+					   &out),
+			 RBLK_S_INVALID);
+	m.b[10] = 1;
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16, MIB, &out),
+			 RBLK_S_INVALID);
+	rblk_grant_encode(m.b, &g);
+	m.b[20] = 1;
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16, MIB, &out),
+			 RBLK_S_INVALID);
+	g.length = 0;
+	rblk_grant_encode(m.b, &g);
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16, MIB, &out),
+			 RBLK_S_INVALID);
+	g.length = 4096;
+	g.addr = UINT64_MAX - 4095;
+	rblk_grant_encode(m.b, &g);
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16, MIB, &out),
+			 RBLK_S_INVALID);
+	g.addr = 0x1000;
+	rblk_grant_encode(m.b, &g);
+	m.b[5] = RBLK_MSG_RESP;
+	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16, MIB, &out),
+			 RBLK_S_INVALID);
+}
+
+static void test_done(void **state)
+{
+	struct rblk_done d = { .type = RBLK_MSG_READ_DONE,
+			       .tag = 3,
+			       .rkey = 0x01020304 };
+	struct rblk_done out;
+	struct msgbuf m;
+
+	(void)state;
+	for (int t = 0; t < 2; t++) {
+		d.type = t ? RBLK_MSG_WRITE_DATA : RBLK_MSG_READ_DONE;
+		memset(&m, 0xee, sizeof(m));
+		assert_int_equal(rblk_done_encode(m.b, &d), RBLK_DONE_SIZE);
+		check_hdr_bytes(m.b, d.type, RBLK_DONE_SIZE);
+		assert_int_equal(get16(m.b + 8), 3);
+		assert_int_equal(get16(m.b + 10), 0);
+		assert_int_equal(get32(m.b + 12), 0x01020304);
+		assert_int_equal(m.b[RBLK_DONE_SIZE], 0xee);
+		assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE, 4, &out),
+				 RBLK_S_OK);
+		assert_int_equal(out.type, d.type);
+		assert_int_equal(out.tag, 3);
+		assert_int_equal(out.rkey, 0x01020304);
+		assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE, 3, &out),
+				 RBLK_S_BAD_TAG);
+		assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE + 1, 4,
+						  &out),
+				 RBLK_S_INVALID);
+		m.b[10] = 1;
+		assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE, 4, &out),
+				 RBLK_S_INVALID);
+	}
+	/* another type, a version 1 header */
+	rblk_done_encode(m.b, &d);
+	m.b[5] = RBLK_MSG_CMD;
+	assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+	rblk_done_encode(m.b, &d);
+	m.b[4] = 1;
+	assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE, 4, &out),
+			 RBLK_S_INVALID);
 }
 
 /* ---- rdma_cm private data ---------------------------------------------- */
@@ -1330,6 +1469,7 @@ static void test_status_to_errno(void **state)
 		{ RBLK_S_TOO_LARGE, -E2BIG },
 		{ RBLK_S_AUTH_FAILED, -EACCES },
 		{ RBLK_S_AUTH_REQUIRED, -ENOKEY },
+		{ RBLK_S_BUSY, -EBUSY },
 	};
 
 	(void)state;
@@ -1512,7 +1652,7 @@ static void test_disc_roundtrip(void **state)
 	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
 			 RBLK_S_INVALID);
 	rblk_disc_reply_encode(m.b, &d);
-	m.b[4] = 2;
+	m.b[4] = RBLK_PROTO_VERSION + 1;
 	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
 			 RBLK_S_BAD_VERSION);
 }
@@ -1614,7 +1754,10 @@ int main(void)
 		cmocka_unit_test(test_login_fields),
 		cmocka_unit_test(test_login_block_size),
 		cmocka_unit_test(test_login_size_and_max_io),
-		cmocka_unit_test(test_login_slots),
+		cmocka_unit_test(test_login_v1_refused),
+		cmocka_unit_test(test_resp_pull),
+		cmocka_unit_test(test_grant),
+		cmocka_unit_test(test_done),
 		cmocka_unit_test(test_login_direct),
 		cmocka_unit_test(test_resp_fields),
 		cmocka_unit_test(test_cm_req),

@@ -6,8 +6,9 @@
 # other for each workload, so the machine's drift hits them alike):
 #
 #   engine           fio rblk ioengine (build/rblk-fio.so) -> rblk-target,
-#                    tcp transport on loopback; pull reads, event completions
-#   engine-push      the same, --read_mode=push
+#                    tcp transport on loopback; default settings (push
+#                    reads, the tcp transport's preference), event completions
+#   engine-pull      the same, --read_mode=pull
 #   engine-busy      the same, --poll=busy (getevents never sleeps)
 #   engine-adaptive  the same, --poll=adaptive --poll_spin_us=50 (librblk
 #                    spins 50 us before it sleeps)
@@ -18,7 +19,7 @@
 #                    ceiling: no server, no protocol)
 #
 # Workloads: 4k randread and randwrite at QD1 and QD32, 128k sequential read
-# and write at QD16, 70/30 4k randrw at QD32 (push reads skip the write-only
+# and write at QD16, 70/30 4k randrw at QD32 (pull reads skip the write-only
 # ones). The page cache is dropped before every cell (root). Prints a
 # progress line per cell and, at the end, a markdown table (IOPS, MB/s,
 # p50/p99 completion latency, CPU per I/O, ratio to the path's peer).
@@ -59,7 +60,7 @@ set -euo pipefail
 runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
 jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
 marker=host-bench repeat=${BENCH_ROUNDS:-5}
-paths="engine engine-push engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
+paths="engine engine-pull engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
 [ -n "$runtime" ] || runtime=5
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -112,7 +113,7 @@ if [ -n "$only" ]; then
 fi
 # report.py: path:label:peer ('~' = space)
 REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
-	engine-push:engine,~push~reads:engine
+	engine-pull:engine,~pull~reads:engine
 	engine-busy:engine,~busy~poll:engine
 	engine-adaptive:engine,~adaptive~poll~50~us:engine
 	rblk-nbd:rblk~nbd~(fio~nbd~engine):nbdkit-unix
@@ -155,7 +156,7 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 declare -A spid # path -> server pids (for CPU time)
 needs() { [[ " $paths " == *" $1 "* ]]; }
 
-if needs engine || needs engine-push || needs engine-busy ||
+if needs engine || needs engine-pull || needs engine-busy ||
 	needs engine-adaptive || needs rblk-nbd; then
 	port=$(free_port)
 	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
@@ -163,7 +164,7 @@ if needs engine || needs engine-push || needs engine-busy ||
 	tpid=$!
 	pids+=("$tpid")
 	wait_for "$dir/target.log" "listening on"
-	for p in engine engine-push engine-busy engine-adaptive; do spid[$p]=$tpid; done
+	for p in engine engine-pull engine-busy engine-adaptive; do spid[$p]=$tpid; done
 fi
 if needs rblk-nbd; then
 	"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk.sock" \
@@ -196,7 +197,7 @@ fi
 declare -A pargs
 e="--ioengine=external:$engine --uri=tcp://127.0.0.1:${port:-0}/vol0"
 pargs[engine]="$e"
-pargs[engine-push]="$e --read_mode=push"
+pargs[engine-pull]="$e --read_mode=pull"
 pargs[engine-busy]="$e --poll=busy"
 pargs[engine-adaptive]="$e --poll=adaptive --poll_spin_us=50"
 pargs[rblk-nbd]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk.sock"
@@ -224,7 +225,7 @@ RES=$dir/results
 total=0
 for w in "${WORKLOADS[@]}"; do
 	for p in $paths; do
-		[ "$p" = engine-push ] && [[ $w == *"|write|"* || $w == *"|randwrite|"* ]] && continue
+		[ "$p" = engine-pull ] && [[ $w == *"|write|"* || $w == *"|randwrite|"* ]] && continue
 		total=$((total + repeat))
 	done
 done
@@ -235,7 +236,7 @@ for w in "${WORKLOADS[@]}"; do
 	IFS='|' read -r name rw bs qd <<<"$w"
 	for ((rep = 0; rep < repeat; rep++)); do
 	for p in $paths; do
-		[ "$p" = engine-push ] && [[ $rw == write || $rw == randwrite ]] && continue
+		[ "$p" = engine-pull ] && [[ $rw == write || $rw == randwrite ]] && continue
 		cell=$((cell + 1))
 		json=$dir/$p-$rw-$bs-qd$qd.json
 		drop_cache

@@ -47,8 +47,9 @@
 #define RBLK_FIO_FILE_NAME "rblk"
 
 enum read_mode {
-	READ_MODE_PULL = 0, /* target answers, we RDMA READ its slot */
-	READ_MODE_PUSH = 1, /* the target RDMA WRITEs into our buffer */
+	READ_MODE_AUTO = 0, /* librblk's default: the transport's preference */
+	READ_MODE_PULL = 1, /* target answers, we RDMA READ its slot */
+	READ_MODE_PUSH = 2, /* the target RDMA WRITEs into our buffer */
 };
 
 enum poll_mode {
@@ -131,9 +132,13 @@ static struct fio_option options[] = {
 		.lname = "rblk read mode",
 		.type = FIO_OPT_STR,
 		.off1 = offsetof(struct rblk_fio_opts, read_mode),
-		.def = "pull",
+		.def = "auto",
 		.help = "How read data moves",
 		.posval = {
+			{ .ival = "auto",
+			  .oval = READ_MODE_AUTO,
+			  .help = "the transport's preference: push on tcp, pull on rdma",
+			},
 			{ .ival = "pull",
 			  .oval = READ_MODE_PULL,
 			  .help = "the initiator RDMA READs the target's slot",
@@ -322,6 +327,8 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 	ro->direct = (int)o->direct_access;
 	if (o->read_mode == READ_MODE_PUSH)
 		ro->flags |= RBLK_OPEN_PUSH_READS;
+	else if (o->read_mode == READ_MODE_PULL)
+		ro->flags |= RBLK_OPEN_PULL_READS;
 	if (!td_write(td) && !td_trim(td))
 		ro->flags |= RBLK_OPEN_READ_ONLY;
 	if (o->poll_mode == POLL_ADAPTIVE)
@@ -514,7 +521,7 @@ static int rblk_fio_init(struct thread_data *td)
 	dprint(FD_IO, "rblk: %s: queue depth %u (iodepth %u), max_io %u, %s, poll %u\n",
 	       o->uri, d->qd, depth, info->max_io,
 	       (info->features & RBLK_FEAT_DIRECT) ? "direct access" :
-	       o->read_mode == READ_MODE_PUSH      ? "push reads" :
+	       (info->features & RBLK_FEAT_PUSH)   ? "push reads" :
 						     "pull reads",
 	       o->poll_mode);
 	return 0;

@@ -3,11 +3,12 @@
 # the host's 65-auth and 66-rkey-isolation checks on an RC QP. The right
 # secret moves data (nbdcopy, sha256); wrong secret, unknown host, no
 # secret, a host not on the allow list, a reflected challenge and a
-# replayed response are refused with their exact errors and get no slot
-# region registered; an allow_ro grant is read-only at the target; a
-# second connection using the first's rkey gets a remote access error from
-# the HCA for RDMA READ and WRITE, and the first connection still verifies
-# its data.
+# replayed response are refused with their exact errors and get no
+# windows allocated; an allow_ro grant is read-only at the target; another
+# connection using a connection's in-flight READ and WRITE windows, and a
+# connection using its own key after its command completed, get remote
+# access errors from the HCA; a sweep of guessed keys is refused; the
+# first connection still verifies its data.
 # vm-timeout: 300
 set -u
 . "$(dirname "$0")/../lib.sh"
@@ -33,7 +34,7 @@ bg "$BUILD/rblk-target" --listen "rdma://$RDMA_ADDR:$port" --allow-any-host --lo
 	2>"$dir/target.log"
 wait_until 30 grep -q "listening on" "$dir/target.log"
 url=rdma://$RDMA_ADDR:$port/vol
-regs() { grep -c "slot region registered" "$dir/target.log" || true; }
+regs() { grep -c "windows allocated" "$dir/target.log" || true; }
 
 echo "# right secret: rblk nbd over rdma + nbdcopy round trip"
 sock=$dir/nbd.sock
@@ -67,12 +68,12 @@ out=$(timeout 60 "$BUILD/tests/rblk_rawclient" reflect "$url" alpha "$dir/alpha.
 	fail "reflect: $out"
 echo "$out"
 [ "$out" = "reflected challenge refused: authentication failed" ] || fail "reflect: '$out'"
-[ "$(regs)" = "$before" ] || fail "slot memory registered for a refused login"
+[ "$(regs)" = "$before" ] || fail "windows allocated for a refused login"
 out=$(timeout 60 "$BUILD/tests/rblk_rawclient" replay "$url" alpha "$dir/alpha.key") ||
 	fail "replay: $out"
 echo "$out"
 grep -qx "replayed response refused: authentication failed" <<<"$out" || fail "replay: '$out'"
-[ "$(regs)" = $((before + 1)) ] || fail "replayed response got slot memory registered"
+[ "$(regs)" = $((before + 1)) ] || fail "replayed response got windows allocated"
 
 echo "# allow_ro grant"
 RBLK_HOST_NAME=beta RBLK_KEY_FILE=$dir/beta.key \
@@ -91,13 +92,23 @@ for args in "rdma://$RDMA_ADDR:$port/open" \
 	out=$(timeout 60 "$BUILD/tests/rblk_rawclient" isolation $args 2>&1) ||
 		{ echo "$out"; fail "isolation $args"; }
 	echo "$out"
-	grep -qx "RDMA READ with connection A's rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
-		fail "foreign RDMA READ not refused"
-	grep -qx "RDMA WRITE with connection A's rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
-		fail "foreign RDMA WRITE not refused"
-	grep -qx "connection A still verifies data (4096 bytes at 8192)" <<<"$out" ||
+	grep -qx "B: RDMA READ of A's in-flight READ window with rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
+		fail "another connection's READ window worked"
+	grep -qx "B: RDMA WRITE into A's in-flight WRITE window with rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
+		fail "another connection's WRITE window worked"
+	grep -qx "connection A verifies its data (after B's write into its window)" <<<"$out" ||
+		fail "B's write reached A's data"
+	grep -qx "A: RDMA READ with its own key after READ_DONE with rkey 0x[0-9a-f]*: remote access error" <<<"$out" ||
+		fail "a key outlived its command"
+	grep -qx "connection A verifies its data (at the end)" <<<"$out" ||
 		fail "connection A did not verify its data"
 done
+echo "# a sweep of guessed keys (${RBLK_SWEEP_KEYS:-1000}) against a slot held open"
+out=$(timeout 240 "$BUILD/tests/rblk_rawclient" sweep "rdma://$RDMA_ADDR:$port/open" \
+	"${RBLK_SWEEP_KEYS:-1000}" 2>/dev/null) || { echo "$out"; fail "sweep"; }
+echo "$out"
+grep -qx "sweep: ${RBLK_SWEEP_KEYS:-1000} of ${RBLK_SWEEP_KEYS:-1000} guessed keys refused (remote access error)" <<<"$out" ||
+	fail "a guessed key worked"
 
 echo "# the authenticated session still works"
 timeout 180 nbdcopy "nbd+unix:///vol?socket=$sock" "$dir/out2.bin" || fail "nbdcopy out again"

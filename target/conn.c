@@ -1,0 +1,555 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Connections of a worker: setup (on the main thread, under the worker's
+ * turn lock), login and authentication, teardown. A connection's life:
+ *
+ *   main thread: worker_accept()  created in the worker's poll group,
+ *                                 message buffers registered, receives
+ *                                 posted, transport accept
+ *   worker:      TCONN_LOGIN      HELLO -> export lookup; when the host or
+ *                                 export needs it, AUTH_CHALLENGE ->
+ *                                 AUTH_RESPONSE verified -> AUTH_RESULT;
+ *                                 only then windows allocated (and the
+ *                                 volume window bound), LOGIN sent
+ *                TCONN_LIVE       commands (io.c)
+ *                TCONN_CLOSING    transport disconnected; wait for backend
+ *                                 I/O on its slots to finish, then free
+ */
+#include "worker_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+
+_Static_assert(RBLK_LOGIN_SIZE <= RBLK_MSG_MAX, "login fits its send buffer");
+_Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= AUTH_BUF_SIZE, "challenge fits");
+_Static_assert(RBLK_AUTH_RESULT_SIZE <= AUTH_BUF_SIZE, "result fits");
+
+/*
+ * Sizes: at most qd commands are outstanding, and a READ_DONE or
+ * WRITE_DATA per tag besides (it precedes the tag's next command), so
+ * 2 * qd receives, plus two to absorb a KEEPALIVE racing a full queue.
+ * The send queue holds at most two entries per tag (a bind or RDMA WRITE
+ * + SEND) plus LOGIN and its volume bind.
+ */
+void tconn_attr(uint16_t qd, struct xp_conn_attr *attr)
+{
+	attr->max_recv_wr = 2u * qd + 2u;
+	attr->max_send_wr = 2u * qd + 2u;
+}
+
+static void tconn_free(struct tconn *c)
+{
+	limits_release(c->peer, c->lim_pending, c->lim_session);
+	xp_destroy(c->xc);
+	if (c->exp)
+		export_put(c->exp); /* after the last backend I/O on it */
+	qp_fini(&c->qp);
+	free(c->mw);
+	free(c->reqs);
+	free(c);
+}
+
+struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
+			struct xp_conn *xc, uint16_t qd)
+{
+	struct xp_conn_attr attr;
+	struct tconn *c;
+	int ret;
+
+	tconn_attr(qd, &attr);
+	/* struct iostats (in c->stats) is cache-line aligned: calloc is not */
+	if (posix_memalign((void **)&c, _Alignof(struct tconn), sizeof(*c))) {
+		c = NULL;
+		goto out_reject;
+	}
+	memset(c, 0, sizeof(*c));
+	c->xc = xc;
+	xc->user = c;
+	c->worker = w;
+	c->wg = wg;
+	c->lim_pending = true; /* worker_accept() admitted it; ours now */
+	c->id = atomic_fetch_add(&w->tgt->next_conn_id, 1);
+	c->cm_qd = qd;
+	c->buf_index = w->pool_buf_index;
+	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
+	/* the last send buffer (LOGIN, DISCOVER_REPLY) is a full message;
+	 * the AUTH_* messages have their own after it */
+	if (qp_init(&c->qp, xc, &attr,
+		    (size_t)qd * RESP_BUF_SIZE + RBLK_MSG_MAX + AUTH_BUF_SIZE))
+		goto out_reject;
+	c->auth_buf = (char *)send_buf(c, qd) + RBLK_MSG_MAX;
+	c->state = TCONN_LOGIN;
+	c->login_deadline_ms = now_ms() + LOGIN_TIMEOUT_MS;
+	ret = xp_accept(xc, NULL, 0);
+	if (ret) {
+		log_warn("conn %llu (%s): accept failed: %s",
+			 (unsigned long long)c->id, c->peer, strerror(-ret));
+		tconn_free(c);
+		return NULL;
+	}
+	log_info("conn %llu: accepted %s, queue depth %u",
+		 (unsigned long long)c->id, c->peer, qd);
+	return c;
+
+out_reject:
+	/* reject() destroys xc before its memory is freed */
+	{
+		char rej[RBLK_CM_REJ_SIZE];
+		size_t n = rblk_cm_rej_encode(rej, RBLK_S_NO_RESOURCES);
+
+		log_warn("rejecting connection from %s: out of resources",
+			 xp_peer_name(xc));
+		limits_release(xp_peer_name(xc), true, false);
+		xp_reject(xc, rej, n);
+	}
+	if (c) {
+		qp_fini(&c->qp);
+		free(c);
+	}
+	return NULL;
+}
+
+/* ---- teardown -------------------------------------------------------------- */
+
+void tconn_fail(struct tconn *c, const char *why)
+{
+	if (c->state == TCONN_CLOSING)
+		return;
+	if (why)
+		log_warn("conn %llu (%s): %s; disconnecting",
+			 (unsigned long long)c->id, c->peer, why);
+	else
+		log_info("conn %llu (%s): disconnected",
+			 (unsigned long long)c->id, c->peer);
+	if (c->state == TCONN_LIVE)
+		atomic_fetch_sub(&c->exp->sessions, 1);
+	pthread_mutex_lock(&c->worker->conns_lock);
+	c->state = TCONN_CLOSING;
+	c->closing_ms = now_ms();
+	pthread_mutex_unlock(&c->worker->conns_lock);
+	c->wait_head = c->wait_tail = NULL;
+	slot_wait_drop(c->worker, c);
+	/* the QP goes to error: no key of it works any more */
+	xp_disconnect(c->xc);
+}
+
+/* Drop c's reference to its volume registration; the last deregisters. */
+static void vol_put(struct worker *w, struct vol_reg *v)
+{
+	struct vol_reg **pp;
+
+	if (!v || --v->refs)
+		return;
+	for (pp = &w->vols; *pp != v; pp = &(*pp)->next)
+		;
+	*pp = v->next;
+	xp_dereg_mr(v->mr);
+	free(v);
+}
+
+void tconn_destroy(struct worker *w, struct tconn *c)
+{
+	unsigned int qd = c->reqs ? c->lim.queue_depth : 0;
+
+	/* windows first: then no key reaches a slot or the volume */
+	if (c->mw)
+		for (unsigned int i = 0; i < qd; i++)
+			xp_dealloc_mw(c->mw[i]);
+	xp_dealloc_mw(c->vol_mw);
+	vol_put(w, c->vol);
+	xp_destroy(c->xc); /* nothing of it reads or writes memory now */
+	c->xc = NULL;
+	for (unsigned int i = 0; i < qd; i++)
+		slot_release(w, &c->reqs[i].slot);
+	if (c->push_inflight)
+		log_err("conn %llu: %u push slots never completed; leaked",
+			(unsigned long long)c->id, c->push_inflight);
+	tconn_free(c);
+}
+
+/* ---- login --------------------------------------------------------------- */
+
+/*
+ * Send LOGIN l (its refusal, or the grant), with the volume window's bind
+ * chained in front when c has one: one post.
+ */
+static int send_login(struct tconn *c, struct rblk_login *l)
+{
+	void *buf = send_buf(c, c->cm_qd);
+	struct export *e = c->exp;
+	bool bind = c->vol_mw && l->status == RBLK_S_OK;
+
+	if (!qp_take(&c->qp, bind ? 2 : 1))
+		return -EAGAIN;
+	if (bind) {
+		struct xp_send_wr *wr = qp_add(&c->qp);
+
+		wr->opcode = XP_WR_BIND_MW;
+		wr->bind.mw = c->vol_mw;
+		wr->bind.mr = c->vol->mr;
+		wr->bind.addr = (uint64_t)(uintptr_t)e->ram;
+		wr->bind.length = e->size;
+		wr->bind.access = XP_ACCESS_REMOTE_READ;
+		if (!(c->lim.features & RBLK_F_READ_ONLY))
+			wr->bind.access |= XP_ACCESS_REMOTE_WRITE;
+		wr->bind.rkey = xp_mw_next_rkey(c->vol_mw);
+		l->vol_rkey = wr->bind.rkey;
+		l->vol_addr = (uint64_t)(uintptr_t)e->ram;
+		l->vol_len = e->size;
+	}
+	qp_add_send(&c->qp, qp_wrid(WRID_LOGIN, bind ? 2 : 1, 0), buf,
+		    (uint32_t)rblk_login_encode(buf, l));
+	return qp_flush(&c->qp);
+}
+
+static void login_grant(struct worker *w, struct tconn *c, bool force_ro);
+
+static void login_refuse(struct tconn *c, int status, const char *why)
+{
+	struct rblk_login l = { .status = (uint32_t)status };
+
+	log_warn("conn %llu (%s): login refused: %s",
+		 (unsigned long long)c->id, c->peer, why);
+	c->login_sent_close = true;
+	if (send_login(c, &l))
+		tconn_fail(c, "sending the login refusal failed");
+}
+static void handle_discover(struct worker *w, struct tconn *c,
+			    const struct rblk_hello *h)
+{
+	struct rblk_disc_reply d = { .first = h->queue_id };
+	void *buf = send_buf(c, c->cm_qd);
+	unsigned int idx = 0;
+
+	pthread_mutex_lock(&w->tgt->exports_lock);
+	for (const struct export *e = w->tgt->exports; e; e = e->next) {
+		if (!export_visible_to(e, h->host_name))
+			continue;
+		if (idx >= d.first && d.count < RBLK_DISC_PER_REPLY) {
+			struct rblk_disc_entry *de = &d.entry[d.count++];
+
+			snprintf(de->name, sizeof(de->name), "%s", e->name);
+			de->size = e->size;
+			de->block_size = e->block_size;
+			de->features = e->features | RBLK_F_PUSH;
+		}
+		idx++;
+	}
+	pthread_mutex_unlock(&w->tgt->exports_lock);
+	d.total = (uint16_t)MIN(idx, 0xffffu);
+	if (d.first > d.total)
+		d.first = d.total; /* past the end: an empty page */
+	log_info("conn %llu (%s): host '%s' discovered exports %u..%u of %u",
+		 (unsigned long long)c->id, c->peer, h->host_name, d.first,
+		 d.first + d.count, d.total);
+	c->login_sent_close = true;
+	if (qp_send_now(&c->qp, WRID_LOGIN, 0, buf,
+			(uint32_t)rblk_disc_reply_encode(buf, &d)))
+		tconn_fail(c, "sending DISCOVER_REPLY failed");
+}
+static struct export *lookup_export(void *ctx, const char *name)
+{
+	return export_lookup(ctx, name);
+}
+static int send_auth(struct tconn *c, size_t len)
+{
+	return qp_send_now(&c->qp, WRID_AUTH, 0, c->auth_buf, (uint32_t)len);
+}
+static void auth_challenge(struct worker *w, struct tconn *c)
+{
+	struct rblk_auth_challenge ch = { 0 };
+	char why[320];
+
+	if (!(c->hello.flags & RBLK_HELLO_F_AUTH)) {
+		snprintf(why, sizeof(why),
+			 "host '%s' must authenticate for export %s and offered no secret",
+			 c->hello.host_name, c->exp->name);
+		login_refuse(c, RBLK_S_AUTH_REQUIRED, why);
+		return;
+	}
+	rblk_auth_nonce(c->auth_nonce);
+	memcpy(ch.nonce, c->auth_nonce, sizeof(ch.nonce));
+	snprintf(ch.target_name, sizeof(ch.target_name), "%s",
+		 w->tgt->cfg.name);
+	if (send_auth(c, rblk_auth_challenge_encode(c->auth_buf, &ch))) {
+		tconn_fail(c, "sending AUTH_CHALLENGE failed");
+		return;
+	}
+	c->auth_wait = true;
+	log_debug("conn %llu: challenged host '%s'", (unsigned long long)c->id,
+		  c->hello.host_name);
+}
+static void handle_auth_response(struct worker *w, struct tconn *c,
+				 const void *buf, uint32_t len)
+{
+	struct auth_plan a;
+	struct rblk_auth_result res;
+	int st;
+
+	c->auth_wait = false;
+	st = auth_decide(buf, len, &w->tgt->cfg, c->exp, &c->hello,
+			 c->auth_nonce, &a);
+	memset(c->auth_nonce, 0, sizeof(c->auth_nonce)); /* used once */
+	if (st) {
+		login_refuse(c, st, a.why);
+		return;
+	}
+	/* mutual: prove we hold the secret too, bound to both nonces */
+	rblk_auth_mac(a.host->secret, a.host->secret_len,
+		      RBLK_AUTH_ROLE_TARGET, &a.ctx, res.mac);
+	if (send_auth(c, rblk_auth_result_encode(c->auth_buf, &res))) {
+		tconn_fail(c, "sending AUTH_RESULT failed");
+		return;
+	}
+	log_info("conn %llu (%s): host '%s' authenticated",
+		 (unsigned long long)c->id, c->peer, a.ctx.host_name);
+	login_grant(w, c, a.read_only);
+}
+
+/*
+ * RBLK_F_DIRECT: the volume registered on c's group (MW bind only, one
+ * registration per worker and group, shared by its connections) and a
+ * window for c, bound in front of the LOGIN (send_login()) with remote
+ * write only for a read-write login: a read-only login's RDMA WRITE fails
+ * with a remote access error. 0 or -errno.
+ */
+static int tconn_volume_window(struct worker *w, struct tconn *c)
+{
+	struct export *e = c->exp;
+	struct vol_reg *v;
+	int access = XP_ACCESS_MW_BIND;
+	int ret;
+
+	if (!(c->lim.features & RBLK_F_DIRECT))
+		return 0;
+	for (v = w->vols; v; v = v->next)
+		if (v->exp == e && v->wg == c->wg)
+			break;
+	if (!v) {
+		v = calloc(1, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		/*
+		 * Local write whenever the memory is writable, even for
+		 * read-only logins: only then does registering pin real
+		 * pages (untouched anonymous pages would stay the shared
+		 * zero page), and remote write through a window needs it.
+		 * It grants the peer nothing by itself.
+		 */
+		if (e->kind == EXPORT_RAM || !e->read_only)
+			access |= XP_ACCESS_LOCAL_WRITE;
+		ret = xp_group_reg_mr(c->wg->g, e->ram, e->size, access, &v->mr);
+		if (ret) {
+			free(v);
+			return ret;
+		}
+		v->exp = e;
+		v->wg = c->wg;
+		v->next = w->vols;
+		w->vols = v;
+	}
+	v->refs++;
+	c->vol = v;
+	return xp_alloc_mw(c->wg->g, &c->vol_mw);
+}
+
+/*
+ * Allocate the tag windows for the HELLO kept in c->hello, then send
+ * LOGIN. Runs only after authentication succeeded (or was not needed):
+ * nothing is allocated for a peer that has not proven itself.
+ */
+static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
+{
+	const struct rblk_hello *h = &c->hello;
+	struct export *e = c->exp;
+	struct rblk_login l;
+	uint16_t qd = c->lim.queue_depth; /* as login_decide() planned */
+	char why[256];
+	int ret;
+
+	if (limits_login(&w->tgt->cfg, c->peer, why, sizeof(why))) {
+		login_refuse(c, RBLK_S_BUSY, why);
+		return;
+	}
+	c->lim_pending = false;
+	c->lim_session = true;
+	c->reqs = calloc(qd, sizeof(*c->reqs));
+	c->mw = calloc(qd, sizeof(*c->mw));
+	if (!c->reqs || !c->mw) {
+		login_refuse(c, RBLK_S_NO_RESOURCES, "out of memory");
+		return;
+	}
+	for (unsigned int i = 0; i < qd; i++) {
+		c->reqs[i].conn = c;
+		c->reqs[i].resp_buf = send_buf(c, i);
+		ret = xp_alloc_mw(c->wg->g, &c->mw[i]);
+		if (ret) {
+			login_refuse(c, RBLK_S_NO_RESOURCES,
+				     "allocating memory windows failed");
+			return;
+		}
+	}
+	if (force_ro) /* an allow_ro grant */
+		c->lim.features |= RBLK_F_READ_ONLY;
+	login_reply(&c->lim, &l);
+	login_vol_id(w->tgt->cfg.name, e, l.vol_id);
+	random_bytes(&l.session_id, sizeof(l.session_id));
+	ret = tconn_volume_window(w, c);
+	if (ret) {
+		/*
+		 * E.g. a read-only mapping: window binding needs the pages
+		 * pinned writable (the kernel counts MW_BIND as write access).
+		 * The session goes through the slot path instead.
+		 */
+		log_warn("conn %llu (%s): export %s: no direct access (%s); serving it through the slot path",
+			 (unsigned long long)c->id, c->peer, e->name,
+			 strerror(-ret));
+		xp_dealloc_mw(c->vol_mw);
+		c->vol_mw = NULL;
+		vol_put(w, c->vol);
+		c->vol = NULL;
+		c->lim.features &= ~RBLK_F_DIRECT;
+		memset(&l, 0, sizeof(l));
+		login_reply(&c->lim, &l);
+		login_vol_id(w->tgt->cfg.name, e, l.vol_id);
+		random_bytes(&l.session_id, sizeof(l.session_id));
+	}
+	log_debug("conn %llu: %u windows allocated", (unsigned long long)c->id,
+		  qd);
+	if (send_login(c, &l)) {
+		tconn_fail(c, "sending LOGIN failed");
+		return;
+	}
+	pthread_mutex_lock(&w->conns_lock);
+	snprintf(c->host, sizeof(c->host), "%s", h->host_name);
+	c->queue_id = h->queue_id;
+	c->login_ms = now_ms();
+	c->last_rx_ms = c->login_ms;
+	c->state = TCONN_LIVE;
+	pthread_mutex_unlock(&w->conns_lock);
+	atomic_fetch_add(&e->sessions, 1);
+	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u%s%s)",
+		 (unsigned long long)c->id, c->peer, h->host_name, e->name,
+		 h->queue_id, qd, c->lim.max_io,
+		 (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "",
+		 c->vol_mw ? ", direct" : "");
+}
+
+static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
+			 uint32_t len)
+{
+	struct target *t = w->tgt;
+	struct login_plan p;
+	int st;
+
+	st = login_decide(buf, len, c->cm_qd, t->cfg.max_io, lookup_export, t,
+			  &p);
+	if (st) {
+		if (p.exp)
+			export_put(p.exp); /* the lookup's reference */
+		login_refuse(c, st, p.why);
+		return;
+	}
+	if (p.discover) {
+		handle_discover(w, c, &p.hello);
+		return;
+	}
+	c->exp = p.exp; /* the lookup's reference, dropped in tconn_free() */
+	c->hello = p.hello;
+	c->lim = p.lim; /* granted once LOGIN is sent */
+	if (login_auth_needed(&t->cfg, c->exp, c->hello.host_name)) {
+		auth_challenge(w, c);
+		return;
+	}
+	login_grant(w, c, false);
+}
+
+static void tconn_login_recv(struct worker *w, struct tconn *c,
+			     const void *buf, uint32_t len)
+{
+	int type = rblk_msg_type(buf, len);
+
+	if (c->auth_wait) {
+		if (type != RBLK_MSG_AUTH_RESPONSE)
+			login_refuse(c, type < 0 ? RBLK_S_INVALID :
+						   RBLK_S_BAD_STATE,
+				     "expected AUTH_RESPONSE");
+		else
+			handle_auth_response(w, c, buf, len);
+	} else if (type >= 0 && type != RBLK_MSG_HELLO) {
+		/* an unreadable header goes to the HELLO decoder too, which
+		 * tells a version mismatch (BAD_VERSION) from garbage */
+		login_refuse(c, RBLK_S_BAD_STATE, "first message is not HELLO");
+	} else {
+		handle_hello(w, c, buf, len);
+	}
+}
+
+static void handle_recv(struct worker *w, struct tconn *c,
+			const struct xp_wc *wc)
+{
+	const void *buf = qp_recv_of(&c->qp, wc->wr_id);
+
+	if (!buf) {
+		tconn_fail(c, "transport returned a bad receive id");
+		return;
+	}
+	switch (c->state) {
+	case TCONN_LOGIN:
+		/*
+		 * Refused already: ignore what follows, and do not repost
+		 * the receive, so a peer that keeps sending runs out of them
+		 * (RNR) instead of keeping us busy.
+		 */
+		if (c->login_sent_close)
+			return;
+		/* the deadline holds even while the peer keeps talking */
+		if (now_ms() > c->login_deadline_ms) {
+			tconn_fail(c, "no login within 10 s");
+			return;
+		}
+		tconn_login_recv(w, c, buf, wc->byte_len);
+		break;
+	case TCONN_LIVE:
+		c->last_rx_ms = w->now_ms;
+		treq_recv(c, buf, wc);
+		break;
+	case TCONN_CLOSING:
+		return;
+	}
+	if (c->state != TCONN_CLOSING &&
+	    qp_post_recv(&c->qp, qp_wrid_val(wc->wr_id)))
+		tconn_fail(c, "reposting a receive failed");
+}
+
+void tconn_handle_wc(struct worker *w, struct tconn *c, const struct xp_wc *wc)
+{
+	if (wc->opcode != XP_WC_RECV)
+		treq_send_done(c, wc); /* push slots go back whatever happened */
+	if (wc->status != XP_WC_SUCCESS) {
+		if (wc->opcode == XP_WC_RECV &&
+		    wc->status == XP_WC_REM_ACCESS_ERR) {
+			/* the transport refused the peer's one-sided access */
+			tconn_fail(c, "remote access refused (a key not valid on this connection, outside its range or without the right)");
+		} else if (c->state == TCONN_CLOSING ||
+			   wc->status == XP_WC_FLUSH_ERR) {
+			tconn_fail(c, NULL);
+		} else {
+			char why[96];
+
+			snprintf(why, sizeof(why), "work completion error: %s",
+				 xp_wc_status_str(wc->status));
+			tconn_fail(c, why);
+		}
+		return;
+	}
+	if (wc->opcode == XP_WC_RECV)
+		handle_recv(w, c, wc);
+	else if (qp_wrid_kind(wc->wr_id) == WRID_LOGIN && c->login_sent_close)
+		tconn_fail(c, NULL);
+}

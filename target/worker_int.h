@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Worker internals shared by worker.c (the thread, its groups and pool),
+ * conn.c (connections: setup, login, teardown) and io.c (commands: slots,
+ * windows, responses). Everything here runs on the worker thread, except
+ * what worker_accept() calls on the main thread under w->turn_lock.
+ */
+#ifndef RBLK_TARGET_WORKER_INT_H
+#define RBLK_TARGET_WORKER_INT_H
+
+#include "target.h"
+
+#define LOGIN_TIMEOUT_MS 10000
+#define RESP_BUF_SIZE 64 /* per tag; RESP and GRANT are 32 bytes */
+/* The last send buffer: AUTH_CHALLENGE, then AUTH_RESULT (sent right
+ * before LOGIN, so it cannot share LOGIN's buffer). */
+#define AUTH_BUF_SIZE 256
+
+/* Work request kinds (common/qp.h); RECV is the layer's. */
+enum wrid_kind {
+	WRID_RESP = QP_WRID_USER, /* a response or GRANT (+ bind); val: tag */
+	/* a push READ's RDMA WRITE + RESP; val: the slot's pool page */
+	WRID_PUSH,
+	WRID_LOGIN, /* LOGIN (+ volume bind), its refusal, DISCOVER_REPLY */
+	WRID_AUTH, /* AUTH_CHALLENGE or AUTH_RESULT */
+};
+
+static inline void *send_buf(struct tconn *c, unsigned int i)
+{
+	return (char *)qp_send_area(&c->qp) + (size_t)i * RESP_BUF_SIZE;
+}
+
+/* conn.c */
+void tconn_fail(struct tconn *c, const char *why);
+/* Free c (CLOSING, no backend I/O left): windows, connection, slots. */
+void tconn_destroy(struct worker *w, struct tconn *c);
+/*
+ * Main thread, under w->turn_lock: set up xc (requested in wg's group)
+ * for queue depth qd and accept it. NULL after rejecting xc. Takes over
+ * the pending count limits_admit() took for it (released on failure).
+ */
+struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
+			struct xp_conn *xc, uint16_t qd);
+/* One completion of c (RECV or send side). */
+void tconn_handle_wc(struct worker *w, struct tconn *c,
+		     const struct xp_wc *wc);
+
+/* io.c */
+void treq_process(struct treq *r);
+/* A CMD, READ_DONE or WRITE_DATA on a live connection. */
+void treq_recv(struct tconn *c, const void *buf, const struct xp_wc *wc);
+/* A signaled send of c completed (any status): credits, slots, waiters. */
+void treq_send_done(struct tconn *c, const struct xp_wc *wc);
+/* Post every connection's batch; none is left on the flush list. */
+void worker_flush_sends(struct worker *w);
+/* Return a slot to the pool and serve the commands waiting for one. */
+void slot_release(struct worker *w, void **slot);
+/* Take c's commands off the pool's wait list (c is closing). */
+void slot_wait_drop(struct worker *w, struct tconn *c);
+
+#endif
