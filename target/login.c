@@ -82,10 +82,20 @@ void login_vol_id(const char *target_name, const struct export *e,
 	crypto_hash_sha256_state st;
 	uint8_t h[crypto_hash_sha256_BYTES];
 
+	_Static_assert(RBLK_VOL_ID_LEN == EXPORT_VOL_ID_LEN,
+		       "a backend's volume id is the wire's");
 	if (ecfg && ecfg->has_uuid) {
 		memcpy(id, ecfg->uuid, RBLK_VOL_ID_LEN);
 		return;
 	}
+	/*
+	 * A backend that knows the volume's own identity (RBD: cluster,
+	 * pool, image) gives it, so every gateway of one image reports the
+	 * same id and initiators can tell paths to one volume apart from
+	 * paths to different ones.
+	 */
+	if (e->ops && e->ops->vol_id && e->ops->vol_id(e, id))
+		return;
 	crypto_hash_sha256_init(&st);
 	crypto_hash_sha256_update(&st, (const uint8_t *)tag, sizeof(tag));
 	crypto_hash_sha256_update(&st, (const uint8_t *)target_name,

@@ -458,7 +458,8 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 void login_reply(const struct rblk_limits *lim, struct rblk_login *l);
 /*
  * The volume identity of export e on a target named target_name (cfg's
- * name): e's configured uuid, else SHA-256("rblk-vol-id-v1" NUL target NUL
+ * name): e's configured uuid, else its backend's identity (backend_ops.vol_id),
+ * else SHA-256("rblk-vol-id-v1" NUL target NUL
  * export) cut to 16 bytes, marked as an RFC 9562 version 8 UUID.
  */
 void login_vol_id(const char *target_name, const struct export *e,
