@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -52,6 +51,8 @@
 #define NODATA_SPLIT (1u << 30)
 /* reconnect: the delay between attempts doubles up to this (or the delay) */
 #define RECONNECT_DELAY_CAP_MS 10000u
+/* wr_id of the XP_WC_FD_READY completions of the queue's timer_fd */
+#define TIMER_COOKIE 0
 
 _Static_assert(RBLK_CMD_SIZE <= CMD_BUF_SIZE, "command fits its buffer");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
@@ -149,6 +150,14 @@ struct user_mr {
 struct rblk_queue {
 	struct rblk *r;
 	unsigned int index;
+	/*
+	 * The queue's poll group, created once before the first connection
+	 * and kept across reconnects: each connection of the queue is made
+	 * into it, the bounce slots and the user's buffers are registered on
+	 * it once (regions outlive the connections), and it watches timer_fd.
+	 * Its fd is rblk_queue_fd(): one epoll set, no nested one.
+	 */
+	struct xp_group *g;
 	struct xp_conn *xc;
 	/* message buffers, send credits and the send batch (common/qp.h) */
 	struct qp qp;
@@ -202,14 +211,13 @@ struct rblk_queue {
 	/*
 	 * Reconnect and keep-alive. dead: no usable connection (xc is NULL
 	 * while reconnecting); failed: given up for good, every I/O fails
-	 * with -ENOTCONN. efd is what rblk_queue_fd() returns: an epoll set
-	 * holding the connection's fd and timer_fd, so a caller's event loop
+	 * with -ENOTCONN. timer_fd is watched in g (XP_WC_FD_READY, cookie
+	 * TIMER_COOKIE), so a caller's event loop sleeping on the group fd
 	 * wakes for completions and for timer duties alike (timer_at, ms on
 	 * the monotonic clock; 0: none).
 	 */
 	bool failed;
 	bool connected_once;
-	int efd;
 	int timer_fd;
 	uint64_t timer_at;
 	uint64_t lost_at; /* when the connection was lost */
@@ -353,8 +361,8 @@ int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
 		q->umrs = n;
 		q->cap_umrs = cap;
 	}
-	mr = NULL; /* reconnecting: registered when the connection is back */
-	ret = q->xc ? xp_reg_mr(q->xc, addr, len, mr_access(q), &mr) : 0;
+	/* on the group: valid on every connection of the queue, reconnecting too */
+	ret = xp_group_reg_mr(q->g, addr, len, mr_access(q), &mr);
 	if (ret)
 		return set_error(ret, "register: memory registration failed: %s",
 				 strerror(-ret));
@@ -439,6 +447,15 @@ static void timer_set(struct rblk_queue *q, uint64_t at_ms)
 			 strerror(errno));
 }
 
+/* Clear the timer fd's readiness; queue_tick() runs the duty when due. */
+static void timer_drain(struct rblk_queue *q)
+{
+	uint64_t buf;
+
+	while (read(q->timer_fd, &buf, sizeof(buf)) > 0)
+		;
+}
+
 static void ka_free(struct rblk_queue *q)
 {
 	struct ireq *rq = q->ka;
@@ -451,18 +468,15 @@ static void ka_free(struct rblk_queue *q)
 	q->free_tags = rq;
 }
 
-/* Forget the transport connection: its fd, MRs and message buffers. */
+/*
+ * Forget the transport connection and its message buffers. The group and
+ * the regions registered on it (bounce slots, user buffers) stay.
+ */
 static void queue_drop_conn(struct rblk_queue *q)
 {
-	if (q->xc) {
-		if (q->efd >= 0)
-			epoll_ctl(q->efd, EPOLL_CTL_DEL, xp_fd(q->xc), NULL);
-		xp_destroy(q->xc); /* deregisters every MR */
-	}
+	xp_destroy(q->xc);
 	q->xc = NULL;
-	q->bounce_mr = NULL;
-	for (unsigned int i = 0; i < q->nr_umrs; i++)
-		q->umrs[i].mr = NULL;
+	xp_dereg_mr(q->qp.msg_mr); /* a shared group keeps it otherwise */
 	qp_fini(&q->qp);
 }
 
@@ -523,10 +537,8 @@ static void queue_lost(struct rblk_queue *q, const char *why)
 	for (unsigned int t = 0; t < q->qd; t++) {
 		struct ireq *rq = &q->reqs[t];
 
-		if (rq->state != IREQ_FREE) {
-			rq->state = IREQ_REISSUE;
-			rq->mr = NULL;
-		}
+		if (rq->state != IREQ_FREE)
+			rq->state = IREQ_REISSUE; /* rq->mr is on the group: kept */
 	}
 	q->wait_head = q->wait_tail = NULL;
 	q->lost_at = now_ms();
@@ -912,6 +924,10 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 {
 	uint32_t tag = qp_wrid_val(wc->wr_id);
 
+	if (wc->opcode == XP_WC_FD_READY) {
+		timer_drain(q); /* the tick runs once timer_due() sees it */
+		return;
+	}
 	if (q->dead) /* the rest of a batch reaped from a lost connection */
 		return;
 	if (wc->status != XP_WC_SUCCESS) {
@@ -962,7 +978,7 @@ static int progress(struct rblk_queue *q)
 
 	q->plugged++; /* RDMA READs and new commands go out in one post */
 	do {
-		n = xp_poll(q->xc, wc, POLL_BATCH);
+		n = xp_group_poll(q->g, wc, POLL_BATCH);
 		if (n < 0) {
 			queue_lost(q, "transport poll failed");
 			break;
@@ -1099,12 +1115,11 @@ static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
 /* Timer duties that are due: a keep-alive tick, or a reconnect attempt. */
 static void queue_tick(struct rblk_queue *q)
 {
-	uint64_t now = now_ms(), buf;
+	uint64_t now = now_ms();
 
 	if (!q->timer_at || now < q->timer_at)
 		return;
-	while (read(q->timer_fd, &buf, sizeof(buf)) > 0) /* clear the fd */
-		;
+	timer_drain(q);
 	q->timer_at = 0;
 	if (q->failed)
 		return;
@@ -1219,12 +1234,12 @@ int rblk_queue_arm(struct rblk_queue *q)
 		return 1;
 	if (q->dead)
 		return 0; /* the timer wakes the fd for the next attempt */
-	return xp_arm(q->xc) > 0 || progress(q) > 0 || q->done_count;
+	return xp_group_arm(q->g) > 0 || progress(q) > 0 || q->done_count;
 }
 
 int rblk_queue_fd(struct rblk_queue *q)
 {
-	return q->efd;
+	return xp_group_fd(q->g);
 }
 
 unsigned int rblk_queue_inflight(const struct rblk_queue *q)
@@ -1288,7 +1303,7 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 				return 0;
 			wait = (int)(deadline - now);
 		}
-		pfd.fd = q->efd;
+		pfd.fd = xp_group_fd(q->g);
 		pfd.events = POLLIN;
 		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
 			return set_error(-errno, "poll: %s", strerror(errno));
@@ -1487,8 +1502,7 @@ static bool login_auth_error(struct rblk *r, int status)
 static void queue_destroy(struct rblk_queue *q)
 {
 	queue_drop_conn(q);
-	if (q->efd >= 0)
-		close(q->efd);
+	xp_group_destroy(q->g); /* deregisters the bounce and user regions */
 	if (q->timer_fd >= 0)
 		close(q->timer_fd);
 	free(q->bounce);
@@ -1532,7 +1546,8 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 
 	attr.max_recv_wr = qd + 2u;
 	attr.max_send_wr = 3u * qd + 4u;
-	ret = lib_connect(r->ops, &r->url, &attr, qd, o->timeout_ms, &q->xc);
+	ret = lib_connect(r->ops, q->g, &r->url, &attr, qd, o->timeout_ms,
+			  &q->xc);
 	if (ret)
 		return ret;
 
@@ -1641,31 +1656,13 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 }
 
 /*
- * After queue_connect() succeeded: register the bounce slots and the user's
- * buffers on the new connection, let the queue fd see it, resend every part
- * kept from a lost connection (on its own tag: the granted queue depth is
- * the same) and start keep-alive.
+ * After queue_connect() succeeded: resend every part kept from a lost
+ * connection (on its own tag and with its own region: the granted queue
+ * depth and the features are the same, the regions are the group's) and
+ * start keep-alive.
  */
 static int queue_attach(struct rblk_queue *q)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-	int ret;
-
-	ret = xp_reg_mr(q->xc, q->bounce, (size_t)q->qd * q->max_io,
-			mr_access(q), &q->bounce_mr);
-	if (ret)
-		return set_error(ret, "registering bounce buffers: %s",
-				 strerror(-ret));
-	for (unsigned int i = 0; i < q->nr_umrs; i++) {
-		struct user_mr *u = &q->umrs[i];
-
-		ret = xp_reg_mr(q->xc, u->addr, u->len, mr_access(q), &u->mr);
-		if (ret)
-			return set_error(ret, "registering a user buffer: %s",
-					 strerror(-ret));
-	}
-	if (epoll_ctl(q->efd, EPOLL_CTL_ADD, xp_fd(q->xc), &ev))
-		return set_error(-errno, "epoll_ctl: %s", strerror(errno));
 	q->dead = false;
 	q->connected_once = true;
 	q->rx_seen = false;
@@ -1676,7 +1673,6 @@ static int queue_attach(struct rblk_queue *q)
 
 		if (rq->state != IREQ_REISSUE)
 			continue;
-		rq->mr = rq->buf ? umr_find(q, rq->buf, rq->len) : NULL;
 		if (rq->direct)
 			post_direct(q, rq);
 		else
@@ -1694,10 +1690,32 @@ static int queue_attach(struct rblk_queue *q)
 	return 0;
 }
 
-/* Once per queue, after its first login: tags, I/Os, buffers, fds. */
+/*
+ * Once per queue, before its first connection: the poll group and the
+ * timer watched in it.
+ */
+static int queue_init(struct rblk_queue *q)
+{
+	int ret;
+
+	ret = xp_group_create(q->r->ops, &q->g);
+	if (ret)
+		return set_error(ret, "creating a poll group: %s",
+				 strerror(-ret));
+	q->timer_fd = timerfd_create(CLOCK_MONOTONIC,
+				     TFD_NONBLOCK | TFD_CLOEXEC);
+	if (q->timer_fd < 0)
+		return set_error(-errno, "timerfd_create: %s", strerror(errno));
+	ret = xp_group_watch(q->g, q->timer_fd, TIMER_COOKIE);
+	if (ret)
+		return set_error(ret, "watching the timer: %s", strerror(-ret));
+	return 0;
+}
+
+/* Once per queue, after its first login: tags, I/Os, bounce slots. */
 static int queue_setup(struct rblk_queue *q)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	int ret;
 
 	if (posix_memalign(&q->bounce, 4096, (size_t)q->qd * q->max_io)) {
 		q->bounce = NULL;
@@ -1720,15 +1738,11 @@ static int queue_setup(struct rblk_queue *q)
 		q->ios[i].next = q->free_ios;
 		q->free_ios = &q->ios[i];
 	}
-	q->efd = epoll_create1(EPOLL_CLOEXEC);
-	if (q->efd < 0)
-		return set_error(-errno, "epoll_create1: %s", strerror(errno));
-	q->timer_fd = timerfd_create(CLOCK_MONOTONIC,
-				     TFD_NONBLOCK | TFD_CLOEXEC);
-	if (q->timer_fd < 0)
-		return set_error(-errno, "timerfd_create: %s", strerror(errno));
-	if (epoll_ctl(q->efd, EPOLL_CTL_ADD, q->timer_fd, &ev))
-		return set_error(-errno, "epoll_ctl: %s", strerror(errno));
+	ret = xp_group_reg_mr(q->g, q->bounce, (size_t)q->qd * q->max_io,
+			      mr_access(q), &q->bounce_mr);
+	if (ret)
+		return set_error(ret, "registering bounce buffers: %s",
+				 strerror(-ret));
 	return queue_attach(q);
 }
 
@@ -1840,9 +1854,11 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 	for (i = 0; i < o.queues; i++) {
 		r->queues[i].r = r;
 		r->queues[i].index = i;
-		r->queues[i].efd = r->queues[i].timer_fd = -1;
+		r->queues[i].timer_fd = -1;
 		r->nr_queues = i + 1;
-		ret = queue_connect(r, &r->queues[i], &o);
+		ret = queue_init(&r->queues[i]);
+		if (!ret)
+			ret = queue_connect(r, &r->queues[i], &o);
 		if (!ret)
 			ret = queue_setup(&r->queues[i]);
 		if (ret)
