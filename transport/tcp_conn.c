@@ -87,26 +87,6 @@ void tcp_sq_emit(struct tcp_conn *c)
 	}
 }
 
-/*
- * Resize ring *ring of *size slots (each esz bytes) to nsize, moving the
- * slots of sequence numbers [head, tail) to their new places. 0 or -ENOMEM.
- */
-static int tcp_ring_resize(void **ring, uint32_t *size, size_t esz,
-			   uint32_t nsize, uint64_t head, uint64_t tail)
-{
-	char *n = calloc(nsize, esz);
-
-	if (!n)
-		return -ENOMEM;
-	for (uint64_t q = head; q != tail; q++)
-		memcpy(n + (q % nsize) * esz, (char *)*ring + (q % *size) * esz,
-		       esz);
-	free(*ring);
-	*ring = n;
-	*size = nsize;
-	return 0;
-}
-
 /* Completion ring to sq_size + rq_size entries, which it never exceeds. */
 static int tcp_cq_fit(struct tcp_conn *c)
 {
@@ -128,36 +108,32 @@ static int tcp_cq_fit(struct tcp_conn *c)
 }
 
 /*
- * A post found the send (receive) ring full below its maximum: double it,
- * and the completion ring with it. 0, or -ENOMEM (the post fails as on a
- * full queue).
+ * A post found the send or receive ring (*ring, *size slots of esz bytes)
+ * full below its maximum: double it, up to max, moving the slots of
+ * sequence numbers [head, tail), and fit the completion ring. 0, or
+ * -ENOMEM (the post fails as on a full queue).
  */
-static int tcp_sq_grow(struct tcp_conn *c)
+static int tcp_ring_grow(struct tcp_conn *c, void **ring, uint32_t *size,
+			 size_t esz, uint32_t max, uint64_t head, uint64_t tail)
 {
-	uint32_t nsize = MIN(c->sq_size * 2, c->sq_max);
+	uint32_t nsize = MIN(*size * 2, max);
+	char *n = calloc(nsize, esz);
 
-	if (tcp_ring_resize((void **)&c->sq, &c->sq_size, sizeof(*c->sq), nsize,
-			    c->sq_head, c->sq_tail) ||
-	    tcp_cq_fit(c)) {
-		log_err("%s: growing the send queue to %u: %s", c->peer, nsize,
-			strerror(ENOMEM));
-		return -ENOMEM;
-	}
+	if (!n)
+		goto fail;
+	for (uint64_t q = head; q != tail; q++)
+		memcpy(n + (q % nsize) * esz, (char *)*ring + (q % *size) * esz,
+		       esz);
+	free(*ring);
+	*ring = n;
+	*size = nsize;
+	if (tcp_cq_fit(c))
+		goto fail;
 	return 0;
-}
-
-static int tcp_rq_grow(struct tcp_conn *c)
-{
-	uint32_t nsize = MIN(c->rq_size * 2, c->rq_max);
-
-	if (tcp_ring_resize((void **)&c->rq, &c->rq_size, sizeof(*c->rq), nsize,
-			    c->rq_head, c->rq_tail) ||
-	    tcp_cq_fit(c)) {
-		log_err("%s: growing the receive queue to %u: %s", c->peer,
-			nsize, strerror(ENOMEM));
-		return -ENOMEM;
-	}
-	return 0;
+fail:
+	log_err("%s: growing a queue to %u WRs: %s", c->peer, nsize,
+		strerror(ENOMEM));
+	return -ENOMEM;
 }
 
 /* ---- connection lifecycle ---------------------------------------------- */
@@ -364,7 +340,9 @@ int tcp_post_recv(struct xp_conn *xc, uint64_t wr_id, const struct xp_sge *sge)
 		return -ENOTCONN;
 	if (c->rq_tail - c->rq_head >= c->rq_max)
 		return -ENOMEM;
-	if (c->rq_tail - c->rq_head >= c->rq_size && tcp_rq_grow(c))
+	if (c->rq_tail - c->rq_head >= c->rq_size &&
+	    tcp_ring_grow(c, (void **)&c->rq, &c->rq_size, sizeof(*c->rq),
+			  c->rq_max, c->rq_head, c->rq_tail))
 		return -ENOMEM;
 	ret = tcp_sge_check(c, sge, XP_ACCESS_LOCAL_WRITE);
 	if (ret)
@@ -560,7 +538,10 @@ int tcp_post_send(struct xp_conn *xc, struct xp_send_wr *wr,
 			break;
 		}
 		if (c->sq_tail - c->sq_head >= c->sq_max ||
-		    (c->sq_tail - c->sq_head >= c->sq_size && tcp_sq_grow(c))) {
+		    (c->sq_tail - c->sq_head >= c->sq_size &&
+		     tcp_ring_grow(c, (void **)&c->sq, &c->sq_size,
+				   sizeof(*c->sq), c->sq_max, c->sq_head,
+				   c->sq_tail))) {
 			ret = -ENOMEM;
 			break;
 		}
