@@ -135,8 +135,13 @@ static void batch_join(struct tconn *c)
 }
 
 /*
- * The region of r's slot block (struct wgroup, block_mr): registered on
- * first use, local write and MW bind only. NULL when registering failed.
+ * The region r's window is bound on. Where windows confine their peer to
+ * their own range (tcp, HCAs that follow the spec) that is the pool's
+ * region. Where they reach their whole region (rxe: the group's
+ * mw_reaches_region), it is the slot block's own region (struct wgroup,
+ * block_mr): registered on first use, local write and MW bind only, so
+ * the window reaches exactly the command's block. NULL when registering
+ * failed.
  */
 static struct xp_mr *block_region(struct tconn *c, struct treq *r)
 {
@@ -146,6 +151,8 @@ static struct xp_mr *block_region(struct tconn *c, struct treq *r)
 	size_t i;
 	struct xp_mr **mrp;
 
+	if (!c->wg->g->mw_reaches_region)
+		return c->wg->pool_mr;
 	while (((size_t)SLOT_PAGE << o) < run)
 		o++;
 	i = (size_t)((char *)r->slot - w->pool.base) >> (SLOT_PAGE_SHIFT + o);

@@ -87,6 +87,9 @@ int xr_group_bind_device(struct xr_group *g, struct ibv_context *verbs,
 		return ret;
 	}
 	g->iwarp = verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+	/* rxe (vendor id RXE_VENDOR_ID) checks window accesses against the
+	 * MR's range (rxe_resp.c check_rkey -> mr_check_range(mw->mr)) */
+	g->base.mw_reaches_region = g->da.vendor_id == XR_RXE_VENDOR_ID;
 	g->pd = ibv_alloc_pd(verbs);
 	if (!g->pd) {
 		ret = neg_errno();

@@ -94,6 +94,8 @@
  */
 #define XR_RNR_RETRY 6
 #define XR_LISTEN_BACKLOG 128
+/* ibv_device_attr.vendor_id of Soft-RoCE (the kernel's RXE_VENDOR_ID) */
+#define XR_RXE_VENDOR_ID 0xffffffu
 /* connect() timeout when the caller passes <= 0 */
 #define XR_DEFAULT_TIMEOUT_MS 30000
 /* Ack CQ events in batches: each ack takes a mutex in libibverbs. */

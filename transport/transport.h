@@ -342,6 +342,14 @@ struct xp_listener {
 struct xp_group {
 	const struct xp_ops *ops;
 	void *user;
+	/*
+	 * Device quirk, set by the transport: a window's accesses are checked
+	 * against its whole region, not the window's own range (rxe checks
+	 * the MR's range). A user that needs a window to confine its peer
+	 * must then bind it on a region that holds nothing else. False on
+	 * tcp and on HCAs that follow the verbs spec.
+	 */
+	bool mw_reaches_region;
 };
 
 extern const struct xp_ops xp_tcp_ops;
