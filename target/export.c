@@ -121,10 +121,10 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 		goto out_close_fd;
 	}
 
-	e->fd_direct = -1;
+	e->fd_odirect = -1;
 	if (e->dio_align && e->dio_align <= e->block_size) {
-		e->fd_direct = open(cfg->path, flags | O_DIRECT | O_CLOEXEC);
-		if (e->fd_direct < 0)
+		e->fd_odirect = open(cfg->path, flags | O_DIRECT | O_CLOEXEC);
+		if (e->fd_odirect < 0)
 			log_info("export %s: O_DIRECT refused (%s); using buffered I/O",
 				 e->name, strerror(errno));
 	} else {
@@ -142,11 +142,11 @@ out_close_fd:
 
 static void file_close(struct export *e)
 {
-	if (e->fd_direct >= 0)
-		close(e->fd_direct);
+	if (e->fd_odirect >= 0)
+		close(e->fd_odirect);
 	if (e->fd >= 0)
 		close(e->fd);
-	e->fd = e->fd_direct = -1;
+	e->fd = e->fd_odirect = -1;
 }
 
 /*
@@ -199,12 +199,12 @@ static int file_submit(struct worker *w, struct treq *r)
 	switch (cmd->opcode) {
 	case RBLK_OP_READ:
 	case RBLK_OP_WRITE:
-		r->direct = e->fd_direct >= 0 &&
-			    !atomic_load_explicit(&e->direct_failed,
+		r->odirect = e->fd_odirect >= 0 &&
+			    !atomic_load_explicit(&e->odirect_failed,
 						  memory_order_relaxed) &&
 			    !(cmd->offset % e->dio_align) &&
 			    !(cmd->length % e->dio_align);
-		fd = r->direct ? e->fd_direct : e->fd;
+		fd = r->odirect ? e->fd_odirect : e->fd;
 		if (write && (cmd->flags & RBLK_CMD_F_FUA))
 			flags = RWF_DSYNC;
 		ret = w->engine->queue_rw(w, r, fd, write, r->slot, cmd->length,
@@ -253,10 +253,10 @@ static int ram_open(struct export *e, const struct cfg_export *cfg,
 		return open_fail(err, errlen, -EINVAL,
 				 "bad RAM size '%s' (want ram:SIZE, a multiple of 4 KiB)",
 				 cfg->path);
-	e->ram = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	e->map = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (e->ram == MAP_FAILED) {
-		e->ram = NULL;
+	if (e->map == MAP_FAILED) {
+		e->map = NULL;
 		return open_fail(err, errlen, -ENOMEM, "mmap %llu bytes: %s",
 				 (unsigned long long)size, strerror(errno));
 	}
@@ -270,15 +270,15 @@ static int ram_open(struct export *e, const struct cfg_export *cfg,
 
 static void ram_close(struct export *e)
 {
-	if (e->ram)
-		munmap(e->ram, e->size);
-	e->ram = NULL;
+	if (e->map)
+		munmap(e->map, e->size);
+	e->map = NULL;
 }
 
 static int ram_submit(struct worker *w, struct treq *r)
 {
 	struct export *e = r->conn->exp;
-	char *p = (char *)e->ram + r->cmd.offset;
+	char *p = (char *)e->map + r->cmd.offset;
 
 	switch (r->cmd.opcode) {
 	case RBLK_OP_READ:
@@ -333,17 +333,17 @@ static int map_open(struct export *e, const struct cfg_export *cfg,
 				cfg->path);
 		goto out_close;
 	}
-	e->ram = mmap(NULL, e->size, prot, MAP_SHARED, e->fd, 0);
-	if (e->ram == MAP_FAILED) {
-		e->ram = NULL;
+	e->map = mmap(NULL, e->size, prot, MAP_SHARED, e->fd, 0);
+	if (e->map == MAP_FAILED) {
+		e->map = NULL;
 		ret = open_fail(err, errlen, -errno, "mmap %s: %s", cfg->path,
 				strerror(errno));
 		goto out_close;
 	}
 	/* every slot-path command goes through the mapping: no O_DIRECT fd */
-	if (e->fd_direct >= 0)
-		close(e->fd_direct);
-	e->fd_direct = -1;
+	if (e->fd_odirect >= 0)
+		close(e->fd_odirect);
+	e->fd_odirect = -1;
 	return 0;
 
 out_close:
@@ -353,9 +353,9 @@ out_close:
 
 static void map_close(struct export *e)
 {
-	if (e->ram)
-		munmap(e->ram, e->size);
-	e->ram = NULL;
+	if (e->map)
+		munmap(e->map, e->size);
+	e->map = NULL;
 	file_close(e);
 }
 
@@ -370,7 +370,7 @@ static int map_sync(struct export *e, uint64_t off, uint64_t len)
 	} else {
 		len += off - start;
 	}
-	return msync((char *)e->ram + start, len, MS_SYNC) ? -errno : 0;
+	return msync((char *)e->map + start, len, MS_SYNC) ? -errno : 0;
 }
 
 static int map_submit(struct worker *w, struct treq *r)
@@ -417,7 +417,7 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	snprintf(e->name, sizeof(e->name), "%s", cfg->name);
 	snprintf(e->path, sizeof(e->path), "%s", cfg->path);
 	e->read_only = cfg->read_only;
-	e->fd = e->fd_direct = -1;
+	e->fd = e->fd_odirect = -1;
 	if (!strncmp(cfg->path, "ram:", 4)) {
 		e->ops = &backend_ram_ops;
 		e->direct = cfg->direct != CFG_DIRECT_NO;
@@ -435,7 +435,7 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	log_info("export %s: %s %s, %llu bytes, block size %u%s%s%s", e->name,
 		 e->ops->name, e->path, (unsigned long long)e->size,
 		 e->block_size, e->read_only ? ", read-only" : "",
-		 e->fd_direct >= 0 ? ", O_DIRECT" : "",
+		 e->fd_odirect >= 0 ? ", O_DIRECT" : "",
 		 e->direct ? ", direct access" : "");
 	return 0;
 }
@@ -507,6 +507,20 @@ out_log:
 void export_get(struct export *e)
 {
 	atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+}
+
+struct export *export_lookup(struct target *t, const char *name)
+{
+	struct export *e;
+
+	pthread_mutex_lock(&t->exports_lock);
+	for (e = t->exports; e; e = e->next)
+		if (!strcmp(e->name, name))
+			break;
+	if (e)
+		export_get(e);
+	pthread_mutex_unlock(&t->exports_lock);
+	return e;
 }
 
 static void export_destroy(struct export *e)

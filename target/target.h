@@ -62,11 +62,15 @@ struct export {
 	uint32_t features; /* RBLK_F_* offered */
 	bool read_only;
 	int fd; /* buffered descriptor (files, block devices) */
-	int fd_direct; /* O_DIRECT descriptor, or -1 when refused */
+	int fd_odirect; /* O_DIRECT descriptor, or -1 when refused */
 	uint32_t dio_align; /* offset/length alignment O_DIRECT needs */
-	atomic_bool direct_failed; /* O_DIRECT gave EINVAL once: stop using */
-	void *ram; /* EXPORT_RAM memory, or a direct file's MAP_SHARED map */
-	bool direct; /* RBLK_F_DIRECT: ram is registered per connection */
+	atomic_bool odirect_failed; /* O_DIRECT gave EINVAL once: stop using */
+	/* the volume in memory: a RAM volume's anonymous mapping, or a file's
+	 * MAP_SHARED mapping (backend_map_ops); NULL for the file backend */
+	void *map;
+	/* direct access (RBLK_F_DIRECT, config key `direct`): map is
+	 * registered per connection for one-sided RDMA READ/WRITE */
+	bool direct;
 	atomic_uint sessions; /* live logins */
 	atomic_uint refs;
 	atomic_bool removed; /* unlinked; workers close its sessions */
@@ -98,16 +102,19 @@ struct backend_ops {
 		    size_t errlen);
 	void (*close)(struct export *e);
 	/*
-	 * Start r's operation. Returns 0 when it was handed to the worker's
-	 * engine (completion arrives through treq_backend_done()), or 1 when
-	 * it finished synchronously with r->result set.
+	 * Start r's operation on the worker thread. Returns 0 when it was
+	 * handed to the worker's engine (completion arrives through
+	 * treq_backend_done()), 1 when it finished synchronously with
+	 * r->result set, or -EBUSY when the engine has no room: nothing was
+	 * queued and r->result is untouched; the worker parks r and calls
+	 * submit again once completions free room.
 	 */
 	int (*submit)(struct worker *w, struct treq *r);
 };
 
 extern const struct backend_ops backend_file_ops; /* files and block devices */
 extern const struct backend_ops backend_ram_ops;
-extern const struct backend_ops backend_map_ops; /* files exported direct */
+extern const struct backend_ops backend_map_ops; /* mapped files (direct access) */
 
 int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);
@@ -169,6 +176,7 @@ struct engine_ops {
 
 extern const struct engine_ops engine_uring_ops;
 extern const struct engine_ops engine_aio_ops;
+/* The engine called name ("io_uring", "libaio"), or NULL (engine.c). */
 const struct engine_ops *engine_find(const char *name);
 
 /* ---- requests -------------------------------------------------------- */
@@ -189,8 +197,7 @@ struct treq {
 	enum treq_state state;
 	int result; /* 0 or -errno from the backend */
 	int status; /* RBLK_S_* to send back */
-	bool direct; /* current attempt used the O_DIRECT descriptor */
-	bool fua_pending; /* FUA emulated: fdatasync after the write */
+	bool odirect; /* current attempt used the O_DIRECT descriptor */
 	uint64_t t_recv_ns; /* when the command arrived, for latency stats */
 	void *slot; /* this tag's slot in the registered region */
 	void *resp_buf; /* this tag's response capsule buffer */
@@ -230,7 +237,7 @@ struct tconn {
 	size_t slots_len;
 	struct xp_mr *slot_mr;
 	int buf_index; /* engine registration of slots, or -1 */
-	/* RBLK_F_DIRECT: exp->ram registered for this connection only */
+	/* RBLK_F_DIRECT: exp->map registered for this connection only */
 	struct xp_mr *vol_mr;
 
 	struct treq *reqs; /* qd of them */
@@ -315,7 +322,10 @@ struct target {
 	atomic_uint_fast64_t next_conn_id;
 };
 
-/* Find an export by name and take a reference; NULL when none. */
+/*
+ * Find an export by name and take a reference (under exports_lock);
+ * NULL when none. Any thread (export.c).
+ */
 struct export *export_lookup(struct target *t, const char *name);
 /* Control thread: tell every worker to close sessions of removed exports. */
 void workers_check_removed(struct target *t);

@@ -419,9 +419,9 @@ void treq_backend_done(struct treq *r, int res)
 	struct tconn *c = r->conn;
 
 	c->backend_inflight--;
-	if (res == -EINVAL && r->direct) {
+	if (res == -EINVAL && r->odirect) {
 		/* the file system refused this O_DIRECT I/O: go buffered */
-		if (!atomic_exchange(&c->exp->direct_failed, true))
+		if (!atomic_exchange(&c->exp->odirect_failed, true))
 			log_warn("export %s: O_DIRECT I/O refused; switching to buffered I/O",
 				 c->exp->name);
 		r->state = TREQ_EXEC;
@@ -558,11 +558,11 @@ static int tconn_reg_volume(struct tconn *c, struct rblk_login *l)
 		access |= XP_ACCESS_LOCAL_WRITE;
 	if (!(c->lim.features & RBLK_F_READ_ONLY))
 		access |= XP_ACCESS_REMOTE_WRITE;
-	ret = xp_reg_mr(c->xc, e->ram, e->size, access, &c->vol_mr);
+	ret = xp_reg_mr(c->xc, e->map, e->size, access, &c->vol_mr);
 	if (ret)
 		return ret;
 	l->vol_rkey = c->vol_mr->rkey;
-	l->vol_addr = (uint64_t)(uintptr_t)e->ram;
+	l->vol_addr = (uint64_t)(uintptr_t)e->map;
 	l->vol_len = e->size;
 	return 0;
 }
