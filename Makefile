@@ -106,12 +106,24 @@ $(BUILD)/librblk.so: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) initiator/librblk.map
 		$(PKG_LIBS_SODIUM)
 	ln -sf librblk.so.0 $@
 
-$(BUILD)/librblk.a: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
-	rm -f $@ && ar rcs $@ $^
+# The static library is one relocatable object (ld -r) whose only global
+# symbols are the ABI's, listed in librblk.map like the shared library's:
+# common/ and transport/ names (log_msg, now_ns, ...) stay private, so a
+# program linking librblk.a may define its own. 04-install checks it.
+$(BUILD)/gen/librblk.syms: initiator/librblk.map
+	@mkdir -p $(dir $@)
+	sed -n 's/^[[:space:]]*\(rblk_[a-z0-9_]*\);.*/\1/p' $< > $@
 
-# The CLI links the library statically so build/rblk runs from the tree.
-$(BUILD)/rblk: $(CLI_OBJ) $(BUILD)/librblk.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/librblk.a \
+$(BUILD)/librblk.a: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(BUILD)/gen/librblk.syms
+	$(LD) -r -o $(BUILD)/obj/librblk.o $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
+	objcopy --keep-global-symbols=$(BUILD)/gen/librblk.syms \
+		$(BUILD)/obj/librblk.o
+	rm -f $@ && ar rcs $@ $(BUILD)/obj/librblk.o
+
+# The CLI links the library's objects (it uses common/ helpers that
+# librblk.a keeps private), so build/rblk runs from the tree.
+$(BUILD)/rblk: $(CLI_OBJ) $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_NL) $(PKG_LIBS_URING) \
 		$(PKG_LIBS_SODIUM)
 
@@ -134,9 +146,11 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_O
 
 # Helper programs the end-to-end scripts drive.
 E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient
-$(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(BUILD)/librblk.a
+# (its raw read-only case speaks the protocol itself: the objects, not
+# librblk.a, whose internals are private)
+$(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
 # A raw initiator on the transport API (security tests: 65-auth, 66-rkey).
