@@ -159,6 +159,21 @@ $(BUILD)/tests/rblk_rawclient: tests/e2e/rblk_rawclient.c $(XPORT_OBJ) $(COMMON_
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(XPORT_OBJ) $(COMMON_OBJ) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
+# Protocol constants for the Python test tools (tests/e2e/rblk_raw.py),
+# printed by a program compiled against the C sources themselves (proto.h,
+# tcp.c's framing): nothing is copied by hand.
+CONST_SRC := common/proto.h transport/tcp.c
+$(BUILD)/gen/rblk_const.py: tests/gen/gen-const.sh $(CONST_SRC) \
+		$(filter-out %/tcp.o,$(XPORT_OBJ)) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	tests/gen/gen-const.sh $(BUILD)/gen/gen_const.c $(CONST_SRC)
+	$(CC) $(CFLAGS) -Wno-unused-function -Wno-missing-prototypes $(LDFLAGS) \
+		-o $(BUILD)/gen/gen_const $(BUILD)/gen/gen_const.c \
+		$(filter-out %/tcp.o,$(XPORT_OBJ)) $(COMMON_OBJ) \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+	$(BUILD)/gen/gen_const > $@.tmp && mv $@.tmp $@
+E2E_BINS += $(BUILD)/gen/rblk_const.py
+
 # make check = host tests + the guest suite, one closing summary line.
 check: all $(UNIT_BINS) $(E2E_BINS) test-deps fio-engine-try
 	BUILD=$(BUILD) tests/check.sh $(UNIT_BINS) tests/e2e/*.sh

@@ -30,27 +30,36 @@ EXPORT = sys.argv[2]
 RO_EXPORT = sys.argv[3]
 TARGET_PID = int(sys.argv[4])
 
-# transport/tcp.c
-F_CONNECT, F_ACCEPT, F_REJECT, F_SEND, F_WRITE, F_READ_REQ, F_READ_RESP, \
-    F_ERROR = range(1, 9)
-TCP_MAGIC = 0x5854
-WC_REM_ACCESS_ERR = 2
-HANDSHAKE_S = 5  # TCP_HANDSHAKE_MS
+# Protocol constants, generated from common/proto.h and transport/tcp.c
+# at build time (make: $RBLK_BUILD/gen/rblk_const.py, tests/gen/).
+_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(os.environ.get("RBLK_BUILD",
+                                os.path.join(_ROOT, "build")), "gen"))
+import rblk_const as C  # noqa: E402
+
+F_CONNECT, F_ACCEPT, F_REJECT = C.TCP_F_CONNECT, C.TCP_F_ACCEPT, C.TCP_F_REJECT
+F_SEND, F_WRITE, F_WRITE_ACK = C.TCP_F_SEND, C.TCP_F_WRITE, C.TCP_F_WRITE_ACK
+F_READ_REQ, F_READ_RESP, F_ERROR = (C.TCP_F_READ_REQ, C.TCP_F_READ_RESP,
+                                    C.TCP_F_ERROR)
+TCP_MAGIC, TCP_VERSION = C.TCP_MAGIC, C.TCP_VERSION
+WC_REM_ACCESS_ERR = 2  # enum xp_wc_status (transport/transport.h)
+HANDSHAKE_S = C.TCP_HANDSHAKE_MS // 1000
 LOGIN_S = 10  # LOGIN_TIMEOUT_MS in target/worker.c
 
-# common/proto.h
-MAGIC = 0x4B4C4252
-HELLO, LOGIN, CMD, RESP = 1, 2, 3, 4
-READ, WRITE, FLUSH, TRIM, WZ, DISC, KA = range(1, 8)
-FUA, PUSH = 1, 2
-S = dict(OK=0, INVALID=1, BAD_VERSION=2, NO_EXPORT=3, READ_ONLY=4,
-         OUT_OF_RANGE=5, NOT_SUPPORTED=7, BAD_STATE=12, MISALIGNED=14,
-         TOO_LARGE=15)
+MAGIC, VERSION = C.RBLK_MAGIC, C.RBLK_PROTO_VERSION
+HELLO, LOGIN, CMD, RESP = (C.RBLK_MSG_HELLO, C.RBLK_MSG_LOGIN, C.RBLK_MSG_CMD,
+                           C.RBLK_MSG_RESP)
+READ, WRITE, FLUSH, TRIM = (C.RBLK_OP_READ, C.RBLK_OP_WRITE, C.RBLK_OP_FLUSH,
+                            C.RBLK_OP_TRIM)
+WZ, DISC, KA = C.RBLK_OP_WRITE_ZEROES, C.RBLK_OP_DISCONNECT, C.RBLK_OP_KEEPALIVE
+FUA, PUSH = C.RBLK_CMD_F_FUA, C.RBLK_CMD_F_PUSH
+S = {k[len("RBLK_S_"):]: v for k, v in vars(C).items()
+     if k.startswith("RBLK_S_") and not k.endswith("_")}
 SNAME = {v: k for k, v in S.items()}
 U64 = (1 << 64) - 1
 
 
-def hdr(typ, length, magic=MAGIC, version=1):
+def hdr(typ, length, magic=MAGIC, version=VERSION):
     return struct.pack("<IBBH", magic, version, typ, length)
 
 
@@ -61,17 +70,17 @@ def name(s):
 
 def hello(export=EXPORT, qd=32, max_io=1 << 20, flags=0, host="raw",
           **h):
-    return (hdr(HELLO, 280, **h) + struct.pack("<HHIII", qd, 0, max_io,
+    return (hdr(HELLO, C.RBLK_HELLO_SIZE, **h) + struct.pack("<HHIII", qd, 0, max_io,
             flags, 0) + name(export) + name(host))
 
 
 def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
         reserved=(0,) * 7, **h):
-    return (hdr(CMD, 64, **h) + struct.pack("<HBBIQQI", tag, op, flags,
+    return (hdr(CMD, C.RBLK_CMD_SIZE, **h) + struct.pack("<HBBIQQI", tag, op, flags,
             length, offset, addr, rkey) + struct.pack("<7I", *reserved))
 
 
-def cm_req(qd=32, magic=MAGIC, version=1):
+def cm_req(qd=32, magic=MAGIC, version=VERSION):
     return struct.pack("<IBBHII", magic, version, 0, qd, 0, 0)
 
 
@@ -141,7 +150,7 @@ class Conn:
         return p
 
     def connect(self, qd=32):
-        self.raw(frame(F_CONNECT, cm_req(qd), aux=1))
+        self.raw(frame(F_CONNECT, cm_req(qd), aux=TCP_VERSION))
         t, _, _, _, _, p = self.frame()
         assert t == F_ACCEPT, "CONNECT answered with frame %d" % t
         return self
@@ -228,7 +237,7 @@ def reject_case(name, priv, status):
     @case(name, "REJECT %s, disconnect" % SNAME[status])
     def fn():
         c = Conn()
-        c.raw(frame(F_CONNECT, priv, aux=1))
+        c.raw(frame(F_CONNECT, priv, aux=TCP_VERSION))
         t, _, _, _, _, p = c.frame()
         if t != F_REJECT:
             return "frame type %d, not REJECT" % t
@@ -320,19 +329,19 @@ QUICK = [
     # transport handshake
     drop_case("tcp: random bytes", os.urandom(65536)),
     drop_case("tcp: bad frame magic",
-              frame(F_CONNECT, cm_req(), aux=1, magic=0x1234)),
+              frame(F_CONNECT, cm_req(), aux=TCP_VERSION, magic=0x1234)),
     drop_case("tcp: frame flags set",
-              frame(F_CONNECT, cm_req(), aux=1, flags=1)),
-    drop_case("tcp: CONNECT, transport version 2",
-              frame(F_CONNECT, cm_req(), aux=2)),
+              frame(F_CONNECT, cm_req(), aux=TCP_VERSION, flags=1)),
+    drop_case("tcp: CONNECT, unknown transport version",
+              frame(F_CONNECT, cm_req(), aux=TCP_VERSION + 1)),
     drop_case("tcp: CONNECT with a 4 GiB payload",
-              frame(F_CONNECT, length=0xFFFFFFFF, aux=1)),
+              frame(F_CONNECT, length=0xFFFFFFFF, aux=TCP_VERSION)),
     drop_case("tcp: SEND before CONNECT", frame(F_SEND, hello())),
     drop_case("tcp: unknown frame type 99", frame(99, b"x" * 16)),
     reject_case("cm: empty private data", b"", S["INVALID"]),
     reject_case("cm: bad rblk magic", cm_req(magic=0x12345678),
                 S["INVALID"]),
-    reject_case("cm: protocol version 2", cm_req(version=2),
+    reject_case("cm: unknown protocol version", cm_req(version=VERSION + 1),
                 S["BAD_VERSION"]),
     reject_case("cm: queue depth 0", cm_req(qd=0), S["INVALID"]),
     reject_case("cm: queue depth 65535", cm_req(qd=65535), S["INVALID"]),
@@ -438,7 +447,7 @@ QUICK += [
                                    addr=U64 - 4095, rkey=c.lim["rkey"]),
                    WC_REM_ACCESS_ERR),
     live_drop_case("CONNECT frame on a live connection",
-                   lambda c: frame(F_CONNECT, cm_req(), aux=1)),
+                   lambda c: frame(F_CONNECT, cm_req(), aux=TCP_VERSION)),
 ]
 
 
@@ -467,7 +476,8 @@ def dribble(c, data, limit):
 @case("slow-loris: CONNECT at 1 byte/s",
       "dropped by the %d s handshake limit" % HANDSHAKE_S)
 def loris_connect():
-    took = dribble(Conn(), frame(F_CONNECT, cm_req(), aux=1), HANDSHAKE_S + 5)
+    took = dribble(Conn(), frame(F_CONNECT, cm_req(), aux=TCP_VERSION),
+                   HANDSHAKE_S + 5)
     if took is None:
         return "still connected after %d s" % (HANDSHAKE_S + 5)
     return took >= HANDSHAKE_S - 1 or "dropped after %.1f s" % took
