@@ -17,10 +17,11 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 BUILD ?= build
 CC ?= gcc
 
-PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium
+PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium json-c \
+	libmicrohttpd
 DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
-	libnl-3-dev libsodium-dev libcmocka-dev
+	libnl-3-dev libsodium-dev libcmocka-dev libjson-c-dev libmicrohttpd-dev
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq curl \
 	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev
 
@@ -41,9 +42,13 @@ PKG_LIBS_URING = $(shell pkg-config --libs liburing)
 PKG_LIBS_INIH = $(shell pkg-config --libs inih)
 PKG_LIBS_NL = $(shell pkg-config --libs libnl-genl-3.0)
 PKG_LIBS_SODIUM = $(shell pkg-config --libs libsodium)
+PKG_LIBS_JSON = $(shell pkg-config --libs json-c)
+PKG_LIBS_MHD = $(shell pkg-config --libs libmicrohttpd)
 CFLAGS += $(PKG_CFLAGS)
 
-COMMON_SRC := $(wildcard common/*.c)
+# common/json.c is for the programs only: librblk does not link json-c
+JSON_SRC := common/json.c
+COMMON_SRC := $(filter-out $(JSON_SRC),$(wildcard common/*.c))
 XPORT_SRC := $(wildcard transport/*.c)
 CONFIG_SRC := $(wildcard config/*.c)
 TARGET_SRC := $(wildcard target/*.c)
@@ -54,6 +59,7 @@ DEVICES_SRC := tools/rblk-devices.c
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 COMMON_OBJ := $(call obj,$(COMMON_SRC))
+JSON_OBJ := $(call obj,$(JSON_SRC))
 XPORT_OBJ := $(call obj,$(XPORT_SRC))
 CONFIG_OBJ := $(call obj,$(CONFIG_SRC))
 TARGET_OBJ := $(call obj,$(TARGET_SRC))
@@ -95,9 +101,10 @@ $(BUILD)/obj/%.o: %.c
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
-$(BUILD)/rblk-target: $(TARGET_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
+$(BUILD)/rblk-target: $(TARGET_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_URING) \
-		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) -laio
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) $(PKG_LIBS_JSON) \
+		$(PKG_LIBS_MHD) -laio
 
 $(BUILD)/librblk.so: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) initiator/librblk.map
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
@@ -122,13 +129,14 @@ $(BUILD)/librblk.a: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(BUILD)/gen/librblk.s
 
 # The CLI links the library's objects (it uses common/ helpers that
 # librblk.a keeps private), so build/rblk runs from the tree.
-$(BUILD)/rblk: $(CLI_OBJ) $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
+$(BUILD)/rblk: $(CLI_OBJ) $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) \
-		$(PKG_LIBS_VERBS) $(PKG_LIBS_NL) $(PKG_LIBS_URING) \
-		$(PKG_LIBS_SODIUM)
+		$(JSON_OBJ) $(PKG_LIBS_VERBS) $(PKG_LIBS_NL) $(PKG_LIBS_URING) \
+		$(PKG_LIBS_SODIUM) $(PKG_LIBS_JSON)
 
-$(BUILD)/rblk-devices: $(DEVICES_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+$(BUILD)/rblk-devices: $(DEVICES_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM) \
+		$(PKG_LIBS_JSON)
 
 $(BUILD)/rblk.pc: Makefile include/rblk/rblk.h
 	@mkdir -p $(BUILD)
