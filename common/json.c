@@ -98,14 +98,14 @@ void rjson_add_bool(struct json_object *o, const char *key, int v)
 	json_object_object_add(o, key, json_object_new_boolean(v != 0));
 }
 
-int rjson_print(FILE *f, struct json_object *o)
+static int print_flags(FILE *f, struct json_object *o, int flags)
 {
 	const char *s;
 	int ret = 0;
 
 	if (!o)
 		return -ENOMEM;
-	s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+	s = json_object_to_json_string_ext(o, flags |
 					      JSON_C_TO_STRING_NOSLASHESCAPE);
 	if (!s)
 		ret = -ENOMEM;
@@ -113,6 +113,17 @@ int rjson_print(FILE *f, struct json_object *o)
 		ret = -EIO;
 	json_object_put(o);
 	return ret;
+}
+
+int rjson_print(FILE *f, struct json_object *o)
+{
+	return print_flags(f, o, JSON_C_TO_STRING_PLAIN);
+}
+
+int rjson_print_pretty(FILE *f, struct json_object *o)
+{
+	return print_flags(f, o, JSON_C_TO_STRING_PRETTY |
+				 JSON_C_TO_STRING_SPACED);
 }
 
 struct json_object *rjson_read_file(const char *path, size_t max_len,

@@ -28,6 +28,8 @@ void rjson_add_bool(struct json_object *o, const char *key, int v);
  * Returns 0 or -errno (-ENOMEM when o is NULL).
  */
 int rjson_print(FILE *f, struct json_object *o);
+/* The same, indented by two spaces, for output people read first. */
+int rjson_print_pretty(FILE *f, struct json_object *o);
 /*
  * Parse the JSON document in path (at most max_len bytes). NULL with the
  * reason in err (file missing: errno ENOENT) otherwise the caller's

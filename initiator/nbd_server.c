@@ -1102,7 +1102,7 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	    CLI_AUTH_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
-	int ch, lvl;
+	int ch;
 
 	a->queues = NBD_DEFAULT_QUEUES;
 	a->max_conns = NBD_DEFAULT_MAX_CONNS;
@@ -1162,13 +1162,8 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 						   optarg);
 			break;
 		case OPT_LOGLEVEL:
-			lvl = log_parse_level(optarg);
-			if (lvl < 0)
-				return usage_error(
-				    "--log-level: '%s': expected "
-				    "error, warn, info or debug",
-				    optarg);
-			log_set_level(lvl);
+			if (cli_parse_log_level("nbd", optarg))
+				return 2;
 			break;
 		case 'h':
 			usage(stdout);
