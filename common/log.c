@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -11,6 +12,15 @@
 
 int rblk_log_level = LOG_WARN;
 static const char *log_prefix = "rblk";
+static void (*error_hook)(const char *msg, void *arg);
+static void *error_hook_arg;
+static __thread bool in_error_hook;
+
+void log_set_error_hook(void (*fn)(const char *msg, void *arg), void *arg)
+{
+	error_hook = fn;
+	error_hook_arg = arg;
+}
 
 void log_set_level(int level)
 {
@@ -41,7 +51,7 @@ void log_msg(int level, const char *fmt, ...)
 	struct timespec ts;
 	struct tm tm;
 	va_list ap;
-	int n;
+	int n, msg;
 
 	if (level > rblk_log_level)
 		return;
@@ -50,6 +60,7 @@ void log_msg(int level, const char *fmt, ...)
 	n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld %s: %s: ",
 		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
 		     log_prefix, tags[level < 0 ? 0 : level > 3 ? 3 : level]);
+	msg = n;
 	va_start(ap, fmt);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
@@ -59,4 +70,10 @@ void log_msg(int level, const char *fmt, ...)
 	/* one write per line so concurrent threads do not interleave */
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)
 		(void)0;
+	if (level == LOG_ERR && error_hook && !in_error_hook) {
+		line[n - 1] = 0;
+		in_error_hook = true;
+		error_hook(line + msg, error_hook_arg);
+		in_error_hook = false;
+	}
 }

@@ -675,12 +675,6 @@ static int nk_serve(struct map_ctx *ctx, struct rblk *r,
 	bool all_gone = false;
 	int ret;
 
-	if (o->recover_id >= 0) {
-		log_err("the kernel NBD front end cannot take over a device "
-			"(--recover); 'rblk unmap /dev/nbd%d' and map again",
-			o->recover_id);
-		return -EOPNOTSUPP;
-	}
 	ret = dev_setup(&dev);
 	if (ret)
 		return ret;
@@ -832,6 +826,7 @@ static int nk_detach(int dev_id)
 
 const struct frontend_ops frontend_nbd_ops = {
     .name = "nbd",
+    .dev_prefix = "nbd",
     .probe = nk_probe,
     .serve = nk_serve,
     .detach = nk_detach,
