@@ -30,30 +30,19 @@ static void list_usage(FILE *f)
 	    "  -h, --help           show this help\n");
 }
 
-static struct json_object *record_json(const struct map_record *r)
-{
-	struct json_object *o = json_object_new_object();
-
-	rjson_add(o, "dev", r->dev[0] ? rjson_str(r->dev) : NULL);
-	rjson_add(o, "dev_id",
-		  r->dev_id >= 0 ? json_object_new_int(r->dev_id) : NULL);
-	rjson_add_str(o, "frontend", r->frontend);
-	rjson_add_str(o, "url", r->url);
-	rjson_add_u64(o, "queues", r->queues);
-	rjson_add_u64(o, "depth", r->depth);
-	rjson_add_str(o, "state", r->state);
-	rjson_add_i64(o, "pid", r->pid);
-	rjson_add(o, "error", r->error[0] ? rjson_str(r->error) : NULL);
-	return o;
-}
-
 static void list_json(const struct map_record *recs, int n)
 {
 	struct json_object *o = json_object_new_object();
 	struct json_object *list = json_object_new_array();
 
-	for (int i = 0; i < n; i++)
-		json_object_array_add(list, record_json(&recs[i]));
+	for (int i = 0; i < n; i++) {
+		struct json_object *x = record_json(&recs[i]);
+
+		/* the daemon's own bookkeeping: not part of the listing */
+		json_object_object_del(x, "start");
+		json_object_object_del(x, "log");
+		json_object_array_add(list, x);
+	}
 	rjson_add(o, "mappings", list);
 	rjson_print(stdout, o);
 }

@@ -31,6 +31,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "common/json.h"
+
 #include "initiator/map.h"
 
 #define MAP_DEFAULT_RUN_DIR "/run/rblk"
@@ -94,6 +96,8 @@ int mkdir_p(const char *path, mode_t mode);
 int proc_start(pid_t pid, unsigned long long *start, bool *zombie);
 /* Is the daemon of rec still running (not a zombie, not a recycled pid)? */
 bool record_alive(const struct map_record *rec);
+/* rec as its file holds it (a new JSON object, the caller's). */
+struct json_object *record_json(const struct map_record *rec);
 /* Write rec to rec->file atomically. Caller holds ctx->lock if shared. */
 int record_write(const struct map_record *rec);
 /* Is the device of rec still attached (present with a non-zero size)? */

@@ -97,13 +97,9 @@ bool record_alive(const struct map_record *rec)
 
 /* ---- record files ------------------------------------------------------- */
 
-/* Write rec to rec->file atomically (temp file + rename). */
-int record_write(const struct map_record *rec)
+struct json_object *record_json(const struct map_record *rec)
 {
 	struct json_object *o = json_object_new_object();
-	char tmp[PATH_MAX + 8];
-	FILE *f;
-	int ret = 0;
 
 	rjson_add_str(o, "url", rec->url);
 	rjson_add_str(o, "frontend", rec->frontend);
@@ -117,6 +113,17 @@ int record_write(const struct map_record *rec)
 	rjson_add_str(o, "state", rec->state);
 	rjson_add_str(o, "log", rec->log);
 	rjson_add(o, "error", rec->error[0] ? rjson_str(rec->error) : NULL);
+	return o;
+}
+
+/* Write rec to rec->file atomically (temp file + rename). */
+int record_write(const struct map_record *rec)
+{
+	struct json_object *o = record_json(rec);
+	char tmp[PATH_MAX + 8];
+	FILE *f;
+	int ret = 0;
+
 	snprintf(tmp, sizeof(tmp), "%s.tmp", rec->file);
 	f = fopen(tmp, "we");
 	if (!f) {

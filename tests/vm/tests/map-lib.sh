@@ -65,7 +65,7 @@ map_daemon_pids()
 	local f
 	for f in "$RBLK_RUN_DIR"/map-*.rec; do
 		[ -e "$f" ] || continue
-		sed -n 's/^pid=//p' "$f"
+		jq -r .pid "$f" 2>/dev/null
 	done
 }
 
