@@ -20,6 +20,9 @@
  *
  * A user I/O (struct io) larger than max_io is split into parts, one tag
  * each; parts waiting for a tag sit on the queue's pending list in order.
+ * The queue owns the backlog: nr_ios (opts.max_queued) I/Os may be
+ * submitted and not reaped, however few tags there are; rblk_submit()
+ * refuses only past that (-EAGAIN).
  */
 #include <rblk/rblk.h>
 
@@ -179,12 +182,19 @@ struct rblk_queue {
 	unsigned int nr_batch;
 	unsigned int plugged;
 
-	struct io *ios;
+	struct io *ios; /* nr_ios of them */
+	unsigned int nr_ios; /* opts.max_queued, resolved at setup */
 	struct io *free_ios;
 	struct io *pend_head, *pend_tail; /* ios with parts not yet issued */
-	unsigned int inflight; /* ios submitted, not reaped */
+	/*
+	 * ios submitted, not reaped: at most nr_ios. An io is freed when it
+	 * completes, before it is reaped, so free_ios is never empty while
+	 * inflight < nr_ios, and done (which holds only unreaped ios) never
+	 * overflows.
+	 */
+	unsigned int inflight;
 
-	struct rblk_completion *done; /* ring of qd */
+	struct rblk_completion *done; /* ring of nr_ios */
 	unsigned int done_head, done_count;
 
 	struct user_mr *umrs; /* sorted by addr */
@@ -402,7 +412,7 @@ int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
 
 static void io_complete(struct rblk_queue *q, struct io *io)
 {
-	unsigned int slot = (q->done_head + q->done_count) % q->qd;
+	unsigned int slot = (q->done_head + q->done_count) % q->nr_ios;
 
 	q->done[slot].user_data = io->user_data;
 	q->done[slot].result = io->result;
@@ -1084,7 +1094,7 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	const struct rblk_info *info = &q->r->info;
 	struct io *io;
 
-	/* while reconnecting, I/O queues up (at most queue_depth of it) */
+	/* while reconnecting, I/O queues up (at most nr_ios of it) */
 	if (q->failed)
 		return set_error(-ENOTCONN, "queue %u is disconnected",
 				 q->index);
@@ -1111,10 +1121,11 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	if (op != RBLK_IO_READ && op != RBLK_IO_FLUSH &&
 	    (info->features & RBLK_FEAT_READ_ONLY))
 		return set_error(-EROFS, "submit: volume is read-only");
+	if (q->inflight >= q->nr_ios)
+		return set_error(-EAGAIN,
+				 "submit: %u I/Os already queued (max_queued)",
+				 q->nr_ios);
 	io = q->free_ios;
-	if (!io)
-		return set_error(-EBUSY, "submit: %u I/Os already in flight",
-				 q->qd);
 	q->free_ios = io->next;
 	io->user_data = user_data;
 	io->op = (uint8_t)op;
@@ -1161,7 +1172,7 @@ static int take_done(struct rblk_queue *q, struct rblk_completion *c, int max)
 
 	while (n < max && q->done_count) {
 		c[n++] = q->done[q->done_head];
-		q->done_head = (q->done_head + 1) % q->qd;
+		q->done_head = (q->done_head + 1) % q->nr_ios;
 		q->done_count--;
 		q->inflight--;
 	}
@@ -1679,17 +1690,22 @@ static int queue_setup(struct rblk_queue *q)
 		q->bounce = NULL;
 		return set_error(-ENOMEM, "out of memory for bounce buffers");
 	}
+	q->nr_ios = q->r->opts.max_queued ?
+			    MAX(q->r->opts.max_queued, (unsigned int)q->qd) :
+			    RBLK_DEFAULT_QUEUED_FACTOR * q->qd;
 	q->reqs = calloc(q->qd, sizeof(*q->reqs));
-	q->ios = calloc(q->qd, sizeof(*q->ios));
-	q->done = calloc(q->qd, sizeof(*q->done));
+	q->ios = calloc(q->nr_ios, sizeof(*q->ios));
+	q->done = calloc(q->nr_ios, sizeof(*q->done));
 	if (!q->reqs || !q->ios || !q->done)
 		return set_error(-ENOMEM, "out of memory");
 	for (int t = q->qd - 1; t >= 0; t--) {
 		q->reqs[t].tag = (uint16_t)t;
 		q->reqs[t].next = q->free_tags;
 		q->free_tags = &q->reqs[t];
-		q->ios[t].next = q->free_ios;
-		q->free_ios = &q->ios[t];
+	}
+	for (unsigned int i = q->nr_ios; i-- > 0;) {
+		q->ios[i].next = q->free_ios;
+		q->free_ios = &q->ios[i];
 	}
 	q->efd = epoll_create1(EPOLL_CLOEXEC);
 	if (q->efd < 0)
@@ -1757,6 +1773,9 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 		o.timeout_ms = 10000;
 	if (o.direct < RBLK_DIRECT_AUTO || o.direct > RBLK_DIRECT_OFF)
 		return set_error(-EINVAL, "direct must be RBLK_DIRECT_AUTO, _ON or _OFF");
+	if (o.max_queued > RBLK_MAX_QUEUED)
+		return set_error(-EINVAL, "max_queued must be 0..%d",
+				 RBLK_MAX_QUEUED);
 	if (o.reconnect_delay_ms < 0 || o.ctrl_loss_timeout_s < -1 ||
 	    o.keepalive_ms < 0)
 		return set_error(-EINVAL,

@@ -30,8 +30,8 @@
 /*
  * Request life cycle:
  *   FREE -> RECV (WRITE payload arriving, or being discarded)
- *        -> PENDING (rblk_submit said -EBUSY; retried after reaping)
- *        -> INFLIGHT (submitted to the rblk queue)
+ *        -> INFLIGHT (submitted to the rblk queue, which holds what
+ *           waits for a tag itself)
  *        -> REPLY (on the tx list) -> FREE once the reply is sent.
  * Any stage may go straight to REPLY with an error, and to FREE when the
  * socket is gone.
@@ -39,13 +39,12 @@
 enum nc_req_state {
 	NC_REQ_FREE,
 	NC_REQ_RECV,
-	NC_REQ_PENDING,
 	NC_REQ_INFLIGHT,
 	NC_REQ_REPLY,
 };
 
 struct nc_req {
-	struct nc_req *next; /* free, pending or tx list */
+	struct nc_req *next; /* free or tx list */
 	enum nc_req_state state;
 	uint16_t type;
 	uint16_t flags;
@@ -75,7 +74,6 @@ struct nc {
 	struct nc_req *free_reqs;
 	int *free_slots;
 	unsigned int nfree_slots;
-	struct nc_list pending; /* waiting for a queue tag */
 	struct nc_list tx;	/* replies to send, head partly sent */
 	size_t tx_off;		/* bytes of tx.head already sent */
 	unsigned int inflight;	/* submitted to rblk, not yet reaped */
@@ -369,8 +367,9 @@ static int req_submit_one(struct nc *c, struct nc_req *req)
 }
 
 /*
- * Hand a validated request to the queue, or park it when every tag is
- * taken. A request that cannot be submitted gets its error reply.
+ * Hand a validated request to the queue; one that cannot be submitted gets
+ * its error reply. The queue never refuses for room (-EAGAIN): at most
+ * nreqs (<= the queue depth <= its max_queued) requests exist at once.
  */
 static void req_submit(struct nc *c, struct nc_req *req)
 {
@@ -381,53 +380,16 @@ static void req_submit(struct nc *c, struct nc_req *req)
 		queue_reply(c, req);
 		return;
 	}
-	if (c->pending.head) {
-		req->state = NC_REQ_PENDING;
-		nc_list_push(&c->pending, req);
-		return;
-	}
 	ret = req_submit_one(c, req);
 	if (!ret) {
 		req->state = NC_REQ_INFLIGHT;
 		c->inflight++;
 		return;
 	}
-	if (ret == -EBUSY && c->inflight) {
-		req->state = NC_REQ_PENDING;
-		nc_list_push(&c->pending, req);
-		return;
-	}
 	log_debug("%s: %s %u@%llu: submit: %s", c->o->name,
 		  nc_cmd_name(req->type), req->len,
 		  (unsigned long long)req->offset, strerror(-ret));
 	req_fail(c, req, ret);
-}
-
-/* Retry parked requests in order. Returns true if any left the list. */
-static bool submit_pending(struct nc *c)
-{
-	bool progress = false;
-	struct nc_req *req;
-	int ret;
-
-	while ((req = c->pending.head)) {
-		if (c->q_dead) {
-			ret = -ENOTCONN;
-		} else {
-			ret = req_submit_one(c, req);
-			if (ret == -EBUSY && c->inflight)
-				break;
-		}
-		nc_list_pop(&c->pending);
-		progress = true;
-		if (!ret) {
-			req->state = NC_REQ_INFLIGHT;
-			c->inflight++;
-			continue;
-		}
-		req_fail(c, req, ret);
-	}
-	return progress;
 }
 
 /* ---- requests in --------------------------------------------------------- */
@@ -601,9 +563,9 @@ static bool rx_payload(struct nc *c, bool discard)
 }
 
 /*
- * Read and dispatch requests until the socket has nothing more, or no
- * request slot is free, or requests are parked waiting for queue tags
- * (back-pressure: the client's sends then block in its socket buffer).
+ * Read and dispatch requests until the socket has nothing more or no
+ * request slot is free (back-pressure: the client's sends then block in
+ * its socket buffer).
  */
 static bool rx_process(struct nc *c)
 {
@@ -612,7 +574,7 @@ static bool rx_process(struct nc *c)
 	while (!c->rx_closed) {
 		switch (c->rx_state) {
 		case NC_RX_HDR:
-			if (!c->free_reqs || c->pending.head)
+			if (!c->free_reqs)
 				return progress;
 			if (c->rx_end - c->rx_start < NBD_REQUEST_SIZE) {
 				if (rx_fill(c) <= 0)
@@ -759,12 +721,11 @@ static bool tx_flush(struct nc *c)
 
 static bool nc_done(const struct nc *c)
 {
-	return c->rx_closed && !c->inflight && !c->pending.head &&
-	       (c->sock_dead || !c->tx.head);
+	return c->rx_closed && !c->inflight && (c->sock_dead || !c->tx.head);
 }
 
 /*
- * The loop: retry parked requests; read and submit requests; reap
+ * The loop: read and submit requests; reap
  * completions; send replies. When a pass moves nothing, sleep in poll()
  * on the socket (POLLIN when a request can be taken, POLLOUT when
  * replies wait), the queue fd (after rblk_queue_arm() said nothing is
@@ -781,8 +742,7 @@ static int nc_loop(struct nc *c)
 		int timeout = -1, ret, np = 0, isock = -1, iabort = -1;
 		short ev = 0;
 
-		progress = submit_pending(c);
-		progress |= rx_process(c);
+		progress = rx_process(c);
 		progress |= reap(c);
 		progress |= tx_flush(c);
 		if (nc_done(c))
@@ -802,7 +762,7 @@ static int nc_loop(struct nc *c)
 			timeout = (int)(c->deadline_ms - now);
 		}
 		if (!c->rx_closed && (c->rx_state != NC_RX_HDR ||
-				      (c->free_reqs && !c->pending.head)))
+				      c->free_reqs))
 			ev |= POLLIN;
 		if (c->tx.head && !c->sock_dead)
 			ev |= POLLOUT;

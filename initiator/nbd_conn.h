@@ -6,8 +6,8 @@
  *
  * One call to nbd_conn_run() serves one socket with one rblk queue on the
  * calling thread until the client is done: a non-blocking request reader
- * with a staging buffer, one validator, submission to the queue (parking
- * requests while it is full), reaping with rblk_poll(), simple replies
+ * with a staging buffer, one validator, submission to the queue (which
+ * holds what waits for a tag), reaping with rblk_poll(), simple replies
  * batched into sendmsg(), and a poll() loop that follows the
  * rblk_queue_arm() protocol. No locks: the caller must not touch the
  * socket or the queue from another thread while it runs.
@@ -77,7 +77,8 @@ struct nbd_conn_opts {
 	uint16_t tx_flags;	   /* NBD_FLAG_* advertised to the client */
 	unsigned int checks;	   /* NBD_CONN_* bits above */
 	enum nbd_conn_qlost qlost; /* policy once the queue is gone */
-	unsigned int nreqs;	   /* requests at once: the queue depth */
+	/* requests at once; at most the queue's max_queued (rblk_opts) */
+	unsigned int nreqs;
 	void *pool;		   /* nslots * slot_size bytes */
 	uint32_t slot_size;	   /* the largest request a slot holds */
 	uint32_t nslots;	   /* >= 1 */

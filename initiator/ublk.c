@@ -148,7 +148,6 @@ struct uctrl {
 enum utag_state {
 	UTAG_IDLE,    /* nothing posted yet */
 	UTAG_FETCH,   /* FETCH or COMMIT_AND_FETCH posted: the kernel owns it */
-	UTAG_BACKLOG, /* request taken; waits for a free rblk I/O */
 	UTAG_RBLK,    /* request taken; its rblk I/O is in flight */
 	UTAG_DONE,    /* the kernel aborted the fetch: no more requests */
 };
@@ -180,8 +179,6 @@ struct uq {
 	bool bufs_registered;
 
 	struct utag *tags;
-	uint16_t *backlog; /* ring of depth tags waiting for rblk */
-	unsigned int bl_head, bl_count;
 
 	unsigned int nr_done; /* tags in UTAG_DONE */
 	unsigned int nr_rblk; /* rblk I/Os in flight, orphans included */
@@ -511,8 +508,10 @@ static int utag_bytes(const struct utag *t)
 }
 
 /*
- * Hand the request on tag t to rblk. Returns 0 (in flight), -EBUSY (no
- * free rblk I/O: try again after completions) or a result to commit.
+ * Hand the request on tag t to rblk. Returns 0 (in flight) or a result to
+ * commit. rblk never refuses for lack of room (-EAGAIN): the device's depth
+ * is at most the granted queue depth, and rblk takes at least that many
+ * (max_queued) whatever it has on the wire; it queues what waits for a tag.
  */
 static int uq_submit(struct uq *q, struct utag *t)
 {
@@ -569,8 +568,6 @@ static int uq_submit(struct uq *q, struct utag *t)
 		q->nr_rblk++;
 		return 0;
 	}
-	if (ret == -EBUSY)
-		return ret;
 	if (ret == -ENOTCONN) {
 		if (!q->rblk_dead)
 			log_warn(
@@ -584,44 +581,15 @@ static int uq_submit(struct uq *q, struct utag *t)
 	return ublk_errno(ret);
 }
 
-static void uq_backlog_push(struct uq *q, struct utag *t)
-{
-	q->backlog[(q->bl_head + q->bl_count) % q->dev->depth] = t->tag;
-	q->bl_count++;
-	t->state = UTAG_BACKLOG;
-}
-
 /* A FETCH completed with a request on tag t. */
 static void uq_start(struct uq *q, struct utag *t)
 {
 	int ret;
 
 	t->iod = q->iods[t->tag];
-	if (q->bl_count) { /* keep order behind requests already waiting */
-		uq_backlog_push(q, t);
-		return;
-	}
 	ret = uq_submit(q, t);
-	if (ret == -EBUSY)
-		uq_backlog_push(q, t);
-	else if (t->state != UTAG_RBLK) /* answered without rblk */
+	if (t->state != UTAG_RBLK) /* answered without rblk */
 		uq_commit(q, t, ret ? ret : utag_bytes(t));
-}
-
-/* Requests that waited for a free rblk I/O, in arrival order. */
-static void uq_pump_backlog(struct uq *q)
-{
-	while (q->bl_count) {
-		struct utag *t = &q->tags[q->backlog[q->bl_head]];
-		int ret = uq_submit(q, t);
-
-		if (ret == -EBUSY)
-			return;
-		q->bl_head = (q->bl_head + 1) % q->dev->depth;
-		q->bl_count--;
-		if (t->state != UTAG_RBLK)
-			uq_commit(q, t, ret ? ret : utag_bytes(t));
-	}
 }
 
 static void uq_handle_io(struct uq *q, unsigned int tag, int res)
@@ -708,14 +676,12 @@ static void uq_expire(struct uq *q)
 	for (unsigned int i = 0; i < q->dev->depth; i++) {
 		struct utag *t = &q->tags[i];
 
-		if (t->state == UTAG_RBLK)
+		if (t->state == UTAG_RBLK) {
 			t->orphan = true;
-		if (t->state == UTAG_RBLK || t->state == UTAG_BACKLOG) {
 			uq_commit(q, t, -EIO);
 			n++;
 		}
 	}
-	q->bl_count = 0;
 	if (n)
 		log_warn(
 		    "ublk: queue %u: %u I/Os still unanswered %d s after stop; failed with EIO",
@@ -756,7 +722,6 @@ static int uq_run(struct uq *q)
 
 	for (;;) {
 		uq_reap_rblk(q);
-		uq_pump_backlog(q);
 		if (q->broken)
 			return -EIO;
 		if (q->abandon)
@@ -842,8 +807,7 @@ static int uq_setup(struct uq *q)
 	}
 
 	q->tags = calloc(d->depth, sizeof(*q->tags));
-	q->backlog = calloc(d->depth, sizeof(*q->backlog));
-	if (!q->tags || !q->backlog) {
+	if (!q->tags) {
 		log_err("ublk: queue %u: out of memory", q->id);
 		return -ENOMEM;
 	}
@@ -904,9 +868,7 @@ static void uq_teardown(struct uq *q)
 		munmap((void *)q->iods, q->iods_len);
 	q->iods = NULL;
 	free(q->tags);
-	free(q->backlog);
 	q->tags = NULL;
-	q->backlog = NULL;
 }
 
 static void udev_setup_done(struct udev *d, int ret)

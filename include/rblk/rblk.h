@@ -36,7 +36,7 @@
  * is sent again on the same tag (a write not acknowledged is written again;
  * an acknowledged write is on the target already, so none is lost; FLUSH and
  * FUA keep their meaning). Meanwhile rblk_submit() queues new I/O (up to
- * queue_depth I/Os, then -EBUSY as usual) and rblk_poll() returns nothing.
+ * max_queued I/Os, then -EAGAIN as usual) and rblk_poll() returns nothing.
  * After ctrl_loss_timeout_s without a connection (0: at once, which is the
  * behaviour without reconnect; -1: never) the queue fails for good: every
  * I/O completes with -ENOTCONN and so do later calls. A target that comes
@@ -110,7 +110,20 @@ struct rblk_opts {
 	int reconnect_delay_ms; /* first wait between attempts; default 1000 */
 	int ctrl_loss_timeout_s; /* give up after; default 60, 0 at once, -1 never */
 	int keepalive_ms; /* probe an idle connection; default 5000, 0 off */
+	/*
+	 * Backlog, per queue: the most I/Os rblk_submit() accepts that are
+	 * not yet reaped by rblk_poll() (on the wire, waiting for a tag, or
+	 * completed). Beyond the granted queue depth they wait inside the
+	 * library and are issued in submission order as tags free up.
+	 * 0 (default): RBLK_DEFAULT_QUEUED_FACTOR x the granted queue depth;
+	 * a value below the granted depth is raised to it; at most
+	 * RBLK_MAX_QUEUED. Costs about 100 bytes per I/O at open.
+	 */
+	unsigned int max_queued;
 };
+
+#define RBLK_DEFAULT_QUEUED_FACTOR 4
+#define RBLK_MAX_QUEUED 65536
 
 void rblk_opts_init(struct rblk_opts *opts);
 
@@ -204,9 +217,12 @@ int rblk_unregister_buffer(struct rblk_queue *q, void *addr);
 /*
  * Queue one I/O. len and offset must be multiples of block_size; len may
  * exceed max_io (the library splits it). buf is unused for FLUSH, TRIM,
- * WRITE_ZEROES. Returns 0, -EBUSY when queue_depth I/Os are already in
- * flight (reap some first), -EINVAL/-ERANGE for bad arguments, -ENOTCONN.
- * The buffer must stay valid until the I/O completes.
+ * WRITE_ZEROES. I/O beyond the queue depth waits in the library (issued
+ * in submission order as tags free up; it survives a reconnect like I/O
+ * in flight, and fails with the queue). Returns 0, -EAGAIN when
+ * opts.max_queued I/Os are already submitted and not reaped (reap some
+ * first), -EINVAL/-ERANGE for bad arguments, -EROFS, -ENOTCONN. The
+ * buffer must stay valid until the I/O completes.
  */
 int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 		uint64_t offset, uint64_t len, unsigned int flags,

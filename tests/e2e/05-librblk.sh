@@ -4,6 +4,8 @@
 # compared; TRIM/WRITE_ZEROES read back as zeroes; bad arguments refused;
 # a read-only export refuses writes; an unknown export is named in the
 # error. Also checks the target file itself holds what was written.
+# Backlog: 16 x the queue depth of writes (mixed sizes, split) and then of
+# reads submitted at once are all verified; -EAGAIN past max_queued.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires_built
@@ -18,6 +20,8 @@ for engine in io_uring libaio; do
 	url=tcp://127.0.0.1:$RBLK_PORT
 	tmo 60 "$t" rw "$url/vol" || fail "rw on a file export ($engine)"
 	tmo 60 "$t" rw "$url/mem" || fail "rw on a RAM export ($engine)"
+	tmo 60 "$t" backlog "$url/vol" || fail "backlog on a file export ($engine)"
+	tmo 60 "$t" backlog "$url/mem" || fail "backlog on a RAM export ($engine)"
 	tmo 30 "$t" ro "$url/rovol" || fail "read-only export ($engine)"
 	before=$(sha "$TEST_DIR/ro.img")
 	out=$(tmo 30 "$t" open "$url/nosuch" || true)

@@ -20,6 +20,9 @@
 #   6. the same through direct access (a file exported with direct): parts
 #      in flight are reissued against the new connection's volume
 #      registration; the file holds every acknowledged write.
+#   7. librblk's own backlog (16 x the queue depth submitted at once, most
+#      waiting in the library for a tag) survives a kill and restart of
+#      the target; every write lands and reads back.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires fio truncate
@@ -57,6 +60,18 @@ restart_target()
 
 now_ms() { date +%s%3N; }
 quiet_kill() { kill "$@" 2>/dev/null || true; }
+
+# wait_line WORD FILE PID: up to 10 s for WORD in FILE while PID lives
+wait_line()
+{
+	local i
+	for ((i = 0; i < 100; i++)); do
+		grep -q "$1" "$2" && return 0
+		kill -0 "$3" 2>/dev/null || break
+		sleep 0.1
+	done
+	grep -q "$1" "$2"
+}
 
 # ---- 1. three kill -9 / restart cycles under a write load ------------------
 layout=(--rw=randwrite --bsrange=4k-64k --verify=crc32c --iodepth=16
@@ -144,12 +159,7 @@ restart_target "$img"
 "$RBLK_BUILD/tests/rblk_libtest" idle "$url" 500 >"$TEST_DIR/ka.out" 2>"$TEST_DIR/ka.err" &
 ka_pid=$!
 cleanup_fn quiet_kill "$ka_pid"
-for ((i = 0; i < 100; i++)); do
-	grep -q alive "$TEST_DIR/ka.out" && break
-	kill -0 "$ka_pid" 2>/dev/null || break
-	sleep 0.1
-done
-grep -q alive "$TEST_DIR/ka.out" || { cat "$TEST_DIR/ka.out" "$TEST_DIR/ka.err"; fail "idle session did not stay up for 2 s"; }
+wait_line alive "$TEST_DIR/ka.out" "$ka_pid" || { cat "$TEST_DIR/ka.out" "$TEST_DIR/ka.err"; fail "idle session did not stay up for 2 s"; }
 kill -STOP "$tpid"
 cleanup_fn quiet_kill -CONT "$tpid"
 t0=$(now_ms)
@@ -221,4 +231,25 @@ tmo 60 fio --name=dr --ioengine=psync --filename="$img" \
 	{ cat "$TEST_DIR/dv.out"; fail "verify of $img after direct writes"; }
 grep -q "err= 0" "$TEST_DIR/dv.out" || { cat "$TEST_DIR/dv.out"; fail "$img does not hold every acknowledged direct write"; }
 echo "case 6: 8 MiB written by direct access across a target kill verified in the file"
+
+# ---- 7. librblk's backlog survives a restart: 16 x QD writes queued at once
+# (QD 4 on the wire, 60 waiting in the library), the target killed and
+# restarted before any is reaped; all complete, then read back and compared
+kill -KILL "$tpid"
+wait "$tpid" 2>/dev/null || true
+restart_target "$img"
+gate=$TEST_DIR/backlog.gate
+"$RBLK_BUILD/tests/rblk_libtest" backlog "$url" "$gate" >"$TEST_DIR/bl.out" 2>"$TEST_DIR/bl.err" &
+bl_pid=$!
+cleanup_fn quiet_kill "$bl_pid"
+wait_line queued "$TEST_DIR/bl.out" "$bl_pid" || { cat "$TEST_DIR/bl.out" "$TEST_DIR/bl.err"; fail "backlog test did not queue its writes"; }
+kill -KILL "$tpid"
+wait "$tpid" 2>/dev/null || true
+restart_target "$img"
+touch "$gate"
+rc=0
+wait_pid 60 "$bl_pid" || rc=$?
+[ $rc -eq 0 ] || { cat "$TEST_DIR/bl.out" "$TEST_DIR/bl.err"; fail "backlog across a restart failed (rc $rc)"; }
+grep -q "reconnected to" "$TEST_DIR/bl.err" || { cat "$TEST_DIR/bl.err"; fail "the backlog session did not reconnect"; }
+echo "case 7: $(tail -1 "$TEST_DIR/bl.out")"
 echo "PASS: $TEST_NAME"

@@ -2,7 +2,8 @@
 # Smoke test of the fio ioengine (build/rblk-fio.so) over tcp: two jobs =
 # two rblk sessions of one queue each, QD16, random writes of 4k..64k with
 # crc32c headers, then a verify-only pass; the same with read_mode=push,
-# and verify-only passes with poll=busy and poll=adaptive. A
+# and verify-only passes with poll=busy and poll=adaptive; a queue depth
+# of 2 under iodepth 16 (librblk's backlog, and FIO_Q_BUSY at max_queued). A
 # verify-only pass with fio's own psync engine on the exported file itself
 # proves the data landed at the right offsets, not only that the engine
 # reads back what it wrote.
@@ -60,6 +61,21 @@ for poll in busy adaptive; do
 	run wpull "$TEST_DIR/poll-$poll.out" --poll="$poll" --poll_spin_us=20 \
 		--randseed=4242 --verify_only
 done
+# librblk keeps the backlog: queue depth 2 under iodepth 16. Written with
+# max_queued=4 (the engine answers FIO_Q_BUSY past it, fio reaps and
+# retries), verified with the default (14 I/Os wait inside librblk), and
+# read straight from the file
+run wbl "$TEST_DIR/busy.write.out" --queue_depth=2 --max_queued=4 \
+	--randseed=4444 --do_verify=0
+run wbl "$TEST_DIR/backlog.verify.out" --queue_depth=2 --randseed=4444 \
+	--verify_only
+tmo 60 fio --name=wbl --ioengine=psync --filename="$img" \
+	"${layout[@]/--iodepth=16/--iodepth=1}" --randseed=4444 \
+	--verify_only --output="$TEST_DIR/backlog.file.out" ||
+	{ cat "$TEST_DIR/backlog.file.out"; fail "verify of $img after the backlog run"; }
+grep -q "err= 0" "$TEST_DIR/backlog.file.out" ||
+	{ cat "$TEST_DIR/backlog.file.out"; fail "$img does not hold what the backlog run wrote"; }
+
 # a polling mode fio does not know is refused
 if fio --name=bad "--ioengine=external:$engine" "--uri=$url" --poll=spin \
 	--rw=read --size=4k >"$TEST_DIR/bad.out" 2>&1; then

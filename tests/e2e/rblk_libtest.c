@@ -23,6 +23,19 @@
  *                              write (remote access error), while an RDMA
  *                              READ of it works
  *
+ *   rblk_libtest backlog URL [GATE]
+ *                              librblk owns the backlog: queue depth 4,
+ *                              max_queued 16 x 4; 64 writes of mixed sizes
+ *                              (some split at max_io) and a FLUSH submitted
+ *                              at once without reaping, the 66th I/O
+ *                              refused with -EAGAIN, then all reaped; then
+ *                              64 reads at once and every byte compared.
+ *                              With GATE, wait (without polling) until the
+ *                              file GATE exists after the writes are
+ *                              queued, so the caller can restart the
+ *                              target: the backlog must survive it. Also
+ *                              checks the default limit (4 x queue depth)
+ *
  * ro and open log in as $RBLK_HOST_NAME with the key in $RBLK_KEY_FILE when
  * those are set (tests/e2e/65-auth.sh).
  *   rblk_libtest idle URL MS   keep-alive: open with keepalive_ms MS and no
@@ -109,6 +122,7 @@ static int test_rw(const char *url)
 	o.queues = 2;
 	o.queue_depth = 8;
 	o.max_io = 64 * 1024; /* small, so that big I/Os are split */
+	o.max_queued = 8; /* the depth itself: -EAGAIN as soon as it is full */
 	o.direct = direct_mode;
 	ret = rblk_open(url, &o, &r);
 	CHECK(ret == 0, "open %s: %d", url, ret);
@@ -143,7 +157,7 @@ static int test_rw(const char *url)
 			len = span - off;
 		while ((r2 = rblk_submit(q0, RBLK_IO_WRITE, data + off, off,
 					 len, 0, (void *)(uintptr_t)off)) ==
-		       -EBUSY) {
+		       -EAGAIN) {
 			struct rblk_completion c;
 			int n = rblk_poll(q0, &c, 1, 10000);
 
@@ -205,6 +219,129 @@ static int test_rw(const char *url)
 	free(data);
 	free(back);
 	printf("rw: 8 MiB written in mixed sizes and verified; trim/zeroes/flush OK\n");
+	return 0;
+}
+
+/* Submit; the submission must be accepted. */
+static void submit_ok(struct rblk_queue *q, enum rblk_io_op op, void *buf,
+		      uint64_t off, uint64_t len, void *ud)
+{
+	int ret = rblk_submit(q, op, buf, off, len, 0, ud);
+
+	CHECK(ret == 0, "submit op %d at %llu+%llu: %d", op,
+	      (unsigned long long)off, (unsigned long long)len, ret);
+}
+
+/* Reap exactly n completions, all successful. */
+static void reap_n(struct rblk_queue *q, unsigned int n)
+{
+	struct rblk_completion c[16];
+
+	while (n) {
+		int got = rblk_poll(q, c, 16, 30000);
+
+		CHECK(got > 0 && (unsigned int)got <= n, "poll returned %d", got);
+		for (int i = 0; i < got; i++)
+			CHECK(c[i].result == 0, "I/O %p failed: %s",
+			      c[i].user_data, strerror(-c[i].result));
+		n -= (unsigned int)got;
+	}
+	CHECK(rblk_queue_inflight(q) == 0, "inflight %u after reaping all",
+	      rblk_queue_inflight(q));
+}
+
+static int test_backlog(const char *url, const char *gate)
+{
+	enum { QD = 4, NQ = 16 * QD, NW = NQ - 1 };
+	static uint64_t offs[NQ + 1], lens[NQ];
+	struct rblk_opts o;
+	struct rblk *r;
+	struct rblk_queue *q;
+	const struct rblk_info *info;
+	uint64_t span;
+	char *data, *back, dummy[4096];
+	unsigned int i;
+	int ret;
+
+	rblk_opts_init(&o);
+	o.queue_depth = QD;
+	o.max_io = 64 * 1024;
+	o.max_queued = NQ;
+	o.reconnect_delay_ms = 100;
+	o.ctrl_loss_timeout_s = 30;
+	ret = rblk_open(url, &o, &r);
+	CHECK(ret == 0, "open %s: %d", url, ret);
+	info = rblk_get_info(r);
+	CHECK(info->queue_depth == QD, "granted depth %u", info->queue_depth);
+	q = rblk_get_queue(r, 0);
+
+	/* NW writes of 4 KiB .. 256 KiB laid end to end, plus one FLUSH */
+	for (i = 0, span = 0; i < NW; i++) {
+		offs[i] = span;
+		lens[i] = 4096ull << (next_rand() % 7);
+		span += lens[i];
+	}
+	offs[NW] = span;
+	CHECK(info->size >= span, "volume too small");
+	data = aligned_alloc(4096, span);
+	back = aligned_alloc(4096, span);
+	CHECK(data && back, "alloc");
+	fill(data, span);
+	for (i = 0; i < NW; i++)
+		submit_ok(q, RBLK_IO_WRITE, data + offs[i], offs[i], lens[i],
+			  (void *)(uintptr_t)(i + 1));
+	if (info->features & RBLK_FEAT_FLUSH)
+		submit_ok(q, RBLK_IO_FLUSH, NULL, 0, 0, (void *)(uintptr_t)NQ);
+	else
+		submit_ok(q, RBLK_IO_WRITE, data, 0, 4096,
+			  (void *)(uintptr_t)NQ);
+	CHECK(rblk_queue_inflight(q) == NQ, "inflight %u",
+	      rblk_queue_inflight(q));
+	ret = rblk_submit(q, RBLK_IO_READ, dummy, 0, 4096, 0, NULL);
+	CHECK(ret == -EAGAIN, "submit past max_queued: %d, want -EAGAIN", ret);
+	if (gate) {
+		printf("queued\n");
+		fflush(stdout);
+		while (access(gate, F_OK))
+			usleep(20000);
+	}
+	reap_n(q, NQ);
+
+	memset(back, 0xa5, span);
+	for (i = 0; i < NW; i++)
+		submit_ok(q, RBLK_IO_READ, back + offs[i], offs[i], lens[i],
+			  NULL);
+	CHECK(rblk_submit(q, RBLK_IO_READ, dummy, 0, 4096, 0, NULL) == 0,
+	      "one more read");
+	CHECK(rblk_submit(q, RBLK_IO_READ, dummy, 0, 4096, 0, NULL) == -EAGAIN,
+	      "read past max_queued");
+	reap_n(q, NQ);
+	for (uint64_t b = 0; b < span; b++)
+		CHECK(back[b] == data[b], "byte %llu differs",
+		      (unsigned long long)b);
+	rblk_close(r);
+
+	/* the default limit: RBLK_DEFAULT_QUEUED_FACTOR x the granted depth */
+	o.max_queued = 0;
+	CHECK(rblk_open(url, &o, &r) == 0, "open (default max_queued)");
+	q = rblk_get_queue(r, 0);
+	for (i = 0; i < RBLK_DEFAULT_QUEUED_FACTOR * QD; i++)
+		submit_ok(q, RBLK_IO_READ, back + i * 4096ull, i * 4096ull,
+			  4096, NULL);
+	CHECK(rblk_submit(q, RBLK_IO_READ, dummy, 0, 4096, 0, NULL) == -EAGAIN,
+	      "read past the default max_queued");
+	reap_n(q, RBLK_DEFAULT_QUEUED_FACTOR * QD);
+	CHECK(!memcmp(back, data, RBLK_DEFAULT_QUEUED_FACTOR * QD * 4096),
+	      "default-limit reads differ");
+	rblk_close(r);
+	o.max_queued = RBLK_MAX_QUEUED + 1;
+	CHECK(rblk_open(url, &o, &r) == -EINVAL, "max_queued too large");
+
+	free(data);
+	free(back);
+	printf("backlog: %u writes (%llu bytes) and %u reads queued at once on depth %u%s; -EAGAIN past %u; all verified\n",
+	       NQ, (unsigned long long)span, NQ, QD,
+	       gate ? " across a target restart" : "", NQ);
 	return 0;
 }
 
@@ -442,10 +579,12 @@ int main(int argc, char **argv)
 	}
 	if (argc == 4 && (!strcmp(argv[1], "put") || !strcmp(argv[1], "get")))
 		return test_copy(argv[2], argv[3], argv[1][0] == 'p');
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "backlog"))
+		return test_backlog(argv[2], argc == 4 ? argv[3] : NULL);
 	if (argc == 4 && !strcmp(argv[1], "idle"))
 		return test_idle(argv[2], atoi(argv[3]));
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s rw|ro|open|rawro|idle URL [MS]\n",
+		fprintf(stderr, "usage: %s rw|ro|open|rawro|idle|backlog URL [MS|GATE]\n",
 			argv[0]);
 		return 2;
 	}

@@ -20,7 +20,7 @@ DEB_BENCH_DEPS := fio nbdkit jq python3 gnuplot-nox linux-perf
 BENCH_ARGS ?=
 BENCH_RUNTIME ?=
 BENCH_VM_ARGS ?=
-BENCH_VM_TIMEOUT ?= 1500
+BENCH_VM_TIMEOUT ?= 3300
 BENCH_VM_OUT := $(BUILD)/vm-bench-out
 
 .PHONY: bench bench-vm bench-deps
@@ -39,7 +39,7 @@ bench: all $(BUILD)/rblk-fio.so bench-deps
 	BUILD=$(BUILD) BENCH_RUNTIME=$(BENCH_RUNTIME) \
 		tools/bench/host-bench.sh --doc docs/BENCHMARKS.md \
 		--marker host-bench-tmpfs --dir /dev/shm \
-		--only 'randread QD32|seq read' $(BENCH_ARGS)
+		--only 'randread QD32|randread QD1|randwrite QD32|seq read' $(BENCH_ARGS)
 
 bench-vm: all $(BUILD)/rblk-fio.so vm-setup bench-deps
 	rm -rf $(BENCH_VM_OUT)

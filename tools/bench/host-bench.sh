@@ -25,19 +25,27 @@
 #
 #   tools/bench/host-bench.sh [--runtime S] [--ramp S] [--size MiB]
 #       [--jobs N] [--paths "engine ... io_uring"] [--only REGEX] [--dir DIR]
-#       [--repeat N]
+#       [--rounds N]
 #       [--doc docs/BENCHMARKS.md] [--marker host-bench]
 #       [--chart docs/bench-host.png]
 #
 # BENCH_RUNTIME (default 5) / BENCH_RAMP (1) / BENCH_SIZE (256) /
 # BENCH_JOBS (1) set the defaults; BUILD the build directory (build).
-# --repeat N runs the paths of each workload N times in turn (A B C A B C
-# ...) and reports each cell's median: slower, but steadier on a noisy host.
+# --rounds N (default 5; BENCH_ROUNDS) runs the paths of each workload N
+# times in turn (A B C A B C ...): each cell is the median of its rounds
+# (min and max shown), and a path's ratio to its peer is the median of the
+# per-round ratios, so the machine's drift between rounds cancels out. The
+# results file (kept as $BUILD/host-bench-results.txt) has every round;
+# the doc gets them too, collapsed. --repeat is the old name of --rounds.
 # --only keeps the workloads whose name matches REGEX (grep -E), e.g.
 # --only 'randread QD32|seq read'. --dir DIR puts the file in DIR (default
 # $TMPDIR or /tmp); on tmpfs (--dir /dev/shm) every server reads memory
 # (rblk-target falls back to buffered I/O), which compares the software
 # paths without the disk.
+# Page cache: before every cell (every path, every round) it is dropped
+# (root), so each path starts cold on a disk file; nbdkit (cache=none)
+# still reads through the page cache, rblk-target and io_uring use
+# O_DIRECT. On tmpfs there is nothing to drop: every path reads memory.
 # --doc replaces the block between <!-- MARKER:begin --> and
 # <!-- MARKER:end --> in that file (--marker, default host-bench); --chart writes a gnuplot PNG.
 #
@@ -50,7 +58,7 @@ set -euo pipefail
 
 runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
 jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
-marker=host-bench repeat=1
+marker=host-bench repeat=${BENCH_ROUNDS:-5}
 paths="engine engine-push engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
 [ -n "$runtime" ] || runtime=5
 while [ $# -gt 0 ]; do
@@ -65,7 +73,7 @@ while [ $# -gt 0 ]; do
 	--doc) doc=$2; shift 2 ;;
 	--chart) chart=$2; shift 2 ;;
 	--marker) marker=$2; shift 2 ;;
-	--repeat) repeat=$2; shift 2 ;;
+	--rounds | --repeat) repeat=$2; shift 2 ;;
 	-h | --help)
 		awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print; next }
 			NR > 3 { exit }' "$0"
@@ -111,10 +119,19 @@ REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
 	nbdkit-unix:nbdkit~file,~unix~socket:io_uring
 	nbdkit-tcp:nbdkit~file,~TCP:nbdkit-unix
 	io_uring:fio~io_uring~on~the~file~(ceiling):"
-REPORT_TARGETS=(
-	--target "rblk fio engine vs nbdkit unix, 4k randread QD32|engine|4k randread QD32|nbdkit-unix|4k randread QD32|iops|1.5"
-	--target "rblk fio engine vs nbdkit unix, 128k seq read QD16|engine|128k seq read QD16|nbdkit-unix|128k seq read QD16|mbs|1.0"
-	--target "rblk nbd vs nbdkit unix, 4k randread QD32|rblk-nbd|4k randread QD32|nbdkit-unix|4k randread QD32|iops|1.0")
+# the speed targets of issue 12 (ratios: medians of per-round ratios)
+REPORT_TARGETS=()
+target()
+{
+	REPORT_TARGETS+=(--target "$1|$2|$3|$4|$3|$5|$6")
+}
+target "rblk fio engine vs nbdkit unix, 4k randread QD32" engine "4k randread QD32" nbdkit-unix iops 1.5
+target "rblk fio engine vs nbdkit unix, 4k randread QD32, CPU us per I/O" engine "4k randread QD32" nbdkit-unix cpu 0.67
+target "rblk fio engine vs nbdkit unix, 4k randwrite QD32" engine "4k randwrite QD32" nbdkit-unix iops 1.3
+target "rblk fio engine vs nbdkit unix, 4k randread QD1" engine "4k randread QD1" nbdkit-unix iops 1.0
+target "rblk nbd vs nbdkit unix, 4k randread QD1" rblk-nbd "4k randread QD1" nbdkit-unix iops 0.8
+target "rblk nbd vs nbdkit unix, 4k randread QD32" rblk-nbd "4k randread QD32" nbdkit-unix iops 1.0
+target "rblk fio engine vs nbdkit unix, 128k seq read QD16" engine "128k seq read QD16" nbdkit-unix mbs 1.0
 
 BENCH_NAME=host-bench
 BENCH_DIR_PARENT="$where"
@@ -231,7 +248,7 @@ for w in "${WORKLOADS[@]}"; do
 			! row=$(jq -r -f "$root/tools/bench/fio-row.jq" "$json" 2>/dev/null) ||
 			[ -z "$row" ]; then
 			log "[$cell/$total] $p $name ... FAILED: $(tail -n 2 "$dir/fio.err" | tr '\n' ' ')"
-			echo "$p|$name|-|-|-|-|-" >>"$RES"
+			echo "$p|$name|-|-|-|-|-|$((rep + 1))" >>"$RES"
 			failed=$((failed + 1))
 			continue
 		fi
@@ -242,8 +259,8 @@ for w in "${WORKLOADS[@]}"; do
 			-v t=$((runtime + ramp)) 'BEGIN {
 				if (c == "-" || i <= 0) { print "-"; exit }
 				printf "%.2f", c + s / hz * 1e6 / (i * t) }')
-		echo "$p|$name|$iops|$mbs|$p50|$p99|$cpu" >>"$RES"
-		log "[$cell/$total] $p $name ... $iops IOPS, $mbs MB/s, p50 $p50 us, p99 $p99 us, $cpu us CPU/IO"
+		echo "$p|$name|$iops|$mbs|$p50|$p99|$cpu|$((rep + 1))" >>"$RES"
+		log "[$cell/$total] round $((rep + 1)) $p $name ... $iops IOPS, $mbs MB/s, p50 $p50 us, p99 $p99 us, $cpu us CPU/IO"
 	done
 	done
 done
@@ -252,12 +269,12 @@ elapsed=$(($(date +%s) - t0))
 hdr=$dir/header.md
 fstype=$(stat -f -c %T "$where")
 {
-	echo "\`tools/bench/host-bench.sh --runtime $runtime --ramp $ramp --size $size --jobs $jobs$([ "$repeat" = 1 ] || echo " --repeat $repeat")${only:+ --only '$only'}$([ "$where" = "${TMPDIR:-/tmp}" ] || echo " --dir $where")\` (\`make bench\` runs it with --doc and --chart)," \
+	echo "\`tools/bench/host-bench.sh --runtime $runtime --ramp $ramp --size $size --jobs $jobs --rounds $repeat${only:+ --only '$only'}$([ "$where" = "${TMPDIR:-/tmp}" ] || echo " --dir $where")\` (\`make bench\` runs it with --doc and --chart)," \
 		"$(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1))," \
 		"kernel $(uname -r), fio $(fio --version | sed 's/^fio-//'), $(nbdkit --version | head -n 1)," \
 		"backing: a ${size} MiB file on $fstype, $([ "$fstype" = tmpfs ] &&
 			echo "in memory (rblk-target falls back to buffered I/O; nothing for drop_caches)" ||
-			echo "page cache dropped before each cell, rblk-target O_DIRECT"), nbdkit cache=none. $cell cells in $elapsed s; $([ "$repeat" = 1 ] && echo "one cell per path" || echo "each path $repeat times in turn, medians"), paths side by side per workload."
+			echo "page cache dropped before each cell, rblk-target O_DIRECT"), nbdkit cache=none. $cell cells in $elapsed s; each workload runs through every path in turn, $repeat rounds (A B C A B C ...); a cell is the median of its rounds (IOPS min-max beside it), a ratio the median of the per-round ratios (min-max)."
 	echo
 	# shellcheck disable=SC2086 # $common on one line
 	flat=$(echo $common)
@@ -281,7 +298,7 @@ fstype=$(stat -f -c %T "$where")
 		"kernel readahead on sequential reads, which O_DIRECT (rblk-target, io_uring) does not."
 } >"$hdr"
 
-args=(--results "$RES" --header "$hdr" --paths "$REPORT_PATHS" "${REPORT_TARGETS[@]}")
+args=(--results "$RES" --header "$hdr" --paths "$REPORT_PATHS" "${REPORT_TARGETS[@]}" --raw)
 [ -n "$chart" ] && args+=(--chart "$chart" --chart-title "rblk vs nbdkit vs io_uring, host (tcp loopback): IOPS")
 [ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- $marker:begin -->" --end "<!-- $marker:end -->")
 python3 "$root/tools/bench/report.py" "${args[@]}"

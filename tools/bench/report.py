@@ -6,22 +6,30 @@ Used by tools/bench/host-bench.sh (make bench) and tools/bench/bench.mk
 (make bench-vm, on the host after the guest run). The results file has one
 line per cell:
 
-    path|workload|iops|MB/s|p50 us|p99 us|CPU us per I/O
+    path|workload|iops|MB/s|p50 us|p99 us|CPU us per I/O[|round]
 
 with '-' where a value does not exist (wire rows have MB/s or latency only).
-A cell that appears more than once (repeated runs) is reported as the
-median of each column.
+The benchmarks run every workload through all paths in turn, round after
+round (A B C A B C ...), and tag each line with its round. A cell is
+reported as the median of each column over its rounds, with the min and
+max of IOPS; a row's ratio to its peer is the median of the per-round
+ratios (round r of the row over round r of the peer), with their min and
+max, so drift of the machine between rounds cancels out. Lines without a
+round are paired in the order they appear.
 
     report.py --results FILE --paths "engine:rblk fio engine:nbdkit-unix ..."
               [--target "label|path|workload|peer-path|peer-workload|metric|goal"]...
-              [--header FILE] [--md OUT.md] [--chart OUT.png]
+              [--header FILE] [--md OUT.md] [--chart OUT.png] [--raw]
               [--begin MARK --end MARK --doc docs/BENCHMARKS.md]
 
 --paths lists path:label:peer in table order (peer may be empty; "~"
 in a label stands for a space). Each
 row's ratio is its IOPS over its peer's in the same workload (MB/s when a
 side has no IOPS). --target adds a line to the summary of the issue's
-targets (metric: iops or mbs). With --doc, the text between the two marker
+targets (metric: iops or mbs, higher is better and the goal is a lower
+bound; cpu, CPU us per I/O, lower is better and the goal is an upper
+bound on the ratio). --raw appends every round's figures (a collapsed
+details block). With --doc, the text between the two marker
 lines in that file is replaced by the header, summary, table and chart link
 (the markers are added at the end if missing).
 """
@@ -30,6 +38,9 @@ import math
 import os
 import subprocess
 import sys
+
+
+COLS = ("iops", "mbs", "p50", "p99", "cpu")
 
 
 def num(s):
@@ -65,6 +76,7 @@ def main():
     ap.add_argument("--chart")
     ap.add_argument("--chart-title", default="")
     ap.add_argument("--chart-link")
+    ap.add_argument("--raw", action="store_true")
     ap.add_argument("--doc")
     ap.add_argument("--begin")
     ap.add_argument("--end")
@@ -76,32 +88,48 @@ def main():
         paths.append((p, label.replace("~", " ") or p, peer))
     labels = {p: l for p, l, _ in paths}
 
-    res = {}  # (path, workload) -> dict
-    runs = {}  # (path, workload) -> [fields of each run]
+    res = {}  # (path, workload) -> dict of medians (+ min/max, rounds)
+    runs = {}  # (path, workload) -> {round: fields}
     workloads = []
     with open(a.results) as f:
         for line in f:
             parts = line.rstrip("\n").split("|")
             if len(parts) < 6:
                 continue
-            parts += ["-"] * (7 - len(parts))
+            parts += ["-"] * (8 - len(parts))
             p, w = parts[0], parts[1]
             if w not in workloads:
                 workloads.append(w)
-            runs.setdefault((p, w), []).append(parts[2:7])
-    # repeated cells (host-bench --repeat): the median of each column
-    for k, rows in runs.items():
-        col = [median([num(r[i]) for r in rows]) for i in range(5)]
-        res[k] = dict(iops=col[0], mbs=col[1], p50=col[2], p99=col[3],
-                      cpu=col[4], n=len(rows))
+            cell = runs.setdefault((p, w), {})
+            rnd = parts[7] if parts[7] != "-" else str(len(cell) + 1)
+            cell[rnd] = dict(zip(COLS, (num(v) for v in parts[2:7])))
+    for k, rounds in runs.items():
+        rows = list(rounds.values())
+        x = {c: median([r[c] for r in rows]) for c in COLS}
+        vals = [r["iops"] for r in rows if r["iops"] is not None]
+        x.update(n=len(rows), rounds=rounds,
+                 iops_min=min(vals) if vals else None,
+                 iops_max=max(vals) if vals else None)
+        res[k] = x
 
     def ratio(x, y, metric=None):
+        """Median, min and max of the per-round ratios x/y, or None."""
         if not x or not y:
             return None
         for m in ([metric] if metric else ["iops", "mbs"]):
-            if x.get(m) and y.get(m):
-                return x[m] / y[m]
+            rs = [x["rounds"][r][m] / y["rounds"][r][m]
+                  for r in x["rounds"] if r in y["rounds"]
+                  and x["rounds"][r][m] and y["rounds"][r][m]]
+            if rs:
+                return median(rs), min(rs), max(rs)
         return None
+
+    def fmt_ratio(r):
+        if r is None:
+            return "-"
+        if r[1] == r[2]:
+            return f"{r[0]:.2f}x"
+        return f"{r[0]:.2f}x ({r[1]:.2f}-{r[2]:.2f})"
 
     out = []
     if a.header:
@@ -116,25 +144,51 @@ def main():
             label, p, w, q, qw, metric, goal = t.split("|")
             r = ratio(res.get((p, w)), res.get((q, qw)), metric)
             g = float(goal)
-            verdict = "-" if r is None else ("met" if r >= g else "missed")
-            out.append(f"| {label} | {fmt(r, 2)}{'x' if r else ''} | "
-                       f"≥ {g:.1f}x | {verdict} |")
+            lower = metric == "cpu"  # CPU per I/O: lower is better
+            if r is None:
+                verdict = "-"
+            else:
+                verdict = "met" if (r[0] <= g if lower else r[0] >= g) \
+                    else "missed"
+            out.append(f"| {label} | {fmt_ratio(r)} | "
+                       f"{'≤' if lower else '≥'} {g:.2f}x | {verdict} |")
         out.append("")
 
-    out.append("| workload | path | IOPS | MB/s | p50 clat (us) | "
-               "p99 clat (us) | CPU us/IO | ratio | to |")
-    out.append("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    out.append("| workload | path | IOPS (min-max) | MB/s | p50 clat (us) | "
+               "p99 clat (us) | CPU us/IO | ratio (min-max) | CPU ratio "
+               "| to | rounds |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for w in workloads:
         for p, label, peer in paths:
             x = res.get((p, w))
             if not x:
                 continue
-            r = ratio(x, res.get((peer, w))) if peer else None
+            y = res.get((peer, w)) if peer else None
+            r = ratio(x, y)
+            c = ratio(x, y, "cpu")
             to = labels.get(peer, peer) if r is not None else ""
-            out.append(f"| {w} | {label} | {fmt(x['iops'], 0)} | "
+            spread = "" if x["iops_min"] is None or x["n"] < 2 else \
+                f" ({fmt(x['iops_min'], 0)}-{fmt(x['iops_max'], 0)})"
+            out.append(f"| {w} | {label} | {fmt(x['iops'], 0)}{spread} | "
                        f"{fmt(x['mbs'])} | {fmt(x['p50'])} | "
                        f"{fmt(x['p99'])} | {fmt(x['cpu'])} | "
-                       f"{fmt(r, 2)}{'x' if r is not None else ''} | {to} |")
+                       f"{fmt_ratio(r)} | {fmt_ratio(c) if c else '-'} | "
+                       f"{to} | {x['n']} |")
+    if a.raw:
+        out.append("")
+        out.append("<details><summary>Every round (path, workload, round: "
+                   "IOPS, MB/s, p50, p99, CPU us/IO)</summary>")
+        out.append("")
+        out.append("```")
+        for w in workloads:
+            for p, _, _ in paths:
+                x = res.get((p, w))
+                for rnd, v in (x["rounds"].items() if x else []):
+                    out.append(f"{p}|{w}|{rnd}|" + "|".join(
+                        fmt(v[col], 0 if col == "iops" else 1)
+                        for col in COLS))
+        out.append("```")
+        out.append("</details>")
     if a.chart:
         link = a.chart_link or os.path.basename(a.chart)
         out.append("")

@@ -30,9 +30,19 @@
 #   BUILD=build tests/vm/run-vm.sh --out /tmp/vmbench --timeout 1500 -- \
 #       tools/bench/vm-bench.sh [--runtime S] [--ramp S] [--size MiB]
 #       [--paths "engine engine-push engine-busy engine-adaptive ublk nbd
-#       nvme wire"] [--backing brd|file]
+#       nvme wire"] [--backing brd|file] [--rounds N] [--only REGEX]
 #
 #   tools/bench/vm-bench.sh --dry-run   on the host: check tools, print plan
+#
+# Rounds: every workload runs through all paths in turn, --rounds N times
+# (default 5; A B C A B C ...); each line of the results file carries its
+# round, a cell is the median of its rounds and a ratio the median of the
+# per-round ratios (tools/bench/report.py). --only REGEX keeps the
+# workloads whose name matches (grep -E), e.g. --only 'randread'.
+# CPU us/IO is the whole guest's busy time (/proc/stat: user, nice,
+# system, irq, softirq) during the run, per I/O: fio, the servers, rxe's
+# and nvme-rdma's kernel work alike, so paths served in the kernel are
+# charged too. The guest runs nothing else meanwhile.
 #
 # Backing: a brd ramdisk /dev/ram0 of --size MiB (default 512), zero-filled
 # so every page exists; --backing file uses a file in the guest's /tmp
@@ -47,6 +57,7 @@ set -uo pipefail
 
 runtime=${VMB_RUNTIME:-4} ramp=${VMB_RAMP:-1} size=${VMB_SIZE:-512}
 paths=${VMB_PATHS:-"engine engine-push engine-busy engine-adaptive ublk nbd nvme wire"}
+rounds=${VMB_ROUNDS:-5} only=
 backing=${VMB_BACKING:-brd}
 dry=0 report='' chart='' doc=''
 while [ $# -gt 0 ]; do
@@ -56,6 +67,8 @@ while [ $# -gt 0 ]; do
 	--size) size=$2; shift 2 ;;
 	--paths) paths=$2; shift 2 ;;
 	--backing) backing=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
 	--dry-run) dry=1; shift ;;
 	--report) report=$2; shift 2 ;;
 	--chart) chart=$2; shift 2 ;;
@@ -92,9 +105,20 @@ VMB_REPORT_PATHS="engine:rblk~fio~engine:nvme engine-push:engine,~push~reads:eng
 	ublk:rblk~ublk:nvme nbd:rblk~nbd:nvme nvme:nvme-rdma~(kernel):
 	wire-read-bw:wire~ib_read_bw~-R~128~KiB: wire-write-bw:wire~ib_write_bw~-R~128~KiB:
 	wire-read-lat:wire~ib_read_lat~-R~4~KiB~(typical):"
+if [ -n "$only" ]; then
+	keep=()
+	for w in "${WORKLOADS[@]}"; do
+		grep -qE -- "$only" <<<"${w%%|*}" && keep+=("$w")
+	done
+	[ ${#keep[@]} -gt 0 ] || { echo "vm-bench: no workload matches '$only'" >&2; exit 2; }
+	WORKLOADS=("${keep[@]}")
+fi
 VMB_REPORT_TARGETS=(
 	--target "engine vs nvme-rdma, 4k randread QD32|engine|4k randread QD32|nvme|4k randread QD32|iops|1.2"
 	--target "ublk vs nvme-rdma, 4k randread QD32|ublk|4k randread QD32|nvme|4k randread QD32|iops|1.0"
+	--target "engine vs nvme-rdma, 4k randread QD1|engine|4k randread QD1|nvme|4k randread QD1|iops|0.9"
+	--target "engine, push reads vs nvme-rdma, 4k randread QD1|engine-push|4k randread QD1|nvme|4k randread QD1|iops|0.9"
+	--target "ublk vs nvme-rdma, 4k randread QD1|ublk|4k randread QD1|nvme|4k randread QD1|iops|0.8"
 	--target "engine 128k seq read vs ib_read_bw 128 KiB (MB/s)|engine|128k seq read QD16|wire-read-bw|128k seq read QD16|mbs|0.8")
 
 log()
@@ -109,7 +133,7 @@ log()
 # between the vm-bench markers in FILE replaced
 if [ -n "$report" ]; then
 	args=(--results "$report/vm-bench-results.txt" --md "$report/vm-bench.md"
-		--paths "$VMB_REPORT_PATHS" "${VMB_REPORT_TARGETS[@]}")
+		--paths "$VMB_REPORT_PATHS" "${VMB_REPORT_TARGETS[@]}" --raw)
 	[ -s "$report/vm-bench-header.md" ] && args+=(--header "$report/vm-bench-header.md")
 	[ -n "$chart" ] && args+=(--chart "$chart" --chart-title "rblk vs nvme-rdma, guest (rxe, TCG): IOPS")
 	[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- vm-bench:begin -->" --end "<!-- vm-bench:end -->")
@@ -136,8 +160,8 @@ if [ "$dry" = 1 ]; then
 	n=0
 	for p in $paths; do [ "$p" != wire ] && n=$((n + 1)); done
 	# (push reads skip the two write-only workloads)
-	echo "  fio runs: $((n * ${#WORKLOADS[@]})), about" \
-		"$((n * ${#WORKLOADS[@]} * (runtime + ramp + 4) / 60)) min of fio"
+	echo "  fio runs: $((n * ${#WORKLOADS[@]} * rounds)) ($rounds rounds), about" \
+		"$((n * ${#WORKLOADS[@]} * rounds * (runtime + ramp + 4) / 60)) min of fio"
 	exit 0
 fi
 
@@ -149,7 +173,7 @@ JDIR=$OUT/vm-bench
 mkdir -p "$JDIR"
 W=$(mktemp -d /tmp/vm-bench.XXXXXX)
 export RBLK_RUN_DIR=$W/run
-# lines: path|workload|iops|MB/s|p50us|p99us|cpu us per I/O (fio's)
+# lines: path|workload|iops|MB/s|p50us|p99us|cpu us per I/O (guest)|round
 RES=$OUT/vm-bench-results.txt
 : >"$RES"
 target_pid='' mapped=() nvme_up=0 bgpids=()
@@ -222,13 +246,22 @@ fi
 log "backing ready"
 
 # ---- fio -------------------------------------------------------------------
-# run_fio PATH WORKLOAD-SPEC FIO-ARGS...: one run, JSON kept, result line added
+# busy jiffies of the whole guest (user nice system irq softirq steal)
+busy_ticks()
+{
+	awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+hz=$(getconf CLK_TCK)
+
+# run_fio PATH WORKLOAD-SPEC FIO-ARGS...: one run (round $round), JSON
+# kept, result line added
 run_fio()
 {
-	local path=$1 spec=$2 name rw bs qd json line
+	local path=$1 spec=$2 name rw bs qd json line t0 t1 w0 w1 cpu
 	shift 2
 	IFS='|' read -r name rw bs qd <<<"$spec"
-	json=$JDIR/$path-$rw-$bs-qd$qd.json
+	json=$JDIR/$path-$rw-$bs-qd$qd-r$round.json
+	t0=$(busy_ticks) w0=$(awk '{ print $1 }' /proc/uptime)
 	timeout -k 10 $((runtime + ramp + 120)) fio --name=b "$@" --rw="$rw" \
 		--rwmixread=70 --bs="$bs" --iodepth="$qd" --numjobs=1 \
 		--size="${size}M" --time_based --runtime="$runtime" \
@@ -238,12 +271,18 @@ run_fio()
 	if ! line=$(jq -r -f "$root/tools/bench/fio-row.jq" "$json" 2>/dev/null) ||
 		[ -z "$line" ]; then
 		log "  $path $name: FAILED: $(tail -n 3 "$W/fio.err" | tr '\n' ' ')"
-		echo "$path|$name|-|-|-|-|-" >>"$RES"
+		echo "$path|$name|-|-|-|-|-|$round" >>"$RES"
 		return 1
 	fi
-	echo "$path|$name|$line" >>"$RES"
+	t1=$(busy_ticks) w1=$(awk '{ print $1 }' /proc/uptime)
 	IFS='|' read -r a b c d e <<<"$line"
-	log "  [$((++cell))] $path $name: $a IOPS, $b MB/s, clat p50 $c us, p99 $d us, $e us CPU/IO"
+	# the guest's busy time over the whole fio run, per I/O of the
+	# measured part (IOPS x wall time of the run)
+	cpu=$(awk -v t=$((t1 - t0)) -v hz="$hz" -v i="$a" -v w0="$w0" \
+		-v w1="$w1" 'BEGIN { if (i == "-" || i <= 0 || w1 <= w0) { print "-"; exit }
+			printf "%.1f", t / hz * 1e6 / (i * (w1 - w0)) }')
+	echo "$path|$name|$a|$b|$c|$d|$cpu|$round" >>"$RES"
+	log "  [$((++cell))] round $round $path $name: $a IOPS, $b MB/s, clat p50 $c us, p99 $d us, $cpu us guest CPU/IO (fio's own $e)"
 }
 cell=0
 
@@ -256,7 +295,7 @@ skip_cell()
 failed_all()
 {
 	local w
-	for w in "${WORKLOADS[@]}"; do echo "$1|${w%%|*}|-|-|-|-|-" >>"$RES"; done
+	for w in "${WORKLOADS[@]}"; do echo "$1|${w%%|*}|-|-|-|-|-|1" >>"$RES"; done
 	log "$1: skipped: $2"
 }
 
@@ -417,14 +456,17 @@ for p in $paths; do
 	esac
 done
 for w in "${WORKLOADS[@]}"; do
-	log "workload ${w%%|*}"
-	for p in $paths; do
-		[ -n "${PARGS[$p]:-}" ] || continue
-		skip_cell "$p" "$w" && continue
-		# shellcheck disable=SC2086 # PARGS holds several arguments
-		run_fio "$p" "$w" ${PARGS[$p]}
+	for ((round = 1; round <= rounds; round++)); do
+		log "workload ${w%%|*}, round $round of $rounds"
+		for p in $paths; do
+			[ -n "${PARGS[$p]:-}" ] || continue
+			skip_cell "$p" "$w" && continue
+			# shellcheck disable=SC2086 # PARGS holds several arguments
+			run_fio "$p" "$w" ${PARGS[$p]}
+		done
 	done
 done
+round=1
 # the wire's ceiling alone on the link
 for d in "${mapped[@]+"${mapped[@]}"}"; do [ -n "$d" ] && DEV=$d && unmap; done
 nvmet_down
@@ -438,7 +480,8 @@ md=$OUT/vm-bench.md
 	echo "$(uname -r), $(nproc) vCPUs (TCG), $(fio --version), backing:" \
 		"$([ "$backing" = brd ] && echo "brd /dev/ram0" || echo "file in tmpfs"), ${size} MiB;" \
 		"one fio job per cell, ${runtime} s + ${ramp} s ramp, time_based, norandommap;" \
-		"CPU us/IO is fio's own (usr+sys of the fio job), not the servers' or the kernel's elsewhere." \
+		"each workload through every path in turn, $rounds rounds (A B C A B C ...): a cell is the median of its rounds, a ratio the median of per-round ratios (min-max);" \
+		"CPU us/IO is the whole guest's busy time during the run per I/O (fio, servers, rxe and nvme-rdma kernel work alike)." \
 		"Guest wall time: $(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.0f", b - a }') s."
 	echo
 	echo "Every cell: \`fio --name=b PATH-ARGS --rw=RW --rwmixread=70 --bs=BS --iodepth=QD" \
@@ -456,11 +499,11 @@ md=$OUT/vm-bench.md
 		"All paths are set up at once and each workload runs through them in turn."
 } >"$OUT/vm-bench-header.md"
 python3 "$root/tools/bench/report.py" --results "$RES" \
-	--header "$OUT/vm-bench-header.md" --md "$md" \
+	--header "$OUT/vm-bench-header.md" --md "$md" --raw \
 	--paths "$VMB_REPORT_PATHS" "${VMB_REPORT_TARGETS[@]}"
 cat "$md"
 log "vm-bench: done; table in $md"
-if grep -q '|-|-|-|-|-$' "$RES"; then
+if grep -qE '\|-\|-\|-\|-\|-\|[0-9]+$' "$RES"; then
 	log "vm-bench: some runs failed (see above)"
 	exit 1
 fi

@@ -72,6 +72,7 @@ struct rblk_fio_opts {
 	unsigned int poll_spin_us;
 	char *reconnect_delay; /* seconds, fractions allowed */
 	int ctrl_loss_tmo; /* seconds; -1 never; -2 library default */
+	unsigned int max_queued; /* rblk_opts.max_queued; 0: see fill_opts() */
 };
 
 /* Per-job state (td->io_ops_data); used by the job's thread only. */
@@ -89,12 +90,12 @@ struct rblk_fio {
 	bool mem_registered;
 
 	/*
-	 * FIFO of io_us queued by queue() and not yet given to rblk: commit()
-	 * gives rblk what it can take (at most qd in flight), getevents()
-	 * the rest as completions make room. Never more than iodepth.
+	 * queue() submits to rblk at once, under a plug that commit() pulls:
+	 * the batch goes out in one post. rblk keeps the backlog beyond its
+	 * queue depth itself; -EAGAIN (max_queued reached) is FIO_Q_BUSY.
 	 */
-	struct io_u **pending;
-	unsigned int pend_head, nr_pending;
+	bool plugged;
+	unsigned int nr_submitted; /* since the last commit() */
 	/* finished without reaching rblk (refused, or a no-op flush) */
 	struct io_u **done_local;
 	unsigned int nr_done_local;
@@ -266,6 +267,18 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "max_queued",
+		.lname = "rblk backlog limit",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct rblk_fio_opts, max_queued),
+		.def = "0",
+		.minval = 0,
+		.maxval = RBLK_MAX_QUEUED,
+		.help = "I/Os librblk accepts beyond what is reaped (0: the job's iodepth); more makes queue() answer busy",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -313,6 +326,12 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		ro->flags |= RBLK_OPEN_READ_ONLY;
 	if (o->poll_mode == POLL_ADAPTIVE)
 		ro->poll_spin_us = o->poll_spin_us;
+	/* by default fio's iodepth always fits: queue() never answers busy */
+	ro->max_queued = o->max_queued;
+	if (!ro->max_queued)
+		ro->max_queued = td->o.iodepth < RBLK_MAX_QUEUED ?
+					 td->o.iodepth :
+					 RBLK_MAX_QUEUED;
 	return 0;
 }
 
@@ -439,7 +458,6 @@ static void rblk_fio_cleanup(struct thread_data *td)
 		return;
 	rblk_close(d->r); /* deregisters what is still registered */
 	free(d->mem); /* only if iomem_free() did not run */
-	free(d->pending);
 	free(d->done_local);
 	free(d->events);
 	free(d->comps);
@@ -463,11 +481,10 @@ static int rblk_fio_init(struct thread_data *td)
 	}
 	td->io_ops_data = d;
 	d->iodepth = depth;
-	d->pending = calloc(depth, sizeof(*d->pending));
 	d->done_local = calloc(depth, sizeof(*d->done_local));
 	d->events = calloc(depth, sizeof(*d->events));
 	d->comps = calloc(depth, sizeof(*d->comps));
-	if (!d->pending || !d->done_local || !d->events || !d->comps) {
+	if (!d->done_local || !d->events || !d->comps) {
 		td_verror(td, ENOMEM, "calloc");
 		return 1; /* fio calls cleanup() */
 	}
@@ -555,23 +572,6 @@ static void done_local(struct rblk_fio *d, struct io_u *io_u, int err)
 	d->done_local[d->nr_done_local++] = io_u;
 }
 
-/*
- * Stash io_u for commit(). Never FIO_Q_BUSY: fio keeps at most iodepth
- * io_us in flight, and those the target's queue depth cannot take yet wait
- * here.
- */
-static enum fio_q_status rblk_fio_queue(struct thread_data *td,
-					struct io_u *io_u)
-{
-	struct rblk_fio *d = td->io_ops_data;
-
-	fio_ro_check(td, io_u);
-	if (d->nr_pending == d->iodepth)
-		return FIO_Q_BUSY; /* more than iodepth: cannot happen */
-	d->pending[(d->pend_head + d->nr_pending++) % d->iodepth] = io_u;
-	return FIO_Q_QUEUED;
-}
-
 /* Map io_u to an rblk submission; io_u is the user_data. 0 or -errno. */
 static int submit_one(struct thread_data *td, struct rblk_fio *d,
 		      struct io_u *io_u)
@@ -606,43 +606,41 @@ static int submit_one(struct thread_data *td, struct rblk_fio *d,
 }
 
 /*
- * Give rblk the stashed io_us, oldest first, while it has room. A
- * submission rblk refuses completes with its error at the next
- * getevents().
+ * Hand io_u to rblk now, under a plug that commit() pulls (one post per
+ * batch). rblk queues beyond its queue depth itself; FIO_Q_BUSY only when
+ * it already holds max_queued unreaped I/Os (fio then commits, reaps and
+ * queues io_u again). A submission rblk refuses completes with its error
+ * at the next getevents().
  */
-static void submit_pending(struct thread_data *td, struct rblk_fio *d)
+static enum fio_q_status rblk_fio_queue(struct thread_data *td,
+					struct io_u *io_u)
 {
-	bool stamp = fio_fill_issue_time(td);
-	unsigned int sent = 0;
-	struct timespec now;
+	struct rblk_fio *d = td->io_ops_data;
 	int ret;
 
-	if (!d->nr_pending || rblk_queue_inflight(d->q) >= d->qd)
-		return;
-	if (stamp)
-		fio_gettime(&now, NULL);
-	while (d->nr_pending && rblk_queue_inflight(d->q) < d->qd) {
-		struct io_u *io_u = d->pending[d->pend_head];
-
-		d->pend_head = (d->pend_head + 1) % d->iodepth;
-		d->nr_pending--;
-		if (stamp)
-			io_u->issue_time = now;
-		ret = submit_one(td, d, io_u);
-		if (ret) {
-			if (ret != -EOPNOTSUPP)
-				log_err("rblk: %s\n", rblk_last_error());
-			done_local(d, io_u, -ret);
-			continue;
-		}
-		if (stamp)
-			io_u_queued(td, io_u); /* submission latency sample */
-		sent++;
+	fio_ro_check(td, io_u);
+	if (!d->plugged) {
+		rblk_queue_plug(d->q);
+		d->plugged = true;
 	}
-	if (stamp && td->o.read_iolog_file)
-		td->last_issue = now;
-	if (sent)
-		io_u_mark_submit(td, sent);
+	if (fio_fill_issue_time(td)) {
+		fio_gettime(&io_u->issue_time, NULL);
+		if (td->o.read_iolog_file)
+			td->last_issue = io_u->issue_time;
+	}
+	ret = submit_one(td, d, io_u);
+	if (ret == -EAGAIN)
+		return FIO_Q_BUSY;
+	if (ret) {
+		if (ret != -EOPNOTSUPP)
+			log_err("rblk: %s\n", rblk_last_error());
+		done_local(d, io_u, -ret);
+		return FIO_Q_QUEUED;
+	}
+	if (fio_fill_issue_time(td))
+		io_u_queued(td, io_u); /* submission latency sample */
+	d->nr_submitted++;
+	return FIO_Q_QUEUED;
 }
 
 /* The whole batch goes out in one post: one doorbell / one sendmsg. */
@@ -650,9 +648,13 @@ static int rblk_fio_commit(struct thread_data *td)
 {
 	struct rblk_fio *d = td->io_ops_data;
 
-	rblk_queue_plug(d->q);
-	submit_pending(td, d);
-	rblk_queue_unplug(d->q);
+	if (d->nr_submitted)
+		io_u_mark_submit(td, d->nr_submitted);
+	d->nr_submitted = 0;
+	if (d->plugged) {
+		d->plugged = false;
+		rblk_queue_unplug(d->q);
+	}
 	return 0;
 }
 
@@ -732,9 +734,7 @@ static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
 			io_u->error = -d->comps[i].result;
 			d->events[n++] = io_u;
 		}
-		if (got)
-			submit_pending(td, d); /* into the room just made */
-		else if (w == 0 && !d->nr_done_local)
+		if (!got && w == 0 && !d->nr_done_local)
 			break;
 	}
 	return (int)n;
