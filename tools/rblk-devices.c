@@ -950,7 +950,8 @@ static void usage(FILE *f)
 		"2 usage error.\n");
 }
 
-int main(int argc, char **argv)
+/* Options into *json and *only; -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, bool *json, const char **only)
 {
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
@@ -959,28 +960,21 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ibv_device **list;
-	struct dev_info *devs = NULL;
-	const char *only = NULL;
-	bool json = false, failed = false;
-	int c, num = 0, nr = 0, list_errno;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "o:d:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
-			if (!strcmp(optarg, "json")) {
-				json = true;
-			} else if (!strcmp(optarg, "text")) {
-				json = false;
-			} else {
+			if (strcmp(optarg, "json") && strcmp(optarg, "text")) {
 				fprintf(stderr,
 					PROG ": unknown output format '%s' (text or json)\n",
 					optarg);
 				return 2;
 			}
+			*json = !strcmp(optarg, "json");
 			break;
 		case 'd':
-			only = optarg;
+			*only = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -999,7 +993,50 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	return -1;
+}
 
+/*
+ * Query the devices of list (only the one named only, when given) into
+ * devs, with their netdevs; returns how many, and sets *failed when one
+ * could not be queried.
+ */
+static int query_all(struct ibv_device **list, int num, const char *only,
+		     struct dev_info *devs, bool *failed)
+{
+	int nr = 0;
+
+	for (int i = 0; i < num; i++) {
+		if (only && strcmp(ibv_get_device_name(list[i]), only))
+			continue;
+		if (query_device(list[i], &devs[nr]))
+			*failed = true;
+		for (unsigned int k = 0; k < devs[nr].nr_ports; k++)
+			if (devs[nr].ports[k].err)
+				*failed = true;
+		nr++;
+	}
+	if (nr)
+		nl_netdevs(devs, nr);
+	for (int i = 0; i < nr; i++)
+		for (unsigned int k = 0; !devs[i].err[0] && k < devs[i].nr_ports;
+		     k++)
+			if (!devs[i].ports[k].err)
+				port_netdev(&devs[i], &devs[i].ports[k]);
+	return nr;
+}
+
+int main(int argc, char **argv)
+{
+	struct ibv_device **list;
+	struct dev_info *devs = NULL;
+	const char *only = NULL;
+	bool json = false, failed = false;
+	int num = 0, nr = 0, list_errno, ret;
+
+	ret = parse_args(argc, argv, &json, &only);
+	if (ret >= 0)
+		return ret;
 	errno = 0;
 	list = ibv_get_device_list(&num);
 	list_errno = errno;
@@ -1009,7 +1046,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": ibv_get_device_list: %s\n",
 			strerror(list_errno));
 		if (json)
-			printf("{\"devices\":[]}\n");
+			print_json(NULL, 0);
 		return 1;
 	}
 	if (list && num > 0) {
@@ -1019,25 +1056,7 @@ int main(int argc, char **argv)
 			ibv_free_device_list(list);
 			return 1;
 		}
-		for (int i = 0; i < num; i++) {
-			if (only && strcmp(ibv_get_device_name(list[i]), only))
-				continue;
-			if (query_device(list[i], &devs[nr]))
-				failed = true;
-			for (unsigned int k = 0; k < devs[nr].nr_ports; k++)
-				if (devs[nr].ports[k].err)
-					failed = true;
-			nr++;
-		}
-	}
-
-	if (nr) {
-		nl_netdevs(devs, nr);
-		for (int i = 0; i < nr; i++)
-			for (unsigned int k = 0; !devs[i].err[0] &&
-						 k < devs[i].nr_ports; k++)
-				if (!devs[i].ports[k].err)
-					port_netdev(&devs[i], &devs[i].ports[k]);
+		nr = query_all(list, num, only, devs, &failed);
 	}
 
 	if (!nr) {
