@@ -216,7 +216,11 @@ struct ctl_export_row *ctl_exports_copy(struct target *t, struct ctl_req *r,
 	struct ctl_export_row *rows;
 	unsigned int max;
 
-	/* only this thread adds and removes: the count holds until we copy */
+	/*
+	 * Allocate outside the lock. On the control thread the count holds
+	 * (only it adds and removes); on the metrics thread an export added
+	 * meanwhile is left for the next scrape (the copy stops at max).
+	 */
 	pthread_mutex_lock(&t->exports_lock);
 	max = t->nr_exports;
 	pthread_mutex_unlock(&t->exports_lock);
