@@ -54,6 +54,7 @@ struct nc_req {
 	uint32_t error; /* NBD_E* for the reply, 0 on success */
 	void *buf;	/* READ/WRITE data; NULL for the others */
 	int slot; /* pool slot of buf, -1 when buf is malloc'd (or NULL) */
+	size_t heap_len; /* bytes of a malloc'd buf, counted in nc.heap_bytes */
 	unsigned char reply[NBD_SIMPLE_REPLY_SIZE];
 };
 
@@ -77,6 +78,9 @@ struct nc {
 	struct nc_list tx;	/* replies to send, head partly sent */
 	size_t tx_off;		/* bytes of tx.head already sent */
 	unsigned int inflight;	/* submitted to rblk, not yet reaped */
+	size_t heap_bytes;	/* malloc'd request buffers held: <= o->max_buf */
+	bool rx_stalled; /* a header waits for heap_bytes to drop (max_buf) */
+	uint64_t last_io_ms; /* a byte last moved on the socket (idle_ms) */
 
 	unsigned char *rx; /* staging buffer for headers and payloads */
 	size_t rx_start, rx_end;
@@ -250,27 +254,59 @@ static void req_free(struct nc *c, struct nc_req *req)
 		c->free_slots[c->nfree_slots++] = req->slot;
 	else
 		free(req->buf);
+	c->heap_bytes -= req->heap_len;
+	req->heap_len = 0;
 	req->buf = NULL;
 	req->slot = -1;
 	req->state = NC_REQ_FREE;
 	FREELIST_PUSH(c->free_reqs, req, next);
 }
 
+/* Heap bytes a READ/WRITE of len needs now: 0 when a pool slot takes it. */
+static size_t heap_need(const struct nc *c, uint32_t len)
+{
+	if (len <= c->o->slot_size && c->nfree_slots)
+		return 0;
+	return ALIGN_UP((size_t)len, 4096);
+}
+
+/*
+ * Whether the request header h must wait before it is read: its buffer
+ * would take the heap bytes held past max_buf (and some are held, so
+ * sending replies will free them).
+ */
+static bool over_buf_limit(const struct nc *c, const unsigned char *h)
+{
+	uint16_t type = nbd_get16(h + 6);
+	uint32_t len = nbd_get32(h + 24);
+	size_t need;
+
+	if (!c->o->max_buf || !c->heap_bytes ||
+	    (type != NBD_CMD_READ && type != NBD_CMD_WRITE) ||
+	    len > NBD_MAX_PAYLOAD)
+		return false;
+	need = heap_need(c, len);
+	return need && c->heap_bytes + need > c->o->max_buf;
+}
+
 /* A data buffer for READ/WRITE: a pool slot when one fits. */
 static int req_get_buf(struct nc *c, struct nc_req *req)
 {
 	const struct nbd_conn_opts *o = c->o;
+	size_t need = heap_need(c, req->len);
 	void *p;
 
-	if (req->len <= o->slot_size && c->nfree_slots) {
+	if (!need) {
 		req->slot = c->free_slots[--c->nfree_slots];
 		req->buf = (char *)o->pool + (size_t)req->slot * o->slot_size;
 		return 0;
 	}
-	if (posix_memalign(&p, 4096, ALIGN_UP((size_t)req->len, 4096)))
+	if (posix_memalign(&p, 4096, need))
 		return -ENOMEM;
 	req->buf = p;
 	req->slot = -1;
+	req->heap_len = need;
+	c->heap_bytes += need;
 	return 0;
 }
 
@@ -294,7 +330,7 @@ static void sock_fail(struct nc *c, int err)
 
 	if (c->sock_dead)
 		return;
-	if (err != -EPIPE && err != -ECONNRESET)
+	if (err != -EPIPE && err != -ECONNRESET && err != -ETIMEDOUT)
 		log_warn("%s: socket: %s", c->o->name, strerror(-err));
 	c->sock_dead = true;
 	rx_close(c);
@@ -488,6 +524,7 @@ static ssize_t rx_fill(struct nc *c)
 			 MSG_DONTWAIT);
 		if (n > 0) {
 			c->rx_end += (size_t)n;
+			c->last_io_ms = now_ms();
 			return n;
 		}
 		if (n == 0) {
@@ -547,6 +584,7 @@ static bool rx_payload(struct nc *c, bool discard)
 			return true;
 		}
 		n = (size_t)r;
+		c->last_io_ms = now_ms();
 	} else {
 		return rx_fill(c) != 0;
 	}
@@ -563,14 +601,15 @@ static bool rx_payload(struct nc *c, bool discard)
 }
 
 /*
- * Read and dispatch requests until the socket has nothing more or no
- * request slot is free (back-pressure: the client's sends then block in
- * its socket buffer).
+ * Read and dispatch requests until the socket has nothing more, no
+ * request slot is free, or the next request's buffer would exceed max_buf
+ * (back-pressure: the client's sends then block in its socket buffer).
  */
 static bool rx_process(struct nc *c)
 {
 	bool progress = false;
 
+	c->rx_stalled = false;
 	while (!c->rx_closed) {
 		switch (c->rx_state) {
 		case NC_RX_HDR:
@@ -580,6 +619,10 @@ static bool rx_process(struct nc *c)
 				if (rx_fill(c) <= 0)
 					return progress;
 				continue;
+			}
+			if (over_buf_limit(c, c->rx + c->rx_start)) {
+				c->rx_stalled = true;
+				return progress;
 			}
 			rx_header(c);
 			progress = true;
@@ -700,6 +743,8 @@ static bool tx_flush(struct nc *c)
 				sock_fail(c, -errno);
 			break;
 		}
+		if (n > 0)
+			c->last_io_ms = now_ms();
 		while (n > 0) {
 			size_t left;
 
@@ -761,8 +806,22 @@ static int nc_loop(struct nc *c)
 			}
 			timeout = (int)(c->deadline_ms - now);
 		}
-		if (!c->rx_closed && (c->rx_state != NC_RX_HDR ||
-				      c->free_reqs))
+		if (o->idle_ms && !c->inflight && !c->sock_dead) {
+			uint64_t now = now_ms(), end = c->last_io_ms + o->idle_ms;
+
+			if (now >= end) {
+				log_warn("%s: no data moved for %u ms; "
+					 "disconnecting (idle timeout)",
+					 o->name, o->idle_ms);
+				sock_fail(c, -ETIMEDOUT);
+				continue;
+			}
+			timeout = timeout < 0 ? (int)(end - now) :
+						MIN(timeout, (int)(end - now));
+		}
+		if (!c->rx_closed &&
+		    (c->rx_state != NC_RX_HDR ||
+		     (c->free_reqs && !c->rx_stalled)))
 			ev |= POLLIN;
 		if (c->tx.head && !c->sock_dead)
 			ev |= POLLOUT;
@@ -806,7 +865,7 @@ static int nc_loop(struct nc *c)
 
 int nbd_conn_run(const struct nbd_conn_opts *o, struct nbd_conn_stats *st)
 {
-	struct nc c = {.o = o, .st = st};
+	struct nc c = {.o = o, .st = st, .last_io_ms = now_ms()};
 	int ret;
 
 	memset(st, 0, sizeof(*st));

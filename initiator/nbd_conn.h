@@ -16,7 +16,8 @@
  * of slot_size bytes (registered with rblk_register_buffer() or not; the
  * engine does not care), one slot per request; a request larger than a
  * slot, or arriving when every slot is busy, gets a posix_memalign()'d
- * buffer that the library bounces. Nothing else is allocated per request.
+ * buffer that the library bounces, within max_buf bytes per run. Nothing
+ * else is allocated per request.
  */
 #ifndef RBLK_INITIATOR_NBD_CONN_H
 #define RBLK_INITIATOR_NBD_CONN_H
@@ -84,6 +85,19 @@ struct nbd_conn_opts {
 	uint32_t nslots;	   /* >= 1 */
 	int abort_fd;		   /* readable: stop reading and drain */
 	unsigned int drain_ms;	   /* in-flight I/O allowed after abort */
+	/*
+	 * Heap bytes (buffers outside the pool) the run's requests may hold
+	 * at once; 0: no limit. A READ or WRITE that would need more is not
+	 * read off the socket until replies have freed enough (one request
+	 * is always admitted, so a single maximal request still works): a
+	 * client that does not read its replies stops being read.
+	 */
+	size_t max_buf;
+	/*
+	 * End the run when no byte moved on the socket for idle_ms while no
+	 * request was in flight at the queue; 0: never.
+	 */
+	unsigned int idle_ms;
 	/*
 	 * Optional: called once, on the running thread, when the queue is
 	 * found dead, before any request is answered for it.

@@ -17,6 +17,18 @@
  *   - srv->lock guards only the connection list and the queue claim flags;
  *     it is taken at connect, claim, release and exit, never per I/O.
  *
+ * Abuse limits (defaults in docs/RELIABILITY.md):
+ *   - --max-connections sockets at once. When full, the oldest socket still
+ *     in its handshake is dropped to make room, so idle or slow sockets
+ *     cannot lock clients out; only when every socket is serving is a
+ *     newcomer refused. A handshake must finish within
+ *     --handshake-timeout.
+ *   - --idle-timeout (off by default): a serving client that moves no
+ *     byte in either direction while nothing is in flight is dropped.
+ *   - --max-client-buffer: heap bytes for request data (requests larger
+ *     than a pool slot) one client may hold; beyond it its requests are
+ *     not read until replies are sent (see nbd_conn.h max_buf).
+ *
  * Buffers: each queue gets, on first use, one mapping of nslots * max_io
  * bytes (nslots = the granted queue depth, capped at NBD_POOL_MAX bytes)
  * registered once with rblk_register_buffer(), so READ and WRITE data move
@@ -79,7 +91,8 @@
 #define NBD_DEFAULT_QUEUES 4
 #define NBD_DEFAULT_MAX_CONNS 64
 #define NBD_MAX_QUEUES 256
-#define NBD_HANDSHAKE_TIMEOUT_MS 30000 /* whole handshake, per client */
+#define NBD_DEFAULT_HANDSHAKE_MS 10000 /* whole handshake, per client */
+#define NBD_DEFAULT_CLIENT_BUFFER (2ull * NBD_MAX_PAYLOAD) /* heap, per client */
 #define NBD_DRAIN_TIMEOUT_MS 10000     /* in-flight I/O at server shutdown */
 #define NBD_MAX_OPTIONS 32	       /* options per handshake */
 #define NBD_OPT_DATA_MAX 8192	       /* longest option payload we read */
@@ -110,13 +123,16 @@ struct nbd_server {
 	uint16_t tflags; /* NBD transmission flags */
 	bool read_only;
 	unsigned int max_conns;
+	unsigned int handshake_ms; /* --handshake-timeout */
+	unsigned int idle_ms;	   /* --idle-timeout; 0: none */
+	size_t max_client_buf;	   /* --max-client-buffer */
 
 	int stop_fd; /* eventfd: readable once shutdown begins; never drained */
 	int reap_fd; /* eventfd: a connection thread has finished */
 
-	pthread_mutex_t lock; /* conns, nconns, qs[].busy */
-	struct nbd_conn *conns;
-	unsigned int nconns;
+	pthread_mutex_t lock; /* conns, nconns, qs[].busy, nbd_conn.negotiating */
+	struct nbd_conn *conns; /* newest first */
+	unsigned int nconns; /* counted against max_conns: not evicted */
 	unsigned int next_id;
 	struct nbd_qslot *qs;
 	unsigned int nqueues;
@@ -127,6 +143,13 @@ struct nbd_conn {
 	struct nbd_conn *next; /* srv->conns; guarded by srv->lock */
 	pthread_t thread;
 	bool finished; /* thread is done and may be joined; srv->lock */
+	/*
+	 * In the handshake, no queue claimed yet (srv->lock). While set, the
+	 * accept loop may evict it: shutdown() its socket (the thread still
+	 * owns and closes the fd) and stop counting it in nconns.
+	 */
+	bool negotiating;
+	bool evicted; /* srv->lock */
 	int fd;	       /* client socket, non-blocking */
 	unsigned int id;
 	char peer[96];
@@ -173,17 +196,23 @@ static void conn_release_queue(struct nbd_conn *c)
 	c->qs = NULL;
 }
 
-/* Claim the lowest free queue. 0, -EBUSY (all taken) or -ENOTCONN. */
+/*
+ * Claim the lowest free queue. 0, -EBUSY (all taken), -ECONNABORTED
+ * (evicted meanwhile) or -ENOTCONN.
+ */
 static int conn_claim_queue(struct nbd_conn *c)
 {
 	struct nbd_server *srv = c->srv;
 	int ret = -EBUSY;
 
 	pthread_mutex_lock(&srv->lock);
-	for (unsigned int i = 0; i < srv->nqueues; i++) {
+	if (c->evicted) /* its socket is shut down: the handshake ends */
+		ret = -ECONNABORTED;
+	for (unsigned int i = 0; i < srv->nqueues && !c->evicted; i++) {
 		if (!srv->qs[i].busy) {
 			srv->qs[i].busy = true;
 			c->qidx = (int)i;
+			c->negotiating = false; /* serving now: not evictable */
 			ret = 0;
 			break;
 		}
@@ -672,6 +701,8 @@ static void nbd_transmission(struct nbd_conn *c)
 	    .nslots = srv->nslots,
 	    .abort_fd = srv->stop_fd,
 	    .drain_ms = NBD_DRAIN_TIMEOUT_MS,
+	    .max_buf = srv->max_client_buf,
+	    .idle_ms = srv->idle_ms,
 	    .queue_lost = conn_queue_lost,
 	    .arg = c,
 	};
@@ -693,28 +724,31 @@ static void *conn_thread(void *arg)
 	uint64_t one = 1;
 	int ret;
 
-	c->deadline_ms = now_ms() + NBD_HANDSHAKE_TIMEOUT_MS;
+	c->deadline_ms = now_ms() + srv->handshake_ms;
 	ret = nbd_handshake(c);
 	if (ret == 1) {
 		log_info("client %u (%s): connected on queue %d", c->id,
 			 c->peer, c->qidx);
 		nbd_transmission(c);
 	} else if (ret == -ETIMEDOUT) {
-		log_warn("client %u (%s): handshake timed out after %d s",
-			 c->id, c->peer, NBD_HANDSHAKE_TIMEOUT_MS / 1000);
+		log_warn("client %u (%s): handshake not finished within %u ms; "
+			 "dropped (--handshake-timeout)",
+			 c->id, c->peer, srv->handshake_ms);
 	} else if (ret < 0 && ret != -EPIPE && ret != -ESHUTDOWN &&
 		   ret != -ECONNRESET) {
 		log_debug("client %u (%s): handshake ended: %s", c->id, c->peer,
 			  strerror(-ret));
 	}
 	conn_release_queue(c);
-	close(c->fd);
-	c->fd = -1;
 
 	pthread_mutex_lock(&srv->lock);
 	c->finished = true;
-	srv->nconns--;
+	c->negotiating = false; /* the accept loop leaves c->fd alone now */
+	if (!c->evicted)
+		srv->nconns--;
 	pthread_mutex_unlock(&srv->lock);
+	close(c->fd);
+	c->fd = -1;
 	if (write(srv->reap_fd, &one, sizeof(one)) < 0)
 		(void)0; /* the counter cannot overflow in practice */
 	return NULL;
@@ -763,6 +797,31 @@ static void peer_name(int fd, char *out, size_t len)
 		snprintf(out, len, "%s:%s", host, port);
 }
 
+/*
+ * Make room for a newcomer: drop the oldest connection still in its
+ * handshake (the list is newest first). Its thread sees the shut-down
+ * socket, ends the handshake and closes it. Caller holds srv->lock.
+ * Returns false when every connection is serving.
+ */
+static bool evict_negotiating(struct nbd_server *srv)
+{
+	struct nbd_conn *victim = NULL;
+
+	for (struct nbd_conn *c = srv->conns; c; c = c->next)
+		if (c->negotiating)
+			victim = c;
+	if (!victim)
+		return false;
+	victim->negotiating = false;
+	victim->evicted = true;
+	srv->nconns--;
+	shutdown(victim->fd, SHUT_RDWR);
+	log_warn("client %u (%s): dropped while still in its handshake to make "
+		 "room for a new connection (%u connections, --max-connections)",
+		 victim->id, victim->peer, srv->max_conns);
+	return true;
+}
+
 /* Take one connection off the listener and start its thread. */
 static void accept_one(struct nbd_server *srv, int lfd)
 {
@@ -795,7 +854,7 @@ static void accept_one(struct nbd_server *srv, int lfd)
 	peer_name(fd, c->peer, sizeof(c->peer));
 
 	pthread_mutex_lock(&srv->lock);
-	if (srv->nconns >= srv->max_conns) {
+	if (srv->nconns >= srv->max_conns && !evict_negotiating(srv)) {
 		pthread_mutex_unlock(&srv->lock);
 		log_warn("refusing a connection from %s: %u clients connected "
 			 "(--max-connections)",
@@ -805,6 +864,7 @@ static void accept_one(struct nbd_server *srv, int lfd)
 		return;
 	}
 	c->id = srv->next_id++;
+	c->negotiating = true;
 	srv->nconns++;
 	c->next = srv->conns;
 	srv->conns = c;
@@ -978,7 +1038,9 @@ static void usage(FILE *f)
 	    "usage: rblk nbd URL (--socket PATH | --listen tcp://HOST[:PORT])\n"
 	    "                [--queues N] [--queue-depth N] [--read-only]\n"
 	    "                [--direct | --no-direct]\n"
-	    "                [--max-connections N] [--reconnect-delay SEC]\n"
+	    "                [--max-connections N] [--handshake-timeout SEC]\n"
+	    "                [--idle-timeout SEC] [--max-client-buffer SIZE]\n"
+	    "                [--reconnect-delay SEC]\n"
 	    "                [--ctrl-loss-timeout SEC] [--log-level L] [--help]\n"
 	    "\n"
 	    "Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT or\n"
@@ -1002,7 +1064,20 @@ static void usage(FILE *f)
 	    "                        target's volume memory); default: use it if offered\n"
 	    "  --no-direct           always use the target's slots\n"
 	    "  --max-connections N   sockets open at once, in handshake or serving,\n"
-	    "                        default %d; more are closed at once\n"
+	    "                        default %d; when full, the oldest socket still in\n"
+	    "                        its handshake is dropped for a newcomer, which is\n"
+	    "                        refused only if every socket is serving\n"
+	    "  --handshake-timeout SEC\n"
+	    "                        drop a client that has not finished the handshake\n"
+	    "                        within SEC seconds, default %g\n"
+	    "  --idle-timeout SEC    drop a client that moves no data for SEC seconds\n"
+	    "                        while none of its requests is in flight; default 0:\n"
+	    "                        never\n"
+	    "  --max-client-buffer SIZE\n"
+	    "                        request data one client may hold in memory beyond\n"
+	    "                        its queue's buffer pool (requests larger than\n"
+	    "                        max_io); past it the client's requests are read\n"
+	    "                        only as its replies go out; default %lluM\n"
 	    "  --reconnect-delay SEC first wait between reconnect attempts when a\n"
 	    "                        queue's connection is lost (doubles up to 10 s),\n"
 	    "                        default 1; clients' requests wait meanwhile\n"
@@ -1023,7 +1098,9 @@ static void usage(FILE *f)
 	    "SIGINT or SIGTERM: stop accepting, finish in-flight requests, close the\n"
 	    "clients, close the volume, remove the socket, exit 0.\n"
 	    "Exit status: 0 after a clean shutdown, 1 on errors, 2 on usage errors.\n",
-	    NBD_DEFAULT_PORT, NBD_DEFAULT_QUEUES, NBD_DEFAULT_MAX_CONNS);
+	    NBD_DEFAULT_PORT, NBD_DEFAULT_QUEUES, NBD_DEFAULT_MAX_CONNS,
+	    NBD_DEFAULT_HANDSHAKE_MS / 1000.0,
+	    (unsigned long long)(NBD_DEFAULT_CLIENT_BUFFER >> 20));
 }
 
 static int usage_error(const char *fmt, ...)
@@ -1053,6 +1130,9 @@ struct nbd_args {
 	int direct; /* enum rblk_direct */
 	int reconnect_delay_ms; /* -2: library default */
 	int ctrl_loss_ms; /* -2: library default; -1: never */
+	int handshake_ms;
+	int idle_ms; /* 0: none */
+	uint64_t max_client_buf;
 };
 
 /* Returns -1 to go on, or the exit code. */
@@ -1070,6 +1150,9 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 		OPT_NO_DIRECT,
 		OPT_RECONNECT_DELAY,
 		OPT_CTRL_LOSS,
+		OPT_HANDSHAKE_TMO,
+		OPT_IDLE_TMO,
+		OPT_CLIENT_BUF,
 	};
 	static const struct option longopts[] = {
 	    {"socket", required_argument, NULL, OPT_SOCKET},
@@ -1083,6 +1166,9 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
 	    {"reconnect-delay", required_argument, NULL, OPT_RECONNECT_DELAY},
 	    {"ctrl-loss-timeout", required_argument, NULL, OPT_CTRL_LOSS},
+	    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE_TMO},
+	    {"idle-timeout", required_argument, NULL, OPT_IDLE_TMO},
+	    {"max-client-buffer", required_argument, NULL, OPT_CLIENT_BUF},
 	    {"help", no_argument, NULL, 'h'},
 	    CLI_AUTH_LONGOPTS,
 	    {NULL, 0, NULL, 0},
@@ -1092,6 +1178,8 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	a->queues = NBD_DEFAULT_QUEUES;
 	a->max_conns = NBD_DEFAULT_MAX_CONNS;
 	a->reconnect_delay_ms = a->ctrl_loss_ms = -2;
+	a->handshake_ms = NBD_DEFAULT_HANDSHAKE_MS;
+	a->max_client_buf = NBD_DEFAULT_CLIENT_BUFFER;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -1144,6 +1232,29 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 				return usage_error("--ctrl-loss-timeout: '%s' is "
 						   "not a number of seconds "
 						   "(or -1)",
+						   optarg);
+			break;
+		case OPT_HANDSHAKE_TMO:
+			if (parse_seconds_ms(optarg, false, &a->handshake_ms) ||
+			    a->handshake_ms <= 0)
+				return usage_error("--handshake-timeout: '%s' is "
+						   "not a positive number of "
+						   "seconds",
+						   optarg);
+			break;
+		case OPT_IDLE_TMO:
+			if (parse_seconds_ms(optarg, false, &a->idle_ms))
+				return usage_error("--idle-timeout: '%s' is not "
+						   "a number of seconds",
+						   optarg);
+			break;
+		case OPT_CLIENT_BUF:
+			if (parse_size(optarg, &a->max_client_buf) ||
+			    a->max_client_buf < NBD_MAX_PAYLOAD ||
+			    a->max_client_buf > (1ull << 40))
+				return usage_error("--max-client-buffer: '%s' is "
+						   "not a size from 32M (the "
+						   "largest request) to 1T",
 						   optarg);
 			break;
 		case OPT_LOGLEVEL:
@@ -1285,6 +1396,9 @@ int cmd_nbd(int argc, char **argv)
 	snprintf(srv.export_name, sizeof(srv.export_name), "%s",
 		 vu.export_name);
 	srv.max_conns = (unsigned int)a.max_conns;
+	srv.handshake_ms = (unsigned int)a.handshake_ms;
+	srv.idle_ms = (unsigned int)a.idle_ms;
+	srv.max_client_buf = (size_t)a.max_client_buf;
 
 	/* Signals: blocked in every thread (the library's too), read from a
 	 * signalfd by the accept loop. SIGPIPE: sends use MSG_NOSIGNAL, but a

@@ -2,7 +2,7 @@
 # The initiator survives target restarts and notices a dead or hung one
 # (librblk reconnect and keep-alive, over tcp, through the fio engine):
 #
-#   1. fio writes 24 MiB at random (crc32c-headed blocks, QD16, rate-limited
+#   1. fio writes 40 MiB at random (crc32c-headed blocks, QD16, rate-limited
 #      so it takes seconds) while rblk-target is kill -9'd and restarted on
 #      the same port three times; fio must see no error, and a verify-only
 #      pass - through the engine and straight from the exported file - must
@@ -38,6 +38,7 @@ port=$RBLK_PORT
 tpid=$RBLK_TARGET_PID
 url=tcp://127.0.0.1:$port/vol0
 nstart=0
+tlog=$RBLK_TARGET_LOG # the running target's log
 
 # (re)start the target on the same port with export vol0=$1
 restart_target()
@@ -45,6 +46,7 @@ restart_target()
 	local log i
 	nstart=$((nstart + 1))
 	log=$TEST_DIR/target.r$nstart.log
+	tlog=$log
 	"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --log-level info \
 		--export "vol0=$1" >"$log" 2>&1 &
 	tpid=$!
@@ -61,6 +63,16 @@ restart_target()
 now_ms() { date +%s%3N; }
 quiet_kill() { kill "$@" 2>/dev/null || true; }
 
+# wait_login DEPTH PID: up to 30 s for a session of queue depth DEPTH (a fio
+# job's own; its size probe logs in at depth 1) in the running target's
+# log while PID lives. A kill before it would fail rblk_open, which does
+# not retry, instead of testing the reconnect.
+wait_login()
+{
+	_wait_for_line "$tlog" "logged in to export vol0 \(queue 0, depth $1," "$2" 30 ||
+		fail "no session of depth $1 logged in"
+}
+
 # wait_line WORD FILE PID: up to 10 s for WORD in FILE while PID lives
 wait_line()
 {
@@ -75,12 +87,13 @@ wait_line()
 
 # ---- 1. three kill -9 / restart cycles under a write load ------------------
 layout=(--rw=randwrite --bsrange=4k-64k --verify=crc32c --iodepth=16
-	--size=24M --randseed=7575 --verify_state_save=0)
+	--size=40M --randseed=7575 --verify_state_save=0)
 fio --name=rc "--ioengine=external:$engine" "--uri=$url" "${layout[@]}" \
 	--do_verify=0 --rate=4m --reconnect_delay=0.2 --ctrl_loss_tmo=20 \
 	--output="$TEST_DIR/w.out" 2>"$TEST_DIR/w.err" &
 fio_pid=$!
 cleanup_fn quiet_kill "$fio_pid"
+wait_login 16 "$fio_pid"
 for round in 1 2 3; do
 	sleep 1.2
 	kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/w.out" "$TEST_DIR/w.err"; fail "fio ended before kill $round"; }
@@ -108,7 +121,7 @@ tmo 60 fio --name=rc --ioengine=psync --filename="$img" \
 	{ cat "$TEST_DIR/f.out"; fail "verify of $img"; }
 grep -q "err= 0" "$TEST_DIR/f.out" || { cat "$TEST_DIR/f.out"; fail "$img does not hold every acknowledged write"; }
 grep -E "READ: bw" "$TEST_DIR/f.out" | head -1
-echo "case 1: 24 MiB written across 3 target kills verified"
+echo "case 1: 40 MiB written across 3 target kills verified"
 
 # ---- 2. the target never comes back: EIO/ENOTCONN after ctrl_loss_tmo ------
 fio --name=loss "--ioengine=external:$engine" "--uri=$url" --rw=randwrite \
@@ -116,6 +129,7 @@ fio --name=loss "--ioengine=external:$engine" "--uri=$url" --rw=randwrite \
 	--ctrl_loss_tmo=3 --output="$TEST_DIR/l.out" 2>"$TEST_DIR/l.err" &
 fio_pid=$!
 cleanup_fn quiet_kill "$fio_pid"
+wait_login 8 "$fio_pid"
 sleep 1
 kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/l.out" "$TEST_DIR/l.err"; fail "fio (loss) ended early"; }
 kill -KILL "$tpid"
@@ -140,6 +154,7 @@ fio --name=geo "--ioengine=external:$engine" "--uri=$url" --rw=randwrite \
 	--ctrl_loss_tmo=20 --output="$TEST_DIR/g.out" 2>"$TEST_DIR/g.err" &
 fio_pid=$!
 cleanup_fn quiet_kill "$fio_pid"
+wait_login 4 "$fio_pid"
 sleep 1
 kill -KILL "$tpid"
 wait "$tpid" 2>/dev/null || true
@@ -214,6 +229,7 @@ fio --name=dr "--ioengine=external:$engine" "--uri=$url" "${dlayout[@]}" \
 	--ctrl_loss_tmo=20 --output="$TEST_DIR/d.out" 2>"$TEST_DIR/d.err" &
 fio_pid=$!
 cleanup_fn quiet_kill "$fio_pid"
+wait_login 16 "$fio_pid"
 sleep 1.5
 kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/d.out" "$TEST_DIR/d.err"; fail "fio (direct) ended before the kill"; }
 kill -KILL "$tpid"
