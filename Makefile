@@ -20,10 +20,12 @@ UDEVHELPERDIR ?= $(PREFIX)/lib/udev
 BUILD ?= build
 CC ?= gcc
 
-PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium
+PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium json-c \
+	libmicrohttpd
 DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
-	libnl-3-dev libsodium-dev libcmocka-dev librbd-dev librados-dev
+	libnl-3-dev libsodium-dev libcmocka-dev librbd-dev librados-dev \
+	libjson-c-dev libmicrohttpd-dev
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq curl \
 	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev \
 	ceph-mon ceph-osd ceph-mgr ceph-common
@@ -45,9 +47,13 @@ PKG_LIBS_URING = $(shell pkg-config --libs liburing)
 PKG_LIBS_INIH = $(shell pkg-config --libs inih)
 PKG_LIBS_NL = $(shell pkg-config --libs libnl-genl-3.0)
 PKG_LIBS_SODIUM = $(shell pkg-config --libs libsodium)
+PKG_LIBS_JSON = $(shell pkg-config --libs json-c)
+PKG_LIBS_MHD = $(shell pkg-config --libs libmicrohttpd)
 CFLAGS += $(PKG_CFLAGS)
 
-COMMON_SRC := $(wildcard common/*.c)
+# common/json.c is for the programs only: librblk does not link json-c
+JSON_SRC := common/json.c
+COMMON_SRC := $(filter-out $(JSON_SRC),$(wildcard common/*.c))
 XPORT_SRC := $(wildcard transport/*.c)
 CONFIG_SRC := $(wildcard config/*.c)
 TARGET_SRC := $(wildcard target/*.c)
@@ -58,6 +64,7 @@ DEVICES_SRC := tools/rblk-devices.c
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 COMMON_OBJ := $(call obj,$(COMMON_SRC))
+JSON_OBJ := $(call obj,$(JSON_SRC))
 XPORT_OBJ := $(call obj,$(XPORT_SRC))
 CONFIG_OBJ := $(call obj,$(CONFIG_SRC))
 TARGET_OBJ := $(call obj,$(TARGET_SRC))
@@ -99,9 +106,10 @@ $(BUILD)/obj/%.o: %.c
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
-$(BUILD)/rblk-target: $(TARGET_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
+$(BUILD)/rblk-target: $(TARGET_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_URING) \
-		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) -laio -lrbd -lrados
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) $(PKG_LIBS_JSON) \
+		$(PKG_LIBS_MHD) -laio -lrbd -lrados
 
 $(BUILD)/librblk.so: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) initiator/librblk.map
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
@@ -110,17 +118,30 @@ $(BUILD)/librblk.so: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) initiator/librblk.map
 		$(PKG_LIBS_SODIUM)
 	ln -sf librblk.so.0 $@
 
-$(BUILD)/librblk.a: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
-	rm -f $@ && ar rcs $@ $^
+# The static library is one relocatable object (ld -r) whose only global
+# symbols are the ABI's, listed in librblk.map like the shared library's:
+# common/ and transport/ names (log_msg, now_ns, ...) stay private, so a
+# program linking librblk.a may define its own. 04-install checks it.
+$(BUILD)/gen/librblk.syms: initiator/librblk.map
+	@mkdir -p $(dir $@)
+	sed -n 's/^[[:space:]]*\(rblk_[a-z0-9_]*\);.*/\1/p' $< > $@
 
-# The CLI links the library statically so build/rblk runs from the tree.
-$(BUILD)/rblk: $(CLI_OBJ) $(BUILD)/librblk.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/librblk.a \
-		$(PKG_LIBS_VERBS) $(PKG_LIBS_NL) $(PKG_LIBS_URING) \
-		$(PKG_LIBS_SODIUM)
+$(BUILD)/librblk.a: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(BUILD)/gen/librblk.syms
+	$(LD) -r -o $(BUILD)/obj/librblk.o $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
+	objcopy --keep-global-symbols=$(BUILD)/gen/librblk.syms \
+		$(BUILD)/obj/librblk.o
+	rm -f $@ && ar rcs $@ $(BUILD)/obj/librblk.o
 
-$(BUILD)/rblk-devices: $(DEVICES_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+# The CLI links the library's objects (it uses common/ helpers that
+# librblk.a keeps private), so build/rblk runs from the tree.
+$(BUILD)/rblk: $(CLI_OBJ) $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) \
+		$(JSON_OBJ) $(PKG_LIBS_VERBS) $(PKG_LIBS_NL) $(PKG_LIBS_URING) \
+		$(PKG_LIBS_SODIUM) $(PKG_LIBS_JSON)
+
+$(BUILD)/rblk-devices: $(DEVICES_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM) \
+		$(PKG_LIBS_JSON)
 
 $(BUILD)/rblk.pc: Makefile include/rblk/rblk.h
 	@mkdir -p $(BUILD)
@@ -139,9 +160,11 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_O
 # Helper programs the end-to-end scripts drive.
 E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient \
 	$(BUILD)/tests/rblk_manysess
-$(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(BUILD)/librblk.a
+# (its raw read-only case speaks the protocol itself: the objects, not
+# librblk.a, whose internals are private)
+$(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
 # A raw initiator on the transport API (security tests: 65-auth, 66-rkey).
@@ -154,6 +177,21 @@ $(BUILD)/tests/rblk_rawclient: tests/e2e/rblk_rawclient.c $(XPORT_OBJ) $(COMMON_
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(XPORT_OBJ) $(COMMON_OBJ) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+
+# Protocol constants for the Python test tools (tests/e2e/rblk_raw.py),
+# printed by a program compiled against the C sources themselves (proto.h,
+# tcp.c's framing): nothing is copied by hand.
+CONST_SRC := common/proto.h transport/tcp.c
+$(BUILD)/gen/rblk_const.py: tests/gen/gen-const.sh $(CONST_SRC) \
+		$(filter-out %/tcp.o,$(XPORT_OBJ)) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	tests/gen/gen-const.sh $(BUILD)/gen/gen_const.c $(CONST_SRC)
+	$(CC) $(CFLAGS) -Wno-unused-function -Wno-missing-prototypes $(LDFLAGS) \
+		-o $(BUILD)/gen/gen_const $(BUILD)/gen/gen_const.c \
+		$(filter-out %/tcp.o,$(XPORT_OBJ)) $(COMMON_OBJ) \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+	$(BUILD)/gen/gen_const > $@.tmp && mv $@.tmp $@
+E2E_BINS += $(BUILD)/gen/rblk_const.py
 
 # make check = host tests + the guest suite, one closing summary line.
 check: all $(UNIT_BINS) $(E2E_BINS) test-deps fio-engine-try

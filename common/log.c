@@ -2,9 +2,9 @@
 #include "log.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -13,6 +13,15 @@
 
 int rblk_log_level = LOG_WARN;
 static const char *log_prefix = "rblk";
+static void (*error_hook)(const char *msg, void *arg);
+static void *error_hook_arg;
+static __thread bool in_error_hook;
+
+void log_set_error_hook(void (*fn)(const char *msg, void *arg), void *arg)
+{
+	error_hook = fn;
+	error_hook_arg = arg;
+}
 
 void log_set_level(int level)
 {
@@ -87,7 +96,7 @@ static void log_vmsg(int level, const char *fmt, va_list ap)
 	char line[1024];
 	struct timespec ts;
 	struct tm tm;
-	int n;
+	int n, msg;
 
 	if (level > rblk_log_level)
 		return;
@@ -96,6 +105,7 @@ static void log_vmsg(int level, const char *fmt, va_list ap)
 	n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld %s: %s: ",
 		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
 		     log_prefix, tags[level < 0 ? 0 : level > 3 ? 3 : level]);
+	msg = n;
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;
@@ -103,4 +113,10 @@ static void log_vmsg(int level, const char *fmt, va_list ap)
 	/* one write per line so concurrent threads do not interleave */
 	if (write(STDERR_FILENO, line, (size_t)n) < 0)
 		(void)0;
+	if (level == LOG_ERR && error_hook && !in_error_hook) {
+		line[n - 1] = 0;
+		in_error_hook = true;
+		error_hook(line + msg, error_hook_arg);
+		in_error_hook = false;
+	}
 }

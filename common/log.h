@@ -20,6 +20,13 @@ void log_set_level(int level);
 /* Parse "error|warn|info|debug" or a digit; returns level or -EINVAL. */
 int log_parse_level(const char *s);
 void log_set_prefix(const char *prefix);
+/*
+ * Call fn(level, message, arg) for every line logged at LOG_ERR, after it
+ * is written (the message without time and prefix); NULL: none. Set it
+ * before threads that log start. fn runs on the logging thread and must
+ * not log errors itself (such lines are written, not passed to it).
+ */
+void log_set_error_hook(void (*fn)(const char *msg, void *arg), void *arg);
 
 void log_msg(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the `rblk` subcommands: parsing the options several of
- * them take (-o, -t, -L) and writing JSON strings.
+ * them take (-o, -t, -L). JSON output goes through common/json.h.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -10,20 +10,6 @@
 
 #include "../common/log.h"
 #include "cli.h"
-
-void cli_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p == 0x7f)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
 
 int cli_parse_output(const char *cmd, const char *arg, bool *json)
 {
@@ -52,7 +38,9 @@ int cli_parse_log_level(const char *cmd, const char *arg)
 	int lvl = log_parse_level(arg);
 
 	if (lvl < 0) {
-		fprintf(stderr, "rblk %s: bad log level '%s'\n", cmd, arg);
+		fprintf(stderr,
+			"rblk %s: --log-level: '%s': expected error, warn, info or debug\n",
+			cmd, arg);
 		return -1;
 	}
 	log_set_level(lvl);

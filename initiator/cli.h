@@ -67,16 +67,13 @@ static inline void cli_auth_apply(const struct cli_auth *a,
 int cmd_info(int argc, char **argv);
 int cmd_nbd(int argc, char **argv); /* initiator/nbd_server.c */
 int cmd_map(int argc, char **argv); /* initiator/map.c */
-int cmd_unmap(int argc, char **argv); /* initiator/map.c */
-int cmd_list(int argc, char **argv); /* initiator/map.c */
+int cmd_unmap(int argc, char **argv); /* initiator/unmap.c */
+int cmd_list(int argc, char **argv); /* initiator/list.c */
 int cmd_discover(int argc, char **argv); /* initiator/discover.c */
 int cmd_version(int argc, char **argv); /* initiator/discover.c */
 
-/* Write s as a JSON string literal (quoted, escaped) to f. */
-void cli_json_string(FILE *f, const char *s);
-
 /*
- * Option parsers shared by info and discover (initiator/cli.c). Each
+ * Option parsers shared by the subcommands (initiator/cli.c). Each
  * returns 0, or prints "rblk CMD: ..." to stderr and returns -1 on a bad
  * argument (the caller then exits with 2).
  */

@@ -11,7 +11,9 @@
 
 #include <rblk/rblk.h>
 
+#include "../common/json.h"
 #include "../common/proto.h"
+#include "../common/util.h"
 #include "../common/version.h"
 #include "cli.h"
 
@@ -46,30 +48,28 @@ static const struct {
 static void print_json(const char *url, const struct rblk_export_entry *l,
 		       int n)
 {
-	printf("{\"url\":");
-	cli_json_string(stdout, url);
-	printf(",\"exports\":[");
-	for (int i = 0; i < n; i++) {
-		bool first = true;
+	struct json_object *o = json_object_new_object();
+	struct json_object *list = json_object_new_array();
 
-		printf("%s{\"name\":", i ? "," : "");
-		cli_json_string(stdout, l[i].name);
-		printf(",\"size\":%llu,\"block_size\":%u,\"read_only\":%s,"
-		       "\"features\":[",
-		       (unsigned long long)l[i].size, l[i].block_size,
-		       l[i].features & RBLK_FEAT_READ_ONLY ? "true" : "false");
-		for (size_t f = 0; f < sizeof(feature_names) /
-					       sizeof(feature_names[0]);
-		     f++) {
-			if (!(l[i].features & feature_names[f].bit))
-				continue;
-			printf("%s\"%s\"", first ? "" : ",",
-			       feature_names[f].name);
-			first = false;
-		}
-		printf("]}");
+	rjson_add_str(o, "url", url);
+	for (int i = 0; i < n; i++) {
+		struct json_object *x = json_object_new_object();
+		struct json_object *feats = json_object_new_array();
+
+		rjson_add_str(x, "name", l[i].name);
+		rjson_add_u64(x, "size", l[i].size);
+		rjson_add_u64(x, "block_size", l[i].block_size);
+		rjson_add_bool(x, "read_only",
+			       l[i].features & RBLK_FEAT_READ_ONLY);
+		for (size_t f = 0; f < ARRAY_SIZE(feature_names); f++)
+			if (l[i].features & feature_names[f].bit)
+				json_object_array_add(
+					feats, rjson_str(feature_names[f].name));
+		rjson_add(x, "features", feats);
+		json_object_array_add(list, x);
 	}
-	printf("]}\n");
+	rjson_add(o, "exports", list);
+	rjson_print(stdout, o);
 }
 
 static void print_text(const struct rblk_export_entry *l, int n)

@@ -18,6 +18,10 @@
  *                       removes the device and returns
  *   rblk unmap DEV      finds DEV's record, signals the daemon, waits for it
  *                       to exit; if the daemon is gone, frontend->detach()
+ *   rblk list           shows the records: device, state, latest error
+ *
+ * Files: map.c (rblk map), map_daemon.c (the daemon, this contract),
+ * map_record.c (records), unmap.c, list.c; map_internal.h joins them.
  */
 #ifndef RBLK_INITIATOR_MAP_H
 #define RBLK_INITIATOR_MAP_H
@@ -35,7 +39,11 @@ struct map_opts {
 	bool read_only;
 	int direct; /* enum rblk_direct */
 	int dev_id; /* -1: any free device number */
-	int recover_id; /* ublk: re-attach to this device id; -1: none */
+	/*
+	 * Take over device dev_id, whose daemon died, instead of creating
+	 * one (`rblk map --recover N`; only front ends with recover_queues).
+	 */
+	bool recover;
 	unsigned int io_timeout_s; /* kernel request timeout; 0: default */
 	struct cli_auth auth; /* --host-name, --key-file, --mutual-auth */
 	int reconnect_delay_ms; /* rblk_opts: what the library does when */
@@ -49,9 +57,20 @@ void map_ready(struct map_ctx *ctx, const char *dev_path, int dev_id);
 /* Readable (eventfd/pipe) once unmap or SIGTERM asks the daemon to stop. */
 int map_stop_fd(struct map_ctx *ctx);
 bool map_should_stop(struct map_ctx *ctx);
+/*
+ * Front end, any thread: the mapping's latest error, in words ("ADD_DEV:
+ * Operation not permitted"). It goes to the mapping's record: `rblk list`
+ * shows it, and when serve() fails before map_ready() it is what `rblk
+ * map` says. Any error line the daemon logs is recorded the same way, so
+ * a front end that logs its failure with log_err() need not call this.
+ */
+void map_set_error(struct map_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 struct frontend_ops {
 	const char *name; /* "ublk", "nbd" */
+	/* device node name before its number: /dev/PREFIXn ("ublkb", "nbd") */
+	const char *dev_prefix;
 	/*
 	 * Can this front end work here (driver loaded, control device
 	 * present)? 0, or -errno with a reason written to why.
@@ -68,6 +87,13 @@ struct frontend_ops {
 		     const struct map_opts *o);
 	/* Any process: remove dev_id whose daemon is gone. 0 or -errno. */
 	int (*detach)(int dev_id);
+	/*
+	 * Optional (NULL: the front end cannot take a device over). `rblk
+	 * map` process: the number of queues device dev_id, left by a dead
+	 * daemon, was made with (the new session must match), or -errno.
+	 * A device whose daemon died then stays for `rblk map --recover`.
+	 */
+	int (*recover_queues)(int dev_id);
 };
 
 extern const struct frontend_ops frontend_ublk_ops;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rblk/rblk.h"
+#include "common/freelist.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "initiator/nbd_conn.h"
@@ -238,9 +239,8 @@ static uint32_t nc_validate(const struct nbd_conn_opts *o, uint16_t type,
 
 static struct nc_req *req_alloc(struct nc *c)
 {
-	struct nc_req *req = c->free_reqs;
+	struct nc_req *req = FREELIST_POP(c->free_reqs, next);
 
-	c->free_reqs = req->next;
 	req->next = NULL;
 	req->buf = NULL;
 	req->slot = -1;
@@ -259,8 +259,7 @@ static void req_free(struct nc *c, struct nc_req *req)
 	req->buf = NULL;
 	req->slot = -1;
 	req->state = NC_REQ_FREE;
-	req->next = c->free_reqs;
-	c->free_reqs = req;
+	FREELIST_PUSH(c->free_reqs, req, next);
 }
 
 /* Heap bytes a READ/WRITE of len needs now: 0 when a pool slot takes it. */
@@ -880,8 +879,7 @@ int nbd_conn_run(const struct nbd_conn_opts *o, struct nbd_conn_stats *st)
 	}
 	for (unsigned int i = o->nreqs; i-- > 0;) {
 		c.reqs[i].slot = -1;
-		c.reqs[i].next = c.free_reqs;
-		c.free_reqs = &c.reqs[i];
+		FREELIST_PUSH(c.free_reqs, &c.reqs[i], next);
 	}
 	for (unsigned int i = o->nslots; i-- > 0;)
 		c.free_slots[c.nfree_slots++] = (int)i;

@@ -82,6 +82,7 @@
 #include "common/util.h"
 #include "initiator/map.h"
 #include "initiator/nbd_conn.h"
+#include "initiator/nbd_pool.h"
 #include "initiator/nbd_proto.h"
 
 #define NK_DEFAULT_TIMEOUT_S 30 /* kernel request timeout */
@@ -530,24 +531,8 @@ static int sock_init(struct nk_dev *dev, struct nk_sock *s, unsigned int idx)
 	sock_bufs(s->kfd);
 
 	snprintf(s->name, sizeof(s->name), "nbd socket %u", idx);
-	s->pool = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s->pool == MAP_FAILED) {
-		ret = -errno;
-		s->pool = NULL;
-		log_err("mmap of a %zu-byte buffer pool: %s", len,
-			strerror(errno));
-		return ret;
-	}
 	s->pool_len = len;
-	ret = rblk_register_buffer(s->q, s->pool, len);
-	if (ret < 0)
-		log_warn("queue %u: rblk_register_buffer (%zu bytes): %s; data "
-			 "will be copied through the library's slots",
-			 idx, len, rblk_last_error());
-	else
-		s->registered = true;
-	return 0;
+	return nbd_pool_map(s->q, len, s->name, &s->pool, &s->registered);
 }
 
 /*
@@ -557,12 +542,8 @@ static int sock_init(struct nk_dev *dev, struct nk_sock *s, unsigned int idx)
  */
 static void sock_destroy(struct nk_sock *s)
 {
-	if (!s->abandoned) {
-		if (s->registered)
-			rblk_unregister_buffer(s->q, s->pool);
-		if (s->pool)
-			munmap(s->pool, s->pool_len);
-	}
+	if (!s->abandoned)
+		nbd_pool_unmap(s->q, s->pool, s->pool_len, s->registered);
 	if (s->kfd >= 0)
 		close(s->kfd);
 	if (s->fd >= 0)
@@ -675,12 +656,6 @@ static int nk_serve(struct map_ctx *ctx, struct rblk *r,
 	bool all_gone = false;
 	int ret;
 
-	if (o->recover_id >= 0) {
-		log_err("the kernel NBD front end cannot take over a device "
-			"(--recover); 'rblk unmap /dev/nbd%d' and map again",
-			o->recover_id);
-		return -EOPNOTSUPP;
-	}
 	ret = dev_setup(&dev);
 	if (ret)
 		return ret;
@@ -832,6 +807,7 @@ static int nk_detach(int dev_id)
 
 const struct frontend_ops frontend_nbd_ops = {
     .name = "nbd",
+    .dev_prefix = "nbd",
     .probe = nk_probe,
     .serve = nk_serve,
     .detach = nk_detach,

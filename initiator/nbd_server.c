@@ -85,6 +85,7 @@
 #include "common/util.h"
 #include "initiator/cli.h"
 #include "initiator/nbd_conn.h"
+#include "initiator/nbd_pool.h"
 #include "initiator/nbd_proto.h"
 
 #define NBD_DEFAULT_QUEUES 4
@@ -240,29 +241,13 @@ static int qslot_pool_init(struct nbd_conn *c)
 	struct nbd_server *srv = c->srv;
 	struct nbd_qslot *qs = c->qs;
 	size_t len = (size_t)srv->nslots * srv->slot_size;
-	void *p;
-	int ret;
+	char who[32];
 
 	if (qs->pool)
 		return 0;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		 -1, 0);
-	if (p == MAP_FAILED) {
-		ret = -errno;
-		log_err("queue %d: mmap of a %zu-byte buffer pool: %s", c->qidx,
-			len, strerror(errno));
-		return ret;
-	}
-	qs->pool = p;
+	snprintf(who, sizeof(who), "queue %d", c->qidx);
 	qs->pool_len = len;
-	ret = rblk_register_buffer(c->q, p, len);
-	if (ret < 0)
-		log_warn("queue %d: rblk_register_buffer (%zu bytes): %s; "
-			 "data will be copied through the library's slots",
-			 c->qidx, len, rblk_last_error());
-	else
-		qs->registered = true;
-	return 0;
+	return nbd_pool_map(c->q, len, who, &qs->pool, &qs->registered);
 }
 
 /* Claim a queue and prepare for transmission. 0, -EBUSY or -ENOMEM. */
@@ -1188,7 +1173,7 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	    CLI_AUTH_LONGOPTS,
 	    {NULL, 0, NULL, 0},
 	};
-	int ch, lvl;
+	int ch;
 
 	a->queues = NBD_DEFAULT_QUEUES;
 	a->max_conns = NBD_DEFAULT_MAX_CONNS;
@@ -1273,13 +1258,8 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 						   optarg);
 			break;
 		case OPT_LOGLEVEL:
-			lvl = log_parse_level(optarg);
-			if (lvl < 0)
-				return usage_error(
-				    "--log-level: '%s': expected "
-				    "error, warn, info or debug",
-				    optarg);
-			log_set_level(lvl);
+			if (cli_parse_log_level("nbd", optarg))
+				return 2;
 			break;
 		case 'h':
 			usage(stdout);

@@ -11,6 +11,7 @@
 
 #include <rblk/rblk.h>
 
+#include "../common/json.h"
 #include "../common/log.h"
 #include "cli.h"
 
@@ -56,6 +57,27 @@ static void info_usage(FILE *f)
 		   "  -L, --log-level L    error, warn (default), info, debug\n"
 		   CLI_AUTH_HELP
 		   "  -h, --help           show this help\n");
+}
+
+static void print_info_json(const char *url, const struct rblk_info *info)
+{
+	struct json_object *o = json_object_new_object();
+	uint32_t f = info->features;
+
+	rjson_add_str(o, "url", url);
+	rjson_add_str(o, "transport", info->transport);
+	rjson_add_str(o, "export", info->export_name);
+	rjson_add_u64(o, "size", info->size);
+	rjson_add_u64(o, "block_size", info->block_size);
+	rjson_add_u64(o, "max_io", info->max_io);
+	rjson_add_u64(o, "queue_depth", info->queue_depth);
+	rjson_add_bool(o, "read_only", f & RBLK_FEAT_READ_ONLY);
+	rjson_add_bool(o, "flush", f & RBLK_FEAT_FLUSH);
+	rjson_add_bool(o, "fua", f & RBLK_FEAT_FUA);
+	rjson_add_bool(o, "trim", f & RBLK_FEAT_TRIM);
+	rjson_add_bool(o, "write_zeroes", f & RBLK_FEAT_ZEROES);
+	rjson_add_bool(o, "direct", f & RBLK_FEAT_DIRECT);
+	rjson_print(stdout, o);
 }
 
 int cmd_info(int argc, char **argv)
@@ -121,22 +143,7 @@ int cmd_info(int argc, char **argv)
 	}
 	info = rblk_get_info(r);
 	if (json) {
-		printf("{\"url\":");
-		cli_json_string(stdout, argv[optind]);
-		printf(",\"transport\":\"%s\",\"export\":", info->transport);
-		cli_json_string(stdout, info->export_name);
-		printf(",\"size\":%llu,\"block_size\":%u,\"max_io\":%u,"
-		       "\"queue_depth\":%u,\"read_only\":%s,\"flush\":%s,"
-		       "\"fua\":%s,\"trim\":%s,\"write_zeroes\":%s,"
-		       "\"direct\":%s}\n",
-		       (unsigned long long)info->size, info->block_size,
-		       info->max_io, info->queue_depth,
-		       info->features & RBLK_FEAT_READ_ONLY ? "true" : "false",
-		       info->features & RBLK_FEAT_FLUSH ? "true" : "false",
-		       info->features & RBLK_FEAT_FUA ? "true" : "false",
-		       info->features & RBLK_FEAT_TRIM ? "true" : "false",
-		       info->features & RBLK_FEAT_ZEROES ? "true" : "false",
-		       info->features & RBLK_FEAT_DIRECT ? "true" : "false");
+		print_info_json(argv[optind], info);
 	} else {
 		printf("url:         %s\n", argv[optind]);
 		printf("transport:   %s\n", info->transport);

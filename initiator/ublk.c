@@ -48,7 +48,7 @@
  * where the kernel has them. When the daemon dies (kill -9), the kernel
  * quiesces the device and requeues its in-flight requests instead of
  * failing them; `rblk map --recover ID` then runs serve() with
- * o->recover_id = ID: START_USER_RECOVERY, new queue threads fetch, and
+ * o->recover (device o->dev_id): START_USER_RECOVERY, new queue threads fetch, and
  * END_USER_RECOVERY resumes the queued I/O on the new session. The price:
  * until then (or until detach() removes the device) I/O on it waits.
  *
@@ -59,6 +59,7 @@
 #include "map.h"
 #include "ublk_compat.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -1075,7 +1076,7 @@ static int udev_create(struct udev *d, const struct map_opts *o)
 }
 
 /*
- * Re-attach to device o->recover_id, whose daemon died: check that this
+ * Re-attach to device o->dev_id (o->recover), whose daemon died: check that this
  * session fits it, START_USER_RECOVERY, open /dev/ublkcN.
  */
 static int udev_recover_prepare(struct udev *d, const struct map_opts *o)
@@ -1087,7 +1088,7 @@ static int udev_recover_prepare(struct udev *d, const struct map_opts *o)
 	struct ublk_params p;
 	int ret;
 
-	d->dev_id = o->recover_id;
+	d->dev_id = o->dev_id;
 	ret = uctrl_get_info(&d->ctrl, d->dev_id, di);
 	if (ret) {
 		log_err("ublk: no device %d to recover (%s)", d->dev_id,
@@ -1301,7 +1302,7 @@ static int ublk_serve(struct map_ctx *ctx, struct rblk *r,
 		goto out_close_efds;
 	}
 
-	if (o->recover_id >= 0)
+	if (o->recover)
 		ret = udev_recover_prepare(d, o);
 	else
 		ret = udev_create(d, o);
@@ -1408,9 +1409,29 @@ out_close:
 	return ret;
 }
 
+/* Hardware queues of /dev/ublkbID (entries of its mq/ directory), or -errno. */
+static int ublk_recover_queues(int id)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/sys/block/ublkb%d/mq", id);
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	while ((de = readdir(dir)))
+		n += de->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
 const struct frontend_ops frontend_ublk_ops = {
     .name = "ublk",
+    .dev_prefix = "ublkb",
     .probe = ublk_probe,
     .serve = ublk_serve,
     .detach = ublk_detach,
+    .recover_queues = ublk_recover_queues,
 };

@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "../common/freelist.h"
 #include "../common/log.h"
 
 #define AIO_REAP_BATCH 64
@@ -58,8 +59,7 @@ static int aio_init(struct worker *w, unsigned int depth)
 		goto out_free;
 	}
 	for (unsigned int i = 0; i < depth; i++) {
-		a->ops[i].next = a->free_list;
-		a->free_list = &a->ops[i];
+		FREELIST_PUSH(a->free_list, &a->ops[i], next);
 	}
 	ret = io_setup((int)depth, &a->ctx);
 	if (ret) {
@@ -115,17 +115,12 @@ static void aio_unregister_buf(struct worker *w, int index)
 
 static struct aio_op *op_get(struct aio_priv *a)
 {
-	struct aio_op *op = a->free_list;
-
-	if (op)
-		a->free_list = op->next;
-	return op;
+	return FREELIST_POP(a->free_list, next);
 }
 
 static void op_put(struct aio_priv *a, struct aio_op *op)
 {
-	op->next = a->free_list;
-	a->free_list = op;
+	FREELIST_PUSH(a->free_list, op, next);
 }
 
 static int aio_queue_rw(struct worker *w, struct treq *r, int fd, bool write,

@@ -667,6 +667,21 @@ void export_get(struct export *e)
 	atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
 }
 
+/* The export called name with a reference taken, or NULL (any thread). */
+struct export *export_lookup(struct target *t, const char *name)
+{
+	struct export *e;
+
+	pthread_mutex_lock(&t->exports_lock);
+	for (e = t->exports; e; e = e->next)
+		if (!strcmp(e->name, name))
+			break;
+	if (e)
+		export_get(e);
+	pthread_mutex_unlock(&t->exports_lock);
+	return e;
+}
+
 static void export_destroy(struct export *e)
 {
 	bool removed = atomic_load(&e->removed);

@@ -31,33 +31,6 @@ struct listener {
 	char url[256];
 };
 
-const struct engine_ops *engine_find(const char *name)
-{
-	static const struct engine_ops *const engines[] = {
-		&engine_uring_ops,
-		&engine_aio_ops,
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(engines); i++)
-		if (!strcmp(engines[i]->name, name))
-			return engines[i];
-	return NULL;
-}
-
-struct export *export_lookup(struct target *t, const char *name)
-{
-	struct export *e;
-
-	pthread_mutex_lock(&t->exports_lock);
-	for (e = t->exports; e; e = e->next)
-		if (!strcmp(e->name, name))
-			break;
-	if (e)
-		export_get(e);
-	pthread_mutex_unlock(&t->exports_lock);
-	return e;
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,

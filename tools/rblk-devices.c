@@ -33,6 +33,7 @@
 #include <sys/time.h>
 
 #include "rblk/rblk.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "common/version.h"
 
@@ -782,161 +783,111 @@ static void print_text(const struct dev_info *d)
 	}
 }
 
-/* ---- JSON output ------------------------------------------------------- */
+/* ---- JSON output (json-c, common/json.h) ------------------------------ */
 
-/*
- * A minimal streaming JSON writer: it tracks whether a comma is due at each
- * nesting level and indents by two spaces.
- */
-struct json {
-	FILE *f;
-	int depth;
-	bool comma[16];
-};
-
-static void json_key(struct json *j, const char *key)
+static void json_port(struct json_object *o, const struct dev_info *d,
+		      const struct port_info *p)
 {
-	if (j->comma[j->depth])
-		fputc(',', j->f);
-	j->comma[j->depth] = true;
-	fprintf(j->f, "\n%*s", 2 * j->depth, "");
-	if (key)
-		fprintf(j->f, "\"%s\": ", key); /* keys are ours: no escaping */
-}
+	struct json_object *gids;
+	char gid[INET6_ADDRSTRLEN];
+	const char *w, *s;
+	double lane;
 
-static void json_open(struct json *j, const char *key, char c)
-{
-	if (j->depth || j->comma[0])
-		json_key(j, key);
-	fputc(c, j->f);
-	j->depth++;
-	j->comma[j->depth] = false;
-}
+	rjson_add_u64(o, "port", p->num);
+	if (p->err) {
+		char msg[128];
 
-static void json_close(struct json *j, char c)
-{
-	bool empty = !j->comma[j->depth];
-
-	j->depth--;
-	if (!empty)
-		fprintf(j->f, "\n%*s", 2 * j->depth, "");
-	fputc(c, j->f);
-}
-
-static void json_str(struct json *j, const char *key, const char *s)
-{
-	json_key(j, key);
-	fputc('"', j->f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(j->f, "\\%c", c);
-		else if (c < 0x20 || c >= 0x7f)
-			fprintf(j->f, "\\u%04x", c);
-		else
-			fputc(c, j->f);
-	}
-	fputc('"', j->f);
-}
-
-static void json_uint(struct json *j, const char *key, uint64_t v)
-{
-	json_key(j, key);
-	fprintf(j->f, "%" PRIu64, v);
-}
-
-static void json_num(struct json *j, const char *key, double v)
-{
-	json_key(j, key);
-	fprintf(j->f, "%g", v);
-}
-
-static void json_device(struct json *j, const struct dev_info *d)
-{
-	char guid[32], gid[INET6_ADDRSTRLEN];
-
-	json_open(j, NULL, '{');
-	json_str(j, "name", d->name);
-	format_guid(guid, sizeof(guid), d->node_guid);
-	json_str(j, "node_guid", guid);
-	json_str(j, "node_type", node_type_str(d->node_type));
-	json_str(j, "transport", transport_str(d->transport));
-	if (d->err[0]) {
-		json_str(j, "error", d->err);
-		json_close(j, '}');
+		snprintf(msg, sizeof(msg), "ibv_query_port: %s",
+			 strerror(-p->err));
+		rjson_add_str(o, "error", msg);
 		return;
 	}
-	json_str(j, "fw_ver", d->attr.fw_ver);
-	json_uint(j, "vendor_id", d->attr.vendor_id);
-	json_uint(j, "vendor_part_id", d->attr.vendor_part_id);
-	json_uint(j, "hw_ver", d->attr.hw_ver);
-	json_uint(j, "max_qp", (uint64_t)d->attr.max_qp);
-	json_uint(j, "max_qp_wr", (uint64_t)d->attr.max_qp_wr);
-	json_uint(j, "max_sge", (uint64_t)d->attr.max_sge);
-	json_uint(j, "max_mr", (uint64_t)d->attr.max_mr);
-	json_uint(j, "max_mr_size", d->attr.max_mr_size);
-	json_uint(j, "max_qp_rd_atom", (uint64_t)d->attr.max_qp_rd_atom);
-	json_uint(j, "max_qp_init_rd_atom",
-		  (uint64_t)d->attr.max_qp_init_rd_atom);
-	json_uint(j, "phys_port_cnt", d->nr_ports);
-
-	json_open(j, "ports", '[');
-	for (unsigned int i = 0; i < d->nr_ports; i++) {
-		const struct port_info *p = &d->ports[i];
-		const char *w, *s;
-		double lane;
-
-		json_open(j, NULL, '{');
-		json_uint(j, "port", p->num);
-		if (p->err) {
-			char msg[128];
-
-			snprintf(msg, sizeof(msg), "ibv_query_port: %s",
-				 strerror(-p->err));
-			json_str(j, "error", msg);
-			json_close(j, '}');
-			continue;
-		}
-		json_str(j, "state", port_state_str(p->attr.state));
-		json_str(j, "phys_state", phys_state_str(p->phys_state));
-		json_str(j, "link_layer", link_layer_str(d, p));
-		json_uint(j, "active_mtu",
-			  (uint64_t)mtu_bytes(p->attr.active_mtu));
-		json_uint(j, "max_mtu", (uint64_t)mtu_bytes(p->attr.max_mtu));
-		if (is_ib(d, p)) {
-			json_uint(j, "lid", p->attr.lid);
-			json_uint(j, "sm_lid", p->attr.sm_lid);
-			json_uint(j, "lmc", p->attr.lmc);
-		}
-		w = width_str(p->attr.active_width);
-		s = speed_str(p->attr.active_speed, &lane);
-		if (w && s) {
-			json_str(j, "width", w);
-			json_str(j, "speed", s);
-			json_num(j, "rate_gbps",
-				 lane * width_lanes(p->attr.active_width));
-		}
-		if (p->netdev[0])
-			json_str(j, "netdev", p->netdev);
-		json_open(j, "gids", '[');
-		for (size_t k = 0; k < p->nr_gids; k++) {
-			const struct gid_info *g = &p->gids[k];
-
-			json_open(j, NULL, '{');
-			json_uint(j, "index", g->index);
-			format_gid(gid, sizeof(gid), &g->gid);
-			json_str(j, "gid", gid);
-			json_str(j, "type", gid_type_str(d, g->type));
-			if (g->netdev[0])
-				json_str(j, "netdev", g->netdev);
-			json_close(j, '}');
-		}
-		json_close(j, ']');
-		json_close(j, '}');
+	rjson_add_str(o, "state", port_state_str(p->attr.state));
+	rjson_add_str(o, "phys_state", phys_state_str(p->phys_state));
+	rjson_add_str(o, "link_layer", link_layer_str(d, p));
+	rjson_add_u64(o, "active_mtu", (uint64_t)mtu_bytes(p->attr.active_mtu));
+	rjson_add_u64(o, "max_mtu", (uint64_t)mtu_bytes(p->attr.max_mtu));
+	if (is_ib(d, p)) {
+		rjson_add_u64(o, "lid", p->attr.lid);
+		rjson_add_u64(o, "sm_lid", p->attr.sm_lid);
+		rjson_add_u64(o, "lmc", p->attr.lmc);
 	}
-	json_close(j, ']');
-	json_close(j, '}');
+	w = width_str(p->attr.active_width);
+	s = speed_str(p->attr.active_speed, &lane);
+	if (w && s) {
+		rjson_add_str(o, "width", w);
+		rjson_add_str(o, "speed", s);
+		rjson_add(o, "rate_gbps",
+			  json_object_new_double(
+				  lane * width_lanes(p->attr.active_width)));
+	}
+	if (p->netdev[0])
+		rjson_add_str(o, "netdev", p->netdev);
+	gids = json_object_new_array();
+	for (size_t k = 0; k < p->nr_gids; k++) {
+		const struct gid_info *g = &p->gids[k];
+		struct json_object *x = json_object_new_object();
+
+		rjson_add_u64(x, "index", g->index);
+		format_gid(gid, sizeof(gid), &g->gid);
+		rjson_add_str(x, "gid", gid);
+		rjson_add_str(x, "type", gid_type_str(d, g->type));
+		if (g->netdev[0])
+			rjson_add_str(x, "netdev", g->netdev);
+		json_object_array_add(gids, x);
+	}
+	rjson_add(o, "gids", gids);
+}
+
+static struct json_object *json_device(const struct dev_info *d)
+{
+	struct json_object *o = json_object_new_object(), *ports;
+	char guid[32];
+
+	rjson_add_str(o, "name", d->name);
+	format_guid(guid, sizeof(guid), d->node_guid);
+	rjson_add_str(o, "node_guid", guid);
+	rjson_add_str(o, "node_type", node_type_str(d->node_type));
+	rjson_add_str(o, "transport", transport_str(d->transport));
+	if (d->err[0]) {
+		rjson_add_str(o, "error", d->err);
+		return o;
+	}
+	rjson_add_str(o, "fw_ver", d->attr.fw_ver);
+	rjson_add_u64(o, "vendor_id", d->attr.vendor_id);
+	rjson_add_u64(o, "vendor_part_id", d->attr.vendor_part_id);
+	rjson_add_u64(o, "hw_ver", d->attr.hw_ver);
+	rjson_add_u64(o, "max_qp", (uint64_t)d->attr.max_qp);
+	rjson_add_u64(o, "max_qp_wr", (uint64_t)d->attr.max_qp_wr);
+	rjson_add_u64(o, "max_sge", (uint64_t)d->attr.max_sge);
+	rjson_add_u64(o, "max_mr", (uint64_t)d->attr.max_mr);
+	rjson_add_u64(o, "max_mr_size", d->attr.max_mr_size);
+	rjson_add_u64(o, "max_qp_rd_atom", (uint64_t)d->attr.max_qp_rd_atom);
+	rjson_add_u64(o, "max_qp_init_rd_atom",
+		      (uint64_t)d->attr.max_qp_init_rd_atom);
+	rjson_add_u64(o, "phys_port_cnt", d->nr_ports);
+	ports = json_object_new_array();
+	for (unsigned int i = 0; i < d->nr_ports; i++) {
+		struct json_object *p = json_object_new_object();
+
+		json_port(p, d, &d->ports[i]);
+		json_object_array_add(ports, p);
+	}
+	rjson_add(o, "ports", ports);
+	return o;
+}
+
+/* {"devices": [...]} on stdout */
+static void print_json(const struct dev_info *devs, int nr)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *list = json_object_new_array();
+
+	for (int i = 0; i < nr; i++)
+		json_object_array_add(list, json_device(&devs[i]));
+	rjson_add(o, "devices", list);
+	if (rjson_print_pretty(stdout, o))
+		fprintf(stderr, PROG ": writing JSON: out of memory\n");
 }
 
 /* ---- main -------------------------------------------------------------- */
@@ -999,7 +950,8 @@ static void usage(FILE *f)
 		"2 usage error.\n");
 }
 
-int main(int argc, char **argv)
+/* Options into *json and *only; -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, bool *json, const char **only)
 {
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
@@ -1008,28 +960,21 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ibv_device **list;
-	struct dev_info *devs = NULL;
-	const char *only = NULL;
-	bool json = false, failed = false;
-	int c, num = 0, nr = 0, list_errno;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "o:d:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
-			if (!strcmp(optarg, "json")) {
-				json = true;
-			} else if (!strcmp(optarg, "text")) {
-				json = false;
-			} else {
+			if (strcmp(optarg, "json") && strcmp(optarg, "text")) {
 				fprintf(stderr,
 					PROG ": unknown output format '%s' (text or json)\n",
 					optarg);
 				return 2;
 			}
+			*json = !strcmp(optarg, "json");
 			break;
 		case 'd':
-			only = optarg;
+			*only = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -1048,7 +993,50 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	return -1;
+}
 
+/*
+ * Query the devices of list (only the one named only, when given) into
+ * devs, with their netdevs; returns how many, and sets *failed when one
+ * could not be queried.
+ */
+static int query_all(struct ibv_device **list, int num, const char *only,
+		     struct dev_info *devs, bool *failed)
+{
+	int nr = 0;
+
+	for (int i = 0; i < num; i++) {
+		if (only && strcmp(ibv_get_device_name(list[i]), only))
+			continue;
+		if (query_device(list[i], &devs[nr]))
+			*failed = true;
+		for (unsigned int k = 0; k < devs[nr].nr_ports; k++)
+			if (devs[nr].ports[k].err)
+				*failed = true;
+		nr++;
+	}
+	if (nr)
+		nl_netdevs(devs, nr);
+	for (int i = 0; i < nr; i++)
+		for (unsigned int k = 0; !devs[i].err[0] && k < devs[i].nr_ports;
+		     k++)
+			if (!devs[i].ports[k].err)
+				port_netdev(&devs[i], &devs[i].ports[k]);
+	return nr;
+}
+
+int main(int argc, char **argv)
+{
+	struct ibv_device **list;
+	struct dev_info *devs = NULL;
+	const char *only = NULL;
+	bool json = false, failed = false;
+	int num = 0, nr = 0, list_errno, ret;
+
+	ret = parse_args(argc, argv, &json, &only);
+	if (ret >= 0)
+		return ret;
 	errno = 0;
 	list = ibv_get_device_list(&num);
 	list_errno = errno;
@@ -1058,7 +1046,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": ibv_get_device_list: %s\n",
 			strerror(list_errno));
 		if (json)
-			printf("{\"devices\":[]}\n");
+			print_json(NULL, 0);
 		return 1;
 	}
 	if (list && num > 0) {
@@ -1068,25 +1056,7 @@ int main(int argc, char **argv)
 			ibv_free_device_list(list);
 			return 1;
 		}
-		for (int i = 0; i < num; i++) {
-			if (only && strcmp(ibv_get_device_name(list[i]), only))
-				continue;
-			if (query_device(list[i], &devs[nr]))
-				failed = true;
-			for (unsigned int k = 0; k < devs[nr].nr_ports; k++)
-				if (devs[nr].ports[k].err)
-					failed = true;
-			nr++;
-		}
-	}
-
-	if (nr) {
-		nl_netdevs(devs, nr);
-		for (int i = 0; i < nr; i++)
-			for (unsigned int k = 0; !devs[i].err[0] &&
-						 k < devs[i].nr_ports; k++)
-				if (!devs[i].ports[k].err)
-					port_netdev(&devs[i], &devs[i].ports[k]);
+		nr = query_all(list, num, only, devs, &failed);
 	}
 
 	if (!nr) {
@@ -1100,18 +1070,10 @@ int main(int argc, char **argv)
 			explain_no_device();
 		}
 		if (json)
-			printf("{\"devices\":[]}\n");
+			print_json(devs, 0);
 		failed = true;
 	} else if (json) {
-		struct json j = { .f = stdout };
-
-		json_open(&j, NULL, '{');
-		json_open(&j, "devices", '[');
-		for (int i = 0; i < nr; i++)
-			json_device(&j, &devs[i]);
-		json_close(&j, ']');
-		json_close(&j, '}');
-		fputc('\n', stdout);
+		print_json(devs, nr);
 	} else {
 		for (int i = 0; i < nr; i++) {
 			if (i)

@@ -7,7 +7,7 @@
 # protocol the unit's Type=notify relies on.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
-requires make pkg-config cc python3 readelf
+requires make pkg-config cc python3 readelf nm
 requires_built
 
 dest=$TEST_DIR/dest
@@ -120,6 +120,29 @@ cc -Wall -Werror $cflags -o "$TEST_DIR/tiny" "$TEST_DIR/tiny.c" $libs ||
 readelf -d "$TEST_DIR/tiny" | grep -q 'NEEDED.*\[librblk.so.0\]' ||
 	fail "tiny does not link the shared librblk.so.0"
 
+# librblk exports its ABI and nothing else, shared and static: a program
+# may define names the library uses inside (log_msg, now_ns, read_full)
+abi=$(sed -n 's/^[[:space:]]*\(rblk_[a-z0-9_]*\);.*/\1/p' initiator/librblk.map | sort)
+for l in librblk.so.0 librblk.a; do
+	got=$(nm -g --defined-only "$dest/usr/lib/$l" 2>/dev/null |
+		awk 'NF == 3 && $2 != "A" { print $3 }' | sort)
+	[ "$got" = "$abi" ] || fail "$l exports more or less than librblk.map: $(
+		comm -3 <(echo "$abi") <(echo "$got") | xargs)"
+done
+cat >"$TEST_DIR/clash.c" <<'C'
+int log_msg(void);
+int now_ns(void);
+int read_full(void);
+int log_msg(void) { return 1; }
+int now_ns(void) { return 2; }
+int read_full(void) { return 3; }
+C
+# shellcheck disable=SC2046 # pkg-config output is a word list
+cc -Wall -Werror $cflags -o "$TEST_DIR/tiny-static" "$TEST_DIR/tiny.c" \
+	"$TEST_DIR/clash.c" "$dest/usr/lib/librblk.a" \
+	$(pkg-config --static --libs-only-l rblk | sed 's/-lrblk//') ||
+	fail "a program defining log_msg/now_ns/read_full does not link librblk.a"
+
 # sd_notify: READY=1 once listening (rblk-target.service is Type=notify)
 sock=$TEST_DIR/notify.sock
 python3 - "$sock" >"$TEST_DIR/notify.out" <<'PY' &
@@ -144,6 +167,11 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-}:verify_asan_link_order=0 \
 	fail "tiny failed: $(cat "$TEST_DIR/tiny.out")"
 [ "$(cat "$TEST_DIR/tiny.out")" = "v 1048576
 roundtrip ok" ] || fail "tiny printed: $(cat "$TEST_DIR/tiny.out")"
+tmo 30 "$TEST_DIR/tiny-static" "tcp://127.0.0.1:$RBLK_PORT" \
+	>"$TEST_DIR/tiny-static.out" ||
+	fail "tiny-static failed: $(cat "$TEST_DIR/tiny-static.out")"
+cmp -s "$TEST_DIR/tiny.out" "$TEST_DIR/tiny-static.out" ||
+	fail "tiny-static printed: $(cat "$TEST_DIR/tiny-static.out")"
 
 # the units, installed where their ExecStart programs really are
 if command -v systemd-analyze >/dev/null; then

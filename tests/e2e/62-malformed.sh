@@ -49,7 +49,9 @@ verifier()
 verifier &
 vpid=$!
 rc=0
-tmo 120 python3 tests/e2e/rblk_raw.py "$RBLK_PORT" raw ro "$target_pid" \
+[ -f "$RBLK_BUILD/gen/rblk_const.py" ] ||
+	fail "$RBLK_BUILD/gen/rblk_const.py missing: run make check-e2e"
+RBLK_BUILD=$RBLK_BUILD tmo 120 python3 tests/e2e/rblk_raw.py "$RBLK_PORT" raw ro "$target_pid" \
 	>"$TEST_DIR/cases.txt" || rc=$?
 touch "$TEST_DIR/stop"
 wait $vpid || fail "the verified client failed while the cases ran"

@@ -61,7 +61,8 @@ tmo 20 "$RBLK_BIN" list >"$TEST_DIR/list"
 tmo 20 "$RBLK_BIN" list -o json | tee "$TEST_DIR/list.json"
 jq -e '.mappings == []' "$TEST_DIR/list.json" >/dev/null || fail "rblk list -o json"
 
-# a record whose daemon is dead is cleaned (and skipped) by list
+# a record whose daemon is dead is cleaned (and skipped) by list (this one
+# in the key=value lines older daemons wrote, still read)
 mkdir -p "$RBLK_RUN_DIR"
 dead=$(sh -c 'echo $$') # a pid that has just exited
 cat >"$RBLK_RUN_DIR/map-$dead.rec" <<EOF
@@ -82,25 +83,19 @@ jq -e '.mappings == []' "$TEST_DIR/list.json" >/dev/null || fail "list shows a d
 [ ! -e "$RBLK_RUN_DIR/map-$dead.rec" ] || fail "list did not remove the dead record"
 grep -q "is gone" "$TEST_DIR/list.err" || fail "list did not say it cleaned a record"
 
-# a live one is shown (this shell stands in for a daemon), in text and JSON
-cat >"$RBLK_RUN_DIR/map-$$.rec" <<EOF
-url=$url
-frontend=nbd
-dev=/dev/nbd3
-dev_id=3
-queues=2
-depth=64
-pid=$$
-start=0
-state=running
-log=
-EOF
+# a live one is shown (this shell stands in for a daemon), in text and
+# JSON, with the error its daemon recorded (a JSON record, as written now)
+jq -n --arg u "$url" --argjson p $$ '{url: $u, frontend: "nbd",
+	dev: "/dev/nbd3", dev_id: 3, queues: 2, depth: 64, pid: $p, start: 0,
+	state: "running", log: "", error: "queue 1: connection lost \u00e9\u0001"}' \
+	>"$RBLK_RUN_DIR/map-$$.rec"
 tmo 20 "$RBLK_BIN" list | tee "$TEST_DIR/list"
 grep -Eq "^/dev/nbd3 +nbd +2 +64 +running +$$ +$url\$" "$TEST_DIR/list" ||
 	fail "rblk list text does not show the mapping"
 tmo 20 "$RBLK_BIN" list -o json | jq -e --arg u "$url" --argjson p $$ \
 	'.mappings == [{"dev": "/dev/nbd3", "dev_id": 3, "frontend": "nbd",
-	  "url": $u, "queues": 2, "depth": 64, "state": "running", "pid": $p}]' \
+	  "url": $u, "queues": 2, "depth": 64, "state": "running", "pid": $p,
+	  "error": "queue 1: connection lost \u00e9\u0001"}]' \
 	>/dev/null || fail "rblk list -o json does not show the mapping"
 rm -f "$RBLK_RUN_DIR/map-$$.rec"
 

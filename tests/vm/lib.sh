@@ -1,63 +1,118 @@
-# tests/vm/lib.sh - helpers for guest tests (tests/vm/tests/NN-name.sh).
-# Source it:   . "$(dirname "$0")/../lib.sh"
-#
-#   fail MSG...          print "FAIL: MSG" and exit 1
-#   skip MSG...          print "SKIP: MSG" and exit 77
-#   need_guest           skip unless running inside the rblk test guest
-#   need_cmd CMD...      skip unless every CMD is on PATH
-#   need_file PATH...    fail unless every PATH exists (e.g. $BUILD/rblk)
-#   bg CMD...            start CMD in the background; it is killed (with its
-#                        process group) when the test exits; $! is its pid
-#   wait_until SEC CMD...  run CMD every 0.2 s until it succeeds; fail after SEC
-#   sha256 FILE          print FILE's sha256 (the hex digest alone)
-#   nbd_round_trip IN SOCK EXPORT OUT FILE WHAT
-#                        nbdcopy IN to nbd+unix:///EXPORT?socket=SOCK, then
-#                        back into OUT; fail "WHAT: checksums differ" unless
-#                        IN, OUT and FILE (the exported file) hash the same
-#   addr, dev            $RDMA_ADDR (192.0.2.1) and $RDMA_DEV (rxe0)
-#
-# Tests run as root with cwd = the repo root; the host root is read-only, so
-# scratch files go to $TMPDIR (a tmpfs) and artifacts worth keeping to
-# $RBLK_VM_TEST_OUT (on the host, in the run's out directory).
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
+#
+# tests/vm/lib.sh - the one helper library of the guest tests
+# (tests/vm/tests/NN-name.sh). Source it first, with cwd = the repo root:
+#
+#	source tests/vm/lib.sh
+#
+# It builds on the host tests' tests/functions.sh, which gives fail, skip,
+# cleanup_fn (run at exit, last registered first), tmo, stop_pid,
+# requires, requires_built, TEST_DIR (a fresh directory, removed at exit),
+# RBLK_BIN and RBLK_TARGET_BIN, and adds what the guest needs. Tests run
+# as root; the host root is read-only, so scratch files go to TEST_DIR (on
+# a tmpfs) and artifacts worth keeping to $RBLK_VM_TEST_OUT (on the host).
+#
+# Guest and checks
+#   RDMA_ADDR (ADDR), RDMA_DEV   192.0.2.1 and rxe0
+#   BUILD                  the build directory, relative (default build)
+#   need_guest             skip unless inside the rblk test guest
+#   need_rdma              need_guest, the RDMA device, the built programs
+#   need_cmd CMD...        skip unless every CMD is on PATH
+#   need_file PATH...      fail unless every PATH exists
+#   ublk_requires TOOL...  need_rdma, ublk_drv and every TOOL
+# Processes
+#   bg CMD...              CMD in the background, in its own process group,
+#                          killed at exit; $! is its pid
+#   wait_until SEC CMD...  run CMD every 0.2 s until it succeeds; fail after SEC
+#   kill_quiet PID..., kill_at_exit PID, umount_quiet DIR, umount_at_exit DIR
+#   say MSG / t_now / t_since T0   lines and timings with the guest uptime
+# Data
+#   sha256 FILE            the hex digest alone
+#   nbd_round_trip IN SOCK EXPORT OUT FILE WHAT
+#                          nbdcopy IN to nbd+unix:///EXPORT?socket=SOCK and
+#                          back into OUT; IN, OUT and FILE must hash the same
+#   make_tree DIR N, manifest DIR OUT, check_manifest DIR IN
+# Target and mappings (records and daemon logs in RBLK_RUN_DIR, under
+# TEST_DIR; on failure the last lines of every daemon and target log are
+# shown; at exit every mapping is unmapped, then forced, stray daemons
+# killed, and targets stopped after that)
+#   start_rdma_target [PORT] ARGS...
+#                          rblk-target on rdma://ADDR:PORT (PORT: a free
+#                          one) with ARGS; sets TARGET_PID, TARGET_LOG and
+#                          URL (rdma://ADDR:PORT/vol0)
+#   map_dev URL ARGS...    `rblk map URL ARGS`; sets DEV, DEV_NAME
+#   map_ublk ARGS...       map_dev "$URL" --ublk --queues 2 ARGS; sets ID
+#   unmap_ublk             `rblk unmap $DEV`, bounded
+#   map_state DEV          DEV's state in `rblk list` (running, dead, ...)
+#   map_daemon_pids        pids of every live daemon in RBLK_RUN_DIR
+#   daemon_pid ID          pid of the process holding /dev/ublkcID
+#   dev_size DEV_NAME      /sys/block/DEV_NAME/size in 512-byte sectors
+#   queue_stats, fs_fill_and_check NAME MKFS..., start_write_load (ublk)
 
 RDMA_ADDR=${RBLK_TEST_RDMA_ADDR:-192.0.2.1}
 RDMA_DEV=${RBLK_TEST_RDMA_DEV:-rxe0}
+ADDR=$RDMA_ADDR
 BUILD=${BUILD:-build}
 export TMPDIR=${TMPDIR:-/tmp}
 export RDMA_ADDR RDMA_DEV BUILD
+RBLK_BUILD=${RBLK_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/$BUILD}
+# shellcheck source=tests/functions.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../functions.sh"
+export RBLK_RUN_DIR=$TEST_DIR/run
 
-fail() { echo "FAIL: $*"; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
-need_guest() { [ "${RBLK_VM:-0}" = 1 ] || skip "not inside the rblk test guest (use tests/vm/run-test.sh)"; }
-need_cmd() {
-	local c
-	for c in "$@"; do command -v "$c" >/dev/null || skip "$c not installed"; done
+# ---- checks -----------------------------------------------------------------
+
+need_guest()
+{
+	[ "${RBLK_VM:-0}" = 1 ] || skip "not inside the rblk test guest (use tests/vm/run-test.sh)"
 }
-need_file() {
+
+need_cmd()
+{
+	requires "$@"
+}
+
+need_file()
+{
 	local f
 	for f in "$@"; do [ -e "$f" ] || fail "$f missing (build first: make)"; done
 }
 
-_vm_bg_pids=()
-_vm_bg_cleanup() {
-	local p
-	for p in "${_vm_bg_pids[@]+"${_vm_bg_pids[@]}"}"; do
-		kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null
-	done
+need_rdma()
+{
+	need_guest
+	[ -e "/sys/class/infiniband/$RDMA_DEV" ] || skip "no RDMA device $RDMA_DEV"
+	requires_built
+	requires jq timeout
+}
+
+ublk_requires()
+{
+	need_rdma
+	[ -c /dev/ublk-control ] || skip "no /dev/ublk-control (ublk_drv)"
+	requires "$@"
+}
+
+# ---- processes --------------------------------------------------------------
+
+_kill_group()
+{
+	kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null
 	sleep 0.2
-	for p in "${_vm_bg_pids[@]+"${_vm_bg_pids[@]}"}"; do
-		kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
-	done
+	kill -KILL -- "-$1" 2>/dev/null || kill -KILL "$1" 2>/dev/null
 	return 0
 }
-trap _vm_bg_cleanup EXIT
+
 # setsid: its own process group, so cleanup gets its children too
-bg() {
+bg()
+{
 	setsid "$@" &
-	_vm_bg_pids+=("$!")
+	cleanup_fn _kill_group "$!"
 }
-wait_until() {
+
+wait_until()
+{
 	local sec=$1 end
 	shift
 	end=$((SECONDS + sec))
@@ -66,14 +121,283 @@ wait_until() {
 		sleep 0.2
 	done
 }
-sha256() { sha256sum <"$1" | cut -d' ' -f1; }
-nbd_round_trip() {
+
+kill_quiet()
+{
+	kill -KILL "$@" 2>/dev/null
+	return 0
+}
+
+_kill_wait()
+{
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	return 0
+}
+
+kill_at_exit()
+{
+	cleanup_fn _kill_wait "$1"
+}
+
+umount_quiet()
+{
+	mountpoint -q "$1" && umount -l "$1"
+	return 0
+}
+
+_umount_if()
+{
+	mountpoint -q "$1" && umount "$1"
+	return 0
+}
+
+umount_at_exit()
+{
+	cleanup_fn _umount_if "$1"
+}
+
+t_now()
+{
+	local u
+	read -r u _ </proc/uptime
+	echo "$u"
+}
+
+t_since()
+{
+	awk -v a="$1" -v b="$(t_now)" 'BEGIN { printf "%.1f", b - a }'
+}
+
+say()
+{
+	echo "[$(t_now)] $*"
+}
+
+# ---- data -------------------------------------------------------------------
+
+sha256()
+{
+	sha256sum <"$1" | cut -d' ' -f1
+}
+
+nbd_round_trip()
+{
 	local in=$1 uri="nbd+unix:///$3?socket=$2" out=$4 file=$5 what=$6 a b c
 	timeout 180 nbdcopy "$in" "$uri" || fail "nbdcopy in"
 	timeout 180 nbdcopy "$uri" "$out" || fail "nbdcopy out"
 	a=$(sha256 "$in")
 	b=$(sha256 "$out")
 	c=$(sha256 "$file")
-	echo "in $a"; echo "out $b"; echo "file $c"
+	echo "in $a"
+	echo "out $b"
+	echo "file $c"
 	[ "$a" = "$b" ] && [ "$a" = "$c" ] || fail "$what: checksums differ"
+}
+
+make_tree()
+{
+	local dir=$1 n=$2 i sub size
+	for ((i = 0; i < n; i++)); do
+		sub=$dir/d$((i % 4))/s$((i % 3))
+		mkdir -p "$sub"
+		size=$(((RANDOM % 256 + 1) * 4096 + RANDOM % 4096))
+		head -c "$size" /dev/urandom >"$sub/f$i"
+	done
+}
+
+manifest()
+{
+	(cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$2"
+}
+
+check_manifest()
+{
+	(cd "$1" && sha256sum --quiet -c "$2") || fail "checksums differ under $1"
+}
+
+# ---- target and mappings ----------------------------------------------------
+
+_mapped=()
+_targets=()
+
+start_rdma_target()
+{
+	local port i
+	if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+		port=$1
+		shift
+	else
+		port=$((20000 + ($$ + RANDOM) % 20000))
+	fi
+	TARGET_LOG=$TEST_DIR/target.$port.log
+	"$RBLK_TARGET_BIN" --listen "rdma://$ADDR:$port" --allow-any-host --log-level info \
+		"$@" >>"$TARGET_LOG" 2>&1 &
+	TARGET_PID=$!
+	_targets+=("$TARGET_PID") # stopped by _vm_cleanup, after the unmaps
+	for ((i = 0; i < 600; i++)); do
+		grep -q "listening on rdma://$ADDR:$port" "$TARGET_LOG" && break
+		kill -0 "$TARGET_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! grep -q "listening on rdma://$ADDR:$port" "$TARGET_LOG"; then
+		cat "$TARGET_LOG" >&2
+		fail "rblk-target on rdma://$ADDR:$port did not start"
+	fi
+	# shellcheck disable=SC2034 # for the tests
+	URL=rdma://$ADDR:$port/vol0
+}
+
+map_daemon_pids()
+{
+	local f
+	for f in "$RBLK_RUN_DIR"/map-*.rec; do
+		[ -e "$f" ] || continue
+		jq -r .pid "$f" 2>/dev/null
+	done
+}
+
+map_dev()
+{
+	local url=$1 rc=0 f t0
+	shift
+	t0=$(t_now)
+	DEV=$(timeout -k 5 180 "$RBLK_BIN" map "$url" "$@" 2>"$TEST_DIR/map.err") || rc=$?
+	if [ $rc -ne 0 ]; then
+		cat "$TEST_DIR/map.err" >&2
+		for f in "$RBLK_RUN_DIR"/map-*.log; do
+			[ -e "$f" ] && { echo "--- $f"; cat "$f"; } >&2
+		done
+		fail "rblk map $url $* failed (exit $rc)"
+	fi
+	[ -b "$DEV" ] || fail "rblk map printed '$DEV', not a block device"
+	DEV_NAME=$(basename "$DEV")
+	_mapped+=("$DEV")
+	say "mapped $url on $DEV in $(t_since "$t0") s"
+}
+
+map_ublk()
+{
+	map_dev "$URL" --ublk --queues 2 "$@"
+	[[ $DEV == /dev/ublkb* ]] || fail "rblk map --ublk printed $DEV"
+	# shellcheck disable=SC2034 # ID is for the tests
+	ID=${DEV#/dev/ublkb}
+}
+
+unmap_ublk()
+{
+	local t0
+	t0=$(t_now)
+	timeout 120 "$RBLK_BIN" unmap "$DEV" || fail "rblk unmap $DEV failed or hung"
+	echo "unmapped $DEV in $(t_since "$t0") s"
+}
+
+# State of DEV in `rblk list -o json` (starting, running, stopping, dead).
+map_state()
+{
+	"$RBLK_BIN" list -o json 2>/dev/null |
+		jq -r --arg d "$1" '.mappings[] | select(.dev == $d) | .state'
+}
+
+daemon_pid()
+{
+	find /proc/[0-9]*/fd -lname "/dev/ublkc$1" 2>/dev/null | head -n1 | cut -d/ -f3
+}
+
+dev_size()
+{
+	cat "/sys/block/$1/size"
+}
+
+# Exit: on failure show the daemon and target logs; unmap what is left,
+# then force, then kill stray daemons; then stop the targets.
+_vm_cleanup()
+{
+	local rc=$1 d p f
+	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+		for f in "$RBLK_RUN_DIR"/map-*.log "$TEST_DIR"/target.*.log; do
+			[ -s "$f" ] || continue
+			echo "--- last lines of $f"
+			tail -n 30 "$f"
+		done
+	fi
+	for d in "${_mapped[@]+"${_mapped[@]}"}"; do
+		[ -b "$d" ] || continue
+		timeout -k 5 60 "$RBLK_BIN" unmap "$d" >/dev/null 2>&1 ||
+			timeout -k 5 60 "$RBLK_BIN" unmap --force "$d" >/dev/null 2>&1
+	done
+	for p in $(map_daemon_pids); do
+		kill -KILL "$p" 2>/dev/null
+	done
+	for d in "${_mapped[@]+"${_mapped[@]}"}"; do
+		[ -b "$d" ] || continue
+		timeout -k 5 30 "$RBLK_BIN" unmap --force "$d" >/dev/null 2>&1
+	done
+	for p in "${_targets[@]+"${_targets[@]}"}"; do
+		stop_pid "$p"
+	done
+	return 0
+}
+# Registered after TEST_DIR's removal, so it runs before it. rc is the
+# exit status, a local of functions.sh's _run_cleanup, which calls us.
+_vm_exit_status()
+{
+	_vm_cleanup "${rc:-1}"
+}
+cleanup_fn _vm_exit_status
+
+# ---- ublk -------------------------------------------------------------------
+
+# Per-hardware-queue request counts (debugfs), to show both queues work.
+queue_stats()
+{
+	local h
+	for h in /sys/kernel/debug/block/"${DEV#/dev/}"/hctx*; do
+		[ -r "$h/queued" ] || continue
+		echo "$(basename "$h"): $(cat "$h/queued") requests queued"
+	done
+}
+
+# fs_fill_and_check NAME MKFS...: make a file system on $DEV with MKFS,
+# mount it on $MNT, copy a 60-file tree there with a sha256 manifest
+# ($TEST_DIR/manifest), sync, verify, umount. Prints timings.
+fs_fill_and_check()
+{
+	local name=$1 t0
+	shift
+	MNT=$TEST_DIR/mnt
+	mkdir -p "$MNT" "$TEST_DIR/src"
+	t0=$(t_now)
+	timeout 120 "$@" "$DEV" || fail "$name $DEV"
+	echo "$name: $(t_since "$t0") s"
+	timeout 60 mount "$DEV" "$MNT" || fail "mount $DEV"
+	umount_at_exit "$MNT"
+	make_tree "$TEST_DIR/src" 60
+	manifest "$TEST_DIR/src" "$TEST_DIR/manifest"
+	t0=$(t_now)
+	timeout 120 cp -a "$TEST_DIR/src/." "$MNT/" || fail "copying the tree"
+	timeout 60 sync || fail "sync"
+	echo "tree: $(find "$TEST_DIR/src" -type f | wc -l) files, $(du -sk "$TEST_DIR/src" | cut -f1) KiB written in $(t_since "$t0") s"
+	check_manifest "$MNT" "$TEST_DIR/manifest"
+	timeout 60 umount "$MNT" || fail "umount"
+}
+
+# start_write_load: fio 4k randwrite at QD32 on both queues of $DEV in the
+# background (pid in $fpid, log $TEST_DIR/fio.log, killed at exit); returns
+# once 2000 writes have reached the device (in $w).
+start_write_load()
+{
+	local i
+	fio --name=load --filename="$DEV" --ioengine=libaio --direct=1 \
+		--iodepth=32 --bs=4k --rw=randwrite --numjobs=2 --cpus_allowed=0-1 \
+		--cpus_allowed_policy=split --time_based --runtime=200 \
+		>"$TEST_DIR/fio.log" 2>&1 &
+	fpid=$!
+	kill_at_exit "$fpid"
+	for ((i = 0; i < 100; i++)); do
+		w=$(awk '{ print $5 }' "/sys/block/${DEV#/dev/}/stat" 2>/dev/null)
+		[ "${w:-0}" -gt 2000 ] && break
+		kill -0 "$fpid" 2>/dev/null || { cat "$TEST_DIR/fio.log"; fail "fio ended early"; }
+		sleep 0.2
+	done
 }

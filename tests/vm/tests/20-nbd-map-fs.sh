@@ -7,7 +7,8 @@
 # gone, and the data is on the target (a second mapping sees it).
 # vm-timeout: 600
 set -euo pipefail
-source "$(dirname "$0")/map-lib.sh"
+source tests/vm/lib.sh
+need_rdma
 requires mkfs.ext4 fsck.ext4 sha256sum mount umount truncate python3
 
 PORT=7520
@@ -151,5 +152,4 @@ wait "$fg" || rc=$?
 [ -z "$(tmo 30 "$RBLK_BIN" list)" ] || fail "rblk list still shows the foreground mapping"
 say "--foreground: OK"
 kill -0 "$TARGET_PID" || fail "rblk-target died"
-MAP_TEST_OK=1
 echo "nbd map fs: OK"

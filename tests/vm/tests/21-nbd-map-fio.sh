@@ -7,7 +7,8 @@
 # No I/O error may reach the kernel log. Prints IOPS and bandwidth.
 # vm-timeout: 600
 set -euo pipefail
-source "$(dirname "$0")/map-lib.sh"
+source tests/vm/lib.sh
+need_rdma
 requires fio truncate blkdiscard cmp
 
 PORT=7521
@@ -61,5 +62,4 @@ fi
 tmo 60 "$RBLK_BIN" unmap "$DEV" || fail "rblk unmap $DEV"
 [ "$(dev_size "$DEV_NAME")" = 0 ] || fail "$DEV still has a size after unmap"
 kill -0 "$TARGET_PID" || fail "rblk-target died"
-MAP_TEST_OK=1
 echo "nbd map fio: OK"

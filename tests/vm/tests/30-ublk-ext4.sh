@@ -4,12 +4,12 @@
 # the same after unmapping and mapping the volume again (the data lives on
 # the target, not in the initiator).
 # vm-timeout: 400
-# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
-source tests/vm/ublk-lib.sh
+# shellcheck source=tests/vm/lib.sh disable=SC2119
+source tests/vm/lib.sh
 ublk_requires mkfs.ext4 e2fsck sha256sum
 
-truncate -s 256M "$WORK/vol.img"
-start_target --export "vol0=$WORK/vol.img"
+truncate -s 256M "$TEST_DIR/vol.img"
+start_rdma_target --export "vol0=$TEST_DIR/vol.img"
 map_ublk
 fs_fill_and_check mkfs.ext4 mkfs.ext4 -q -F
 
@@ -18,7 +18,7 @@ echo "e2fsck -fn: clean"
 
 timeout 60 mount "$DEV" "$MNT" || fail "remount"
 echo 3 >/proc/sys/vm/drop_caches
-check_manifest "$MNT" "$WORK/manifest"
+check_manifest "$MNT" "$TEST_DIR/manifest"
 echo "remount: checksums OK"
 timeout 60 umount "$MNT" || fail "umount"
 queue_stats
@@ -26,7 +26,7 @@ queue_stats
 unmap_ublk
 map_ublk
 timeout 60 mount "$DEV" "$MNT" || fail "mount after remap"
-check_manifest "$MNT" "$WORK/manifest"
+check_manifest "$MNT" "$TEST_DIR/manifest"
 timeout 60 umount "$MNT" || fail "umount"
 timeout 120 e2fsck -fn "$DEV" || fail "e2fsck -fn after remap"
 unmap_ublk

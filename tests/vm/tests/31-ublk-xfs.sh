@@ -2,22 +2,22 @@
 # ublk: xfs on /dev/ublkbN over rdma (rxe). mkfs.xfs, mount, a file tree
 # with a sha256 manifest, umount, xfs_repair -n clean, remount, verify.
 # vm-timeout: 400
-# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
-source tests/vm/ublk-lib.sh
+# shellcheck source=tests/vm/lib.sh disable=SC2119
+source tests/vm/lib.sh
 ublk_requires mkfs.xfs xfs_repair sha256sum
 
-truncate -s 512M "$WORK/vol.img"
-start_target --export "vol0=$WORK/vol.img"
+truncate -s 512M "$TEST_DIR/vol.img"
+start_rdma_target --export "vol0=$TEST_DIR/vol.img"
 map_ublk
 fs_fill_and_check mkfs.xfs mkfs.xfs -q -f
 
-timeout 120 xfs_repair -n "$DEV" >"$WORK/repair.log" 2>&1 ||
-	{ cat "$WORK/repair.log"; fail "xfs_repair -n found problems"; }
+timeout 120 xfs_repair -n "$DEV" >"$TEST_DIR/repair.log" 2>&1 ||
+	{ cat "$TEST_DIR/repair.log"; fail "xfs_repair -n found problems"; }
 echo "xfs_repair -n: clean"
 
 timeout 60 mount "$DEV" "$MNT" || fail "remount"
 echo 3 >/proc/sys/vm/drop_caches
-check_manifest "$MNT" "$WORK/manifest"
+check_manifest "$MNT" "$TEST_DIR/manifest"
 echo "remount: checksums OK"
 timeout 60 umount "$MNT" || fail "umount"
 queue_stats

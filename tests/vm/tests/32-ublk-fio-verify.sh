@@ -3,12 +3,12 @@
 # 4k at QD32 (one job per CPU, so both queues carry I/O) with crc32c verify,
 # then unmap, map again and verify the same blocks in a separate pass.
 # vm-timeout: 500
-# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
-source tests/vm/ublk-lib.sh
+# shellcheck source=tests/vm/lib.sh disable=SC2119
+source tests/vm/lib.sh
 ublk_requires fio
 
-truncate -s 128M "$WORK/vol.img"
-start_target --export "vol0=$WORK/vol.img"
+truncate -s 128M "$TEST_DIR/vol.img"
+start_rdma_target --export "vol0=$TEST_DIR/vol.img"
 map_ublk
 
 FIO=(fio --filename="$DEV" --ioengine=libaio --direct=1 --iodepth=32
@@ -17,19 +17,19 @@ FIO=(fio --filename="$DEV" --ioengine=libaio --direct=1 --iodepth=32
 	--cpus_allowed_policy=split --randrepeat=1 --group_reporting)
 
 t0=$(t_now)
-timeout 300 "${FIO[@]}" --name=write-verify >"$WORK/fio-write.log" 2>&1 ||
-	{ cat "$WORK/fio-write.log"; fail "fio randwrite+verify failed"; }
+timeout 300 "${FIO[@]}" --name=write-verify >"$TEST_DIR/fio-write.log" 2>&1 ||
+	{ cat "$TEST_DIR/fio-write.log"; fail "fio randwrite+verify failed"; }
 echo "fio randwrite + verify: $(t_since "$t0") s"
-grep -E '^ *(write|read):|err=' "$WORK/fio-write.log"
+grep -E '^ *(write|read):|err=' "$TEST_DIR/fio-write.log"
 queue_stats
 unmap_ublk
 
 map_ublk
 t0=$(t_now)
 timeout 300 "${FIO[@]}" --name=verify-only --verify_only=1 \
-	>"$WORK/fio-verify.log" 2>&1 ||
-	{ cat "$WORK/fio-verify.log"; fail "fio verify pass after remap failed"; }
+	>"$TEST_DIR/fio-verify.log" 2>&1 ||
+	{ cat "$TEST_DIR/fio-verify.log"; fail "fio verify pass after remap failed"; }
 echo "fio verify pass after remap: $(t_since "$t0") s"
-grep -E '^ *(write|read):|err=' "$WORK/fio-verify.log"
+grep -E '^ *(write|read):|err=' "$TEST_DIR/fio-verify.log"
 unmap_ublk
 echo "ublk fio verify: OK"

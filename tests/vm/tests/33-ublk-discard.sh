@@ -3,19 +3,19 @@
 # (queue/discard_max_bytes), a discarded range reads back as zeroes and the
 # data around it is untouched; the same for write-zeroes (blkdiscard -z).
 # vm-timeout: 300
-# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
-source tests/vm/ublk-lib.sh
+# shellcheck source=tests/vm/lib.sh disable=SC2119
+source tests/vm/lib.sh
 ublk_requires blkdiscard cmp
 
-truncate -s 64M "$WORK/vol.img"
-start_target --export "vol0=$WORK/vol.img"
+truncate -s 64M "$TEST_DIR/vol.img"
+start_rdma_target --export "vol0=$TEST_DIR/vol.img"
 map_ublk
 Q=/sys/block/${DEV#/dev/}/queue
 echo "discard_max_bytes=$(cat "$Q"/discard_max_bytes) discard_granularity=$(cat "$Q"/discard_granularity) write_zeroes_max_bytes=$(cat "$Q"/write_zeroes_max_bytes)"
 
 MIB=1048576
-head -c $((16 * MIB)) /dev/urandom >"$WORK/data"
-timeout 60 dd if="$WORK/data" of="$DEV" bs=1M oflag=direct status=none ||
+head -c $((16 * MIB)) /dev/urandom >"$TEST_DIR/data"
+timeout 60 dd if="$TEST_DIR/data" of="$DEV" bs=1M oflag=direct status=none ||
 	fail "writing 16 MiB"
 
 # read [off, off+len) MiB of the device with O_DIRECT
@@ -31,9 +31,9 @@ is_zero()
 # (no process substitution: the guest's devtmpfs has no /dev/fd)
 is_data()
 {
-	dd if="$WORK/data" of="$WORK/expect" bs=1M skip="$1" count="$2" status=none
-	rd "$1" "$2" >"$WORK/got"
-	cmp -s "$WORK/got" "$WORK/expect" ||
+	dd if="$TEST_DIR/data" of="$TEST_DIR/expect" bs=1M skip="$1" count="$2" status=none
+	rd "$1" "$2" >"$TEST_DIR/got"
+	cmp -s "$TEST_DIR/got" "$TEST_DIR/expect" ||
 		fail "$3: [$1, $(($1 + $2))) MiB lost its data"
 }
 

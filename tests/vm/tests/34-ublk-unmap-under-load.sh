@@ -3,12 +3,12 @@
 # finishes, fio's outstanding and later I/O fails (it exits with an error
 # instead of hanging), and the device is gone. Every wait is bounded.
 # vm-timeout: 300
-# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
-source tests/vm/ublk-lib.sh
+# shellcheck source=tests/vm/lib.sh disable=SC2119
+source tests/vm/lib.sh
 ublk_requires fio
 
-truncate -s 128M "$WORK/vol.img"
-start_target --export "vol0=$WORK/vol.img"
+truncate -s 128M "$TEST_DIR/vol.img"
+start_rdma_target --export "vol0=$TEST_DIR/vol.img"
 map_ublk
 
 start_write_load
@@ -21,7 +21,7 @@ timeout 60 tail --pid="$fpid" -f /dev/null ||
 rc=0
 wait "$fpid" || rc=$?
 echo "fio exited $(t_since "$t0") s after unmap with status $rc"
-grep -E 'err=|error' "$WORK/fio.log" | head -n 5
+grep -E 'err=|error' "$TEST_DIR/fio.log" | head -n 5
 [ "$rc" -ne 0 ] || fail "fio reported success although its device went away"
 [ -e "$DEV" ] && fail "$DEV still exists"
 echo "ublk unmap under load: OK"

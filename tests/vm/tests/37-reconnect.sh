@@ -17,13 +17,13 @@
 # hardware is the same event for librblk as case 2 (a connection that
 # fails while the target lives).
 # vm-timeout: 500
-# shellcheck source=tests/vm/ublk-lib.sh disable=SC2119
-source tests/vm/ublk-lib.sh
+# shellcheck source=tests/vm/lib.sh disable=SC2119
+source tests/vm/lib.sh
 ublk_requires fio ip
 
-img=$WORK/vol.img
+img=$TEST_DIR/vol.img
 truncate -s 128M "$img"
-start_target --export "vol0=$img"
+start_rdma_target --export "vol0=$img"
 port=${URL#rdma://"$ADDR":}
 port=${port%%/*}
 map_ublk --reconnect-delay 0.5 --ctrl-loss-timeout 60
@@ -32,16 +32,16 @@ dlog=$(ls "$RBLK_RUN_DIR"/map-*.log | head -n1)
 restart_target()
 {
 	local i
-	"$RBLK_TARGET" --listen "rdma://$ADDR:$port" --allow-any-host --log-level info \
-		--export "vol0=$img" >>"$WORK/target.log" 2>&1 &
+	"$RBLK_TARGET_BIN" --listen "rdma://$ADDR:$port" --allow-any-host --log-level info \
+		--export "vol0=$img" >>"$TARGET_LOG" 2>&1 &
 	TARGET_PID=$!
-	at_exit _stop_pid "$TARGET_PID"
+	cleanup_fn stop_pid "$TARGET_PID"
 	for ((i = 0; i < 400; i++)); do
-		[ "$(grep -c "listening on rdma://$ADDR:$port" "$WORK/target.log")" -ge "$1" ] && return 0
+		[ "$(grep -c "listening on rdma://$ADDR:$port" "$TARGET_LOG")" -ge "$1" ] && return 0
 		kill -0 "$TARGET_PID" 2>/dev/null || break
 		sleep 0.05
 	done
-	tail -n 20 "$WORK/target.log"
+	tail -n 20 "$TARGET_LOG"
 	fail "rblk-target did not restart on port $port"
 }
 
@@ -51,13 +51,13 @@ FIO=(fio --filename="$DEV" --ioengine=libaio --direct=1 --iodepth=16
 	--cpus_allowed_policy=split --randseed=3737 --verify_state_save=0)
 
 t0=$(t_now)
-"${FIO[@]}" --name=rc --do_verify=0 --rate=512k >"$WORK/fio-write.log" 2>&1 &
+"${FIO[@]}" --name=rc --do_verify=0 --rate=512k >"$TEST_DIR/fio-write.log" 2>&1 &
 fpid=$!
 kill_at_exit "$fpid"
 
 for round in 1 2; do
 	sleep 3
-	kill -0 "$fpid" 2>/dev/null || { cat "$WORK/fio-write.log"; fail "fio ended before kill $round"; }
+	kill -0 "$fpid" 2>/dev/null || { cat "$TEST_DIR/fio-write.log"; fail "fio ended before kill $round"; }
 	echo "[$(t_since "$t0") s] kill -9 of the target (round $round)"
 	kill -KILL "$TARGET_PID"
 	wait "$TARGET_PID" 2>/dev/null
@@ -67,10 +67,10 @@ for round in 1 2; do
 done
 
 sleep 3
-kill -0 "$fpid" 2>/dev/null || { cat "$WORK/fio-write.log"; fail "fio ended before the hang"; }
+kill -0 "$fpid" 2>/dev/null || { cat "$TEST_DIR/fio-write.log"; fail "fio ended before the hang"; }
 echo "[$(t_since "$t0") s] SIGSTOP of the target for 25 s"
 kill -STOP "$TARGET_PID"
-at_exit kill -CONT "$TARGET_PID"
+cleanup_fn kill -CONT "$TARGET_PID"
 sleep 25
 kill -CONT "$TARGET_PID"
 echo "[$(t_since "$t0") s] SIGCONT"
@@ -79,9 +79,9 @@ timeout 300 tail --pid="$fpid" -f /dev/null || fail "fio still running 300 s on"
 rc=0
 wait "$fpid" || rc=$?
 echo "fio write pass: $(t_since "$t0") s, status $rc"
-grep -E '^ *write:|err=' "$WORK/fio-write.log"
-[ $rc -eq 0 ] && ! grep -q "err= *[1-9]" "$WORK/fio-write.log" ||
-	{ cat "$WORK/fio-write.log"; fail "fio saw errors across the restarts"; }
+grep -E '^ *write:|err=' "$TEST_DIR/fio-write.log"
+[ $rc -eq 0 ] && ! grep -q "err= *[1-9]" "$TEST_DIR/fio-write.log" ||
+	{ cat "$TEST_DIR/fio-write.log"; fail "fio saw errors across the restarts"; }
 [ -b "$DEV" ] || fail "$DEV went away"
 
 echo "daemon log, connection events:"
@@ -93,29 +93,29 @@ grep -q "no answer to KEEPALIVE" "$dlog" || fail "the hang was not found by keep
 grep -o "after [0-9]* ms ([0-9]* attempts)" "$dlog" | sed 's/^/  reconnect /'
 
 t0=$(t_now)
-timeout 300 "${FIO[@]}" --name=rc --verify_only >"$WORK/fio-verify.log" 2>&1 ||
-	{ cat "$WORK/fio-verify.log"; fail "verify through $DEV failed"; }
-grep -q "err= 0" "$WORK/fio-verify.log" || { cat "$WORK/fio-verify.log"; fail "verify through $DEV reported errors"; }
+timeout 300 "${FIO[@]}" --name=rc --verify_only >"$TEST_DIR/fio-verify.log" 2>&1 ||
+	{ cat "$TEST_DIR/fio-verify.log"; fail "verify through $DEV failed"; }
+grep -q "err= 0" "$TEST_DIR/fio-verify.log" || { cat "$TEST_DIR/fio-verify.log"; fail "verify through $DEV reported errors"; }
 echo "verify through $DEV: $(t_since "$t0") s"
 unmap_ublk
 timeout 300 fio --filename="$img" --ioengine=psync --bsrange=4k-64k \
 	--rw=randwrite --verify=crc32c --numjobs=2 --size=12M \
 	--offset_increment=12M --randseed=3737 --verify_state_save=0 \
-	--name=rc --verify_only >"$WORK/fio-file.log" 2>&1 ||
-	{ cat "$WORK/fio-file.log"; fail "verify of $img failed"; }
-grep -q "err= 0" "$WORK/fio-file.log" || { cat "$WORK/fio-file.log"; fail "$img does not hold every acknowledged write"; }
+	--name=rc --verify_only >"$TEST_DIR/fio-file.log" 2>&1 ||
+	{ cat "$TEST_DIR/fio-file.log"; fail "verify of $img failed"; }
+grep -q "err= 0" "$TEST_DIR/fio-file.log" || { cat "$TEST_DIR/fio-file.log"; fail "$img does not hold every acknowledged write"; }
 echo "24 MiB verified on $DEV and in $img"
 
 # nothing of an old connection lingers on the (last) target: every
 # connection it accepted - before and after the hang - is gone now that the
 # device is unmapped
 for ((i = 0; i < 100; i++)); do
-	last=$(awk '/listening on rdma/ { n = NR } END { print n }' "$WORK/target.log")
-	acc=$(tail -n +"$last" "$WORK/target.log" | grep -c ": accepted " || true)
-	gone=$(tail -n +"$last" "$WORK/target.log" | grep -cE "\): disconnected|; disconnecting" || true)
+	last=$(awk '/listening on rdma/ { n = NR } END { print n }' "$TARGET_LOG")
+	acc=$(tail -n +"$last" "$TARGET_LOG" | grep -c ": accepted " || true)
+	gone=$(tail -n +"$last" "$TARGET_LOG" | grep -cE "\): disconnected|; disconnecting" || true)
 	[ "$acc" -eq "$gone" ] && break
 	sleep 0.1
 done
 echo "last target: $acc connections accepted, $gone closed"
-[ "$acc" -eq "$gone" ] || { tail -n +"$last" "$WORK/target.log"; fail "connections linger on the target"; }
+[ "$acc" -eq "$gone" ] || { tail -n +"$last" "$TARGET_LOG"; fail "connections linger on the target"; }
 echo "ublk reconnect: OK"

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rblk list: the mappings' records (map_internal.h) as a table or JSON,
+ * with each one's latest error; records of dead daemons whose device is
+ * gone are removed on the way.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "initiator/cli.h"
+#include "initiator/map_internal.h"
+
+static void list_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "Usage: rblk list [-o text|json] [--help]\n"
+	    "Show the devices made by 'rblk map': device, front end, queues, depth,\n"
+	    "state, daemon pid and volume URL. States: starting, running, stopping,\n"
+	    "and dead: the daemon died and left the device, whose I/O fails (nbd) or\n"
+	    "waits (ublk) until 'rblk unmap DEV' (or, ublk, 'rblk map --recover N').\n"
+	    "Records of dead daemons whose device is gone are removed.\n\n"
+	    "  -o, --output FORMAT  text (default; nothing when there are no mappings)\n"
+	    "                       or json: {\"mappings\": [{\"dev\", \"dev_id\",\n"
+	    "                       \"frontend\", \"url\", \"queues\", \"depth\",\n"
+	    "                       \"state\", \"pid\", \"error\"}, ...]}\n"
+	    "  -h, --help           show this help\n");
+}
+
+static void list_json(const struct map_record *recs, int n)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *list = json_object_new_array();
+
+	for (int i = 0; i < n; i++) {
+		struct json_object *x = record_json(&recs[i]);
+
+		/* the daemon's own bookkeeping: not part of the listing */
+		json_object_object_del(x, "start");
+		json_object_object_del(x, "log");
+		json_object_array_add(list, x);
+	}
+	rjson_add(o, "mappings", list);
+	rjson_print(stdout, o);
+}
+
+static void list_text(const struct map_record *recs, int n)
+{
+	if (!n)
+		return;
+	printf("%-14s %-8s %6s %5s %-9s %7s  %s\n", "DEVICE", "FRONTEND",
+	       "QUEUES", "DEPTH", "STATE", "PID", "URL");
+	for (int i = 0; i < n; i++) {
+		const struct map_record *r = &recs[i];
+
+		printf("%-14s %-8s %6u %5u %-9s %7d  %s\n",
+		       r->dev[0] ? r->dev : "-", r->frontend, r->queues,
+		       r->depth, r->state, (int)r->pid, r->url);
+	}
+}
+
+/* On stderr: what to do about each mapping whose daemon died. */
+static void list_warn_dead(const struct map_record *recs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const struct map_record *r = &recs[i];
+		const struct frontend_ops *fe = frontend_find(r->frontend);
+
+		if (r->alive)
+			continue;
+		fprintf(stderr,
+			"rblk list: the daemon of %s died%s%s; its I/O fails until 'rblk unmap %s'%s\n",
+			r->dev, r->error[0] ? " (last error: " : "",
+			r->error[0] ? r->error : "", r->dev,
+			fe && fe->recover_queues ?
+				" or 'rblk map --recover ID'" : "");
+	}
+}
+
+int cmd_list(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"output", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct map_record *recs;
+	bool json = false;
+	int ch, n;
+
+	optind = 1;
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'o':
+			if (cli_parse_output("list", optarg, &json))
+				return 2;
+			break;
+		case 'h':
+			list_usage(stdout);
+			return 0;
+		case ':':
+			return map_usage_error("list", "option '%s' needs a value",
+					   argv[optind - 1]);
+		default:
+			return map_usage_error("list", "unknown option '%s'",
+					   argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return map_usage_error("list", "unexpected argument '%s'",
+				   argv[optind]);
+	n = records_load(&recs);
+	if (n < 0) {
+		fprintf(stderr, "rblk list: cannot read %s: %s\n", run_dir(),
+			strerror(-n));
+		return 1;
+	}
+	n = records_prune(recs, n);
+	list_warn_dead(recs, n);
+	if (json)
+		list_json(recs, n);
+	else
+		list_text(recs, n);
+	free(recs);
+	return 0;
+}

@@ -1,0 +1,844 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control commands of rblk-target (list-exports, list-sessions,
+ * add-export, remove-export, set-hosts, stats, help): one request line in,
+ * "ok" or "error: MESSAGE" and a text or JSON body out (docs/CONTROL.md).
+ * Runs on the control thread, the only thread that adds and removes
+ * exports; what it shows is copied under exports_lock and each worker's
+ * conns_lock (counters with relaxed loads, stats.h) and formatted after
+ * unlocking. JSON goes through json-c (common/json.h).
+ */
+#include "ctl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/json.h"
+#include "../common/log.h"
+#include "../common/util.h"
+
+#define REMOVE_WAIT_S 20 /* remove-export --wait; below the client's 30 s */
+
+static const char *conn_state_str(enum tconn_state s)
+{
+	switch (s) {
+	case TCONN_LOGIN:
+		return "login";
+	case TCONN_LIVE:
+		return "live";
+	case TCONN_CLOSING:
+		return "closing";
+	}
+	return "?";
+}
+
+static void export_stats(const struct export *e, struct iostats_snap *snap)
+{
+	memset(snap, 0, sizeof(*snap));
+	for (unsigned int i = 0; i < e->nr_wstats; i++)
+		stats_add(snap, &e->wstats[i]);
+}
+
+static struct json_object *stats_json(const struct iostats_snap *s)
+{
+	struct json_object *o = json_object_new_object(), *ops, *lat, *b;
+
+	ops = json_object_new_object();
+	for (int i = 0; i < STAT_NR_OPS; i++)
+		rjson_add_u64(ops, stat_op_name((enum stat_op)i), s->ops[i]);
+	rjson_add(o, "ops", ops);
+	rjson_add_u64(o, "bytes_read", s->bytes_read);
+	rjson_add_u64(o, "bytes_written", s->bytes_written);
+	rjson_add_u64(o, "errors", s->errors);
+	lat = json_object_new_object();
+	rjson_add_u64(lat, "count", stats_count(s));
+	rjson_add_u64(lat, "sum", s->lat_sum_us);
+	rjson_add_u64(lat, "p50", stats_quantile_us(s, 0.50));
+	rjson_add_u64(lat, "p99", stats_quantile_us(s, 0.99));
+	b = json_object_new_array_ext(STAT_LAT_BUCKETS);
+	for (int i = 0; i < STAT_LAT_BUCKETS; i++)
+		json_object_array_add(b, json_object_new_uint64(s->lat[i]));
+	rjson_add(lat, "buckets", b);
+	rjson_add(o, "latency_us", lat);
+	return o;
+}
+
+static void stats_text(FILE *f, const struct iostats_snap *s)
+{
+	fputs("  ops:", f);
+	for (int i = 0; i < STAT_NR_OPS; i++)
+		fprintf(f, " %s %llu", stat_op_name((enum stat_op)i),
+			(unsigned long long)s->ops[i]);
+	fprintf(f, "\n  bytes: read %llu written %llu\n  errors: %llu\n",
+		(unsigned long long)s->bytes_read,
+		(unsigned long long)s->bytes_written,
+		(unsigned long long)s->errors);
+	fprintf(f, "  latency: %llu commands, p50 < %llu us, p99 < %llu us",
+		(unsigned long long)stats_count(s),
+		(unsigned long long)stats_quantile_us(s, 0.50),
+		(unsigned long long)stats_quantile_us(s, 0.99));
+	if (stats_count(s))
+		fprintf(f, ", mean %llu us",
+			(unsigned long long)(s->lat_sum_us / stats_count(s)));
+	fputc('\n', f);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+int ctl_req_fail(struct ctl_req *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->err, sizeof(r->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Split line in place: spaces separate, backslash escapes. */
+static int split_line(char *line, struct ctl_req *r)
+{
+	char *in = line, *out = line;
+
+	r->argc = 0;
+	for (;;) {
+		while (*in == ' ' || *in == '\t')
+			in++;
+		if (!*in)
+			return 0;
+		if (r->argc == CTL_MAX_ARGS)
+			return ctl_req_fail(r, "more than %d arguments", CTL_MAX_ARGS);
+		r->argv[r->argc++] = out;
+		while (*in && *in != ' ' && *in != '\t') {
+			if (*in == '\\' && in[1])
+				in++;
+			*out++ = *in++;
+		}
+		if (*in)
+			in++;
+		*out++ = 0;
+	}
+}
+
+/*
+ * Options of a command. has_arg: the option takes a value ("--bs 4096",
+ * "--bs=4096"). val receives it, or "1" for a flag.
+ */
+struct opt {
+	const char *name; /* long name without "--" */
+	char short_name; /* 0: none */
+	bool has_arg;
+	const char *val;
+};
+
+/*
+ * Parse r's arguments after the command: options from opts (and -o/--output
+ * FORMAT, which every command takes), positional ones into pos. Returns the
+ * number of positional arguments, or -1 with r->err set.
+ */
+static int parse_opts(struct ctl_req *r, struct opt *opts, const char **pos,
+		      int max_pos, int min_pos)
+{
+	int npos = 0;
+
+	for (int i = 1; i < r->argc; i++) {
+		char *a = r->argv[i], *val = NULL;
+		struct opt *o = NULL;
+
+		if (a[0] != '-' || !a[1]) {
+			if (npos == max_pos)
+				return ctl_req_fail(r, "%s: unexpected argument '%s'",
+						r->argv[0], a);
+			pos[npos++] = a;
+			continue;
+		}
+		if (!strcmp(a, "-o") || !strncmp(a, "--output", 8)) {
+			val = a[1] == 'o' ? NULL : strchr(a, '=');
+			if (val)
+				val++;
+			else if (i + 1 < r->argc)
+				val = r->argv[++i];
+			if (!val || (strcmp(val, "json") && strcmp(val, "text")))
+				return ctl_req_fail(r, "-o: want json or text");
+			r->json = !strcmp(val, "json");
+			continue;
+		}
+		for (struct opt *p = opts; p && p->name; p++) {
+			size_t n = strlen(p->name);
+
+			if ((a[1] == p->short_name && !a[2]) ||
+			    (a[1] == '-' && !strncmp(a + 2, p->name, n) &&
+			     (!a[2 + n] || a[2 + n] == '='))) {
+				o = p;
+				val = a[1] == '-' && a[2 + n] == '=' ?
+					      a + 3 + n : NULL;
+				break;
+			}
+		}
+		if (!o)
+			return ctl_req_fail(r, "%s: unknown option '%s'", r->argv[0],
+					a);
+		if (o->has_arg) {
+			if (!val && i + 1 < r->argc)
+				val = r->argv[++i];
+			if (!val)
+				return ctl_req_fail(r, "%s: %s needs a value",
+						r->argv[0], a);
+			o->val = val;
+		} else {
+			if (val)
+				return ctl_req_fail(r, "%s: %s takes no value",
+						r->argv[0], a);
+			o->val = "1";
+		}
+	}
+	if (npos < min_pos)
+		return ctl_req_fail(r, "%s: missing argument (see 'help')",
+				r->argv[0]);
+	return npos;
+}
+
+static struct export *find_locked(struct target *t, const char *name)
+{
+	for (struct export *e = t->exports; e; e = e->next)
+		if (!strcmp(e->name, name))
+			return e;
+	return NULL;
+}
+
+struct ctl_export_row *ctl_exports_copy(struct target *t, struct ctl_req *r,
+				    const char *only, unsigned int *n)
+{
+	struct ctl_export_row *rows;
+	unsigned int max;
+
+	/*
+	 * Allocate outside the lock. On the control thread the count holds
+	 * (only it adds and removes); on the metrics thread an export added
+	 * meanwhile is left for the next scrape (the copy stops at max).
+	 */
+	pthread_mutex_lock(&t->exports_lock);
+	max = t->nr_exports;
+	pthread_mutex_unlock(&t->exports_lock);
+	*n = 0;
+	rows = calloc(max ? max : 1, sizeof(*rows));
+	if (!rows) {
+		ctl_req_fail(r, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_lock(&t->exports_lock);
+	for (struct export *e = t->exports; e && *n < max; e = e->next) {
+		struct ctl_export_row *x = &rows[*n];
+
+		if (only && strcmp(e->name, only))
+			continue;
+		snprintf(x->name, sizeof(x->name), "%s", e->name);
+		snprintf(x->path, sizeof(x->path), "%s", e->path);
+		x->size = e->size;
+		x->block_size = e->block_size;
+		x->read_only = e->read_only;
+		x->sessions = atomic_load(&e->sessions);
+		export_stats(e, &x->stats);
+		(*n)++;
+	}
+	pthread_mutex_unlock(&t->exports_lock);
+	if (only && !*n) {
+		free(rows);
+		ctl_req_fail(r, "no export named '%s'", only);
+		return NULL;
+	}
+	return rows;
+}
+
+/* Print o as r's JSON body (one line) and drop it; out of memory fails r. */
+static void json_print_obj(struct ctl_req *r, struct json_object *o)
+{
+	if (rjson_print(r->out, o))
+		ctl_req_fail(r, "out of memory");
+}
+
+/* {"key": list} */
+static void json_print_list(struct ctl_req *r, const char *key,
+			    struct json_object *list)
+{
+	struct json_object *o = json_object_new_object();
+
+	rjson_add(o, key, list);
+	json_print_obj(r, o);
+}
+
+static void cmd_list_exports(struct target *t, struct ctl_req *r)
+{
+	FILE *f = r->out;
+	struct ctl_export_row *rows;
+	unsigned int n;
+
+	if (parse_opts(r, NULL, NULL, 0, 0) < 0)
+		return;
+	rows = ctl_exports_copy(t, r, NULL, &n);
+	if (!rows)
+		return;
+	if (r->json) {
+		struct json_object *list = json_object_new_array();
+
+		for (unsigned int i = 0; i < n; i++) {
+			const struct ctl_export_row *e = &rows[i];
+			struct json_object *o = json_object_new_object();
+
+			rjson_add_str(o, "name", e->name);
+			rjson_add_str(o, "path", e->path);
+			rjson_add_u64(o, "size", e->size);
+			rjson_add_u64(o, "block_size", e->block_size);
+			rjson_add_bool(o, "read_only", e->read_only);
+			rjson_add_u64(o, "sessions", e->sessions);
+			json_object_array_add(list, o);
+		}
+		json_print_list(r, "exports", list);
+		free(rows);
+		return;
+	}
+	fprintf(f, "%-20s %-40s %14s %6s %-3s %s\n", "NAME", "PATH", "SIZE",
+		"BS", "RO", "SESSIONS");
+	for (unsigned int i = 0; i < n; i++) {
+		const struct ctl_export_row *e = &rows[i];
+
+		fprintf(f, "%-20s %-40s %14llu %6u %-3s %u\n", e->name, e->path,
+			(unsigned long long)e->size, e->block_size,
+			e->read_only ? "yes" : "no", e->sessions);
+	}
+	free(rows);
+}
+
+/* What is shown of a session, copied under its worker's conns_lock. */
+struct sess_row {
+	uint64_t id;
+	char peer[96];
+	char host[RBLK_NAME_MAX];
+	char exp[RBLK_NAME_MAX];
+	uint16_t queue_id, queue_depth;
+	unsigned int worker;
+	enum tconn_state state;
+	uint64_t login_ms;
+	struct iostats_snap stats;
+};
+
+/*
+ * Copy every session (connection past its login that found an export) of
+ * every worker, or only those of export only. NULL with r->err set when
+ * out of memory; *n may be 0.
+ */
+static struct sess_row *sessions_copy(struct target *t, struct ctl_req *r,
+				      const char *only, unsigned int *n)
+{
+	struct sess_row *rows = NULL;
+	unsigned int cap = 0;
+
+	*n = 0;
+	for (unsigned int i = 0; i < t->nr_workers; i++) {
+		struct worker *w = &t->workers[i];
+
+		pthread_mutex_lock(&w->conns_lock);
+		for (struct tconn *c = w->conns; c; c = c->next) {
+			struct sess_row *x;
+
+			/*
+			 * state changes under conns_lock, after the login
+			 * fields are set: in LOGIN, exp and lim may still
+			 * be being written.
+			 */
+			if (c->state == TCONN_LOGIN || !c->exp ||
+			    (only && strcmp(c->exp->name, only)))
+				continue;
+			if (*n == cap) {
+				unsigned int ncap = cap ? 2 * cap : 64;
+				void *p = realloc(rows, ncap * sizeof(*rows));
+
+				if (!p) {
+					pthread_mutex_unlock(&w->conns_lock);
+					free(rows);
+					ctl_req_fail(r, "out of memory");
+					return NULL;
+				}
+				rows = p;
+				cap = ncap;
+			}
+			x = &rows[(*n)++];
+			memset(x, 0, sizeof(*x));
+			x->id = c->id;
+			snprintf(x->peer, sizeof(x->peer), "%s", c->peer);
+			snprintf(x->host, sizeof(x->host), "%s", c->host);
+			snprintf(x->exp, sizeof(x->exp), "%s", c->exp->name);
+			x->queue_id = c->queue_id;
+			x->queue_depth = c->lim.queue_depth;
+			x->worker = w->index;
+			x->state = c->state;
+			x->login_ms = c->login_ms;
+			stats_add(&x->stats, &c->stats);
+		}
+		pthread_mutex_unlock(&w->conns_lock);
+	}
+	if (!rows)
+		rows = malloc(sizeof(*rows)); /* an empty list, not a failure */
+	if (!rows)
+		ctl_req_fail(r, "out of memory");
+	return rows;
+}
+
+static uint64_t sess_uptime_s(const struct sess_row *c)
+{
+	return c->login_ms ? (now_ms() - c->login_ms) / 1000u : 0;
+}
+
+static void cmd_list_sessions(struct target *t, struct ctl_req *r)
+{
+	struct opt opts[] = { { "export", 'e', true, NULL }, { 0 } };
+	struct sess_row *rows;
+	FILE *f = r->out;
+	unsigned int n;
+
+	if (parse_opts(r, opts, NULL, 0, 0) < 0)
+		return;
+	rows = sessions_copy(t, r, opts[0].val, &n);
+	if (!rows)
+		return;
+	if (r->json) {
+		struct json_object *list = json_object_new_array();
+
+		for (unsigned int i = 0; i < n; i++) {
+			const struct sess_row *c = &rows[i];
+			struct json_object *o = json_object_new_object();
+
+			rjson_add_u64(o, "id", c->id);
+			rjson_add_str(o, "peer", c->peer);
+			rjson_add_str(o, "host", c->host);
+			rjson_add_str(o, "export", c->exp);
+			rjson_add_u64(o, "queue", c->queue_id);
+			rjson_add_u64(o, "queue_depth", c->queue_depth);
+			rjson_add_u64(o, "worker", c->worker);
+			rjson_add_str(o, "state", conn_state_str(c->state));
+			rjson_add_u64(o, "uptime_s", sess_uptime_s(c));
+			json_object_array_add(list, o);
+		}
+		json_print_list(r, "sessions", list);
+		free(rows);
+		return;
+	}
+	fprintf(f, "%-6s %-24s %-20s %-20s %5s %5s %6s %-8s %s\n", "ID", "PEER",
+		"HOST", "EXPORT", "QUEUE", "QD", "WORKER", "STATE", "UPTIME_S");
+	for (unsigned int i = 0; i < n; i++) {
+		const struct sess_row *c = &rows[i];
+
+		fprintf(f, "%-6llu %-24s %-20s %-20s %5u %5u %6u %-8s %llu\n",
+			(unsigned long long)c->id, c->peer,
+			c->host[0] ? c->host : "-", c->exp, c->queue_id,
+			c->queue_depth, c->worker, conn_state_str(c->state),
+			(unsigned long long)sess_uptime_s(c));
+	}
+	free(rows);
+}
+
+static void cmd_add_export(struct target *t, struct ctl_req *r)
+{
+	struct opt opts[] = {
+		{ "read-only", 'r', false, NULL },
+		{ "block-size", 'b', true, NULL },
+		{ "allow", 'a', true, NULL },
+		{ "allow-ro", 0, true, NULL },
+		{ 0 },
+	};
+	const char *pos[2];
+	struct cfg_export ce = { 0 };
+	struct export *e, **pp;
+	char why[400];
+	unsigned int n;
+	uint64_t bs = 0;
+
+	if (parse_opts(r, opts, pos, 2, 2) < 0)
+		return;
+	if (opts[1].val && parse_size(opts[1].val, &bs)) {
+		ctl_req_fail(r, "add-export: bad block size '%s'", opts[1].val);
+		return;
+	}
+	if (strlen(pos[0]) >= sizeof(ce.name) ||
+	    strlen(pos[1]) >= sizeof(ce.path)) {
+		ctl_req_fail(r, "add-export: name or path too long");
+		return;
+	}
+	if (pos[1][0] != '/' && strncmp(pos[1], "ram:", 4) &&
+	    strncmp(pos[1], "rbd:", 4)) {
+		/* the target's working directory is not the client's */
+		ctl_req_fail(r, "add-export: '%s': give an absolute path, ram:SIZE or rbd:POOL/IMAGE",
+			 pos[1]);
+		return;
+	}
+	snprintf(ce.name, sizeof(ce.name), "%s", pos[0]);
+	snprintf(ce.path, sizeof(ce.path), "%s", pos[1]);
+	ce.read_only = opts[0].val != NULL;
+	ce.block_size = bs > UINT32_MAX ? 1 : (uint32_t)bs; /* 1: refused */
+	if (cfg_export_set_access(&t->cfg, &ce, opts[2].val, opts[3].val,
+				  r->err, sizeof(r->err)) ||
+	    cfg_check_export(&ce, r->err, sizeof(r->err)))
+		return;
+	pthread_mutex_lock(&t->exports_lock);
+	e = find_locked(t, ce.name);
+	n = t->nr_exports;
+	pthread_mutex_unlock(&t->exports_lock);
+	if (e) {
+		ctl_req_fail(r, "export '%s' exists", ce.name);
+		return;
+	}
+	if (n >= CFG_MAX_EXPORTS) {
+		ctl_req_fail(r, "add-export: already %u exports, the most one target serves",
+			 n);
+		return;
+	}
+	/* opening may take a moment (files, mmap); not under the lock */
+	e = export_create(&ce, t->nr_workers, why, sizeof(why));
+	if (!e) {
+		ctl_req_fail(r, "cannot open export '%s': %s", ce.name, why);
+		return;
+	}
+	pthread_mutex_lock(&t->exports_lock);
+	/*
+	 * Only this thread adds, so the name is still free. At the tail:
+	 * discovery pages by index, and earlier pages stay valid.
+	 */
+	for (pp = &t->exports; *pp; pp = &(*pp)->next)
+		;
+	*pp = e;
+	t->nr_exports++;
+	pthread_mutex_unlock(&t->exports_lock);
+	log_info("ctl: added export %s", e->name);
+	if (r->json) {
+		struct json_object *o = json_object_new_object();
+
+		rjson_add_str(o, "added", e->name);
+		rjson_add_u64(o, "size", e->size);
+		rjson_add_u64(o, "block_size", e->block_size);
+		json_print_obj(r, o);
+	} else {
+		fprintf(r->out, "added export %s (%llu bytes, block size %u)\n",
+			e->name, (unsigned long long)e->size, e->block_size);
+	}
+}
+
+static void cmd_remove_export(struct target *t, struct ctl_req *r)
+{
+	struct opt opts[] = {
+		{ "force", 'f', false, NULL },
+		{ "wait", 'w', false, NULL },
+		{ 0 },
+	};
+	bool wait, released;
+	struct export **pp, *e;
+	const char *pos[1];
+	unsigned int sessions, refs, left = 0;
+	char name[RBLK_NAME_MAX];
+
+	if (parse_opts(r, opts, pos, 1, 1) < 0)
+		return;
+	wait = opts[1].val != NULL;
+	pthread_mutex_lock(&t->exports_lock);
+	for (pp = &t->exports; (e = *pp); pp = &e->next)
+		if (!strcmp(e->name, pos[0]))
+			break;
+	if (!e) {
+		pthread_mutex_unlock(&t->exports_lock);
+		ctl_req_fail(r, "no export named '%s'", pos[0]);
+		return;
+	}
+	/*
+	 * Under the lock no login can take a new reference, so refs says
+	 * exactly whether a connection holds e (logged in, logging in, or
+	 * draining its last I/O).
+	 */
+	sessions = atomic_load(&e->sessions);
+	refs = atomic_load(&e->refs);
+	if (refs > 1 && !opts[0].val) {
+		pthread_mutex_unlock(&t->exports_lock);
+		ctl_req_fail(r, "export '%s' is in use by %u session%s (%u connection%s); --force closes them",
+			 e->name, sessions, sessions == 1 ? "" : "s", refs - 1,
+			 refs == 2 ? "" : "s");
+		return;
+	}
+	*pp = e->next;
+	t->nr_exports--;
+	atomic_store(&e->removed, true);
+	pthread_mutex_unlock(&t->exports_lock);
+	snprintf(name, sizeof(name), "%s", e->name);
+	log_info("ctl: removed export %s%s", name,
+		 refs > 1 ? "; closing its sessions" : "");
+	if (refs > 1) {
+		uint64_t deadline = now_ms() + REMOVE_WAIT_S * 1000u;
+
+		workers_check_removed(t);
+		/*
+		 * --wait: until only the list's reference (still ours) is
+		 * left. The workers drop theirs when their connections are
+		 * freed, after the last backend I/O.
+		 */
+		while (wait && atomic_load(&e->refs) > 1 && now_ms() < deadline)
+			usleep(20 * 1000);
+		left = atomic_load(&e->refs) - 1;
+	}
+	released = left == 0;
+	/*
+	 * The list's reference. On this thread the last put closes e at
+	 * once, so with released the backing store is closed when we answer.
+	 */
+	export_put(e);
+	if (wait && !released) {
+		ctl_req_fail(r, "removed export %s, but %u connection%s still closing after %d s",
+			 name, left, left == 1 ? " is" : "s are", REMOVE_WAIT_S);
+		return;
+	}
+	if (r->json) {
+		struct json_object *o = json_object_new_object();
+
+		rjson_add_str(o, "removed", name);
+		rjson_add_u64(o, "sessions", sessions);
+		rjson_add_bool(o, "released", released);
+		json_print_obj(r, o);
+	} else if (!sessions && released) {
+		fprintf(r->out, "removed export %s\n", name);
+	} else if (released) {
+		fprintf(r->out, "removed export %s (%u session%s closed)\n",
+			name, sessions, sessions == 1 ? "" : "s");
+	} else {
+		fprintf(r->out,
+			"removed export %s (closing %u session%s; --wait waits for them)\n",
+			name, sessions, sessions == 1 ? "" : "s");
+	}
+}
+
+/*
+ * set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open: replace an
+ * export's access list at run time (--open: no list, every host). The new
+ * definition is a fresh copy published with an atomic store; logins read
+ * e->cfg without a lock, so the old copy is retired, not freed, until the
+ * export goes. Sessions already logged in keep the access they were
+ * granted; the reply says how many there are.
+ */
+static void cmd_set_hosts(struct target *t, struct ctl_req *r)
+{
+	struct opt opts[] = {
+		{ "allow", 'a', true, NULL },
+		{ "allow-ro", 0, true, NULL },
+		{ "open", 0, false, NULL },
+		{ 0 },
+	};
+	struct cfg_retired *old = NULL;
+	struct cfg_export *copy = NULL;
+	const char *pos[1];
+	struct export *e;
+	unsigned int sessions = 0;
+	bool restricted = false;
+
+	if (parse_opts(r, opts, pos, 1, 1) < 0)
+		return;
+	if (!opts[0].val == !opts[2].val && !opts[1].val == !opts[2].val) {
+		ctl_req_fail(r, "set-hosts: give --allow and/or --allow-ro, or --open (every host may log in)");
+		return;
+	}
+	if (opts[2].val && (opts[0].val || opts[1].val)) {
+		ctl_req_fail(r, "set-hosts: --open replaces the lists; give it alone");
+		return;
+	}
+	copy = malloc(sizeof(*copy));
+	old = malloc(sizeof(*old));
+	if (!copy || !old) {
+		ctl_req_fail(r, "set-hosts: out of memory");
+		goto out_free;
+	}
+	pthread_mutex_lock(&t->exports_lock);
+	e = find_locked(t, pos[0]);
+	if (!e) {
+		pthread_mutex_unlock(&t->exports_lock);
+		ctl_req_fail(r, "no export named '%s'", pos[0]);
+		goto out_free;
+	}
+	memcpy(copy, e->cfg, sizeof(*copy));
+	if (cfg_export_set_access(&t->cfg, copy,
+				  opts[2].val ? "any" : opts[0].val, opts[1].val,
+				  r->err, sizeof(r->err))) {
+		pthread_mutex_unlock(&t->exports_lock);
+		goto out_free; /* r->err says why */
+	}
+	/* only this thread replaces definitions: e->cfg is ours to retire */
+	old->cfg = e->cfg;
+	old->next = e->retired;
+	e->retired = old;
+	atomic_store(&e->cfg, copy);
+	sessions = atomic_load(&e->sessions);
+	restricted = copy->restricted;
+	pthread_mutex_unlock(&t->exports_lock);
+	log_info("ctl: export %s: access list set (allow '%s', allow_ro '%s')",
+		 pos[0], opts[0].val ? opts[0].val : "",
+		 opts[1].val ? opts[1].val : "");
+	if (r->json) {
+		struct json_object *o = json_object_new_object();
+
+		rjson_add_str(o, "export", pos[0]);
+		rjson_add_bool(o, "restricted", restricted);
+		rjson_add_u64(o, "sessions", sessions);
+		json_print_obj(r, o);
+	} else {
+		fprintf(r->out,
+			"export %s: %s; applies to new logins (%u session%s keep their access)\n",
+			pos[0],
+			restricted ? "access list replaced" :
+				     "open to every host",
+			sessions, sessions == 1 ? "" : "s");
+	}
+	return;
+
+out_free:
+	free(copy);
+	free(old);
+}
+
+static void stats_print_json(struct ctl_req *r,
+			     const struct ctl_export_row *ex, unsigned int nex,
+			     const struct sess_row *ss, unsigned int nss)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *exl = json_object_new_array();
+	struct json_object *ssl = json_object_new_array();
+
+	for (unsigned int i = 0; i < nex; i++) {
+		struct json_object *x = json_object_new_object();
+
+		rjson_add_str(x, "name", ex[i].name);
+		rjson_add_u64(x, "sessions", ex[i].sessions);
+		rjson_add(x, "stats", stats_json(&ex[i].stats));
+		json_object_array_add(exl, x);
+	}
+	for (unsigned int i = 0; i < nss; i++) {
+		struct json_object *x = json_object_new_object();
+
+		rjson_add_u64(x, "id", ss[i].id);
+		rjson_add_str(x, "export", ss[i].exp);
+		rjson_add_str(x, "host", ss[i].host);
+		rjson_add(x, "stats", stats_json(&ss[i].stats));
+		json_object_array_add(ssl, x);
+	}
+	rjson_add(o, "exports", exl);
+	rjson_add(o, "sessions", ssl);
+	json_print_obj(r, o);
+}
+
+static void stats_print_text(FILE *f, const struct ctl_export_row *ex,
+			     unsigned int nex, const struct sess_row *ss,
+			     unsigned int nss)
+{
+	for (unsigned int i = 0; i < nex; i++) {
+		fprintf(f, "export %s (%u session%s)\n", ex[i].name,
+			ex[i].sessions, ex[i].sessions == 1 ? "" : "s");
+		stats_text(f, &ex[i].stats);
+	}
+	for (unsigned int i = 0; i < nss; i++) {
+		const struct sess_row *c = &ss[i];
+
+		fprintf(f, "session %llu (export %s, host %s, %s)\n",
+			(unsigned long long)c->id, c->exp,
+			c->host[0] ? c->host : "-", c->peer);
+		stats_text(f, &c->stats);
+	}
+}
+
+static void cmd_stats(struct target *t, struct ctl_req *r)
+{
+	const char *pos[1] = { NULL };
+	struct ctl_export_row *ex;
+	struct sess_row *ss;
+	unsigned int nex, nss;
+	FILE *f = r->out;
+
+	if (parse_opts(r, NULL, pos, 1, 0) < 0)
+		return;
+	ex = ctl_exports_copy(t, r, pos[0], &nex);
+	if (!ex)
+		return;
+	ss = sessions_copy(t, r, pos[0], &nss);
+	if (!ss) {
+		free(ex);
+		return;
+	}
+	if (r->json)
+		stats_print_json(r, ex, nex, ss, nss);
+	else
+		stats_print_text(f, ex, nex, ss, nss);
+	free(ex);
+	free(ss);
+}
+
+static void cmd_help(struct target *t, struct ctl_req *r)
+{
+	(void)t;
+	if (parse_opts(r, NULL, NULL, 0, 0) < 0)
+		return;
+	fputs("commands (each takes -o json):\n"
+	      "  list-exports\n"
+	      "  list-sessions [--export NAME]\n"
+	      "  add-export NAME PATH [--read-only] [--block-size N] [--allow H,..] [--allow-ro H,..]\n"
+	      "  remove-export NAME [--force [--wait]]\n"
+	      "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open\n"
+	      "  stats [EXPORT]\n",
+	      r->out);
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(struct target *t, struct ctl_req *r);
+} commands[] = {
+	{ "help", cmd_help },
+	{ "list-exports", cmd_list_exports },
+	{ "list-sessions", cmd_list_sessions },
+	{ "add-export", cmd_add_export },
+	{ "remove-export", cmd_remove_export },
+	{ "set-hosts", cmd_set_hosts },
+	{ "stats", cmd_stats },
+};
+
+/* Run one request line; the response (status line and body) goes to out. */
+void ctl_run(struct target *t, char *line, FILE *out)
+{
+	struct ctl_req r = { 0 };
+	char *body = NULL;
+	size_t body_len = 0;
+
+	r.out = open_memstream(&body, &body_len);
+	if (!r.out) {
+		fputs("error: out of memory\n", out);
+		return;
+	}
+	if (!split_line(line, &r) && r.argc == 0)
+		ctl_req_fail(&r, "empty request (try 'help')");
+	if (!r.err[0]) {
+		size_t i;
+
+		for (i = 0; i < ARRAY_SIZE(commands); i++)
+			if (!strcmp(commands[i].name, r.argv[0]))
+				break;
+		if (i == ARRAY_SIZE(commands))
+			ctl_req_fail(&r, "unknown command '%s' (try 'help')",
+				 r.argv[0]);
+		else
+			commands[i].fn(t, &r);
+	}
+	fclose(r.out);
+	if (r.err[0]) {
+		fprintf(out, "error: %s\n", r.err);
+		log_debug("ctl: '%s' failed: %s", r.argc ? r.argv[0] : "",
+			  r.err);
+	} else {
+		fputs("ok\n", out);
+		fwrite(body, 1, body_len, out);
+	}
+	free(body);
+}
+
