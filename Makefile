@@ -180,15 +180,15 @@ $(BUILD)/tests/rblk_rawclient: tests/e2e/rblk_rawclient.c $(XPORT_OBJ) $(COMMON_
 
 # Protocol constants for the Python test tools (tests/e2e/rblk_raw.py),
 # printed by a program compiled against the C sources themselves (proto.h,
-# tcp.c's framing): nothing is copied by hand.
-CONST_SRC := common/proto.h transport/tcp.c
+# the tcp transport's framing in tcp_internal.h): nothing is copied by hand.
+CONST_SRC := common/proto.h transport/tcp_internal.h
 $(BUILD)/gen/rblk_const.py: tests/gen/gen-const.sh $(CONST_SRC) \
-		$(filter-out %/tcp.o,$(XPORT_OBJ)) $(COMMON_OBJ)
+		$(XPORT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	tests/gen/gen-const.sh $(BUILD)/gen/gen_const.c $(CONST_SRC)
 	$(CC) $(CFLAGS) -Wno-unused-function -Wno-missing-prototypes $(LDFLAGS) \
 		-o $(BUILD)/gen/gen_const $(BUILD)/gen/gen_const.c \
-		$(filter-out %/tcp.o,$(XPORT_OBJ)) $(COMMON_OBJ) \
+		$(XPORT_OBJ) $(COMMON_OBJ) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 	$(BUILD)/gen/gen_const > $@.tmp && mv $@.tmp $@
 E2E_BINS += $(BUILD)/gen/rblk_const.py

@@ -30,25 +30,36 @@ EXPORT = sys.argv[2]
 RO_EXPORT = sys.argv[3]
 TARGET_PID = int(sys.argv[4])
 
-# transport/tcp_internal.h
-F_CONNECT, F_ACCEPT, F_REJECT, F_SEND, F_WRITE, F_READ_REQ, F_READ_RESP, \
-    F_ERROR, F_WRITE_ACK, F_SEND_INV = range(1, 11)
-TCP_MAGIC = 0x5854
-WC_REM_ACCESS_ERR = 2
-HANDSHAKE_S = 5  # TCP_HANDSHAKE_MS
+# Protocol constants, generated from common/proto.h and
+# transport/tcp_internal.h at build time ($RBLK_BUILD/gen/rblk_const.py,
+# tests/gen/gen-const.sh): nothing here is copied by hand.
+_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(os.environ.get("RBLK_BUILD",
+                                os.path.join(_ROOT, "build")), "gen"))
+import rblk_const as C  # noqa: E402
+
+F_CONNECT, F_ACCEPT, F_REJECT = C.TCP_F_CONNECT, C.TCP_F_ACCEPT, C.TCP_F_REJECT
+F_SEND, F_WRITE, F_WRITE_ACK = C.TCP_F_SEND, C.TCP_F_WRITE, C.TCP_F_WRITE_ACK
+F_READ_REQ, F_READ_RESP, F_ERROR = (C.TCP_F_READ_REQ, C.TCP_F_READ_RESP,
+                                    C.TCP_F_ERROR)
+F_SEND_INV = C.TCP_F_SEND_INV
+TCP_MAGIC = C.TCP_MAGIC
+WC_REM_ACCESS_ERR = 2  # enum xp_wc_status (transport/transport.h)
+HANDSHAKE_S = C.TCP_HANDSHAKE_MS // 1000
 LOGIN_S = 10  # LOGIN_TIMEOUT_MS in target/worker.c
 
-# common/proto.h
-MAGIC = 0x4B4C4252
-VERSION = 2
-HELLO, LOGIN, CMD, RESP = 1, 2, 3, 4
-GRANT, READ_DONE, WRITE_DATA = 11, 12, 13
-RESP_F_PULL = 1
-READ, WRITE, FLUSH, TRIM, WZ, DISC, KA = range(1, 8)
-FUA, PUSH = 1, 2
-S = dict(OK=0, INVALID=1, BAD_VERSION=2, NO_EXPORT=3, READ_ONLY=4,
-         OUT_OF_RANGE=5, NOT_SUPPORTED=7, BAD_STATE=12, MISALIGNED=14,
-         TOO_LARGE=15)
+MAGIC, VERSION = C.RBLK_MAGIC, C.RBLK_PROTO_VERSION
+HELLO, LOGIN, CMD, RESP = (C.RBLK_MSG_HELLO, C.RBLK_MSG_LOGIN, C.RBLK_MSG_CMD,
+                           C.RBLK_MSG_RESP)
+GRANT, READ_DONE, WRITE_DATA = (C.RBLK_MSG_GRANT, C.RBLK_MSG_READ_DONE,
+                                C.RBLK_MSG_WRITE_DATA)
+RESP_F_PULL = C.RBLK_RESP_F_PULL
+READ, WRITE, FLUSH, TRIM = (C.RBLK_OP_READ, C.RBLK_OP_WRITE, C.RBLK_OP_FLUSH,
+                            C.RBLK_OP_TRIM)
+WZ, DISC, KA = C.RBLK_OP_WRITE_ZEROES, C.RBLK_OP_DISCONNECT, C.RBLK_OP_KEEPALIVE
+FUA, PUSH = C.RBLK_CMD_F_FUA, C.RBLK_CMD_F_PUSH
+S = {k[len("RBLK_S_"):]: v for k, v in vars(C).items()
+     if k.startswith("RBLK_S_") and not k.endswith("_")}
 SNAME = {v: k for k, v in S.items()}
 U64 = (1 << 64) - 1
 

@@ -6,7 +6,7 @@
 # Writes a C program that prints, as Python assignments, every protocol
 # constant its inputs define: enum members and #defines named RBLK_* (the
 # wire protocol, common/proto.h) or TCP_* (the tcp transport's framing,
-# transport/tcp.c). Names are found here, values by the compiler, so the
+# transport/tcp_internal.h). Names are found here, values by the compiler, so the
 # test tools' constants (build/gen/rblk_const.py) follow every change of
 # the headers without anyone copying a number. Only integer constants are
 # taken: a #define whose body is not an integer expression is skipped.
