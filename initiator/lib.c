@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * librblk: sessions, queues, submit/poll. See include/rblk/rblk.h.
+ * librblk: sessions, queues, submit/poll, login. See include/rblk/rblk.h.
+ * Keep-alive and reconnect are in lib_reconnect.c, the structures in
+ * lib_queue.h.
  *
  * Each queue is one transport connection with granted queue depth QD. Tag i
  * owns the target's slot i (slot_addr + i * max_io) from the moment we post
@@ -33,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -45,13 +46,11 @@
 #include "../common/util.h"
 #include "../transport/transport.h"
 #include "lib_internal.h"
+#include "lib_queue.h"
 
-#define CMD_BUF_SIZE 64
 #define POLL_BATCH 32
 /* TRIM / WRITE_ZEROES carry a 32-bit length: split them at 1 GiB */
 #define NODATA_SPLIT (1u << 30)
-/* reconnect: the delay between attempts doubles up to this (or the delay) */
-#define RECONNECT_DELAY_CAP_MS 10000u
 
 _Static_assert(RBLK_CMD_SIZE <= CMD_BUF_SIZE, "command fits its buffer");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
@@ -95,156 +94,6 @@ int lib_set_error(int err, const char *fmt, ...)
 void lib_clear_error(void)
 {
 	last_error[0] = 0;
-}
-
-/* ---- structures ------------------------------------------------------------ */
-
-struct io {
-	void *user_data;
-	uint8_t op;
-	unsigned int flags;
-	char *buf;
-	uint64_t next_off; /* next part starts here */
-	uint64_t end;
-	unsigned int parts_inflight;
-	int result; /* first error */
-	struct io *next;
-};
-
-enum ireq_state {
-	IREQ_FREE,
-	IREQ_CMD, /* command (or WRITE data) posted; waiting for RESP/GRANT */
-	IREQ_NEED_READ, /* RESP(PULL); its RDMA READ waits for credits */
-	IREQ_READ, /* RDMA READ of the window posted */
-	IREQ_NEED_DONE, /* READ done; READ_DONE waits for a credit */
-	IREQ_NEED_DATA, /* GRANT; RDMA WRITE + WRITE_DATA wait for credits */
-	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
-	IREQ_REISSUE, /* connection lost before completion: resend it */
-	IREQ_KA, /* KEEPALIVE posted (no io) */
-};
-
-struct ireq {
-	enum ireq_state state;
-	uint16_t tag;
-	struct io *io;
-	uint8_t op;
-	uint8_t cmd_flags; /* RBLK_CMD_F_FUA */
-	uint32_t len;
-	uint64_t offset;
-	char *buf; /* user buffer for this part */
-	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
-	bool direct; /* by direct access to the volume (post_direct()) */
-	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
-	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
-	uint32_t rkey;
-	struct ireq *next; /* free list or credit wait list */
-};
-
-struct user_mr {
-	char *addr;
-	size_t len;
-	struct xp_mr *mr;
-};
-
-struct rblk_queue {
-	struct rblk *r;
-	unsigned int index;
-	struct xp_conn *xc;
-	/* message buffers, send credits and the send batch (common/qp.h) */
-	struct qp qp;
-	bool dead;
-
-	uint16_t qd; /* granted */
-	uint32_t max_io;
-	uint32_t features;
-	uint8_t vol_id[RBLK_VOL_ID_LEN];
-	bool authed; /* login: the target proved the secret (AUTH_RESULT) */
-	bool direct; /* READ/WRITE go straight to the volume */
-	uint32_t vol_rkey;
-	uint64_t vol_addr;
-
-	/* send area: command buffers (cmd_bufs), then HELLO's */
-	unsigned int cmd_bufs; /* command buffers (requested qd) */
-
-	void *bounce; /* qd * max_io */
-	struct xp_mr *bounce_mr;
-
-	struct ireq *reqs;
-	struct ireq *free_tags;
-	struct ireq *wait_head, *wait_tail; /* RDMA READs waiting for credits */
-
-	/*
-	 * Work requests built but not yet posted wait in qp's batch.
-	 * Unplugged, each command is posted at once; plugged
-	 * (rblk_queue_plug(), and always inside progress()), they go out in
-	 * one chained post: one doorbell on rdma, one sendmsg on tcp.
-	 */
-	unsigned int plugged;
-
-	struct io *ios; /* nr_ios of them */
-	unsigned int nr_ios; /* opts.max_queued, resolved at setup */
-	struct io *free_ios;
-	struct io *pend_head, *pend_tail; /* ios with parts not yet issued */
-	/*
-	 * ios submitted, not reaped: at most nr_ios. An io is freed when it
-	 * completes, before it is reaped, so free_ios is never empty while
-	 * inflight < nr_ios, and done (which holds only unreaped ios) never
-	 * overflows.
-	 */
-	unsigned int inflight;
-
-	struct rblk_completion *done; /* ring of nr_ios */
-	unsigned int done_head, done_count;
-
-	struct user_mr *umrs; /* sorted by addr */
-	unsigned int nr_umrs, cap_umrs;
-
-	/*
-	 * Reconnect and keep-alive. dead: no usable connection (xc is NULL
-	 * while reconnecting); failed: given up for good, every I/O fails
-	 * with -ENOTCONN. efd is what rblk_queue_fd() returns: an epoll set
-	 * holding the connection's fd and timer_fd, so a caller's event loop
-	 * wakes for completions and for timer duties alike (timer_at, ms on
-	 * the monotonic clock; 0: none).
-	 */
-	bool failed;
-	bool connected_once;
-	int efd;
-	int timer_fd;
-	uint64_t timer_at;
-	uint64_t lost_at; /* when the connection was lost */
-	unsigned int retry_delay_ms; /* next wait between attempts */
-	unsigned int attempts;
-	bool rx_seen; /* a message arrived since the last keep-alive tick */
-	unsigned int stalled_ticks; /* silent ticks with no tag for a KA */
-	struct ireq *ka; /* KEEPALIVE awaiting its answer */
-};
-
-struct rblk {
-	struct rblk_info info;
-	struct rblk_url url;
-	const struct xp_ops *ops;
-	unsigned int nr_queues;
-	struct rblk_queue *queues;
-	char host_name[RBLK_NAME_MAX];
-	uint8_t secret[RBLK_SECRET_MAX]; /* from opts.key_file */
-	size_t secret_len; /* 0: none */
-	bool mutual; /* RBLK_OPEN_MUTUAL_AUTH */
-	unsigned int poll_spin_us; /* rblk_opts.poll_spin_us */
-	struct rblk_opts opts; /* as opened; reconnects log in with these */
-};
-
-/* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
-enum wrid_kind {
-	WRID_CMD = QP_WRID_USER, /* a SEND of a tag (+ RDMA WRITE/READ) */
-	WRID_READ, /* pull RDMA READ of a tag */
-	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
-	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
-};
-
-static void *cmd_buf(struct rblk_queue *q, unsigned int tag)
-{
-	return (char *)qp_send_area(&q->qp) + (size_t)tag * CMD_BUF_SIZE;
 }
 
 static void *hello_buf(struct rblk_queue *q)
@@ -353,8 +202,8 @@ int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
 		q->umrs = n;
 		q->cap_umrs = cap;
 	}
-	mr = NULL; /* reconnecting: registered when the connection is back */
-	ret = q->xc ? xp_reg_mr(q->xc, addr, len, mr_access(q), &mr) : 0;
+	/* on the group: valid on every connection of the queue, reconnecting too */
+	ret = xp_group_reg_mr(q->g, addr, len, mr_access(q), &mr);
 	if (ret)
 		return set_error(ret, "register: memory registration failed: %s",
 				 strerror(-ret));
@@ -390,7 +239,7 @@ int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
 
 /* ---- completion of parts and ios ------------------------------------------------ */
 
-static void io_complete(struct rblk_queue *q, struct io *io)
+void lib_io_complete(struct rblk_queue *q, struct io *io)
 {
 	unsigned int slot = (q->done_head + q->done_count) % q->nr_ios;
 
@@ -404,7 +253,7 @@ static void io_complete(struct rblk_queue *q, struct io *io)
 static void pump_pending(struct rblk_queue *q);
 
 /* A part finished with result res (0 or -errno): free its tag. */
-static void part_done(struct rblk_queue *q, struct ireq *rq, int res)
+void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res)
 {
 	struct io *io = rq->io;
 
@@ -419,140 +268,37 @@ static void part_done(struct rblk_queue *q, struct ireq *rq, int res)
 	q->free_tags = rq;
 	io->parts_inflight--;
 	if (!io->parts_inflight && io->next_off >= io->end)
-		io_complete(q, io);
-}
-
-static void timer_set(struct rblk_queue *q, uint64_t at_ms)
-{
-	struct itimerspec its = { 0 };
-
-	q->timer_at = at_ms;
-	if (at_ms) {
-		/* absolute, on the clock now_ms() reads: fires when due */
-		its.it_value.tv_sec = (time_t)(at_ms / 1000);
-		its.it_value.tv_nsec = (long)(at_ms % 1000) * 1000000L;
-		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
-			its.it_value.tv_nsec = 1;
-	}
-	if (timerfd_settime(q->timer_fd, TFD_TIMER_ABSTIME, &its, NULL))
-		log_warn("queue %u: timerfd_settime: %s", q->index,
-			 strerror(errno));
-}
-
-static void ka_free(struct rblk_queue *q)
-{
-	struct ireq *rq = q->ka;
-
-	if (!rq)
-		return;
-	q->ka = NULL;
-	rq->state = IREQ_FREE;
-	rq->next = q->free_tags;
-	q->free_tags = rq;
-}
-
-/* Forget the transport connection: its fd, MRs and message buffers. */
-static void queue_drop_conn(struct rblk_queue *q)
-{
-	if (q->xc) {
-		if (q->efd >= 0)
-			epoll_ctl(q->efd, EPOLL_CTL_DEL, xp_fd(q->xc), NULL);
-		xp_destroy(q->xc); /* deregisters every MR */
-	}
-	q->xc = NULL;
-	q->bounce_mr = NULL;
-	for (unsigned int i = 0; i < q->nr_umrs; i++)
-		q->umrs[i].mr = NULL;
-	qp_fini(&q->qp);
-}
-
-/* Give up for good: fail everything in flight and pending. */
-static void queue_fail(struct rblk_queue *q, const char *why)
-{
-	struct io *io;
-
-	if (q->failed)
-		return;
-	q->failed = q->dead = true;
-	qp_drop(&q->qp);
-	log_warn("queue %u (%s://%s:%u): %s", q->index, q->r->url.scheme,
-		 q->r->url.host, q->r->url.port, why);
-	if (q->xc)
-		xp_disconnect(q->xc);
-	if (q->timer_fd >= 0)
-		timer_set(q, 0);
-	ka_free(q);
-	for (unsigned int t = 0; t < q->qd; t++)
-		if (q->reqs[t].state != IREQ_FREE)
-			part_done(q, &q->reqs[t], -ENOTCONN);
-	q->wait_head = q->wait_tail = NULL;
-	while ((io = q->pend_head)) {
-		q->pend_head = io->next;
-		io->next_off = io->end;
-		if (!io->result)
-			io->result = -ENOTCONN;
-		if (!io->parts_inflight)
-			io_complete(q, io);
-	}
-	q->pend_tail = NULL;
+		lib_io_complete(q, io);
 }
 
 /*
- * The connection failed (transport error, protocol error, keep-alive
- * timeout). Unless reconnecting is off (ctrl_loss_timeout_s 0), drop it,
- * keep every part that has not completed for reissue on the next
- * connection (a part is complete only once its response - and for pull
- * reads its RDMA READ - is in: an unacknowledged write is sent again, an
- * acknowledged one is on the target already) and schedule an attempt now.
+ * Forget the transport connection and its message buffers. The group and
+ * the regions registered on it (bounce slots, user buffers) stay.
  */
-static void queue_lost(struct rblk_queue *q, const char *why)
+void lib_queue_drop_conn(struct rblk_queue *q)
 {
-	const struct rblk_opts *o = &q->r->opts;
-
-	if (q->dead)
-		return;
-	if (!o->ctrl_loss_timeout_s) {
-		queue_fail(q, why);
-		return;
-	}
-	log_warn("queue %u (%s): %s; reconnecting", q->index,
-		 xp_peer_name(q->xc), why);
-	q->dead = true;
-	queue_drop_conn(q);
-	ka_free(q);
-	for (unsigned int t = 0; t < q->qd; t++) {
-		struct ireq *rq = &q->reqs[t];
-
-		if (rq->state != IREQ_FREE) {
-			rq->state = IREQ_REISSUE;
-			rq->mr = NULL;
-		}
-	}
-	q->wait_head = q->wait_tail = NULL;
-	q->lost_at = now_ms();
-	q->attempts = 0;
-	q->retry_delay_ms = o->reconnect_delay_ms > 0 ?
-				    (unsigned int)o->reconnect_delay_ms :
-				    0;
-	timer_set(q, q->lost_at);
+	xp_destroy(q->xc);
+	q->xc = NULL;
+	xp_dereg_mr(q->qp.msg_mr); /* a shared group keeps it otherwise */
+	qp_fini(&q->qp);
 }
 
 /* ---- posting --------------------------------------------------------------- */
 
 /* Post the batch; a failure loses the connection. */
-static int batch_flush(struct rblk_queue *q)
+int lib_batch_flush(struct rblk_queue *q)
 {
 	int ret = qp_flush(&q->qp);
 
 	if (ret)
-		queue_lost(q, "posting work requests failed");
+		lib_queue_lost(q, "posting work requests failed");
 	return ret;
 }
 
 static void batch_done_adding(struct rblk_queue *q)
 {
 	if (!q->plugged)
-		batch_flush(q);
+		lib_batch_flush(q);
 }
 
 /*
@@ -614,7 +360,7 @@ static int post_data(struct rblk_queue *q, struct ireq *rq)
 		if (!qp_take(&q->qp, 1))
 			return -EAGAIN;
 		add_done(q, rq);
-		part_done(q, rq, 0);
+		lib_part_done(q, rq, 0);
 		break;
 	default: /* IREQ_NEED_DATA */
 		if (!qp_take(&q->qp, 2))
@@ -852,13 +598,13 @@ static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
 	struct ireq *rq;
 
 	if (rblk_grant_decode(buf, len, q->qd, q->max_io, &g)) {
-		queue_lost(q, "malformed GRANT from the target");
+		lib_queue_lost(q, "malformed GRANT from the target");
 		return;
 	}
 	rq = &q->reqs[g.tag];
 	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE ||
 	    g.length != rq->len || rq == q->ka) {
-		queue_lost(q, "GRANT for a tag with no WRITE waiting for one");
+		lib_queue_lost(q, "GRANT for a tag with no WRITE waiting for one");
 		return;
 	}
 	data_ready(q, rq, g.addr, g.rkey);
@@ -877,32 +623,32 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 	}
 	st = rblk_resp_decode(buf, len, q->qd, &resp);
 	if (st) {
-		queue_lost(q, "malformed response from the target");
+		lib_queue_lost(q, "malformed response from the target");
 		return;
 	}
 	rq = &q->reqs[resp.tag];
 	pull = resp.flags & RBLK_RESP_F_PULL;
 	if (rq == q->ka && !pull) {
-		ka_free(q);
+		lib_ka_free(q);
 		return;
 	}
 	if (rq->state != IREQ_CMD ||
 	    (pull && (rq->op != RBLK_OP_READ || resp.length != rq->len))) {
-		queue_lost(q, "response for a tag with no command");
+		lib_queue_lost(q, "response for a tag with no command");
 		return;
 	}
 	if (resp.status != RBLK_S_OK) {
 		log_debug("queue %u: tag %u: %s", q->index, resp.tag,
 			  rblk_status_str((int)resp.status));
-		part_done(q, rq, rblk_status_to_errno((int)resp.status));
+		lib_part_done(q, rq, rblk_status_to_errno((int)resp.status));
 		return;
 	}
 	if (!pull) {
 		if (rq->op == RBLK_OP_READ && !push_reads(q)) {
-			queue_lost(q, "READ answered without its data");
+			lib_queue_lost(q, "READ answered without its data");
 			return;
 		}
-		part_done(q, rq, 0);
+		lib_part_done(q, rq, 0);
 		return;
 	}
 	data_ready(q, rq, resp.addr, resp.rkey); /* fetch it from the window */
@@ -912,6 +658,10 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 {
 	uint32_t tag = qp_wrid_val(wc->wr_id);
 
+	if (wc->opcode == XP_WC_FD_READY) {
+		lib_timer_drain(q); /* the tick runs once lib_timer_due() sees it */
+		return;
+	}
 	if (q->dead) /* the rest of a batch reaped from a lost connection */
 		return;
 	if (wc->status != XP_WC_SUCCESS) {
@@ -919,7 +669,7 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 
 		snprintf(why, sizeof(why), "connection failed (%s)",
 			 xp_wc_status_str(wc->status));
-		queue_lost(q, why);
+		lib_queue_lost(q, why);
 		return;
 	}
 	if (qp_wrid_kind(wc->wr_id) != QP_WRID_RECV)
@@ -927,13 +677,13 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 	switch (qp_wrid_kind(wc->wr_id)) {
 	case QP_WRID_RECV:
 		if (tag >= q->qp.nr_recv) {
-			queue_lost(q, "transport returned a bad receive id");
+			lib_queue_lost(q, "transport returned a bad receive id");
 			break;
 		}
 		q->rx_seen = true;
 		handle_response(q, qp_recv_buf(&q->qp, tag), wc->byte_len);
 		if (!q->dead && qp_post_recv(&q->qp, tag))
-			queue_lost(q, "reposting a receive failed");
+			lib_queue_lost(q, "reposting a receive failed");
 		break;
 	case WRID_READ:
 		/* the data is in: READ_DONE frees the window, then the tag */
@@ -949,7 +699,7 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 		break;
 	case WRID_DIRECT:
 		if (tag < q->qd && q->reqs[tag].state == IREQ_DIRECT)
-			part_done(q, &q->reqs[tag], 0);
+			lib_part_done(q, &q->reqs[tag], 0);
 		break;
 	}
 }
@@ -962,9 +712,9 @@ static int progress(struct rblk_queue *q)
 
 	q->plugged++; /* RDMA READs and new commands go out in one post */
 	do {
-		n = xp_poll(q->xc, wc, POLL_BATCH);
+		n = xp_group_poll(q->g, wc, POLL_BATCH);
 		if (n < 0) {
-			queue_lost(q, "transport poll failed");
+			lib_queue_lost(q, "transport poll failed");
 			break;
 		}
 		for (int i = 0; i < n; i++)
@@ -977,146 +727,8 @@ static int progress(struct rblk_queue *q)
 	}
 	q->plugged--;
 	if (!q->plugged && !q->dead)
-		batch_flush(q);
+		lib_batch_flush(q);
 	return n < 0 ? n : total;
-}
-
-/* ---- keep-alive and reconnect (timer duties) ----------------------------------- */
-
-static int queue_connect(struct rblk *r, struct rblk_queue *q,
-			 const struct rblk_opts *o);
-static int queue_attach(struct rblk_queue *q);
-
-/*
- * Every keepalive_ms while live: a queue that heard nothing since the last
- * tick sends a KEEPALIVE; one whose KEEPALIVE is still unanswered at the
- * next tick is dead. So a silent target is noticed within 3 * keepalive_ms.
- * With every tag busy no KEEPALIVE can go out; two silent ticks in a row
- * then count as dead (the target answers KEEPALIVE even while its disks
- * are busy, but not without a tag).
- */
-static void keepalive_tick(struct rblk_queue *q, uint64_t now)
-{
-	int ka_ms = q->r->opts.keepalive_ms;
-	struct ireq *rq;
-	char why[128];
-
-	if (q->rx_seen) {
-		q->rx_seen = false;
-		q->stalled_ticks = 0;
-	} else if (q->ka) {
-		snprintf(why, sizeof(why),
-			 "no answer to KEEPALIVE within %d ms", ka_ms);
-		queue_lost(q, why);
-		return;
-	} else if ((rq = q->free_tags) && qp_take(&q->qp, 1)) {
-		struct rblk_cmd cmd = { 0 };
-		void *cb = cmd_buf(q, rq->tag);
-
-		q->free_tags = rq->next;
-		rq->state = IREQ_KA;
-		rq->io = NULL;
-		q->ka = rq;
-		cmd.tag = rq->tag;
-		cmd.opcode = RBLK_OP_KEEPALIVE;
-		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
-			    (uint32_t)rblk_cmd_encode(cb, &cmd));
-		batch_flush(q); /* now, even if plugged: it is a probe */
-		if (q->dead)
-			return;
-	} else if (++q->stalled_ticks >= 2) {
-		snprintf(why, sizeof(why),
-			 "every tag busy and nothing heard for %d ms",
-			 2 * ka_ms);
-		queue_lost(q, why);
-		return;
-	}
-	timer_set(q, now + (uint64_t)ka_ms);
-}
-
-/* Errors a new attempt cannot cure: stop reconnecting. */
-/*
- * Answers after which trying again cannot help: the target is up and says
- * no. -ENOENT is NO_EXPORT: the export was removed (rblk-target ctl
- * remove-export --force closes its sessions this way) or the target came
- * back without it; -EACCES/-ENOKEY: authentication or the allow list.
- */
-static bool reconnect_fatal(int err)
-{
-	return err == -EPROTO || err == -EPROTONOSUPPORT || err == -EACCES ||
-	       err == -EPERM || err == -EROFS || err == -ENOMEM ||
-	       err == -ENOENT || err == -ENOKEY;
-}
-
-static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
-{
-	struct rblk *r = q->r;
-	struct rblk_opts o = r->opts;
-	uint64_t give_up = 0, next;
-	char why[600];
-	int ret;
-
-	if (o.ctrl_loss_timeout_s > 0) {
-		give_up = q->lost_at + (uint64_t)o.ctrl_loss_timeout_s * 1000u;
-		if (now >= give_up) {
-			snprintf(why, sizeof(why),
-				 "no connection for %d s (ctrl-loss-timeout) after %u attempts; failing I/O",
-				 o.ctrl_loss_timeout_s, q->attempts);
-			queue_fail(q, why);
-			return;
-		}
-		/* an attempt may not outlast the loss timeout by much */
-		if ((uint64_t)o.timeout_ms > give_up - now)
-			o.timeout_ms = (int)MAX(give_up - now, 100u);
-	}
-	q->attempts++;
-	ret = queue_connect(r, q, &o);
-	if (!ret)
-		ret = queue_attach(q);
-	if (!ret) {
-		log_warn("queue %u: reconnected to %s://%s:%u/%s after %llu ms (%u attempts)",
-			 q->index, r->url.scheme, r->url.host, r->url.port,
-			 r->url.export_name,
-			 (unsigned long long)(now_ms() - q->lost_at),
-			 q->attempts);
-		return;
-	}
-	snprintf(why, sizeof(why), "%s", rblk_last_error());
-	queue_drop_conn(q);
-	if (reconnect_fatal(ret)) {
-		queue_fail(q, why);
-		return;
-	}
-	log_debug("queue %u: reconnect attempt %u: %s", q->index, q->attempts,
-		  why);
-	next = now_ms() + q->retry_delay_ms;
-	q->retry_delay_ms = MIN(MAX(q->retry_delay_ms * 2u, 1u),
-				MAX(RECONNECT_DELAY_CAP_MS,
-				    (unsigned int)MAX(o.reconnect_delay_ms, 0)));
-	timer_set(q, give_up && give_up < next ? give_up : next);
-}
-
-/* Timer duties that are due: a keep-alive tick, or a reconnect attempt. */
-static void queue_tick(struct rblk_queue *q)
-{
-	uint64_t now = now_ms(), buf;
-
-	if (!q->timer_at || now < q->timer_at)
-		return;
-	while (read(q->timer_fd, &buf, sizeof(buf)) > 0) /* clear the fd */
-		;
-	q->timer_at = 0;
-	if (q->failed)
-		return;
-	if (q->dead)
-		reconnect_attempt(q, now);
-	else
-		keepalive_tick(q, now);
-}
-
-static inline bool timer_due(const struct rblk_queue *q)
-{
-	return q->timer_at && now_ms() >= q->timer_at;
 }
 
 /* ---- public I/O API ------------------------------------------------------------- */
@@ -1194,7 +806,7 @@ int rblk_queue_unplug(struct rblk_queue *q)
 				 q->index);
 	if (q->dead)
 		return 0; /* held until the connection is back */
-	if (batch_flush(q))
+	if (lib_batch_flush(q))
 		return set_error(-ENOTCONN, "queue %u: posting failed",
 				 q->index);
 	return 0;
@@ -1215,16 +827,16 @@ static int take_done(struct rblk_queue *q, struct rblk_completion *c, int max)
 
 int rblk_queue_arm(struct rblk_queue *q)
 {
-	if (q->done_count || q->failed || timer_due(q))
+	if (q->done_count || q->failed || lib_timer_due(q))
 		return 1;
 	if (q->dead)
 		return 0; /* the timer wakes the fd for the next attempt */
-	return xp_arm(q->xc) > 0 || progress(q) > 0 || q->done_count;
+	return xp_group_arm(q->g) > 0 || progress(q) > 0 || q->done_count;
 }
 
 int rblk_queue_fd(struct rblk_queue *q)
 {
-	return q->efd;
+	return xp_group_fd(q->g);
 }
 
 unsigned int rblk_queue_inflight(const struct rblk_queue *q)
@@ -1257,13 +869,13 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 	if (max <= 0)
 		return set_error(-EINVAL, "poll: max must be positive");
 	if (!q->dead)
-		batch_flush(q); /* nothing plugged may wait while we sleep */
+		lib_batch_flush(q); /* nothing plugged may wait while we sleep */
 	for (;;) {
 		struct pollfd pfd;
 		int wait;
 
-		if (timer_due(q))
-			queue_tick(q);
+		if (lib_timer_due(q))
+			lib_queue_tick(q);
 		if (!q->dead)
 			progress(q);
 		if (q->done_count)
@@ -1288,7 +900,7 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 				return 0;
 			wait = (int)(deadline - now);
 		}
-		pfd.fd = q->efd;
+		pfd.fd = xp_group_fd(q->g);
 		pfd.events = POLLIN;
 		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
 			return set_error(-errno, "poll: %s", strerror(errno));
@@ -1486,9 +1098,8 @@ static bool login_auth_error(struct rblk *r, int status)
 
 static void queue_destroy(struct rblk_queue *q)
 {
-	queue_drop_conn(q);
-	if (q->efd >= 0)
-		close(q->efd);
+	lib_queue_drop_conn(q);
+	xp_group_destroy(q->g); /* deregisters the bounce and user regions */
 	if (q->timer_fd >= 0)
 		close(q->timer_fd);
 	free(q->bounce);
@@ -1519,7 +1130,7 @@ static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
 	return 0;
 }
 
-static int queue_connect(struct rblk *r, struct rblk_queue *q,
+int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_opts *o)
 {
 	struct xp_conn_attr attr;
@@ -1532,7 +1143,8 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 
 	attr.max_recv_wr = qd + 2u;
 	attr.max_send_wr = 3u * qd + 4u;
-	ret = lib_connect(r->ops, &r->url, &attr, qd, o->timeout_ms, &q->xc);
+	ret = lib_connect(r->ops, q->g, &r->url, &attr, qd, o->timeout_ms,
+			  &q->xc);
 	if (ret)
 		return ret;
 
@@ -1641,31 +1253,13 @@ static int queue_connect(struct rblk *r, struct rblk_queue *q,
 }
 
 /*
- * After queue_connect() succeeded: register the bounce slots and the user's
- * buffers on the new connection, let the queue fd see it, resend every part
- * kept from a lost connection (on its own tag: the granted queue depth is
- * the same) and start keep-alive.
+ * After lib_queue_connect() succeeded: resend every part kept from a lost
+ * connection (on its own tag and with its own region: the granted queue
+ * depth and the features are the same, the regions are the group's) and
+ * start keep-alive.
  */
-static int queue_attach(struct rblk_queue *q)
+int lib_queue_attach(struct rblk_queue *q)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
-	int ret;
-
-	ret = xp_reg_mr(q->xc, q->bounce, (size_t)q->qd * q->max_io,
-			mr_access(q), &q->bounce_mr);
-	if (ret)
-		return set_error(ret, "registering bounce buffers: %s",
-				 strerror(-ret));
-	for (unsigned int i = 0; i < q->nr_umrs; i++) {
-		struct user_mr *u = &q->umrs[i];
-
-		ret = xp_reg_mr(q->xc, u->addr, u->len, mr_access(q), &u->mr);
-		if (ret)
-			return set_error(ret, "registering a user buffer: %s",
-					 strerror(-ret));
-	}
-	if (epoll_ctl(q->efd, EPOLL_CTL_ADD, xp_fd(q->xc), &ev))
-		return set_error(-errno, "epoll_ctl: %s", strerror(errno));
 	q->dead = false;
 	q->connected_once = true;
 	q->rx_seen = false;
@@ -1676,7 +1270,6 @@ static int queue_attach(struct rblk_queue *q)
 
 		if (rq->state != IREQ_REISSUE)
 			continue;
-		rq->mr = rq->buf ? umr_find(q, rq->buf, rq->len) : NULL;
 		if (rq->direct)
 			post_direct(q, rq);
 		else
@@ -1685,19 +1278,41 @@ static int queue_attach(struct rblk_queue *q)
 	pump_pending(q);
 	q->plugged--;
 	if (!q->plugged)
-		batch_flush(q);
+		lib_batch_flush(q);
 	if (q->dead) /* lost again at once: the timer is set */
 		return 0;
-	timer_set(q, q->r->opts.keepalive_ms > 0 ?
+	lib_timer_set(q, q->r->opts.keepalive_ms > 0 ?
 			     now_ms() + (uint64_t)q->r->opts.keepalive_ms :
 			     0);
 	return 0;
 }
 
-/* Once per queue, after its first login: tags, I/Os, buffers, fds. */
+/*
+ * Once per queue, before its first connection: the poll group and the
+ * timer watched in it.
+ */
+static int queue_init(struct rblk_queue *q)
+{
+	int ret;
+
+	ret = xp_group_create(q->r->ops, &q->g);
+	if (ret)
+		return set_error(ret, "creating a poll group: %s",
+				 strerror(-ret));
+	q->timer_fd = timerfd_create(CLOCK_MONOTONIC,
+				     TFD_NONBLOCK | TFD_CLOEXEC);
+	if (q->timer_fd < 0)
+		return set_error(-errno, "timerfd_create: %s", strerror(errno));
+	ret = xp_group_watch(q->g, q->timer_fd, TIMER_COOKIE);
+	if (ret)
+		return set_error(ret, "watching the timer: %s", strerror(-ret));
+	return 0;
+}
+
+/* Once per queue, after its first login: tags, I/Os, bounce slots. */
 static int queue_setup(struct rblk_queue *q)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	int ret;
 
 	if (posix_memalign(&q->bounce, 4096, (size_t)q->qd * q->max_io)) {
 		q->bounce = NULL;
@@ -1720,16 +1335,12 @@ static int queue_setup(struct rblk_queue *q)
 		q->ios[i].next = q->free_ios;
 		q->free_ios = &q->ios[i];
 	}
-	q->efd = epoll_create1(EPOLL_CLOEXEC);
-	if (q->efd < 0)
-		return set_error(-errno, "epoll_create1: %s", strerror(errno));
-	q->timer_fd = timerfd_create(CLOCK_MONOTONIC,
-				     TFD_NONBLOCK | TFD_CLOEXEC);
-	if (q->timer_fd < 0)
-		return set_error(-errno, "timerfd_create: %s", strerror(errno));
-	if (epoll_ctl(q->efd, EPOLL_CTL_ADD, q->timer_fd, &ev))
-		return set_error(-errno, "epoll_ctl: %s", strerror(errno));
-	return queue_attach(q);
+	ret = xp_group_reg_mr(q->g, q->bounce, (size_t)q->qd * q->max_io,
+			      mr_access(q), &q->bounce_mr);
+	if (ret)
+		return set_error(ret, "registering bounce buffers: %s",
+				 strerror(-ret));
+	return lib_queue_attach(q);
 }
 
 /* Load opts.key_file into r (the secret stays in r until rblk_close). */
@@ -1840,9 +1451,11 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 	for (i = 0; i < o.queues; i++) {
 		r->queues[i].r = r;
 		r->queues[i].index = i;
-		r->queues[i].efd = r->queues[i].timer_fd = -1;
+		r->queues[i].timer_fd = -1;
 		r->nr_queues = i + 1;
-		ret = queue_connect(r, &r->queues[i], &o);
+		ret = queue_init(&r->queues[i]);
+		if (!ret)
+			ret = lib_queue_connect(r, &r->queues[i], &o);
 		if (!ret)
 			ret = queue_setup(&r->queues[i]);
 		if (ret)

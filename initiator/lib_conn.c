@@ -14,15 +14,15 @@
 #include "../transport/transport.h"
 #include "lib_internal.h"
 
-int lib_connect(const struct xp_ops *ops, const struct rblk_url *u,
-		const struct xp_conn_attr *attr, uint16_t queue_depth,
+int lib_connect(const struct xp_ops *ops, struct xp_group *g,
+		const struct rblk_url *u, const struct xp_conn_attr *attr, uint16_t queue_depth,
 		int timeout_ms, struct xp_conn **out)
 {
 	char priv[RBLK_CM_REQ_SIZE], rej[XP_PRIV_MAX];
 	size_t rej_len = sizeof(rej);
 	int ret, st;
 
-	ret = xp_connect(ops, NULL, u->host, u->port, attr, priv,
+	ret = xp_connect(ops, g, u->host, u->port, attr, priv,
 			 rblk_cm_req_encode(priv, queue_depth), timeout_ms,
 			 out, rej, &rej_len);
 	if (ret == -ECONNREFUSED && rej_len) {
@@ -72,6 +72,8 @@ int lib_wait_wc(struct xp_conn *xc, struct xp_wc *wc, uint64_t deadline)
 		n = xp_poll(xc, wc, 1);
 		if (n < 0)
 			return n;
+		if (n == 1 && wc->opcode == XP_WC_FD_READY)
+			continue; /* a watched fd: the caller's, after the wait */
 		if (n == 1)
 			return 0;
 		if (!armed) {

@@ -72,7 +72,7 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 	void *mem = NULL;
 	int ret, st;
 
-	ret = lib_connect(d->ops, u, &attr, 1, d->timeout_ms, &xc);
+	ret = lib_connect(d->ops, NULL, u, &attr, 1, d->timeout_ms, &xc);
 	if (ret)
 		return ret;
 	/* one receive buffer, then the HELLO */

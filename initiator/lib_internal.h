@@ -17,17 +17,19 @@ void lib_clear_error(void);
 struct rblk_url;
 struct xp_ops;
 struct xp_conn;
+struct xp_group;
 struct xp_conn_attr;
 struct xp_wc;
 
 /*
- * Connect to u with a CM request for queue_depth (lib_conn.c). Returns 0,
+ * Connect to u with a CM request for queue_depth (lib_conn.c), into group
+ * g (NULL: a private group). Returns 0,
  * or a negative errno with the error set: the target's refusal decoded
  * (-EPROTONOSUPPORT for a bad version, else -ECONNREFUSED) or the
  * transport's failure.
  */
-int lib_connect(const struct xp_ops *ops, const struct rblk_url *u,
-		const struct xp_conn_attr *attr, uint16_t queue_depth,
+int lib_connect(const struct xp_ops *ops, struct xp_group *g,
+		const struct rblk_url *u, const struct xp_conn_attr *attr, uint16_t queue_depth,
 		int timeout_ms, struct xp_conn **out);
 
 /*
@@ -35,6 +37,9 @@ int lib_connect(const struct xp_ops *ops, const struct rblk_url *u,
  * on its fd between polls: 0 with *wc filled (its status unchecked),
  * -ETIMEDOUT once past deadline, or another negative errno (xp_poll,
  * poll). Not for the I/O path: for the login and discovery exchanges.
+ * XP_WC_FD_READY completions of the group's watched fds are skipped: the
+ * caller keeps them from being readable during the wait (the queue's timer
+ * is idle while it connects) or it spins until deadline.
  */
 int lib_wait_wc(struct xp_conn *xc, struct xp_wc *wc, uint64_t deadline);
 

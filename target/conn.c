@@ -46,6 +46,8 @@ static void tconn_free(struct tconn *c)
 {
 	limits_release(c->peer, c->lim_pending, c->lim_session);
 	xp_destroy(c->xc);
+	/* the message region is on the worker's group, which outlives c */
+	xp_dereg_mr(c->qp.msg_mr);
 	if (c->exp)
 		export_put(c->exp); /* after the last backend I/O on it */
 	qp_fini(&c->qp);

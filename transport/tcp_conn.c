@@ -87,6 +87,55 @@ void tcp_sq_emit(struct tcp_conn *c)
 	}
 }
 
+/* Completion ring to sq_size + rq_size entries, which it never exceeds. */
+static int tcp_cq_fit(struct tcp_conn *c)
+{
+	uint32_t nsize = c->sq_size + c->rq_size;
+	struct tcp_cqe *n;
+
+	if (nsize <= c->cq_size)
+		return 0;
+	n = calloc(nsize, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->cq_count; i++)
+		n[i] = c->cq[(c->cq_head + i) % c->cq_size];
+	free(c->cq);
+	c->cq = n;
+	c->cq_size = nsize;
+	c->cq_head = 0;
+	return 0;
+}
+
+/*
+ * A post found the send or receive ring (*ring, *size slots of esz bytes)
+ * full below its maximum: double it, up to max, moving the slots of
+ * sequence numbers [head, tail), and fit the completion ring. 0, or
+ * -ENOMEM (the post fails as on a full queue).
+ */
+static int tcp_ring_grow(struct tcp_conn *c, void **ring, uint32_t *size,
+			 size_t esz, uint32_t max, uint64_t head, uint64_t tail)
+{
+	uint32_t nsize = MIN(*size * 2, max);
+	char *n = calloc(nsize, esz);
+
+	if (!n)
+		goto fail;
+	for (uint64_t q = head; q != tail; q++)
+		memcpy(n + (q % nsize) * esz, (char *)*ring + (q % *size) * esz,
+		       esz);
+	free(*ring);
+	*ring = n;
+	*size = nsize;
+	if (tcp_cq_fit(c))
+		goto fail;
+	return 0;
+fail:
+	log_err("%s: growing a queue to %u WRs: %s", c->peer, nsize,
+		strerror(ENOMEM));
+	return -ENOMEM;
+}
+
 /* ---- connection lifecycle ---------------------------------------------- */
 
 static void tcp_conn_free(struct tcp_conn *c)
@@ -148,18 +197,15 @@ int tcp_conn_create(int sock, struct xp_group *xg,
 	c->state = state;
 	c->sq_max = attr->max_send_wr;
 	c->rq_max = attr->max_recv_wr;
-	c->sq_size = MAX(attr->max_send_wr, 1u);
-	c->rq_size = MAX(attr->max_recv_wr, 1u);
+	c->sq_size = MIN(MAX(attr->max_send_wr, 1u), TCP_Q_INIT);
+	c->rq_size = MIN(MAX(attr->max_recv_wr, 1u), TCP_Q_INIT);
 	c->cq_size = c->sq_size + c->rq_size;
 	c->oq_cap = 2 * c->sq_size + 16;
-	c->ob_cap = TCP_OB_INIT;
 	c->sq = calloc(c->sq_size, sizeof(*c->sq));
 	c->rq = calloc(c->rq_size, sizeof(*c->rq));
 	c->cq = calloc(c->cq_size, sizeof(*c->cq));
 	c->oq = calloc(c->oq_cap, sizeof(*c->oq));
-	c->ob = malloc(c->ob_cap);
-	c->sbuf = malloc(TCP_SBUF_SIZE);
-	if (!c->sq || !c->rq || !c->cq || !c->oq || !c->ob || !c->sbuf) {
+	if (!c->sq || !c->rq || !c->cq || !c->oq) {
 		log_err("tcp: allocating queues for %u/%u WRs: %s", c->sq_size,
 			c->rq_size, strerror(ENOMEM));
 		goto out_free_conn;
@@ -205,7 +251,8 @@ void tcp_destroy(struct xp_conn *xc)
 	 */
 	shutdown(c->sock, SHUT_WR);
 	for (int i = 0; i < 16; i++)
-		if (recv(c->sock, c->sbuf, TCP_SBUF_SIZE, MSG_DONTWAIT) <= 0)
+		if (recv(c->sock, NULL, TCP_SBUF_SIZE, MSG_DONTWAIT | MSG_TRUNC) <=
+		    0)
 			break;
 	close(c->sock);
 	tcp_conn_free(c);
@@ -292,6 +339,10 @@ int tcp_post_recv(struct xp_conn *xc, uint64_t wr_id, const struct xp_sge *sge)
 	if (c->state == XP_CONN_ERROR)
 		return -ENOTCONN;
 	if (c->rq_tail - c->rq_head >= c->rq_max)
+		return -ENOMEM;
+	if (c->rq_tail - c->rq_head >= c->rq_size &&
+	    tcp_ring_grow(c, (void **)&c->rq, &c->rq_size, sizeof(*c->rq),
+			  c->rq_max, c->rq_head, c->rq_tail))
 		return -ENOMEM;
 	ret = tcp_sge_check(c, sge, XP_ACCESS_LOCAL_WRITE);
 	if (ret)
@@ -486,7 +537,11 @@ int tcp_post_send(struct xp_conn *xc, struct xp_send_wr *wr,
 			ret = -ENOTCONN;
 			break;
 		}
-		if (c->sq_tail - c->sq_head >= c->sq_max) {
+		if (c->sq_tail - c->sq_head >= c->sq_max ||
+		    (c->sq_tail - c->sq_head >= c->sq_size &&
+		     tcp_ring_grow(c, (void **)&c->sq, &c->sq_size,
+				   sizeof(*c->sq), c->sq_max, c->sq_head,
+				   c->sq_tail))) {
 			ret = -ENOMEM;
 			break;
 		}

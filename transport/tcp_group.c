@@ -50,6 +50,8 @@ void tcp_group_destroy(struct xp_group *xg)
 		tcp_destroy(&g->conns->base);
 	}
 	tcp_keys_free(g);
+	free(g->sbuf);
+	free(g->ob);
 	xp_watch_free_all(&g->watches);
 	close(g->epfd);
 	free(g);

@@ -72,11 +72,14 @@
  *     in place (zero copy) and the WR is done when their last byte reaches
  *     the kernel. READ_RESP payloads are always referenced in the
  *     registered region; dereg_mr() copies out what is still unsent.
+ *     The output buffer is taken (from the group's spare) when bytes must
+ *     be copied and given back when the output queue drains.
  *     EPOLLOUT is in the epoll set only while output is queued.
  *   - Input: an incremental state machine (header, then payload straight
  *     into its destination: the posted receive, the registered region of
  *     an incoming WRITE, or the local sge of an RDMA READ). Reads go into a
- *     64 KiB staging buffer that frames are parsed out of; while a payload
+ *     64 KiB staging buffer (the group's, kept by a connection only while
+ *     it holds unparsed bytes) that frames are parsed out of; while a payload
  *     is outstanding, readv() fills the destination directly and spills
  *     what follows into the staging buffer.
  *   - poll() hands out queued completions, flushes output, reads at most
@@ -161,6 +164,13 @@
 #define TCP_COPY_MAX (64u * 1024)  /* largest payload remainder copied */
 #define TCP_COPY_BUDGET (1u << 20) /* copy only while the buffer is below */
 #define TCP_OB_INIT (64u * 1024)   /* initial output buffer */
+/*
+ * Queue rings start this small and double up to the connection's
+ * max_send_wr / max_recv_wr when a post finds them full: a listener sizes
+ * a connection for the largest depth it grants, before it knows the depth
+ * asked for, and an idle session must not pay for that (issue 11).
+ */
+#define TCP_Q_INIT 8u
 #define TCP_IOV 64		   /* iovecs per sendmsg() */
 #define TCP_BATCH 32	 /* frames per direct sendmsg() in post_send() */
 #define TCP_MAX_WR 65536 /* per queue */
@@ -263,6 +273,14 @@ struct tcp_group {
 	struct tcp_conn *ready, *ready_tail;
 	struct xp_watch *watches;
 	struct tcp_key *keys;
+	/*
+	 * Spare buffers lent to the group's connections (one thread drives a
+	 * group): the staging buffer while a connection parses input, the
+	 * output buffer while its output is backed up. A connection keeps
+	 * one only while it holds bytes in it; NULL: lent out or not made.
+	 */
+	char *sbuf;
+	char *ob;
 	uint32_t nkeys; /* entries in use or on the free list, index 0 too */
 	uint32_t kcap;
 	uint32_t free_head; /* 0: none */
@@ -379,12 +397,12 @@ struct tcp_conn {
 	uint32_t oq_cap;
 	uint32_t oq_head;
 	uint32_t oq_count;
-	char *ob;
+	char *ob; /* NULL while no copied output is queued */
 	size_t ob_cap;
 	size_t ob_head;
 	size_t ob_tail;
 
-	char *sbuf;
+	char *sbuf; /* NULL while nothing staged is left unparsed */
 	size_t s_head;
 	size_t s_tail;
 	struct tcp_rx rx;

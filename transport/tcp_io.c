@@ -136,11 +136,53 @@ static int tcp_oq_reserve(struct tcp_conn *c)
 	return 0;
 }
 
+/*
+ * Take the group's spare buffer of `size` bytes (or make one) into *buf.
+ * 0 or -ENOMEM.
+ */
+static int tcp_buf_get(char **spare, char **buf, size_t size)
+{
+	*buf = *spare ? *spare : malloc(size);
+	*spare = NULL;
+	return *buf ? 0 : -ENOMEM;
+}
+
+/*
+ * A connection is done with *buf: it becomes the group's spare when there
+ * is none and keep says it has the standard size, else it is freed.
+ */
+static void tcp_buf_put(char **spare, char **buf, bool keep)
+{
+	if (!*spare && keep)
+		*spare = *buf;
+	else
+		free(*buf);
+	*buf = NULL;
+}
+
+/* The output queue drained: the output buffer goes back. */
+static void tcp_ob_release(struct tcp_conn *c)
+{
+	c->ob_head = c->ob_tail = 0;
+	if (c->ob)
+		tcp_buf_put(&c->g->ob, &c->ob, c->ob_cap == TCP_OB_INIT);
+	c->ob_cap = 0;
+}
+
 /* Copy bytes to the end of the output queue. 0 or -ENOMEM. */
 static int tcp_ob_append(struct tcp_conn *c, const void *data, size_t len)
 {
 	size_t used = c->ob_tail - c->ob_head;
 	struct tcp_oseg *last;
+
+	if (!c->ob) {
+		if (tcp_buf_get(&c->g->ob, &c->ob, TCP_OB_INIT)) {
+			log_err("%s: malloc(output buffer): %s", c->peer,
+				strerror(ENOMEM));
+			return -ENOMEM;
+		}
+		c->ob_cap = TCP_OB_INIT;
+	}
 
 	if (c->ob_tail + len > c->ob_cap && c->ob_head) {
 		memmove(c->ob, c->ob + c->ob_head, used);
@@ -236,7 +278,7 @@ void tcp_oq_drop(struct tcp_conn *c)
 		c->oq_count--;
 	}
 	c->oq_head = 0;
-	c->ob_head = c->ob_tail = 0;
+	tcp_ob_release(c);
 }
 
 /*
@@ -292,7 +334,7 @@ int tcp_flush(struct tcp_conn *c)
 			break; /* socket full */
 	}
 	if (!c->oq_count)
-		c->ob_head = c->ob_tail = 0;
+		tcp_ob_release(c);
 	tcp_set_epollout(c, c->oq_count != 0);
 	return 0;
 }
@@ -668,7 +710,7 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
  * cq_limit completions are queued. Everything read is parsed before
  * returning unless cq_limit stopped it (then poll() returns > 0).
  */
-void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit)
+static void tcp_rx_run(struct tcp_conn *c, uint32_t cq_limit)
 {
 	size_t budget = TCP_RX_BUDGET;
 	bool drained = c->rx_skip; /* found empty just before: parse only */
@@ -775,3 +817,21 @@ void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit)
 	}
 }
 
+/*
+ * The staging buffer is the group's while the connection parses input and
+ * stays with the connection only while it holds unparsed bytes.
+ */
+void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit)
+{
+	if (!c->sbuf && tcp_buf_get(&c->g->sbuf, &c->sbuf, TCP_SBUF_SIZE)) {
+		log_err("%s: malloc(staging buffer): %s", c->peer,
+			strerror(ENOMEM));
+		tcp_fail_io(c, -ENOMEM);
+		return;
+	}
+	tcp_rx_run(c, cq_limit);
+	if (c->s_head == c->s_tail) {
+		c->s_head = c->s_tail = 0;
+		tcp_buf_put(&c->g->sbuf, &c->sbuf, true);
+	}
+}

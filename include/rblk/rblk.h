@@ -48,7 +48,8 @@
  * All of it runs inside the caller's own calls - rblk_poll(), and
  * rblk_queue_arm() - on the thread that owns the queue; there are no
  * library threads. Timers are visible to event loops: rblk_queue_fd() is
- * an epoll descriptor holding the connection and a timerfd, so it becomes
+ * the epoll descriptor of the queue's poll group, which holds the
+ * connection and watches a timerfd, so it becomes
  * readable when a keep-alive or reconnect step is due as well as when
  * completions wait. A loop that sleeps on it (after rblk_queue_arm()) and
  * calls rblk_poll() when it wakes keeps the queue alive; one that sleeps
@@ -218,10 +219,11 @@ struct rblk_completion {
 };
 
 /*
- * Register [addr, addr+len) with the queue's connection so I/O on buffers
- * inside it moves by RDMA directly to or from it (zero copy). I/O on other
- * buffers goes through the queue's own registered bounce slots (one copy).
- * Register once at setup; it costs a memory registration.
+ * Register [addr, addr+len) with the queue (its poll group) so I/O on
+ * buffers inside it moves by RDMA directly to or from it (zero copy). I/O
+ * on other buffers goes through the queue's own registered bounce slots
+ * (one copy). Register once at setup; it costs one memory registration,
+ * which stays valid across reconnects (also while one is in progress).
  */
 int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len);
 int rblk_unregister_buffer(struct rblk_queue *q, void *addr);

@@ -6,6 +6,7 @@
 # error. Also checks the target file itself holds what was written.
 # Backlog: 16 x the queue depth of writes (mixed sizes, split) and then of
 # reads submitted at once are all verified; -EAGAIN past max_queued.
+# Each queue holds one epoll set (its poll group's), not a nested pair.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires_built

@@ -5,8 +5,8 @@
 #      at once, while a librblk client verifies 8 MiB rounds on another
 #      export throughout. The target gains one fd per session (its
 #      socket) and no thread; its RSS growth per idle session is printed
-#      (the goal is 64 KiB) and must stay under RBLK_MAX_KIB_PER_SESSION
-#      (default 128); its fds come back when the sessions leave.
+#      and must stay under RBLK_MAX_KIB_PER_SESSION (default 64, issue
+#      11's goal); its fds come back when the sessions leave.
 #   2. Pool exhaustion: 16 sessions x QD16 x 1 MiB writes against a 4 MiB
 #      pool (2 MiB per worker, 128 times less than they ask for at once)
 #      complete and verify: commands wait for slots, none fails.
@@ -20,7 +20,7 @@ LIBTEST=$RBLK_BUILD/tests/rblk_libtest
 [ -x "$MANY" ] || fail "test helper missing: make $MANY"
 [ -x "$LIBTEST" ] || fail "test helper missing: make $LIBTEST"
 N=${RBLK_MANY_SESSIONS:-1000}
-MAX_KIB=${RBLK_MAX_KIB_PER_SESSION:-128}
+MAX_KIB=${RBLK_MAX_KIB_PER_SESSION:-64}
 # the client holds 4 fds per session (socket, its group, the queue fd,
 # the timer), the target 1
 need=$((5 * N + 256))

@@ -47,6 +47,7 @@
  *
  * Exit 0 on success, 1 on any mismatch or unexpected error.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -107,6 +108,28 @@ static void wait_all(struct rblk_queue *q)
 
 static int direct_mode = RBLK_DIRECT_AUTO;
 
+/* How many of this process's fds are epoll sets. */
+static int count_epolls(void)
+{
+	char path[300], link[64];
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/fd");
+	ssize_t n;
+	int count = 0;
+
+	CHECK(d, "opendir /proc/self/fd");
+	while ((de = readdir(d))) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n < 0)
+			continue;
+		link[n] = 0;
+		count += !strcmp(link, "anon_inode:[eventpoll]");
+	}
+	closedir(d);
+	return count;
+}
+
 static int test_rw(const char *url)
 {
 	const uint64_t span = 8 * MiB;
@@ -116,7 +139,7 @@ static int test_rw(const char *url)
 	const struct rblk_info *info;
 	char *data, *back, *reg;
 	uint64_t off;
-	int ret;
+	int ret, epolls = count_epolls();
 
 	rblk_opts_init(&o);
 	o.queues = 2;
@@ -138,6 +161,9 @@ static int test_rw(const char *url)
 	q0 = rblk_get_queue(r, 0);
 	q1 = rblk_get_queue(r, 1);
 	CHECK(q0 && q1 && !rblk_get_queue(r, 2), "queues");
+	/* issue 11.1: each queue sleeps on its poll group's one epoll set */
+	CHECK(count_epolls() == epolls + 2, "%d epoll sets for 2 queues",
+	      count_epolls() - epolls);
 
 	data = aligned_alloc(4096, span);
 	back = aligned_alloc(4096, span);

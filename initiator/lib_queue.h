@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librblk's session and queue structures, shared by its I/O and login code
+ * (lib.c) and its keep-alive and reconnect code (lib_reconnect.c). Not
+ * exported (the version script keeps every symbol but rblk_* local).
+ */
+#ifndef RBLK_INITIATOR_LIB_QUEUE_H
+#define RBLK_INITIATOR_LIB_QUEUE_H
+
+#include <rblk/rblk.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/auth.h"
+#include "../common/proto.h"
+#include "../common/qp.h"
+#include "../common/url.h"
+#include "../common/util.h"
+#include "../transport/transport.h"
+
+#define CMD_BUF_SIZE 64
+/* wr_id of the XP_WC_FD_READY completions of the queue's timer_fd */
+#define TIMER_COOKIE 0
+
+struct io {
+	void *user_data;
+	uint8_t op;
+	unsigned int flags;
+	char *buf;
+	uint64_t next_off; /* next part starts here */
+	uint64_t end;
+	unsigned int parts_inflight;
+	int result; /* first error */
+	struct io *next;
+};
+
+enum ireq_state {
+	IREQ_FREE,
+	IREQ_CMD, /* command (or WRITE data) posted; waiting for RESP/GRANT */
+	IREQ_NEED_READ, /* RESP(PULL); its RDMA READ waits for credits */
+	IREQ_READ, /* RDMA READ of the window posted */
+	IREQ_NEED_DONE, /* READ done; READ_DONE waits for a credit */
+	IREQ_NEED_DATA, /* GRANT; RDMA WRITE + WRITE_DATA wait for credits */
+	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
+	IREQ_REISSUE, /* connection lost before completion: resend it */
+	IREQ_KA, /* KEEPALIVE posted (no io) */
+};
+
+struct ireq {
+	enum ireq_state state;
+	uint16_t tag;
+	struct io *io;
+	uint8_t op;
+	uint8_t cmd_flags; /* RBLK_CMD_F_FUA */
+	uint32_t len;
+	uint64_t offset;
+	char *buf; /* user buffer for this part */
+	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
+	bool direct; /* by direct access to the volume (post_direct()) */
+	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
+	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
+	uint32_t rkey;
+	struct ireq *next; /* free list or credit wait list */
+};
+
+struct user_mr {
+	char *addr;
+	size_t len;
+	struct xp_mr *mr;
+};
+
+struct rblk_queue {
+	struct rblk *r;
+	unsigned int index;
+	/*
+	 * The queue's poll group, created once before the first connection
+	 * and kept across reconnects: each connection of the queue is made
+	 * into it, the bounce slots and the user's buffers are registered on
+	 * it once (regions outlive the connections), and it watches timer_fd.
+	 * Its fd is rblk_queue_fd(): one epoll set, no nested one.
+	 */
+	struct xp_group *g;
+	struct xp_conn *xc;
+	/* message buffers, send credits and the send batch (common/qp.h) */
+	struct qp qp;
+	bool dead;
+
+	uint16_t qd; /* granted */
+	uint32_t max_io;
+	uint32_t features;
+	uint8_t vol_id[RBLK_VOL_ID_LEN];
+	bool authed; /* login: the target proved the secret (AUTH_RESULT) */
+	bool direct; /* READ/WRITE go straight to the volume */
+	uint32_t vol_rkey;
+	uint64_t vol_addr;
+
+	/* send area: command buffers (cmd_bufs), then HELLO's */
+	unsigned int cmd_bufs; /* command buffers (requested qd) */
+
+	void *bounce; /* qd * max_io */
+	struct xp_mr *bounce_mr;
+
+	struct ireq *reqs;
+	struct ireq *free_tags;
+	struct ireq *wait_head, *wait_tail; /* RDMA READs waiting for credits */
+
+	/*
+	 * Work requests built but not yet posted wait in qp's batch.
+	 * Unplugged, each command is posted at once; plugged
+	 * (rblk_queue_plug(), and always inside progress()), they go out in
+	 * one chained post: one doorbell on rdma, one sendmsg on tcp.
+	 */
+	unsigned int plugged;
+
+	struct io *ios; /* nr_ios of them */
+	unsigned int nr_ios; /* opts.max_queued, resolved at setup */
+	struct io *free_ios;
+	struct io *pend_head, *pend_tail; /* ios with parts not yet issued */
+	/*
+	 * ios submitted, not reaped: at most nr_ios. An io is freed when it
+	 * completes, before it is reaped, so free_ios is never empty while
+	 * inflight < nr_ios, and done (which holds only unreaped ios) never
+	 * overflows.
+	 */
+	unsigned int inflight;
+
+	struct rblk_completion *done; /* ring of nr_ios */
+	unsigned int done_head, done_count;
+
+	struct user_mr *umrs; /* sorted by addr */
+	unsigned int nr_umrs, cap_umrs;
+
+	/*
+	 * Reconnect and keep-alive. dead: no usable connection (xc is NULL
+	 * while reconnecting); failed: given up for good, every I/O fails
+	 * with -ENOTCONN. timer_fd is watched in g (XP_WC_FD_READY, cookie
+	 * TIMER_COOKIE), so a caller's event loop sleeping on the group fd
+	 * wakes for completions and for timer duties alike (timer_at, ms on
+	 * the monotonic clock; 0: none).
+	 */
+	bool failed;
+	bool connected_once;
+	int timer_fd;
+	uint64_t timer_at;
+	uint64_t lost_at; /* when the connection was lost */
+	unsigned int retry_delay_ms; /* next wait between attempts */
+	unsigned int attempts;
+	bool rx_seen; /* a message arrived since the last keep-alive tick */
+	unsigned int stalled_ticks; /* silent ticks with no tag for a KA */
+	struct ireq *ka; /* KEEPALIVE awaiting its answer */
+};
+
+struct rblk {
+	struct rblk_info info;
+	struct rblk_url url;
+	const struct xp_ops *ops;
+	unsigned int nr_queues;
+	struct rblk_queue *queues;
+	char host_name[RBLK_NAME_MAX];
+	uint8_t secret[RBLK_SECRET_MAX]; /* from opts.key_file */
+	size_t secret_len; /* 0: none */
+	bool mutual; /* RBLK_OPEN_MUTUAL_AUTH */
+	unsigned int poll_spin_us; /* rblk_opts.poll_spin_us */
+	struct rblk_opts opts; /* as opened; reconnects log in with these */
+};
+
+/* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
+enum wrid_kind {
+	WRID_CMD = QP_WRID_USER, /* a SEND of a tag (+ RDMA WRITE/READ) */
+	WRID_READ, /* pull RDMA READ of a tag */
+	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
+	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
+};
+
+static inline void *cmd_buf(struct rblk_queue *q, unsigned int tag)
+{
+	return (char *)qp_send_area(&q->qp) + (size_t)tag * CMD_BUF_SIZE;
+}
+
+/* ---- lib.c --------------------------------------------------------------- */
+
+/* An io is done: queue its completion for rblk_poll(), free it. */
+void lib_io_complete(struct rblk_queue *q, struct io *io);
+/* A part finished with result res (0 or -errno): free its tag. */
+void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res);
+/* Forget the connection and its message buffers; the group stays. */
+void lib_queue_drop_conn(struct rblk_queue *q);
+/* Post the built batch: 0, or -errno with the queue lost. */
+int lib_batch_flush(struct rblk_queue *q);
+/* Connect q and log in (HELLO/LOGIN, authentication): 0 or -errno, set. */
+int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
+		      const struct rblk_opts *o);
+/* After lib_queue_connect(): resend kept parts, start keep-alive. */
+int lib_queue_attach(struct rblk_queue *q);
+
+/* ---- lib_reconnect.c: keep-alive, reconnect, the queue's timer ------------ */
+
+/* Arm the timer for at_ms (now_ms() clock; 0: disarm). */
+void lib_timer_set(struct rblk_queue *q, uint64_t at_ms);
+/* Clear the timer fd's readiness; lib_queue_tick() runs the duty when due. */
+void lib_timer_drain(struct rblk_queue *q);
+/* Free the tag of the KEEPALIVE in flight, if any. */
+void lib_ka_free(struct rblk_queue *q);
+/* Give up for good: fail everything in flight and pending (-ENOTCONN). */
+void lib_queue_fail(struct rblk_queue *q, const char *why);
+/* The connection failed: keep unfinished parts, schedule a reconnect. */
+void lib_queue_lost(struct rblk_queue *q, const char *why);
+/* Run the timer duty that is due: a keep-alive tick or a reconnect attempt. */
+void lib_queue_tick(struct rblk_queue *q);
+
+static inline bool lib_timer_due(const struct rblk_queue *q)
+{
+	return q->timer_at && now_ms() >= q->timer_at;
+}
+
+#endif

@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librblk keep-alive and reconnect: the queue's timer (a timerfd watched
+ * in its poll group), KEEPALIVE probes, losing a connection, reconnect
+ * attempts with back-off, and giving up (ctrl-loss timeout). All of it
+ * runs in the queue owner's rblk_poll()/rblk_queue_arm() calls.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "lib_internal.h"
+#include "lib_queue.h"
+
+#define set_error lib_set_error
+
+/* reconnect: the delay between attempts doubles up to this (or the delay) */
+#define RECONNECT_DELAY_CAP_MS 10000u
+
+void lib_timer_set(struct rblk_queue *q, uint64_t at_ms)
+{
+	struct itimerspec its = { 0 };
+
+	q->timer_at = at_ms;
+	if (at_ms) {
+		/* absolute, on the clock now_ms() reads: fires when due */
+		its.it_value.tv_sec = (time_t)(at_ms / 1000);
+		its.it_value.tv_nsec = (long)(at_ms % 1000) * 1000000L;
+		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
+			its.it_value.tv_nsec = 1;
+	}
+	if (timerfd_settime(q->timer_fd, TFD_TIMER_ABSTIME, &its, NULL))
+		log_warn("queue %u: timerfd_settime: %s", q->index,
+			 strerror(errno));
+}
+
+/* Clear the timer fd's readiness; lib_queue_tick() runs the duty when due. */
+void lib_timer_drain(struct rblk_queue *q)
+{
+	uint64_t buf;
+
+	while (read(q->timer_fd, &buf, sizeof(buf)) > 0)
+		;
+}
+
+void lib_ka_free(struct rblk_queue *q)
+{
+	struct ireq *rq = q->ka;
+
+	if (!rq)
+		return;
+	q->ka = NULL;
+	rq->state = IREQ_FREE;
+	rq->next = q->free_tags;
+	q->free_tags = rq;
+}
+
+
+/* Give up for good: fail everything in flight and pending. */
+void lib_queue_fail(struct rblk_queue *q, const char *why)
+{
+	struct io *io;
+
+	if (q->failed)
+		return;
+	q->failed = q->dead = true;
+	qp_drop(&q->qp);
+	log_warn("queue %u (%s://%s:%u): %s", q->index, q->r->url.scheme,
+		 q->r->url.host, q->r->url.port, why);
+	if (q->xc)
+		xp_disconnect(q->xc);
+	if (q->timer_fd >= 0)
+		lib_timer_set(q, 0);
+	lib_ka_free(q);
+	for (unsigned int t = 0; t < q->qd; t++)
+		if (q->reqs[t].state != IREQ_FREE)
+			lib_part_done(q, &q->reqs[t], -ENOTCONN);
+	q->wait_head = q->wait_tail = NULL;
+	while ((io = q->pend_head)) {
+		q->pend_head = io->next;
+		io->next_off = io->end;
+		if (!io->result)
+			io->result = -ENOTCONN;
+		if (!io->parts_inflight)
+			lib_io_complete(q, io);
+	}
+	q->pend_tail = NULL;
+}
+
+/*
+ * The connection failed (transport error, protocol error, keep-alive
+ * timeout). Unless reconnecting is off (ctrl_loss_timeout_s 0), drop it,
+ * keep every part that has not completed for reissue on the next
+ * connection (a part is complete only once its response - and for pull
+ * reads its RDMA READ - is in: an unacknowledged write is sent again, an
+ * acknowledged one is on the target already) and schedule an attempt now.
+ */
+void lib_queue_lost(struct rblk_queue *q, const char *why)
+{
+	const struct rblk_opts *o = &q->r->opts;
+
+	if (q->dead)
+		return;
+	if (!o->ctrl_loss_timeout_s) {
+		lib_queue_fail(q, why);
+		return;
+	}
+	log_warn("queue %u (%s): %s; reconnecting", q->index,
+		 xp_peer_name(q->xc), why);
+	q->dead = true;
+	lib_queue_drop_conn(q);
+	lib_ka_free(q);
+	for (unsigned int t = 0; t < q->qd; t++) {
+		struct ireq *rq = &q->reqs[t];
+
+		if (rq->state != IREQ_FREE)
+			rq->state = IREQ_REISSUE; /* rq->mr is on the group: kept */
+	}
+	q->wait_head = q->wait_tail = NULL;
+	q->lost_at = now_ms();
+	q->attempts = 0;
+	q->retry_delay_ms = o->reconnect_delay_ms > 0 ?
+				    (unsigned int)o->reconnect_delay_ms :
+				    0;
+	lib_timer_set(q, q->lost_at);
+}
+
+/* ---- timer duties ---------------------------------------------------------- */
+
+/*
+ * Every keepalive_ms while live: a queue that heard nothing since the last
+ * tick sends a KEEPALIVE; one whose KEEPALIVE is still unanswered at the
+ * next tick is dead. So a silent target is noticed within 3 * keepalive_ms.
+ * With every tag busy no KEEPALIVE can go out; two silent ticks in a row
+ * then count as dead (the target answers KEEPALIVE even while its disks
+ * are busy, but not without a tag).
+ */
+static void keepalive_tick(struct rblk_queue *q, uint64_t now)
+{
+	int ka_ms = q->r->opts.keepalive_ms;
+	struct ireq *rq;
+	char why[128];
+
+	if (q->rx_seen) {
+		q->rx_seen = false;
+		q->stalled_ticks = 0;
+	} else if (q->ka) {
+		snprintf(why, sizeof(why),
+			 "no answer to KEEPALIVE within %d ms", ka_ms);
+		lib_queue_lost(q, why);
+		return;
+	} else if ((rq = q->free_tags) && qp_take(&q->qp, 1)) {
+		struct rblk_cmd cmd = { 0 };
+		void *cb = cmd_buf(q, rq->tag);
+
+		q->free_tags = rq->next;
+		rq->state = IREQ_KA;
+		rq->io = NULL;
+		q->ka = rq;
+		cmd.tag = rq->tag;
+		cmd.opcode = RBLK_OP_KEEPALIVE;
+		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
+			    (uint32_t)rblk_cmd_encode(cb, &cmd));
+		lib_batch_flush(q); /* now, even if plugged: it is a probe */
+		if (q->dead)
+			return;
+	} else if (++q->stalled_ticks >= 2) {
+		snprintf(why, sizeof(why),
+			 "every tag busy and nothing heard for %d ms",
+			 2 * ka_ms);
+		lib_queue_lost(q, why);
+		return;
+	}
+	lib_timer_set(q, now + (uint64_t)ka_ms);
+}
+
+/* Errors a new attempt cannot cure: stop reconnecting. */
+/*
+ * Answers after which trying again cannot help: the target is up and says
+ * no. -ENOENT is NO_EXPORT: the export was removed (rblk-target ctl
+ * remove-export --force closes its sessions this way) or the target came
+ * back without it; -EACCES/-ENOKEY: authentication or the allow list.
+ */
+static bool reconnect_fatal(int err)
+{
+	return err == -EPROTO || err == -EPROTONOSUPPORT || err == -EACCES ||
+	       err == -EPERM || err == -EROFS || err == -ENOMEM ||
+	       err == -ENOENT || err == -ENOKEY;
+}
+
+static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
+{
+	struct rblk *r = q->r;
+	struct rblk_opts o = r->opts;
+	uint64_t give_up = 0, next;
+	char why[600];
+	int ret;
+
+	if (o.ctrl_loss_timeout_s > 0) {
+		give_up = q->lost_at + (uint64_t)o.ctrl_loss_timeout_s * 1000u;
+		if (now >= give_up) {
+			snprintf(why, sizeof(why),
+				 "no connection for %d s (ctrl-loss-timeout) after %u attempts; failing I/O",
+				 o.ctrl_loss_timeout_s, q->attempts);
+			lib_queue_fail(q, why);
+			return;
+		}
+		/* an attempt may not outlast the loss timeout by much */
+		if ((uint64_t)o.timeout_ms > give_up - now)
+			o.timeout_ms = (int)MAX(give_up - now, 100u);
+	}
+	q->attempts++;
+	ret = lib_queue_connect(r, q, &o);
+	if (!ret)
+		ret = lib_queue_attach(q);
+	if (!ret) {
+		log_warn("queue %u: reconnected to %s://%s:%u/%s after %llu ms (%u attempts)",
+			 q->index, r->url.scheme, r->url.host, r->url.port,
+			 r->url.export_name,
+			 (unsigned long long)(now_ms() - q->lost_at),
+			 q->attempts);
+		return;
+	}
+	snprintf(why, sizeof(why), "%s", rblk_last_error());
+	lib_queue_drop_conn(q);
+	if (reconnect_fatal(ret)) {
+		lib_queue_fail(q, why);
+		return;
+	}
+	log_debug("queue %u: reconnect attempt %u: %s", q->index, q->attempts,
+		  why);
+	next = now_ms() + q->retry_delay_ms;
+	q->retry_delay_ms = MIN(MAX(q->retry_delay_ms * 2u, 1u),
+				MAX(RECONNECT_DELAY_CAP_MS,
+				    (unsigned int)MAX(o.reconnect_delay_ms, 0)));
+	lib_timer_set(q, give_up && give_up < next ? give_up : next);
+}
+
+/* Timer duties that are due: a keep-alive tick, or a reconnect attempt. */
+void lib_queue_tick(struct rblk_queue *q)
+{
+	uint64_t now = now_ms();
+
+	if (!q->timer_at || now < q->timer_at)
+		return;
+	lib_timer_drain(q);
+	q->timer_at = 0;
+	if (q->failed)
+		return;
+	if (q->dead)
+		reconnect_attempt(q, now);
+	else
+		keepalive_tick(q, now);
+}
