@@ -3,7 +3,7 @@
  * Many sessions on one target, each verifying its own data (issue 11's
  * scale and pool-exhaustion checks; tests/e2e/67-many-sessions.sh):
  *
- *   rblk_manysess URL SESSIONS QD IO IOS [HOLD_MS [ROUNDS]]
+ *   rblk_manysess URL SESSIONS QD IO IOS [HOLD_MS|sig [ROUNDS]]
  *
  * Opens SESSIONS sessions (one queue of depth QD each, max I/O = IO) one
  * after the other, prints "open SESSIONS" and holds HOLD_MS (the caller
@@ -14,6 +14,9 @@
  * everything back the same way and compares; prints "verified ROUND".
  * Then prints "idle" and holds HOLD_MS again, closes every session and
  * prints "done". Exits 0 when every byte read back was the byte written.
+ * HOLD_MS "sig" holds until a SIGUSR1 instead (each hold takes one), for a
+ * caller that measures longer than any fixed time would allow
+ * (tests/vm/tests/18-rdma-many-sessions.sh).
  *
  * Buffers: each session has min(QD, IOS) buffers of IO bytes registered
  * with its queue; I/O k uses buffer k % QD and carries a pattern of
@@ -22,6 +25,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,12 +140,19 @@ static int pass(struct sess *ss, enum rblk_io_op op, unsigned int round)
 	return bad;
 }
 
+static bool hold_sig;
+static sigset_t usr1;
+
 static void hold(unsigned int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	int sig;
 
 	fflush(stdout);
-	nanosleep(&ts, NULL);
+	if (hold_sig)
+		sigwait(&usr1, &sig);
+	else
+		nanosleep(&ts, NULL);
 }
 
 int main(int argc, char **argv)
@@ -151,7 +163,7 @@ int main(int argc, char **argv)
 	int bad = 0, ret;
 
 	if (argc < 6 || argc > 8) {
-		fprintf(stderr, "usage: %s URL SESSIONS QD IO IOS [HOLD_MS [ROUNDS]]\n",
+		fprintf(stderr, "usage: %s URL SESSIONS QD IO IOS [HOLD_MS|sig [ROUNDS]]\n",
 			argv[0]);
 		return 2;
 	}
@@ -159,8 +171,15 @@ int main(int argc, char **argv)
 	qd = (unsigned int)strtoul(argv[3], NULL, 0);
 	io = strtoul(argv[4], NULL, 0);
 	ios = (unsigned int)strtoul(argv[5], NULL, 0);
-	if (argc > 6)
+	if (argc > 6 && !strcmp(argv[6], "sig"))
+		hold_sig = true;
+	else if (argc > 6)
 		hold_ms = (unsigned int)strtoul(argv[6], NULL, 0);
+	/* blocked before any thread starts, so only sigwait() takes it */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	if (hold_sig)
+		pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 	if (argc > 7)
 		rounds = (unsigned int)strtoul(argv[7], NULL, 0);
 	if (!nsess || !qd || !ios || io < 4096 || io % 4096)
