@@ -8,13 +8,13 @@
 # and passes fsck (the data is in Ceph, not in a cache).
 # vm-timeout: 600
 set -euo pipefail
-source "$(dirname "$0")/map-lib.sh"
+. "$(dirname "$0")/../lib.sh"
+need_rdma
 source "$RBLK_ROOT/tests/ceph/lib.sh"
 requires_ceph
 requires mkfs.ext4 fsck.ext4 sha256sum mount umount python3
 
 PORT=7530
-URL=rdma://$ADDR:$PORT/vol
 MNT=$TEST_DIR/mnt
 mkdir -p "$MNT"
 
@@ -25,6 +25,7 @@ rbd_target_conf "$TEST_DIR/target.conf" rbd_timeout=30
 start_rdma_target "$PORT" --config "$TEST_DIR/target.conf" \
 	--ctl-socket none --export vol=rbd:rbd/vol
 say "target up"
+URL=rdma://$ADDR:$PORT/vol # after start_rdma_target, which sets URL to vol0
 
 map_dev "$URL" --nbd --queues 2
 [ "$(dev_size "$DEV_NAME")" = $((128 * 2048)) ] ||

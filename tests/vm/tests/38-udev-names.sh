@@ -11,7 +11,8 @@
 # would run it and its names are linked (the test says which).
 # vm-timeout: 420
 set -euo pipefail
-source "$(dirname "$0")/map-lib.sh"
+. "$(dirname "$0")/../lib.sh"
+need_rdma
 requires mkfs.ext4 mount umount sha256sum truncate
 # udevd gets its own environment: the records live where rblk looks by
 # default (the guest's /run is a tmpfs)
