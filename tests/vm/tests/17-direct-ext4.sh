@@ -24,13 +24,14 @@ mnt=$dir/ext4
 mkdir -p "$mnt"
 modprobe brd rd_nr=1 rd_size=65536 || skip "brd not available"
 [ -b /dev/ram0 ] || skip "no /dev/ram0"
+# registered before the daemons: cleanup_fn runs last-in first-out, so
+# the target (bg) is stopped before its file system is unmounted
 cleanup() {
-	_vm_bg_cleanup
 	umount "$mnt" 2>/dev/null
 	rmmod brd 2>/dev/null
 	return 0
 }
-trap cleanup EXIT
+cleanup_fn cleanup
 mkfs.ext4 -q -F /dev/ram0 || fail "mkfs.ext4 /dev/ram0"
 mount -t ext4 /dev/ram0 "$mnt" || fail "mount ext4"
 echo "# $mnt: $(stat -f -c %T "$mnt")"

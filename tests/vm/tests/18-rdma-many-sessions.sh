@@ -44,7 +44,7 @@ keep() # the logs land in the host's out directory
 	dmesg >"$RBLK_VM_TEST_OUT/dmesg.txt" 2>/dev/null
 	return 0
 }
-trap 'keep; _vm_bg_cleanup' EXIT
+cleanup_fn keep # runs after the daemons are stopped (last in, first out)
 
 bg "$BUILD/rblk-target" --listen "$url" --allow-any-host --log-level info \
 	--workers 2 --max-queue-depth 8 --slot-pool ${POOL_MIB}M \
