@@ -39,8 +39,8 @@
 # killed, and targets stopped after that)
 #   start_rdma_target [PORT] ARGS...
 #                          rblk-target on rdma://ADDR:PORT (PORT: a free
-#                          one) with ARGS; sets TARGET_PID, TARGET_LOG and
-#                          URL (rdma://ADDR:PORT/vol0)
+#                          one) with ARGS; sets TARGET_PID, TARGET_LOG and,
+#                          when it picked the port, URL (rdma://ADDR:PORT/vol0)
 #   map_dev URL ARGS...    `rblk map URL ARGS`; sets DEV, DEV_NAME
 #   map_ublk ARGS...       map_dev "$URL" --ublk --queues 2 ARGS; sets ID
 #   unmap_ublk             `rblk unmap $DEV`, bounded
@@ -223,12 +223,13 @@ _targets=()
 
 start_rdma_target()
 {
-	local port i
+	local port i picked=0
 	if [[ ${1:-} =~ ^[0-9]+$ ]]; then
 		port=$1
 		shift
 	else
 		port=$((20000 + ($$ + RANDOM) % 20000))
+		picked=1
 	fi
 	TARGET_LOG=$TEST_DIR/target.$port.log
 	"$RBLK_TARGET_BIN" --listen "rdma://$ADDR:$port" --allow-any-host --log-level info \
@@ -244,8 +245,9 @@ start_rdma_target()
 		cat "$TARGET_LOG" >&2
 		fail "rblk-target on rdma://$ADDR:$port did not start"
 	fi
+	# a test that gave the port has its URL already
 	# shellcheck disable=SC2034 # for the tests
-	URL=rdma://$ADDR:$port/vol0
+	[ $picked = 0 ] || URL=rdma://$ADDR:$port/vol0
 }
 
 map_daemon_pids()
