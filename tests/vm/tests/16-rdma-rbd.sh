@@ -25,7 +25,7 @@ rbd_target_conf "$TEST_DIR/target.conf" rbd_timeout=30
 start_rdma_target "$PORT" --config "$TEST_DIR/target.conf" \
 	--ctl-socket none --export vol=rbd:rbd/vol
 say "target up"
-URL=rdma://$ADDR:$PORT/vol # after start_rdma_target, which sets URL to vol0
+URL=rdma://$ADDR:$PORT/vol
 
 map_dev "$URL" --nbd --queues 2
 [ "$(dev_size "$DEV_NAME")" = $((128 * 2048)) ] ||
