@@ -17,16 +17,18 @@ static void list_usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: rblk list [-o text|json] [--help]\n"
+	    "Usage: rblk list [-o text|json|url] [DEV] [--help]\n"
 	    "Show the devices made by 'rblk map': device, front end, queues, depth,\n"
 	    "state, daemon pid and volume URL. States: starting, running, stopping,\n"
 	    "and dead: the daemon died and left the device, whose I/O fails (nbd) or\n"
 	    "waits (ublk) until 'rblk unmap DEV' (or, ublk, 'rblk map --recover N').\n"
-	    "Records of dead daemons whose device is gone are removed.\n\n"
-	    "  -o, --output FORMAT  text (default; nothing when there are no mappings)\n"
-	    "                       or json: {\"mappings\": [{\"dev\", \"dev_id\",\n"
+	    "Records of dead daemons whose device is gone are removed. With DEV\n"
+	    "(/dev/ublkb0 or ublkb0), only that device's mapping; exit 1 if none.\n\n"
+	    "  -o, --output FORMAT  text (default; nothing when there are no mappings),\n"
+	    "                       json: {\"mappings\": [{\"dev\", \"dev_id\",\n"
 	    "                       \"frontend\", \"url\", \"queues\", \"depth\",\n"
 	    "                       \"state\", \"pid\", \"error\"}, ...]}\n"
+	    "                       or url: each mapping's volume URL on a line\n"
 	    "  -h, --help           show this help\n");
 }
 
@@ -62,6 +64,30 @@ static void list_text(const struct map_record *recs, int n)
 	}
 }
 
+static void list_urls(const struct map_record *recs, int n)
+{
+	for (int i = 0; i < n; i++)
+		printf("%s\n", recs[i].url);
+}
+
+/* Keep only the records of device DEV ("/dev/" optional); how many. */
+static int list_filter(struct map_record *recs, int n, const char *dev)
+{
+	int kept = 0;
+
+	if (!strncmp(dev, "/dev/", 5))
+		dev += 5;
+	for (int i = 0; i < n; i++) {
+		const char *d = recs[i].dev;
+
+		if (!strncmp(d, "/dev/", 5))
+			d += 5;
+		if (d[0] && !strcmp(d, dev))
+			recs[kept++] = recs[i];
+	}
+	return kept;
+}
+
 /* On stderr: what to do about each mapping whose daemon died. */
 static void list_warn_dead(const struct map_record *recs, int n)
 {
@@ -87,8 +113,9 @@ int cmd_list(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
+	enum { OUT_TEXT, OUT_JSON, OUT_URL } out = OUT_TEXT;
 	struct map_record *recs;
-	bool json = false;
+	const char *dev = NULL;
 	int ch, n;
 
 	optind = 1;
@@ -96,8 +123,18 @@ int cmd_list(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'o':
-			if (cli_parse_output("list", optarg, &json))
+			if (!strcmp(optarg, "url")) {
+				out = OUT_URL;
+			} else if (!strcmp(optarg, "json")) {
+				out = OUT_JSON;
+			} else if (!strcmp(optarg, "text")) {
+				out = OUT_TEXT;
+			} else {
+				fprintf(stderr,
+					"rblk list: unknown output format '%s' (text, json, url)\n",
+					optarg);
 				return 2;
+			}
 			break;
 		case 'h':
 			list_usage(stdout);
@@ -111,6 +148,8 @@ int cmd_list(int argc, char **argv)
 		}
 	}
 	if (optind < argc)
+		dev = argv[optind++];
+	if (optind < argc)
 		return map_usage_error("list", "unexpected argument '%s'",
 				   argv[optind]);
 	n = records_load(&recs);
@@ -120,11 +159,15 @@ int cmd_list(int argc, char **argv)
 		return 1;
 	}
 	n = records_prune(recs, n);
+	if (dev)
+		n = list_filter(recs, n, dev);
 	list_warn_dead(recs, n);
-	if (json)
+	if (out == OUT_JSON)
 		list_json(recs, n);
+	else if (out == OUT_URL)
+		list_urls(recs, n);
 	else
 		list_text(recs, n);
 	free(recs);
-	return 0;
+	return dev && !n ? 1 : 0;
 }
