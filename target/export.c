@@ -117,7 +117,11 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 	}
 
 	e->fd_direct = -1;
-	if (e->dio_align && e->dio_align <= e->block_size) {
+	if (cfg->cache_buffered) {
+		/* the sequential reader gets the kernel's read-ahead */
+		log_info("export %s: cache=buffered: I/O through the page cache",
+			 e->name);
+	} else if (e->dio_align && e->dio_align <= e->block_size) {
 		struct stat st2;
 
 		/* the path may name something else by now: same inode only */
@@ -550,6 +554,11 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	snprintf(e->path, sizeof(e->path), "%s", cfg->path);
 	e->read_only = cfg->read_only;
 	e->fd = e->fd_direct = -1;
+	if (cfg->cache_buffered && (!strncmp(cfg->path, "rbd:", 4) ||
+				    !strncmp(cfg->path, "ram:", 4) ||
+				    cfg->direct == CFG_DIRECT_YES))
+		return open_fail(err, errlen, -EINVAL,
+				 "cache=buffered applies to files and block devices on the slot path (not ram:, rbd: or direct)");
 	if (!strncmp(cfg->path, "rbd:", 4)) {
 		e->ops = &backend_rbd_ops;
 	} else if (!strncmp(cfg->path, "ram:", 4)) {
