@@ -313,8 +313,11 @@ static void worker_turn(struct worker *w, struct epoll_event *evs, int n,
 	for (unsigned int i = 0; i < w->nr_groups; i++)
 		if (group_progress(w, &w->groups[i], closing) == TURN_BUDGET)
 			*more = true;
-	w->engine->reap(w);
-	retry_busy(w);
+	/* an engine that can tell (no system call) is reaped only with work */
+	if (!w->engine->ready || w->engine->ready(w)) {
+		w->engine->reap(w);
+		retry_busy(w);
+	}
 }
 
 static void *worker_main(void *arg)
