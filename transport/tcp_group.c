@@ -158,12 +158,19 @@ static int tcp_serve_ready(struct tcp_group *g, struct xp_wc *wc, int max)
 
 	while (g->ready && n < max) {
 		struct tcp_conn *c = tcp_ready_pop(g);
-		bool stop = c == last;
+		bool stop = c == last, may_read = c->rx_ready;
 
 		/* read only what epoll reported; staged input is parsed */
-		c->rx_skip = !c->rx_ready;
+		c->rx_skip = !may_read;
 		n += tcp_conn_poll(c, wc + n, max - n);
-		c->rx_ready = c->state == XP_CONN_CONNECTED && !c->rx_skip;
+		/*
+		 * Readable still only if this read stopped short of EAGAIN (a
+		 * budget, a full array). A parse-only pass learnt nothing of
+		 * the socket: epoll says when it has more (a read here would
+		 * be an EAGAIN per command).
+		 */
+		c->rx_ready = c->state == XP_CONN_CONNECTED && may_read &&
+			      !c->rx_skip;
 		if (c->cq_count || c->rx_ready)
 			tcp_ready(c);
 		if (stop)
