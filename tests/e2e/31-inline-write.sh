@@ -85,24 +85,10 @@ echo "case 3: --inline-data 0: 4k writes granted and verified"
 
 # ---- 4: inline writes reissued across a target restart -------------------------
 tlog=$TEST_DIR/target.r1.log
-start_on_port()
-{
-	local i
-	"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --allow-any-host \
-		--log-level info --export "vol0=$img" >"$tlog" 2>&1 &
-	tpid=$!
-	cleanup_fn stop_pid "$tpid"
-	for ((i = 0; i < 200; i++)); do
-		grep -q "listening on" "$tlog" && return 0
-		kill -0 "$tpid" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$tlog"
-	fail "rblk-target did not start on port $port"
-}
 quiet_kill() { kill "$@" 2>/dev/null || true; }
 url=tcp://127.0.0.1:$port/vol0
-start_on_port
+start_target_on "$port" "$tlog" --export "vol0=$img"
+tpid=$RBLK_TARGET_PID
 rlayout=(--rw=randwrite --bs=4k --verify=crc32c --size=12M --iodepth=16
 	--randseed=3104 --verify_state_save=0)
 fio --name=w4 "--ioengine=external:$engine" "--uri=$url" "${rlayout[@]}" \
@@ -117,7 +103,7 @@ kill -KILL "$tpid"
 wait "$tpid" 2>/dev/null || true
 sleep 0.3
 tlog=$TEST_DIR/target.r2.log
-start_on_port
+start_target_on "$port" "$tlog" --export "vol0=$img"
 rc=0
 wait_pid 60 "$fio_pid" || rc=$?
 [ $rc -eq 0 ] && grep -q "err= 0" "$TEST_DIR/4.w.out" ||

@@ -377,24 +377,6 @@ def inline_baseline():
     return p == data or "read back differs"
 
 
-def inline_status_case(name, capsule, ask):
-    """Logged in asking `ask` in-capsule bytes: a well-framed inline
-    capsule the target must refuse on its tag (INVALID), keeping the
-    connection."""
-    @case(name, "RESP INVALID, connection kept")
-    def fn():
-        c = Conn().connect().login(inline=ask)
-        c.send(capsule)
-        tag, st, _ = c.resp()
-        if st != S["INVALID"]:
-            return "RESP status %d (%s)" % (st, SNAME.get(st, "?"))
-        c.send(cmd(tag=5, op=KA, length=0))
-        tag, st, _ = c.resp()
-        c.close()
-        return (tag == 5 and st == 0) or "KEEPALIVE after it failed"
-    return fn
-
-
 def grant(c, tag=2, length=8192):
     """A WRITE on tag whose GRANT we take: (addr, rkey)."""
     c.send(cmd(tag=tag, op=WRITE, length=length))
@@ -466,15 +448,15 @@ QUICK = [
                                              length=0xFFFFFFFF, hlen=576,
                                              data=bytes(512)))),
     # well framed but not allowed: answered on the tag
-    inline_status_case("inline: 2048 bytes where 1024 were granted",
-                       cmd(op=WRITE, flags=INLINE, length=2048,
-                           data=bytes(2048)), 1024),
-    inline_status_case("inline: not asked for at login",
-                       cmd(op=WRITE, flags=INLINE, length=512,
-                           data=bytes(512)), 0),
-    inline_status_case("inline: on a READ",
-                       cmd(op=READ, flags=INLINE, length=512,
-                           data=bytes(512)), 4096),
+    status_case("inline: 2048 bytes where 1024 were granted",
+                lambda lim: cmd(op=WRITE, flags=INLINE, length=2048,
+                                data=bytes(2048)), S["INVALID"], inline=1024),
+    status_case("inline: not asked for at login",
+                lambda lim: cmd(op=WRITE, flags=INLINE, length=512,
+                                data=bytes(512)), S["INVALID"], inline=0),
+    status_case("inline: on a READ",
+                lambda lim: cmd(op=READ, flags=INLINE, length=512,
+                                data=bytes(512)), S["INVALID"], inline=4096),
     inline_baseline,
 ]
 
