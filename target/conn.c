@@ -85,7 +85,7 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 	 * buffer (LOGIN, DISCOVER_REPLY) is a full message; the AUTH_*
 	 * messages have their own after it.
 	 */
-	c->inline_cap = login_inline_cap(&w->tgt->cfg, qd,
+	c->inline_cap = login_inline_cap(&w->tgt->cfg, attr.max_recv_wr,
 					 wg->ops->reg_pins_memory);
 	if (qp_init(&c->qp, xc, &attr, RBLK_CMD_SIZE + c->inline_cap,
 		    (size_t)qd * RESP_BUF_SIZE + RBLK_MSG_MAX + AUTH_BUF_SIZE))

@@ -63,18 +63,16 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	return RBLK_S_OK;
 }
 
-uint32_t login_inline_cap(const struct cfg_target *cfg, uint16_t qd,
+uint32_t login_inline_cap(const struct cfg_target *cfg, unsigned int nr_recv,
 			  bool pinned)
 {
 	size_t budget = pinned ? INLINE_RING_PINNED : INLINE_RING_UNPINNED;
-	struct xp_conn_attr attr;
 	uint32_t n = RBLK_INLINE_DEFAULT;
 
 	if (cfg->inline_data != CFG_INLINE_AUTO)
 		return (uint32_t)cfg->inline_data;
-	tconn_attr(qd, &attr);
 	while (n >= RBLK_INLINE_ALIGN &&
-	       (size_t)attr.max_recv_wr * (RBLK_CMD_SIZE + n) > budget)
+	       (size_t)nr_recv * (RBLK_CMD_SIZE + n) > budget)
 		n /= 2;
 	return n >= RBLK_INLINE_ALIGN ? n : 0;
 }

@@ -477,17 +477,17 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 
 /*
  * In-capsule WRITE data (docs/PROTOCOL.md, "In-capsule data"): the most a
- * connection of queue depth qd may be granted, which its receive buffers
- * are sized for when it is accepted: cfg->inline_data when set, else
- * (auto) the largest power of two from 512 to RBLK_INLINE_DEFAULT that
- * keeps its receive ring (tconn_attr()'s receives, each RBLK_CMD_SIZE +
- * inline bytes) within INLINE_RING_PINNED where registering pins memory
+ * connection with nr_recv receives (tconn_attr() of its queue depth) may
+ * be granted, which its receive buffers are sized for when it is
+ * accepted: cfg->inline_data when set, else (auto) the largest power of
+ * two from 512 to RBLK_INLINE_DEFAULT that keeps its receive ring
+ * (nr_recv receives, each RBLK_CMD_SIZE + inline bytes) within INLINE_RING_PINNED where registering pins memory
  * (rdma), INLINE_RING_UNPINNED where it does not (tcp); 0 when none
  * fits. Pure; any thread.
  */
 #define INLINE_RING_PINNED (256u << 10)
 #define INLINE_RING_UNPINNED (1u << 20)
-uint32_t login_inline_cap(const struct cfg_target *cfg, uint16_t qd,
+uint32_t login_inline_cap(const struct cfg_target *cfg, unsigned int nr_recv,
 			  bool pinned);
 /* The LOGIN granting lim (volume fields and ids are the caller's). */
 void login_reply(const struct rblk_limits *lim, struct rblk_login *l);

@@ -21,8 +21,8 @@ static const struct rblk_limits fixed_limits[] = {
     {64, 1u << 20, 4096, 1ull << 30, RBLK_F_ALL & ~RBLK_F_READ_ONLY, 4096},
     {64, 1u << 20, 512, 1ull << 30, RBLK_F_ALL, RBLK_INLINE_MAX},
     {RBLK_MAX_QD, RBLK_MAX_MAX_IO, 65536, UINT64_MAX & ~0xffffull,
-     RBLK_F_FLUSH | RBLK_F_TRIM},
-    {128, 8192, 512, 0, RBLK_F_ZEROES | RBLK_F_FUA},
+     RBLK_F_FLUSH | RBLK_F_TRIM, 512},
+    {128, 8192, 512, 0, RBLK_F_ZEROES | RBLK_F_FUA, 0},
 };
 
 static void check_cmd(const uint8_t *data, size_t size,
