@@ -33,6 +33,9 @@ _Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= RBLK_MSG_MAX, "challenge fits");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a receive buffer");
 _Static_assert(RBLK_MAX_QD <= 65536, "tags are 16 bits on the wire");
 _Static_assert(RBLK_CM_REQ_SIZE <= 56, "rdma_cm REQ private data limit");
+_Static_assert(RBLK_CMD_SIZE + RBLK_INLINE_MAX <= 0xffff,
+	       "an inline capsule's size fits the header's length");
+_Static_assert(RBLK_INLINE_MAX % RBLK_INLINE_ALIGN == 0, "inline granule");
 
 static const char *const status_names[] = {
 	[RBLK_S_OK] = "success",
@@ -199,6 +202,7 @@ size_t rblk_hello_encode(void *buf, const struct rblk_hello *h)
 	w->queue_id = htole16(h->queue_id);
 	w->max_io = htole32(h->max_io);
 	w->flags = htole32(h->flags);
+	w->inline_data = htole32(h->inline_data);
 	/* w is zeroed: names stay NUL-terminated and NUL-padded */
 	memcpy(w->export_name, h->export_name,
 	       strnlen(h->export_name, RBLK_NAME_MAX - 1));
@@ -218,11 +222,12 @@ int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out)
 	out->queue_id = le16toh(w->queue_id);
 	out->max_io = le32toh(w->max_io);
 	out->flags = le32toh(w->flags);
+	out->inline_data = le32toh(w->inline_data);
 	if (out->queue_depth == 0 || out->queue_depth > RBLK_MAX_QD)
 		return RBLK_S_INVALID;
 	if (out->max_io < RBLK_MIN_MAX_IO || !IS_POW2(out->max_io))
 		return RBLK_S_INVALID;
-	if (out->flags & ~RBLK_HELLO_F_ALL || w->reserved)
+	if (out->flags & ~RBLK_HELLO_F_ALL)
 		return RBLK_S_INVALID;
 	/* discovery names no export; a login must name one */
 	if ((out->flags & RBLK_HELLO_F_DISCOVER) && w->export_name[0])
@@ -323,6 +328,7 @@ size_t rblk_login_encode(void *buf, const struct rblk_login *l)
 	hdr_encode(&w->hdr, RBLK_MSG_LOGIN, RBLK_LOGIN_SIZE);
 	w->status = htole32(l->status);
 	w->queue_depth = htole16(l->queue_depth);
+	w->inline_data = htole16(l->inline_data);
 	w->max_io = htole32(l->max_io);
 	w->block_size = htole32(l->block_size);
 	w->size = htole64(l->size);
@@ -344,11 +350,15 @@ int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out)
 		return st;
 	memset(out, 0, sizeof(*out));
 	out->status = le32toh(w->status);
-	if (out->status > RBLK_S_MAX_ || w->reserved0)
+	if (out->status > RBLK_S_MAX_)
 		return RBLK_S_INVALID;
 	if (out->status != RBLK_S_OK)
-		return RBLK_S_OK; /* a refusal carries only its status */
+		return w->inline_data ? RBLK_S_INVALID : RBLK_S_OK; /* status only */
 	out->queue_depth = le16toh(w->queue_depth);
+	out->inline_data = le16toh(w->inline_data);
+	if (out->inline_data % RBLK_INLINE_ALIGN ||
+	    out->inline_data > RBLK_INLINE_MAX)
+		return RBLK_S_INVALID;
 	out->max_io = le32toh(w->max_io);
 	out->block_size = le32toh(w->block_size);
 	out->size = le64toh(w->size);
@@ -383,8 +393,14 @@ size_t rblk_cmd_encode(void *buf, const struct rblk_cmd *c)
 {
 	struct rblk_wire_cmd *w = buf;
 
+	size_t size = RBLK_CMD_SIZE;
+
+	if (c->flags & RBLK_CMD_F_INLINE) {
+		size += c->length;
+		memcpy((char *)buf + RBLK_CMD_SIZE, c->data, c->length);
+	}
 	memset(w, 0, sizeof(*w));
-	hdr_encode(&w->hdr, RBLK_MSG_CMD, RBLK_CMD_SIZE);
+	hdr_encode(&w->hdr, RBLK_MSG_CMD, (uint16_t)size);
 	w->tag = htole16(c->tag);
 	w->opcode = c->opcode;
 	w->flags = c->flags;
@@ -392,7 +408,21 @@ size_t rblk_cmd_encode(void *buf, const struct rblk_cmd *c)
 	w->offset = htole64(c->offset);
 	w->addr = htole64(c->addr);
 	w->rkey = htole32(c->rkey);
-	return RBLK_CMD_SIZE;
+	return size;
+}
+
+/*
+ * A CMD's framing: the header's length is the bytes received, and it is
+ * the capsule alone, or with INLINE the capsule and its length bytes.
+ */
+static int cmd_frame_check(const void *buf, size_t len)
+{
+	const struct rblk_wire_cmd *w = buf;
+	size_t want = RBLK_CMD_SIZE;
+
+	if (len >= RBLK_CMD_SIZE && (w->flags & RBLK_CMD_F_INLINE))
+		want += le32toh(w->length); /* size_t: no wrap */
+	return hdr_check(buf, len, RBLK_MSG_CMD, want);
 }
 
 int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth)
@@ -400,7 +430,7 @@ int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth)
 	const struct rblk_wire_cmd *w = buf;
 	uint16_t tag;
 
-	if (hdr_check(buf, len, RBLK_MSG_CMD, RBLK_CMD_SIZE))
+	if (cmd_frame_check(buf, len))
 		return -1;
 	tag = le16toh(w->tag);
 	return tag < queue_depth ? tag : -1;
@@ -416,7 +446,7 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 		    struct rblk_cmd *out)
 {
 	const struct rblk_wire_cmd *w = buf;
-	int st = hdr_check(buf, len, RBLK_MSG_CMD, RBLK_CMD_SIZE);
+	int st = cmd_frame_check(buf, len);
 	uint64_t end;
 
 	if (st)
@@ -428,6 +458,9 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 	out->offset = le64toh(w->offset);
 	out->addr = le64toh(w->addr);
 	out->rkey = le32toh(w->rkey);
+	out->data = (out->flags & RBLK_CMD_F_INLINE) ?
+			    (const char *)buf + RBLK_CMD_SIZE :
+			    NULL;
 
 	if (out->tag >= lim->queue_depth)
 		return RBLK_S_BAD_TAG;
@@ -444,6 +477,10 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 		return RBLK_S_INVALID;
 	if ((out->flags & RBLK_CMD_F_FUA) && out->opcode != RBLK_OP_WRITE &&
 	    out->opcode != RBLK_OP_WRITE_ZEROES)
+		return RBLK_S_INVALID;
+	/* in-capsule data: WRITE only, within what LOGIN granted */
+	if ((out->flags & RBLK_CMD_F_INLINE) &&
+	    (out->opcode != RBLK_OP_WRITE || out->length > lim->inline_max))
 		return RBLK_S_INVALID;
 
 	switch (out->opcode) {

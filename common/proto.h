@@ -27,7 +27,11 @@
 #define RBLK_MAX_MAX_IO (8u << 20)
 #define RBLK_DEFAULT_MAX_IO (1u << 20)
 #define RBLK_DEFAULT_QD 64
-/* Every receive buffer holds at least this much; the largest message fits. */
+/*
+ * Every receive buffer holds at least this much; the largest fixed-size
+ * message fits. A CMD with in-capsule data is larger (RBLK_CMD_SIZE + its
+ * length): the target sizes its receives for the inline size it grants.
+ */
 #define RBLK_MSG_MAX 512
 
 /* Message types (rblk_wire_hdr.type). */
@@ -61,7 +65,18 @@ enum rblk_opcode {
 /* Command flags (rblk_wire_cmd.flags). */
 #define RBLK_CMD_F_FUA 0x01u /* WRITE, WRITE_ZEROES: durable before response */
 #define RBLK_CMD_F_PUSH 0x02u /* READ: target RDMA WRITEs into addr/rkey */
-#define RBLK_CMD_F_ALL (RBLK_CMD_F_FUA | RBLK_CMD_F_PUSH)
+/* WRITE: its length bytes of data follow the capsule (in-capsule data) */
+#define RBLK_CMD_F_INLINE 0x04u
+#define RBLK_CMD_F_ALL (RBLK_CMD_F_FUA | RBLK_CMD_F_PUSH | RBLK_CMD_F_INLINE)
+
+/*
+ * In-capsule WRITE data (docs/PROTOCOL.md, "In-capsule data"): HELLO asks
+ * for up to this many bytes, LOGIN grants 0 or a multiple of
+ * RBLK_INLINE_ALIGN up to RBLK_INLINE_MAX.
+ */
+#define RBLK_INLINE_ALIGN 512
+#define RBLK_INLINE_MAX 16384
+#define RBLK_INLINE_DEFAULT 4096 /* what auto grants at small depths */
 
 /* Volume feature flags (login). */
 #define RBLK_F_READ_ONLY 0x01u
@@ -135,7 +150,7 @@ struct rblk_wire_hello {
 	uint16_t queue_id; /* index of this connection among the session's */
 	uint32_t max_io; /* requested; target may grant less */
 	uint32_t flags; /* RBLK_HELLO_F_* */
-	uint32_t reserved;
+	uint32_t inline_data; /* in-capsule WRITE bytes asked for; 0: none */
 	char export_name[RBLK_NAME_MAX];
 	char host_name[RBLK_NAME_MAX];
 } __attribute__((packed));
@@ -146,7 +161,7 @@ struct rblk_wire_login {
 	struct rblk_wire_hdr hdr;
 	uint32_t status;
 	uint16_t queue_depth; /* granted */
-	uint16_t reserved0;
+	uint16_t inline_data; /* in-capsule WRITE bytes granted; 0: none */
 	uint32_t max_io; /* granted */
 	uint32_t block_size;
 	uint64_t size; /* volume size in bytes */
@@ -287,6 +302,7 @@ struct rblk_hello {
 	uint16_t queue_id;
 	uint32_t max_io;
 	uint32_t flags;
+	uint32_t inline_data; /* asked: any value, the target grants less */
 	char export_name[RBLK_NAME_MAX];
 	char host_name[RBLK_NAME_MAX];
 };
@@ -294,6 +310,7 @@ struct rblk_hello {
 struct rblk_login {
 	uint32_t status;
 	uint16_t queue_depth;
+	uint16_t inline_data; /* 0 or a multiple of 512, <= RBLK_INLINE_MAX */
 	uint32_t max_io;
 	uint32_t block_size;
 	uint64_t size;
@@ -313,6 +330,11 @@ struct rblk_cmd {
 	uint64_t offset;
 	uint64_t addr;
 	uint32_t rkey;
+	/*
+	 * RBLK_CMD_F_INLINE: the length bytes of data after the capsule
+	 * (the encoder copies them from here; the decoder points into buf).
+	 */
+	const void *data;
 };
 
 struct rblk_resp {
@@ -373,6 +395,7 @@ struct rblk_limits {
 	uint32_t block_size;
 	uint64_t size;
 	uint32_t features;
+	uint32_t inline_max; /* in-capsule bytes granted; 0: none */
 };
 
 /*
@@ -386,18 +409,29 @@ int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out);
 size_t rblk_login_encode(void *buf, const struct rblk_login *l);
 int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out);
 
+/*
+ * Writes RBLK_CMD_SIZE bytes, and with RBLK_CMD_F_INLINE the length bytes
+ * at c->data behind them (buf must hold RBLK_CMD_SIZE + length); returns
+ * the capsule's size.
+ */
 size_t rblk_cmd_encode(void *buf, const struct rblk_cmd *c);
 /*
  * The one validator for commands: header, tag < queue_depth, opcode, flags
  * allowed for the opcode and offered by the volume, offset/length aligned to
  * the block size, 0 < length <= max_io for data commands, offset + length
  * inside the volume (overflow-safe), write-class ops on a read-only volume,
- * reserved fields zero. On failure *out->tag is still filled when the tag
- * itself was valid, so the target can answer that tag.
+ * reserved fields zero; INLINE only on a WRITE of at most lim->inline_max
+ * bytes (out->data then points at them in buf). On failure *out->tag is
+ * still filled when the tag itself was valid, so the target can answer
+ * that tag. Framing (below) is checked first, as rblk_cmd_peek_tag() does.
  */
 int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 		    struct rblk_cmd *out);
-/* Tag of a capsule whose header is sane, or -1; used to answer bad commands. */
+/*
+ * Tag of a capsule whose framing is sane, or -1 (a malformed capsule: the
+ * connection fails). Framing: a CMD header whose length equals the bytes
+ * received, RBLK_CMD_SIZE without INLINE, RBLK_CMD_SIZE + length with it.
+ */
 int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth);
 
 size_t rblk_resp_encode(void *buf, const struct rblk_resp *r);

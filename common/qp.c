@@ -7,21 +7,27 @@
 #include <string.h>
 
 #include "proto.h"
+#include "util.h"
 
 _Static_assert(QP_RECV_SIZE >= RBLK_MSG_MAX, "every message fits a receive");
 _Static_assert(RBLK_MAX_QD * 2ull + 8 < (1ull << QP_WRID_VAL_BITS),
 	       "tags and buffer indexes fit the value field");
 
 int qp_init(struct qp *qp, struct xp_conn *xc, const struct xp_conn_attr *attr,
-	    size_t send_len)
+	    size_t recv_size, size_t send_len)
 {
+	size_t recv_len;
 	int ret;
 
 	memset(qp, 0, sizeof(*qp));
+	if (recv_size > UINT32_MAX)
+		return -EINVAL;
 	qp->xc = xc;
 	qp->nr_recv = attr->max_recv_wr;
+	qp->recv_size = (uint32_t)ALIGN_UP(MAX(recv_size, (size_t)QP_RECV_SIZE), 64);
 	qp->sq_size = qp->sq_free = attr->max_send_wr;
-	qp->msg_len = (size_t)qp->nr_recv * QP_RECV_SIZE + send_len;
+	recv_len = (size_t)qp->nr_recv * qp->recv_size;
+	qp->msg_len = recv_len + send_len;
 	qp->batch = calloc(qp->sq_size, sizeof(*qp->batch));
 	if (!qp->batch)
 		return -ENOMEM;
@@ -30,7 +36,7 @@ int qp_init(struct qp *qp, struct xp_conn *xc, const struct xp_conn_attr *attr,
 		ret = -ENOMEM;
 		goto out_free_batch;
 	}
-	memset(qp->msg_mem, 0, qp->msg_len);
+	memset((char *)qp->msg_mem + recv_len, 0, send_len);
 	ret = xp_reg_mr(xc, qp->msg_mem, qp->msg_len, XP_ACCESS_LOCAL_WRITE,
 			&qp->msg_mr);
 	if (ret)
@@ -65,7 +71,7 @@ int qp_post_recv(struct qp *qp, unsigned int i)
 {
 	struct xp_sge sge = {
 		.addr = qp_recv_buf(qp, i),
-		.length = QP_RECV_SIZE,
+		.length = qp->recv_size,
 		.mr = qp->msg_mr,
 	};
 

@@ -64,9 +64,10 @@ static inline uint32_t qp_wrid_val(uint64_t wrid)
 
 /*
  * One connection's message plumbing. msg_mem holds nr_recv receive
- * buffers of QP_RECV_SIZE, then send_len bytes the user carves into its
- * send buffers (qp_send_area()); all of it is one registration, local
- * write only.
+ * buffers of recv_size bytes (at least QP_RECV_SIZE: every fixed-size
+ * message fits; more where in-capsule WRITE data may arrive), then
+ * send_len bytes the user carves into its send buffers (qp_send_area());
+ * all of it is one registration, local write only.
  */
 struct qp {
 	struct xp_conn *xc;
@@ -74,6 +75,7 @@ struct qp {
 	size_t msg_len;
 	struct xp_mr *msg_mr;
 	unsigned int nr_recv;
+	uint32_t recv_size; /* bytes per receive buffer, a multiple of 64 */
 	unsigned int sq_free; /* send-queue credits */
 	unsigned int sq_size; /* attr.max_send_wr */
 	/*
@@ -89,17 +91,21 @@ struct qp {
 
 /*
  * Set qp up on xc (sized by attr): allocate and register the message
- * memory with send_len bytes of send buffers, post every receive. On
- * failure returns -errno with what is done undone (xc is the caller's).
+ * memory with attr->max_recv_wr receives of recv_size bytes (raised to
+ * QP_RECV_SIZE, rounded up to 64) and send_len bytes of send buffers,
+ * post every receive. The receive buffers are not cleared (a receive is
+ * read only as far as its completion's byte_len), so on tcp an idle
+ * connection does not touch them. On failure returns -errno with what is
+ * done undone (xc is the caller's).
  */
 int qp_init(struct qp *qp, struct xp_conn *xc, const struct xp_conn_attr *attr,
-	    size_t send_len);
+	    size_t recv_size, size_t send_len);
 /* Free the memory; call after xp_destroy() (which drops the MR). */
 void qp_fini(struct qp *qp);
 
 static inline void *qp_recv_buf(const struct qp *qp, unsigned int i)
 {
-	return (char *)qp->msg_mem + (size_t)i * QP_RECV_SIZE;
+	return (char *)qp->msg_mem + (size_t)i * qp->recv_size;
 }
 
 static inline void *qp_send_area(const struct qp *qp)

@@ -46,6 +46,7 @@ void cfg_init(struct cfg_target *cfg)
 	cfg->max_queue_depth = 128;
 	cfg->max_io = RBLK_DEFAULT_MAX_IO;
 	cfg->slot_pool = CFG_DEFAULT_SLOT_POOL;
+	cfg->inline_data = CFG_INLINE_AUTO;
 	cfg->max_pending = CFG_DEFAULT_MAX_PENDING;
 	cfg->max_pending_per_host = CFG_DEFAULT_MAX_PENDING_PER_HOST;
 	cfg->max_sessions = CFG_DEFAULT_MAX_SESSIONS;
@@ -647,6 +648,26 @@ int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
 	return -ENOENT;
 }
 
+int cfg_set_inline_data(struct cfg_target *cfg, const char *value, char *err,
+			size_t errlen)
+{
+	uint64_t size;
+
+	if (!strcmp(value, "auto")) {
+		cfg->inline_data = CFG_INLINE_AUTO;
+		return 0;
+	}
+	if (parse_size(value, &size) || size > RBLK_INLINE_MAX ||
+	    size % RBLK_INLINE_ALIGN) {
+		snprintf(err, errlen,
+			 "inline_data: '%s' is not auto or a multiple of 512 from 0 to 16K",
+			 value);
+		return -EINVAL;
+	}
+	cfg->inline_data = (int)size;
+	return 0;
+}
+
 int cfg_set_slot_pool(struct cfg_target *cfg, const char *value, char *err,
 		      size_t errlen)
 {
@@ -690,7 +711,7 @@ enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
        KEY_NAME, KEY_SLOT_POOL, KEY_CEPH_CONF, KEY_CEPH_ID, KEY_CEPH_KEYRING,
        KEY_RBD_CONNS, KEY_RBD_TAKEOVER, KEY_RBD_TIMEOUT, KEY_ALLOW_ANY_HOST,
-       NR_TARGET_KEYS };
+       KEY_INLINE_DATA, NR_TARGET_KEYS };
 enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
        KEY_DIRECT, KEY_UUID, KEY_OVERCOMMIT, KEY_CACHE, NR_EXPORT_KEYS };
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
@@ -704,6 +725,7 @@ static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_METRICS] = "metrics",
 	[KEY_NAME] = "name",
 	[KEY_SLOT_POOL] = "slot_pool",
+	[KEY_INLINE_DATA] = "inline_data",
 	[KEY_CEPH_CONF] = "ceph_conf",
 	[KEY_CEPH_ID] = "ceph_id",
 	[KEY_CEPH_KEYRING] = "ceph_keyring",
@@ -960,6 +982,10 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 		if (cfg_set_slot_pool(cfg, value, why, sizeof(why)))
 			return ctx_fail(c, "%s", why);
 		return 1;
+	case KEY_INLINE_DATA:
+		if (cfg_set_inline_data(cfg, value, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		return 1;
 	case KEY_MAX_IO:
 		if (parse_size(value, &size))
 			return ctx_fail(c, "max_io: '%s' is not a size", value);
@@ -1162,7 +1188,7 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 				return ctx_fail(c, "%s", why);
 		}
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, ctl_socket, ctl_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, ctl_socket, ctl_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:

@@ -87,6 +87,12 @@ struct cfg_target {
 	/* slot pool bytes for the whole target, split over the workers */
 	uint64_t slot_pool;
 	/*
+	 * Most in-capsule WRITE bytes granted per command, a multiple of
+	 * 512 up to 16K (0: off); CFG_INLINE_AUTO: the depth-dependent
+	 * default of login_inline_cap() (docs/PROTOCOL.md, "In-capsule data").
+	 */
+	int inline_data;
+	/*
 	 * Limits (docs/RELIABILITY.md): connections not yet logged in, in
 	 * all and per source address; live sessions, in all and per source
 	 * address; a session that sends nothing for idle_timeout seconds is
@@ -225,6 +231,10 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
  */
 int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
 		  char *err, size_t errlen);
+#define CFG_INLINE_AUTO (-1)
+/* inline_data = SIZE|auto / --inline-data. 0 or -EINVAL with err set. */
+int cfg_set_inline_data(struct cfg_target *cfg, const char *value, char *err,
+			size_t errlen);
 /* slot_pool = SIZE / --slot-pool: 1M..1T. 0 or -EINVAL with err set. */
 int cfg_set_slot_pool(struct cfg_target *cfg, const char *value, char *err,
 		      size_t errlen);

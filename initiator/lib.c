@@ -53,6 +53,9 @@
 #define NODATA_SPLIT (1u << 30)
 
 _Static_assert(RBLK_CMD_SIZE <= CMD_BUF_SIZE, "command fits its buffer");
+_Static_assert(RBLK_DEFAULT_INLINE == RBLK_INLINE_DEFAULT &&
+		       RBLK_DEFAULT_INLINE <= RBLK_INLINE_MAX,
+	       "librblk asks what a target grants by default");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
 _Static_assert((int)RBLK_IO_READ == RBLK_OP_READ &&
 		       (int)RBLK_IO_WRITE == RBLK_OP_WRITE &&
@@ -480,9 +483,13 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 }
 
 /*
- * Post the command of part rq (its fields filled in). A WRITE's data
- * follows once the target grants a window (post_data()). The caller
- * checked for send credits.
+ * Post the command of part rq (its fields filled in). A WRITE of at most
+ * the granted inline size carries its data in the capsule (copied into
+ * the tag's command buffer, which stays untouched until the RESP: the
+ * target has received the SEND by then); a larger one's data follows
+ * once the target grants a window (post_data()). The caller checked for
+ * send credits. Also the reissue after a reconnect, which decides inline
+ * or granted anew by the new connection's grant.
  */
 static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
@@ -495,6 +502,11 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 	cmd.offset = rq->offset;
 	cmd.length = rq->len;
 	cmd.flags = rq->cmd_flags;
+	rq->inl = rq->op == RBLK_OP_WRITE && rq->len <= q->inline_max;
+	if (rq->inl) {
+		cmd.flags |= RBLK_CMD_F_INLINE;
+		cmd.data = rq->buf;
+	}
 	if (rq->op == RBLK_OP_READ && push_reads(q)) {
 		cmd.flags |= RBLK_CMD_F_PUSH;
 		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
@@ -602,7 +614,7 @@ static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
 		return;
 	}
 	rq = &q->reqs[g.tag];
-	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE ||
+	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE || rq->inl ||
 	    g.length != rq->len || rq == q->ka) {
 		lib_queue_lost(q, "GRANT for a tag with no WRITE waiting for one");
 		return;
@@ -1130,14 +1142,25 @@ static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
 	return 0;
 }
 
-int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
-			 const struct rblk_opts *o)
+/* In-capsule bytes to ask for (rblk_opts.inline_data). */
+static uint32_t inline_ask(const struct rblk *r, const struct rblk_opts *o)
+{
+	if (r->inline_refused || o->inline_data < 0)
+		return 0;
+	if (!o->inline_data)
+		return RBLK_DEFAULT_INLINE;
+	return (uint32_t)MIN(o->inline_data, RBLK_INLINE_MAX);
+}
+
+static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
+			      const struct rblk_opts *o)
 {
 	struct xp_conn_attr attr;
 	struct rblk_hello hello = { 0 };
 	struct rblk_login login;
 	const char *url_host = r->url.host;
 	uint16_t qd = (uint16_t)o->queue_depth;
+	uint32_t ask = inline_ask(r, o);
 	bool err_set = false;
 	int ret;
 
@@ -1149,8 +1172,10 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		return ret;
 
 	q->cmd_bufs = qd;
-	ret = qp_init(&q->qp, q->xc, &attr,
-		      (size_t)qd * CMD_BUF_SIZE + RBLK_MSG_MAX +
+	q->cmd_size = ALIGN_UP(CMD_BUF_SIZE + ask, 64u);
+	q->inline_max = 0;
+	ret = qp_init(&q->qp, q->xc, &attr, 0,
+		      (size_t)qd * q->cmd_size + RBLK_MSG_MAX +
 			      (size_t)qd * RBLK_DONE_SIZE);
 	if (ret)
 		return set_error(ret, "setting up message buffers: %s",
@@ -1159,6 +1184,7 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 	hello.queue_depth = qd;
 	hello.queue_id = (uint16_t)q->index;
 	hello.max_io = o->max_io;
+	hello.inline_data = ask;
 	hello.flags = (o->flags & RBLK_OPEN_READ_ONLY) ? RBLK_HELLO_F_READ_ONLY :
 							  0;
 	if (r->secret_len)
@@ -1192,6 +1218,12 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 			return set_error(ret, "export '%s' not found on %s://%s:%u",
 					 r->url.export_name, r->url.scheme,
 					 url_host, r->url.port);
+		if (login.status == RBLK_S_INVALID && ask) {
+			r->inline_refused = true;
+			return set_error(-EPROTO,
+					 "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
+					 r->url.export_name, ask);
+		}
 		return set_error(ret, "login to '%s' refused: %s",
 				 r->url.export_name,
 				 rblk_status_str((int)login.status));
@@ -1200,7 +1232,8 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		return set_error(-EACCES,
 				 "target did not authenticate itself and mutual authentication was required (is host '%s' configured on the target?)",
 				 r->host_name);
-	if (login.queue_depth > qd || login.max_io > o->max_io)
+	if (login.queue_depth > qd || login.max_io > o->max_io ||
+	    login.inline_data > ask)
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
 	if (q->connected_once &&
@@ -1225,6 +1258,7 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 				 r->url.export_name);
 	q->qd = login.queue_depth;
 	q->max_io = login.max_io;
+	q->inline_max = login.inline_data;
 	memcpy(q->vol_id, login.vol_id, sizeof(q->vol_id));
 	q->features = login.features;
 	ret = queue_use_direct(r, q, o, &login);
@@ -1250,6 +1284,25 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 				 q->index);
 	}
 	return 0;
+}
+
+/*
+ * A target that predates in-capsule data refuses a HELLO asking for it as
+ * malformed (its field was reserved, zero): then the queue connects once
+ * more asking for none, and the session asks for none from then on.
+ */
+int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
+		      const struct rblk_opts *o)
+{
+	bool refused = r->inline_refused;
+	int ret = queue_connect_once(r, q, o);
+
+	if (!ret || refused || !r->inline_refused)
+		return ret;
+	log_info("queue %u: %s; connecting again without in-capsule data",
+		 q->index, rblk_last_error());
+	lib_queue_drop_conn(q);
+	return queue_connect_once(r, q, o);
 }
 
 /*

@@ -59,6 +59,7 @@ struct ireq {
 	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
 	bool direct; /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
+	bool inl; /* a WRITE whose data went in its command capsule */
 	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
 	uint32_t rkey;
 	struct ireq *next; /* free list or credit wait list */
@@ -95,8 +96,11 @@ struct rblk_queue {
 	uint32_t vol_rkey;
 	uint64_t vol_addr;
 
-	/* send area: command buffers (cmd_bufs), then HELLO's */
+	/* send area: command buffers (cmd_bufs of cmd_size), then HELLO's */
 	unsigned int cmd_bufs; /* command buffers (requested qd) */
+	/* CMD_BUF_SIZE + the in-capsule bytes asked for, rounded to 64 */
+	uint32_t cmd_size;
+	uint32_t inline_max; /* in-capsule WRITE bytes granted (LOGIN) */
 
 	void *bounce; /* qd * max_io */
 	struct xp_mr *bounce_mr;
@@ -163,6 +167,8 @@ struct rblk {
 	bool mutual; /* RBLK_OPEN_MUTUAL_AUTH */
 	unsigned int poll_spin_us; /* rblk_opts.poll_spin_us */
 	struct rblk_opts opts; /* as opened; reconnects log in with these */
+	/* a target refused the HELLO asking for in-capsule data: ask none */
+	bool inline_refused;
 };
 
 /* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
@@ -175,7 +181,7 @@ enum wrid_kind {
 
 static inline void *cmd_buf(struct rblk_queue *q, unsigned int tag)
 {
-	return (char *)qp_send_area(&q->qp) + (size_t)tag * CMD_BUF_SIZE;
+	return (char *)qp_send_area(&q->qp) + (size_t)tag * q->cmd_size;
 }
 
 /* ---- lib.c --------------------------------------------------------------- */

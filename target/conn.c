@@ -79,9 +79,15 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 	c->cm_qd = qd;
 	c->buf_index = w->pool_buf_index;
 	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
-	/* the last send buffer (LOGIN, DISCOVER_REPLY) is a full message;
-	 * the AUTH_* messages have their own after it */
-	if (qp_init(&c->qp, xc, &attr,
+	/*
+	 * Receives hold a command with the most in-capsule data a login of
+	 * this depth may be granted (HELLO has not come yet). The last send
+	 * buffer (LOGIN, DISCOVER_REPLY) is a full message; the AUTH_*
+	 * messages have their own after it.
+	 */
+	c->inline_cap = login_inline_cap(&w->tgt->cfg, attr.max_recv_wr,
+					 wg->ops->reg_pins_memory);
+	if (qp_init(&c->qp, xc, &attr, RBLK_CMD_SIZE + c->inline_cap,
 		    (size_t)qd * RESP_BUF_SIZE + RBLK_MSG_MAX + AUTH_BUF_SIZE))
 		goto out_reject;
 	c->auth_buf = (char *)send_buf(c, qd) + RBLK_MSG_MAX;
@@ -435,9 +441,9 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	c->state = TCONN_LIVE;
 	pthread_mutex_unlock(&w->conns_lock);
 	atomic_fetch_add(&e->sessions, 1);
-	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u%s%s)",
+	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u, inline %u%s%s)",
 		 (unsigned long long)c->id, c->peer, h->host_name, e->name,
-		 h->queue_id, qd, c->lim.max_io,
+		 h->queue_id, qd, c->lim.max_io, c->lim.inline_max,
 		 (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "",
 		 c->vol_mw ? ", direct" : "");
 }
@@ -464,6 +470,8 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	c->exp = p.exp; /* the lookup's reference, dropped in tconn_free() */
 	c->hello = p.hello;
 	c->lim = p.lim; /* granted once LOGIN is sent */
+	c->lim.inline_max = MIN(p.hello.inline_data, c->inline_cap) &
+			    ~(RBLK_INLINE_ALIGN - 1u);
 	if (login_auth_needed(&t->cfg, c->exp, c->hello.host_name)) {
 		auth_challenge(w, c);
 		return;
@@ -519,7 +527,8 @@ static void handle_recv(struct worker *w, struct tconn *c,
 		break;
 	case TCONN_LIVE:
 		c->last_rx_ms = w->now_ms;
-		treq_recv(c, buf, wc);
+		if (treq_recv(c, buf, wc))
+			return; /* an inline WRITE holds it until it has a slot */
 		break;
 	case TCONN_CLOSING:
 		return;

@@ -12,6 +12,9 @@
  *                                                when its RESP completes)
  *   WRITE  SLOT -> GRANT -> DATA -(WRITE_DATA)-> EXEC -> BACKEND -> RESPOND
  *          -> FREE
+ *   inline WRITE (data in the capsule)  SLOT -(data copied from the
+ *          receive buffer, which is reposted)-> EXEC -> BACKEND -> RESPOND
+ *          -> FREE
  *   other  EXEC -> (BACKEND) -> RESPOND -> FREE
  *
  * Key lifetime: a tag's window is bound in the chain that hands its key
@@ -41,6 +44,36 @@ static bool is_data(const struct treq *r)
 /* ---- the slot pool ------------------------------------------------------- */
 
 /*
+ * r got its slot: a READ executes, a WRITE asks for its data (GRANT), an
+ * inline WRITE has its data copied from the capsule into the slot (the
+ * backend may need aligned memory, and the receive goes back at once)
+ * and executes.
+ */
+static void slot_got(struct treq *r)
+{
+	struct tconn *c = r->conn;
+
+	if (r->cmd.opcode != RBLK_OP_WRITE) {
+		r->state = TREQ_EXEC;
+		return;
+	}
+	if (!(r->cmd.flags & RBLK_CMD_F_INLINE)) {
+		r->state = TREQ_GRANT;
+		return;
+	}
+	memcpy(r->slot, r->cmd.data, r->cmd.length);
+	r->cmd.data = NULL;
+	r->state = TREQ_EXEC;
+	if (r->held_recv) {
+		unsigned int i = r->held_recv - 1;
+
+		r->held_recv = 0;
+		if (c->state != TCONN_CLOSING && qp_post_recv(&c->qp, i))
+			tconn_fail(c, "reposting a receive failed");
+	}
+}
+
+/*
  * Serve waiting commands in arrival order while the pool has room. The
  * head waits until its run fits (no overtaking: a large command is never
  * starved by small ones). Re-entered from inside (a served command can
@@ -60,8 +93,7 @@ static void slot_serve(struct worker *w)
 		w->slot_wait_head = r->next_slot;
 		if (!w->slot_wait_head)
 			w->slot_wait_tail = NULL;
-		r->state = r->cmd.opcode == RBLK_OP_WRITE ? TREQ_GRANT :
-							    TREQ_EXEC;
+		slot_got(r);
 		treq_process(r);
 	}
 	w->serving_slots = false;
@@ -82,8 +114,7 @@ static void slot_get(struct worker *w, struct treq *r)
 	if (!w->slot_wait_head)
 		r->slot = slot_pool_alloc(&w->pool, r->cmd.length);
 	if (r->slot) {
-		r->state = r->cmd.opcode == RBLK_OP_WRITE ? TREQ_GRANT :
-							    TREQ_EXEC;
+		slot_got(r);
 		return;
 	}
 	r->state = TREQ_SLOT;
@@ -453,22 +484,27 @@ void treq_backend_done(struct treq *r, int res)
 	treq_process(r);
 }
 
-/* A CMD on a live connection. */
-static void handle_command(struct tconn *c, const void *buf, uint32_t len)
+/*
+ * A CMD on a live connection, in receive buffer recv_idx. True when an
+ * inline WRITE waiting for a slot keeps that buffer.
+ */
+static bool handle_command(struct tconn *c, const void *buf, uint32_t len,
+			   unsigned int recv_idx)
 {
 	struct treq *r;
 	int tag, st;
 
 	tag = rblk_cmd_peek_tag(buf, len, c->lim.queue_depth);
 	if (tag < 0) {
-		tconn_fail(c, "command with a tag out of range");
-		return;
+		tconn_fail(c, "malformed command capsule (header, length or tag)");
+		return false;
 	}
 	r = &c->reqs[tag];
 	if (r->state != TREQ_FREE || r->resp_batch > c->flushes) {
 		tconn_fail(c, "command on a tag still in use");
-		return;
+		return false;
 	}
+	r->held_recv = 0;
 	r->t_recv_ns = now_ns();
 	st = rblk_cmd_decode(buf, len, &c->lim, &r->cmd);
 	r->cmd.tag = (uint16_t)tag;
@@ -486,10 +522,15 @@ static void handle_command(struct tconn *c, const void *buf, uint32_t len)
 		r->state = TREQ_RESPOND;
 	} else if (is_data(r)) {
 		slot_get(c->worker, r);
+		if (r->state == TREQ_SLOT && r->cmd.data) {
+			r->held_recv = recv_idx + 1;
+			return true;
+		}
 	} else {
 		r->state = TREQ_EXEC;
 	}
 	treq_process(r);
+	return false;
 }
 
 /*
@@ -531,12 +572,12 @@ static void handle_done(struct tconn *c, const void *buf,
 	treq_process(r);
 }
 
-void treq_recv(struct tconn *c, const void *buf, const struct xp_wc *wc)
+bool treq_recv(struct tconn *c, const void *buf, const struct xp_wc *wc)
 {
 	switch (rblk_msg_type(buf, wc->byte_len)) {
 	case RBLK_MSG_CMD:
-		handle_command(c, buf, wc->byte_len);
-		break;
+		return handle_command(c, buf, wc->byte_len,
+				      qp_wrid_val(wc->wr_id));
 	case RBLK_MSG_READ_DONE:
 	case RBLK_MSG_WRITE_DATA:
 		handle_done(c, buf, wc);
@@ -548,6 +589,7 @@ void treq_recv(struct tconn *c, const void *buf, const struct xp_wc *wc)
 		tconn_fail(c, "unexpected message type");
 		break;
 	}
+	return false;
 }
 
 void treq_send_done(struct tconn *c, const struct xp_wc *wc)

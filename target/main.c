@@ -64,6 +64,9 @@ static void usage(FILE *f)
 		"      --slot-pool SIZE      registered memory for command data, shared\n"
 		"                            by all sessions, split over the workers\n"
 		"                            (default 256M)\n"
+		"      --inline-data SIZE|auto  most WRITE bytes carried in the command\n"
+		"                            capsule, 0 (off) to 16K; auto (default):\n"
+		"                            4K, less at large queue depths\n"
 		"      --ctl-socket PATH     control socket, or none (default %s)\n"
 		"      --ctl-socket-mode MODE  its permissions (default 0600)\n"
 		"      --metrics tcp://HOST:PORT|PORT\n"
@@ -86,7 +89,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 {
 	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO, OPT_CTL, OPT_CTL_MODE,
 	       OPT_METRICS, OPT_HOST, OPT_NAME, OPT_SLOT_POOL, OPT_LIMIT,
-	       OPT_ALLOW_ANY };
+	       OPT_ALLOW_ANY, OPT_INLINE };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, 'l' },
 		{ "export", required_argument, NULL, 'e' },
@@ -96,6 +99,7 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		{ "max-queue-depth", required_argument, NULL, OPT_MAXQD },
 		{ "max-io", required_argument, NULL, OPT_MAXIO },
 		{ "slot-pool", required_argument, NULL, OPT_SLOT_POOL },
+		{ "inline-data", required_argument, NULL, OPT_INLINE },
 		{ "max-pending", required_argument, NULL, OPT_LIMIT },
 		{ "max-pending-per-host", required_argument, NULL, OPT_LIMIT },
 		{ "max-sessions", required_argument, NULL, OPT_LIMIT },
@@ -206,6 +210,10 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		}
 		case OPT_SLOT_POOL:
 			if (cfg_set_slot_pool(cfg, optarg, err, sizeof(err)))
+				goto bad;
+			break;
+		case OPT_INLINE:
+			if (cfg_set_inline_data(cfg, optarg, err, sizeof(err)))
 				goto bad;
 			break;
 		case OPT_CTL:

@@ -254,6 +254,12 @@ struct treq {
 	/* a push READ's slot: the NIC reads it until its RESP completes */
 	void *sent_slot;
 	void *resp_buf; /* this tag's response capsule buffer */
+	/*
+	 * An inline WRITE waiting in TREQ_SLOT keeps its receive buffer
+	 * (cmd.data points into it) until a slot takes the data: its index
+	 * + 1, else 0.
+	 */
+	unsigned int held_recv;
 	struct treq *next_wait; /* on conn's send-credit wait list */
 	struct treq *next_slot; /* on worker->slot_wait */
 	/* conn->flushes + 1 while this tag's response waits in the batch:
@@ -279,6 +285,8 @@ struct tconn {
 	uint64_t id; /* for logs */
 	char peer[96];
 	uint16_t cm_qd; /* queue depth asked for in the connect request */
+	/* in-capsule bytes its receives hold (login_inline_cap()) */
+	uint32_t inline_cap;
 	struct export *exp;
 	struct rblk_limits lim; /* what commands are validated against */
 
@@ -467,6 +475,20 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		 uint32_t cfg_max_io, login_lookup_fn lookup, void *ctx,
 		 struct login_plan *p);
 
+/*
+ * In-capsule WRITE data (docs/PROTOCOL.md, "In-capsule data"): the most a
+ * connection with nr_recv receives (tconn_attr() of its queue depth) may
+ * be granted, which its receive buffers are sized for when it is
+ * accepted: cfg->inline_data when set, else (auto) the largest power of
+ * two from 512 to RBLK_INLINE_DEFAULT that keeps its receive ring
+ * (nr_recv receives, each RBLK_CMD_SIZE + inline bytes) within INLINE_RING_PINNED where registering pins memory
+ * (rdma), INLINE_RING_UNPINNED where it does not (tcp); 0 when none
+ * fits. Pure; any thread.
+ */
+#define INLINE_RING_PINNED (256u << 10)
+#define INLINE_RING_UNPINNED (1u << 20)
+uint32_t login_inline_cap(const struct cfg_target *cfg, unsigned int nr_recv,
+			  bool pinned);
 /* The LOGIN granting lim (volume fields and ids are the caller's). */
 void login_reply(const struct rblk_limits *lim, struct rblk_login *l);
 /*

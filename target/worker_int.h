@@ -47,8 +47,12 @@ void tconn_handle_wc(struct worker *w, struct tconn *c,
 
 /* io.c */
 void treq_process(struct treq *r);
-/* A CMD, READ_DONE or WRITE_DATA on a live connection. */
-void treq_recv(struct tconn *c, const void *buf, const struct xp_wc *wc);
+/*
+ * A CMD, READ_DONE or WRITE_DATA on a live connection. True when the
+ * receive buffer is kept (an inline WRITE waiting for a slot reposts it
+ * once its data is copied out); false: the caller reposts it.
+ */
+bool treq_recv(struct tconn *c, const void *buf, const struct xp_wc *wc);
 /* A signaled send of c completed (any status): credits, slots, waiters. */
 void treq_send_done(struct tconn *c, const struct xp_wc *wc);
 /* Post every connection's batch; none is left on the flush list. */

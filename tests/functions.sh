@@ -457,3 +457,23 @@ expect_refusal()
 		fail "$*: output does not match '$pattern': $(head -c 400 "$TEST_DIR/refusal.out")"
 	echo "  refused in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')s: $(grep -Em1 -- "$pattern" "$TEST_DIR/refusal.out" | cut -c1-160)"
 }
+
+# start_target_on PORT LOG ARGS...: rblk-target on tcp://127.0.0.1:PORT
+# (a restart on the port its initiators know), logging to LOG; sets
+# RBLK_TARGET_PID and stops it on exit. Fails unless it listens in 10 s.
+start_target_on()
+{
+	local port=$1 log=$2 i
+	shift 2
+	"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --allow-any-host \
+		--log-level info "$@" >"$log" 2>&1 &
+	RBLK_TARGET_PID=$!
+	cleanup_fn stop_pid "$RBLK_TARGET_PID"
+	for ((i = 0; i < 200; i++)); do
+		grep -q "listening on" "$log" && return 0
+		kill -0 "$RBLK_TARGET_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$log"
+	fail "rblk-target did not start on port $port"
+}

@@ -440,6 +440,7 @@ static int xr_connect(const char *host, uint16_t port,
 
 const struct xp_ops xp_rdma_ops = {
     .name = "rdma",
+    .reg_pins_memory = true,
     .group_create = xr_group_create,
     .group_destroy = xr_group_destroy,
     .group_fd = xr_group_fd,

@@ -235,6 +235,12 @@ struct xp_ops {
 	 * reads (the target RDMA WRITEs) on such a transport.
 	 */
 	bool read_costs_peer_cpu;
+	/*
+	 * Registering memory pins it (counted in the process's VmPin) for
+	 * the life of the registration: true on rdma; on tcp a region is
+	 * ordinary memory, resident only where it was touched.
+	 */
+	bool reg_pins_memory;
 
 	/* A poll group for the calling thread. */
 	int (*group_create)(struct xp_group **out);

@@ -127,9 +127,19 @@ struct rblk_opts {
 	 * RBLK_MAX_QUEUED. Costs about 100 bytes per I/O at open.
 	 */
 	unsigned int max_queued;
+	/*
+	 * In-capsule WRITE data: a WRITE of at most the granted size carries
+	 * its data in the command itself, saving the round trip for the
+	 * target's window (GRANT). 0 (default): ask for RBLK_DEFAULT_INLINE
+	 * bytes (the target grants what its receive buffers hold, maybe
+	 * less or none); > 0: ask for that many (at most 16384); < 0: off.
+	 * Costs queue_depth x the size asked of registered memory per queue.
+	 */
+	int inline_data;
 };
 
 #define RBLK_DEFAULT_QUEUED_FACTOR 4
+#define RBLK_DEFAULT_INLINE 4096
 #define RBLK_MAX_QUEUED 65536
 
 void rblk_opts_init(struct rblk_opts *opts);

@@ -44,21 +44,10 @@ tlog=$RBLK_TARGET_LOG # the running target's log
 # (re)start the target on the same port with export vol0=$1
 restart_target()
 {
-	local log i
 	nstart=$((nstart + 1))
-	log=$TEST_DIR/target.r$nstart.log
-	tlog=$log
-	"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
-		--export "vol0=$1" >"$log" 2>&1 &
-	tpid=$!
-	cleanup_fn stop_pid "$tpid"
-	for ((i = 0; i < 200; i++)); do
-		grep -q "listening on" "$log" && return 0
-		kill -0 "$tpid" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$log"
-	fail "rblk-target did not restart on port $port"
+	tlog=$TEST_DIR/target.r$nstart.log
+	start_target_on "$port" "$tlog" --export "vol0=$1"
+	tpid=$RBLK_TARGET_PID
 }
 
 now_ms() { date +%s%3N; }

@@ -57,7 +57,8 @@ RESP_F_PULL = C.RBLK_RESP_F_PULL
 READ, WRITE, FLUSH, TRIM = (C.RBLK_OP_READ, C.RBLK_OP_WRITE, C.RBLK_OP_FLUSH,
                             C.RBLK_OP_TRIM)
 WZ, DISC, KA = C.RBLK_OP_WRITE_ZEROES, C.RBLK_OP_DISCONNECT, C.RBLK_OP_KEEPALIVE
-FUA, PUSH = C.RBLK_CMD_F_FUA, C.RBLK_CMD_F_PUSH
+FUA, PUSH, INLINE = C.RBLK_CMD_F_FUA, C.RBLK_CMD_F_PUSH, C.RBLK_CMD_F_INLINE
+CMD_SIZE, INLINE_MAX = C.RBLK_CMD_SIZE, C.RBLK_INLINE_MAX
 S = {k[len("RBLK_S_"):]: v for k, v in vars(C).items()
      if k.startswith("RBLK_S_") and not k.endswith("_")}
 SNAME = {v: k for k, v in S.items()}
@@ -74,15 +75,20 @@ def name(s):
 
 
 def hello(export=EXPORT, qd=32, max_io=1 << 20, flags=0, host="raw",
-          **h):
+          inline=0, **h):
     return (hdr(HELLO, 280, **h) + struct.pack("<HHIII", qd, 0, max_io,
-            flags, 0) + name(export) + name(host))
+            flags, inline) + name(export) + name(host))
 
 
 def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
-        reserved=(0,) * 7, **h):
-    return (hdr(CMD, 64, **h) + struct.pack("<HBBIQQI", tag, op, flags,
-            length, offset, addr, rkey) + struct.pack("<7I", *reserved))
+        reserved=(0,) * 7, data=b"", hlen=None, **h):
+    """A CMD capsule; data (in-capsule WRITE data) follows it, and the
+    header's length is the whole unless hlen says otherwise."""
+    if hlen is None:
+        hlen = CMD_SIZE + len(data)
+    return (hdr(CMD, hlen, **h) + struct.pack("<HBBIQQI", tag, op, flags,
+            length, offset, addr, rkey) + struct.pack("<7I", *reserved) +
+            data)
 
 
 def done(typ, tag, rkey):
@@ -167,10 +173,10 @@ class Conn:
     def login(self, export=EXPORT, **kw):
         self.send(hello(export=export, **kw))
         m = self.message()
-        (st, qd, _, max_io, bs, size, feat) = struct.unpack("<IHHIIQI",
-                                                             m[8:36])
+        (st, qd, inl, max_io, bs, size, feat) = struct.unpack("<IHHIIQI",
+                                                               m[8:36])
         assert m[5] == LOGIN and st == 0, "login refused: status %d" % st
-        self.lim = dict(qd=qd, max_io=max_io, bs=bs, size=size)
+        self.lim = dict(qd=qd, max_io=max_io, bs=bs, size=size, inline=inl)
         return self
 
     def window(self, timeout=10):
@@ -350,6 +356,27 @@ def baseline():
     return p == data or "read back differs"
 
 
+@case("inline: 4k WRITE in the capsule, read back", "granted 4096, round trip")
+def inline_baseline():
+    c = Conn().connect().login(inline=4096)
+    if c.lim["inline"] != 4096:
+        return "LOGIN granted %d in-capsule bytes" % c.lim["inline"]
+    data = os.urandom(4096)
+    off = 4096 * 40
+    c.send(cmd(tag=3, op=WRITE, flags=INLINE, length=4096, offset=off,
+               data=data))
+    if c.resp() != (3, 0, 4096):
+        return "inline WRITE not answered OK"
+    c.send(cmd(tag=4, op=READ, length=4096, offset=off))
+    tag, addr, rkey, ln = c.window()
+    c.seq += 1
+    c.raw(frame(F_READ_REQ, length=ln, ident=c.seq, addr=addr, rkey=rkey))
+    t, ident, _, _, _, p = c.frame()
+    c.send_inv(done(READ_DONE, tag, rkey), rkey)
+    c.close()
+    return p == data or "read back differs"
+
+
 def grant(c, tag=2, length=8192):
     """A WRITE on tag whose GRANT we take: (addr, rkey)."""
     c.send(cmd(tag=tag, op=WRITE, length=length))
@@ -400,13 +427,44 @@ QUICK = [
                 hdr(9, 64) + bytes(56), S["BAD_STATE"]),
     refuse_case("RESP before login", hdr(RESP, 32) + bytes(24),
                 S["BAD_STATE"]),
+    # in-capsule data: framing that disagrees fails the connection
+    live_drop_case("inline: header says 4160 bytes, 2112 received",
+                   lambda c: with_seq(c, cmd(op=WRITE, flags=INLINE,
+                                             length=4096, hlen=4160,
+                                             data=bytes(2048)))),
+    live_drop_case("inline: header says 64 bytes, 576 received",
+                   lambda c: with_seq(c, cmd(op=WRITE, flags=INLINE,
+                                             length=512, hlen=64,
+                                             data=bytes(512)))),
+    live_drop_case("inline: capsule length 2048, 1024 bytes carried",
+                   lambda c: with_seq(c, cmd(op=WRITE, flags=INLINE,
+                                             length=2048,
+                                             data=bytes(1024)))),
+    live_drop_case("inline: data behind a capsule without INLINE",
+                   lambda c: with_seq(c, cmd(op=WRITE, length=512,
+                                             data=bytes(512)))),
+    live_drop_case("inline: 4 GiB length in a 576-byte capsule",
+                   lambda c: with_seq(c, cmd(op=WRITE, flags=INLINE,
+                                             length=0xFFFFFFFF, hlen=576,
+                                             data=bytes(512)))),
+    # well framed but not allowed: answered on the tag
+    status_case("inline: 2048 bytes where 1024 were granted",
+                lambda lim: cmd(op=WRITE, flags=INLINE, length=2048,
+                                data=bytes(2048)), S["INVALID"], inline=1024),
+    status_case("inline: not asked for at login",
+                lambda lim: cmd(op=WRITE, flags=INLINE, length=512,
+                                data=bytes(512)), S["INVALID"], inline=0),
+    status_case("inline: on a READ",
+                lambda lim: cmd(op=READ, flags=INLINE, length=512,
+                                data=bytes(512)), S["INVALID"], inline=4096),
+    inline_baseline,
 ]
 
 
-@case("hello: 600-byte SEND (receive holds 512)", "disconnect")
+@case("hello: SEND larger than any receive", "disconnect")
 def oversize_send():
     c = Conn().connect()
-    c.send(hello() + bytes(320))
+    c.send(hello() + bytes(CMD_SIZE + INLINE_MAX))
     return c.expect_drop(10) or "still connected"
 
 

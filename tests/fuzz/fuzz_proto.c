@@ -17,19 +17,20 @@
 #include "../../common/util.h"
 
 static const struct rblk_limits fixed_limits[] = {
-    {1, 4096, 4096, 4096, 0},
-    {64, 1u << 20, 4096, 1ull << 30, RBLK_F_ALL & ~RBLK_F_READ_ONLY},
-    {64, 1u << 20, 512, 1ull << 30, RBLK_F_ALL},
+    {1, 4096, 4096, 4096, 0, 0},
+    {64, 1u << 20, 4096, 1ull << 30, RBLK_F_ALL & ~RBLK_F_READ_ONLY, 4096},
+    {64, 1u << 20, 512, 1ull << 30, RBLK_F_ALL, RBLK_INLINE_MAX},
     {RBLK_MAX_QD, RBLK_MAX_MAX_IO, 65536, UINT64_MAX & ~0xffffull,
-     RBLK_F_FLUSH | RBLK_F_TRIM},
-    {128, 8192, 512, 0, RBLK_F_ZEROES | RBLK_F_FUA},
+     RBLK_F_FLUSH | RBLK_F_TRIM, 512},
+    {128, 8192, 512, 0, RBLK_F_ZEROES | RBLK_F_FUA, 0},
 };
 
 static void check_cmd(const uint8_t *data, size_t size,
 		      const struct rblk_limits *lim)
 {
 	struct rblk_cmd c;
-	uint8_t again[RBLK_CMD_SIZE];
+	uint8_t again[RBLK_CMD_SIZE + RBLK_INLINE_MAX];
+	size_t want;
 	int st = rblk_cmd_decode(data, size, lim, &c);
 	int peek = rblk_cmd_peek_tag(data, size, lim->queue_depth);
 	uint64_t end;
@@ -47,7 +48,16 @@ static void check_cmd(const uint8_t *data, size_t size,
 	if (st != RBLK_S_OK)
 		return;
 
-	CHECK(size == RBLK_CMD_SIZE);
+	/* in-capsule data: a WRITE within the grant, framed exactly */
+	want = RBLK_CMD_SIZE;
+	if (c.flags & RBLK_CMD_F_INLINE) {
+		CHECK(c.opcode == RBLK_OP_WRITE && c.length <= lim->inline_max);
+		CHECK(c.data == data + RBLK_CMD_SIZE);
+		want += c.length;
+	} else {
+		CHECK(c.data == NULL);
+	}
+	CHECK(size == want);
 	CHECK(c.opcode >= RBLK_OP_READ && c.opcode <= RBLK_OP_MAX_);
 	CHECK(!(c.flags & ~RBLK_CMD_F_ALL));
 	if (!(c.flags & RBLK_CMD_F_PUSH))
@@ -84,8 +94,8 @@ static void check_cmd(const uint8_t *data, size_t size,
 		CHECK(end > c.offset && end <= lim->size);
 		break;
 	}
-	CHECK(rblk_cmd_encode(again, &c) == RBLK_CMD_SIZE);
-	CHECK(!memcmp(again, data, RBLK_CMD_SIZE));
+	CHECK(rblk_cmd_encode(again, &c) == want);
+	CHECK(!memcmp(again, data, want));
 }
 
 /* Limits from 24 bytes of input, made as sane as a login would make them. */
@@ -98,6 +108,9 @@ static void limits_from(const uint8_t *p, struct rblk_limits *lim)
 		lim->max_io = RBLK_MAX_MAX_IO;
 	lim->features = (uint32_t)fz_le(p + 4, 4, 4) & RBLK_F_ALL;
 	lim->size = fz_le(p + 8, 8, 8) & ~(uint64_t)(lim->block_size - 1);
+	lim->inline_max = (uint32_t)(p[16] % (RBLK_INLINE_MAX /
+					      RBLK_INLINE_ALIGN + 1)) *
+			  RBLK_INLINE_ALIGN;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

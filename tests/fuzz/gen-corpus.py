@@ -47,9 +47,9 @@ def login(status=0, qd=64, max_io=1 << 20, bs=4096, size=1 << 30,
 
 
 def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
-        reserved=(0,) * 7, **h):
-    return (hdr(CMD, 64, **h) + struct.pack("<HBBIQQI", tag, op, flags, length,
-            offset, addr, rkey) + struct.pack("<7I", *reserved))
+        reserved=(0,) * 7, hlen=64, **h):
+    return (hdr(CMD, hlen, **h) + struct.pack("<HBBIQQI", tag, op, flags,
+            length, offset, addr, rkey) + struct.pack("<7I", *reserved))
 
 
 def resp(tag=0, status=0, length=4096, flags=0, rkey=0, addr=0):
@@ -133,6 +133,10 @@ proto = {
     "cmd-bad-op": cmd(op=99),
     "cmd-bad-tag": cmd(tag=0xFFFF),
     "cmd-reserved": cmd(reserved=(0, 0, 0, 1, 0, 0, 0)),
+    "cmd-inline": cmd(op=WRITE, flags=0x04, length=4096,
+                      hlen=64 + 4096) + bytes(range(256)) * 16,
+    "cmd-inline-short": cmd(op=WRITE, flags=0x04, length=4096,
+                            hlen=64 + 4096) + bytes(512),
     "resp": resp(),
     "resp-err": resp(tag=3, status=5, length=0),
     "cm-req": cm_req(),

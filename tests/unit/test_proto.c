@@ -577,8 +577,8 @@ static void test_cmd_opcode(void **state)
 static void test_cmd_flags(void **state)
 {
 	(void)state;
-	/* unknown flag bits */
-	for (int bit = 2; bit < 8; bit++)
+	/* unknown flag bits (bit 2 is INLINE: test_cmd_inline_*) */
+	for (int bit = 3; bit < 8; bit++)
 		for (int op = 1; op <= RBLK_OP_MAX_; op++)
 			assert_int_equal(cmd_st(1, (uint8_t)op,
 						(uint8_t)(1u << bit), 0, 512,
@@ -910,17 +910,205 @@ static void test_hello_fields(void **state)
 	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
 }
 
-static void test_hello_reserved(void **state)
+/* HELLO's inline_data (offset 20, once reserved): any value is a request */
+static void test_hello_inline(void **state)
 {
-	struct rblk_hello h = good_hello();
+	static const uint32_t asks[] = { 0, 1, 512, 4096, 4097, 65536,
+					 UINT32_MAX };
+	struct rblk_hello h = good_hello(), out;
 	struct msgbuf m;
 
 	(void)state;
-	for (int i = 0; i < 4; i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(asks); i++) {
+		h.inline_data = asks[i];
 		rblk_hello_encode(m.b, &h);
-		m.b[20 + i] = 1;
-		assert_int_equal(hello_decode_m(&m), RBLK_S_INVALID);
+		assert_int_equal(get32(m.b + 20), asks[i]);
+		assert_int_equal(rblk_hello_decode(m.b, RBLK_HELLO_SIZE, &out),
+				 RBLK_S_OK);
+		assert_int_equal(out.inline_data, asks[i]);
 	}
+}
+
+/* LOGIN's inline_data (offset 14): 0 or a multiple of 512 up to 16K */
+static void test_login_inline(void **state)
+{
+	struct rblk_login l = good_login(), out;
+	struct msgbuf m;
+
+	(void)state;
+	for (uint32_t n = 0; n <= RBLK_INLINE_MAX; n += RBLK_INLINE_ALIGN) {
+		l.inline_data = (uint16_t)n;
+		rblk_login_encode(m.b, &l);
+		assert_int_equal(get16(m.b + 14), n);
+		assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+				 RBLK_S_OK);
+		assert_int_equal(out.inline_data, n);
+	}
+	l.inline_data = 4096 + 1;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.inline_data = 100;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.inline_data = RBLK_INLINE_MAX + RBLK_INLINE_ALIGN;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	/* a refusal grants nothing */
+	l = (struct rblk_login){ .status = RBLK_S_NO_EXPORT };
+	rblk_login_encode(m.b, &l);
+	m.b[15] = 0x10;
+	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
+			 RBLK_S_INVALID);
+}
+
+/* Room for a capsule with the most in-capsule data, plus slack. */
+struct bigbuf {
+	uint8_t b[RBLK_CMD_SIZE + RBLK_INLINE_MAX + 64];
+};
+
+static const struct rblk_limits inline_lim = {
+	.queue_depth = 16,
+	.max_io = 128 * KIB,
+	.block_size = 512,
+	.size = 1 * MIB,
+	.features = RBLK_F_FLUSH | RBLK_F_FUA,
+	.inline_max = 4096,
+};
+
+/* An inline WRITE of len bytes of a pattern at tag 5, offset 8192. */
+static size_t inline_cmd(struct bigbuf *m, uint32_t len, uint8_t extra_flags)
+{
+	static uint8_t data[RBLK_INLINE_MAX];
+	struct rblk_cmd c = mkcmd(5, RBLK_OP_WRITE,
+				  RBLK_CMD_F_INLINE | extra_flags, 8192, len);
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 3);
+	c.data = data;
+	memset(m, 0xee, sizeof(*m));
+	return rblk_cmd_encode(m->b, &c);
+}
+
+static void test_cmd_inline_roundtrip(void **state)
+{
+	static const uint32_t lens[] = { 512, 1024, 3584, 4096 };
+	struct bigbuf m;
+	struct rblk_cmd out;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(lens); i++) {
+		uint32_t len = lens[i];
+		size_t n = inline_cmd(&m, len, RBLK_CMD_F_FUA);
+
+		assert_int_equal(n, RBLK_CMD_SIZE + len);
+		check_hdr_bytes(m.b, RBLK_MSG_CMD, (uint16_t)n);
+		assert_int_equal(m.b[11], RBLK_CMD_F_INLINE | RBLK_CMD_F_FUA);
+		assert_int_equal(m.b[n], 0xee); /* nothing written past it */
+		assert_int_equal(rblk_cmd_peek_tag(m.b, n, 16), 5);
+		assert_int_equal(rblk_cmd_decode(m.b, n, &inline_lim, &out),
+				 RBLK_S_OK);
+		assert_int_equal(out.length, len);
+		assert_int_equal(out.flags, RBLK_CMD_F_INLINE | RBLK_CMD_F_FUA);
+		assert_ptr_equal(out.data, m.b + RBLK_CMD_SIZE);
+		for (uint32_t j = 0; j < len; j++)
+			assert_int_equal(((const uint8_t *)out.data)[j],
+					 (uint8_t)(j * 7 + 3));
+	}
+	/* without INLINE there is no data pointer */
+	{
+		struct msgbuf c;
+
+		good_cmd(&c);
+		assert_int_equal(decode_m(&c, RBLK_CMD_SIZE), RBLK_S_OK);
+		assert_int_equal(rblk_cmd_decode(c.b, RBLK_CMD_SIZE,
+						 &inline_lim, &out),
+				 RBLK_S_OK);
+		assert_null(out.data);
+	}
+}
+
+/* Well framed, but not allowed: answered on the tag with INVALID. */
+static void test_cmd_inline_refused(void **state)
+{
+	struct rblk_limits lim = inline_lim;
+	struct bigbuf m;
+	struct rblk_cmd out;
+	size_t n;
+
+	(void)state;
+	/* above the granted size */
+	n = inline_cmd(&m, 4608, 0);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, n, 16), 5);
+	assert_int_equal(rblk_cmd_decode(m.b, n, &lim, &out), RBLK_S_INVALID);
+	assert_int_equal(out.tag, 5);
+	/* nothing granted */
+	lim.inline_max = 0;
+	n = inline_cmd(&m, 512, 0);
+	assert_int_equal(rblk_cmd_decode(m.b, n, &lim, &out), RBLK_S_INVALID);
+	/* INLINE on anything but WRITE, with its data framed correctly */
+	for (int op = 1; op <= RBLK_OP_MAX_; op++) {
+		if (op == RBLK_OP_WRITE)
+			continue;
+		n = inline_cmd(&m, 512, 0);
+		m.b[10] = (uint8_t)op;
+		assert_int_equal(rblk_cmd_peek_tag(m.b, n, 16), 5);
+		assert_int_equal(rblk_cmd_decode(m.b, n, &inline_lim, &out),
+				 RBLK_S_INVALID);
+	}
+	/* the usual checks still apply: read-only, misaligned, range */
+	lim = inline_lim;
+	lim.features |= RBLK_F_READ_ONLY;
+	n = inline_cmd(&m, 512, 0);
+	assert_int_equal(rblk_cmd_decode(m.b, n, &lim, &out),
+			 RBLK_S_READ_ONLY);
+	n = inline_cmd(&m, 600, 0);
+	assert_int_equal(rblk_cmd_decode(m.b, n, &inline_lim, &out),
+			 RBLK_S_MISALIGNED);
+}
+
+/*
+ * Malformed framing: the header's length, the bytes received and the
+ * capsule's data length disagree. peek_tag says -1 (the connection
+ * fails) and the decoder refuses it too.
+ */
+static void test_cmd_inline_framing(void **state)
+{
+	struct bigbuf m;
+	struct rblk_cmd out;
+	size_t n;
+
+	(void)state;
+	n = inline_cmd(&m, 1024, 0);
+	/* fewer or more bytes received than the header says */
+	assert_int_equal(rblk_cmd_peek_tag(m.b, n - 512, 16), -1);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, n - 1, 16), -1);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, n + 1, 16), -1);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 16), -1);
+	assert_int_equal(rblk_cmd_decode(m.b, n - 512, &inline_lim, &out),
+			 RBLK_S_INVALID);
+	/* header and bytes agree, but the capsule's length says otherwise */
+	n = inline_cmd(&m, 1024, 0);
+	m.b[12] = 0; /* length 1024 -> 0 */
+	m.b[13] = 0x08; /* -> 2048 */
+	assert_int_equal(rblk_cmd_peek_tag(m.b, n, 16), -1);
+	assert_int_equal(rblk_cmd_decode(m.b, n, &inline_lim, &out),
+			 RBLK_S_INVALID);
+	/* data behind a capsule without INLINE */
+	n = inline_cmd(&m, 512, 0);
+	m.b[11] = 0;
+	assert_int_equal(rblk_cmd_peek_tag(m.b, n, 16), -1);
+	/* INLINE with the header saying a bare capsule */
+	n = inline_cmd(&m, 512, 0);
+	m.b[6] = RBLK_CMD_SIZE;
+	m.b[7] = 0;
+	assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 16), -1);
+	assert_int_equal(rblk_cmd_peek_tag(m.b, n, 16), -1);
+	/* a length that would wrap 64 + length in 32 bits */
+	n = inline_cmd(&m, 512, 0);
+	m.b[12] = 0xff;
+	m.b[13] = 0xff;
+	m.b[14] = 0xff;
+	m.b[15] = 0xff;
+	assert_int_equal(rblk_cmd_peek_tag(m.b, n, 16), -1);
+	assert_int_equal(rblk_cmd_decode(m.b, n, &inline_lim, &out),
+			 RBLK_S_INVALID);
 }
 
 static void test_hello_names(void **state)
@@ -1749,7 +1937,11 @@ int main(void)
 		cmocka_unit_test(test_cmd_read_only),
 		cmocka_unit_test(test_cmd_not_supported),
 		cmocka_unit_test(test_hello_fields),
-		cmocka_unit_test(test_hello_reserved),
+		cmocka_unit_test(test_hello_inline),
+		cmocka_unit_test(test_login_inline),
+		cmocka_unit_test(test_cmd_inline_roundtrip),
+		cmocka_unit_test(test_cmd_inline_refused),
+		cmocka_unit_test(test_cmd_inline_framing),
 		cmocka_unit_test(test_hello_names),
 		cmocka_unit_test(test_login_fields),
 		cmocka_unit_test(test_login_block_size),

@@ -8,16 +8,21 @@
 #   git archive OLD | tar -x -C /tmp/old && make -C /tmp/old BUILD=build-old \
 #       all fio-engine
 #   tools/bench/ab-engine.sh --a /tmp/old/build-old --b build [--rounds 5]
-#       [--runtime 5] [--workers 2]
+#       [--runtime 5] [--workers 2] [--workloads "randwrite 4k 32,randread 4k 1"]
 #
-# Workloads: 4k randread QD32 and 128k sequential read QD16 (issue 11's
-# "not slower" pair). Prints each run's IOPS and, per workload, the median
-# of the per-round B/A ratios with their min and max.
+# Workloads (--workloads: "RW BS QD" separated by commas): by default 4k
+# randread QD32 and 128k sequential read QD16 (issue 11's "not slower"
+# pair). Prints each run's IOPS and CPU microseconds per I/O (fio's own
+# user+system time plus the target's utime+stime from /proc, over the
+# I/Os done) and, per workload, the medians and the per-round B/A ratios
+# (median, min, max).
 set -euo pipefail
 
 a='' b='' rounds=5 runtime=5 workers=2
+workloads='randread 4k 32,read 128k 16'
 while [ $# -gt 0 ]; do
 	case $1 in
+	--workloads) workloads=$2; shift 2 ;;
 	--a) a=$2; shift 2 ;;
 	--b) b=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
@@ -37,7 +42,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-run() # BUILD RW BS QD -> IOPS
+# utime + stime of PID in clock ticks
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+run() # BUILD RW BS QD -> "IOPS CPU_US_PER_IO"
 {
 	local build=$1 port=$((20000 + RANDOM % 20000)) open=()
 	# builds since exports became closed by default need the opt-in
@@ -56,21 +64,30 @@ run() # BUILD RW BS QD -> IOPS
 		--iodepth="$4" --time_based --runtime="$runtime" --size=256M \
 		--norandommap --output-format=json --output="$dir/fio.json" \
 		>/dev/null
+	local tticks hz
+	tticks=$(cpu_ticks "$tpid")
+	hz=$(getconf CLK_TCK)
 	kill "$tpid"
 	wait "$tpid" || true
 	tpid=''
-	jq '.jobs[0].read.iops | floor' "$dir/fio.json"
+	jq -r --argjson tt "$tticks" --argjson hz "$hz" '.jobs[0] |
+		(.read.total_ios + .write.total_ios) as $n |
+		((.usr_cpu + .sys_cpu) / 100 * .job_runtime / 1000) as $fcpu |
+		"\((.read.iops + .write.iops) | floor) \(($fcpu + $tt / $hz) / $n * 1e6 * 100 | floor / 100)"' \
+		"$dir/fio.json"
 }
 
 results=$dir/results
 : >"$results"
 for ((r = 1; r <= rounds; r++)); do
-	for w in "randread 4k 32" "read 128k 16"; do
+	IFS=, read -r -a wl <<<"$workloads"
+	for w in "${wl[@]}"; do
 		# shellcheck disable=SC2086 # split on purpose
-		ia=$(run "$a" $w)
+		read -r ia ca <<<"$(run "$a" $w)"
 		# shellcheck disable=SC2086
-		ib=$(run "$b" $w)
-		echo "round $r ${w// /_} A $ia B $ib" | tee -a "$results"
+		read -r ib cb <<<"$(run "$b" $w)"
+		echo "round $r ${w// /_} A $ia B $ib cpuA $ca cpuB $cb" |
+			tee -a "$results"
 	done
 done
 awk '
@@ -78,16 +95,25 @@ function sort(arr, n,   i, j, t) {
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
 		if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
 }
-{ k = ++n[$3]; ratio[$3, k] = $7 / $5; ia[$3, k] = $5; ib[$3, k] = $7 }
+function med(arr, n) {
+	sort(arr, n)
+	return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
+}
+{
+	k = ++n[$3]; ratio[$3, k] = $7 / $5; ia[$3, k] = $5; ib[$3, k] = $7
+	ca[$3, k] = $9; cb[$3, k] = $11
+}
 END {
 	for (w in n) {
-		for (k = 1; k <= n[w]; k++) { x[k] = ratio[w, k]; y[k] = ia[w, k]; z[k] = ib[w, k] }
-		sort(x, n[w]); sort(y, n[w]); sort(z, n[w])
-		m = n[w] % 2 ? x[(n[w] + 1) / 2] : (x[n[w] / 2] + x[n[w] / 2 + 1]) / 2
-		ma = n[w] % 2 ? y[(n[w] + 1) / 2] : (y[n[w] / 2] + y[n[w] / 2 + 1]) / 2
-		mb = n[w] % 2 ? z[(n[w] + 1) / 2] : (z[n[w] / 2] + z[n[w] / 2 + 1]) / 2
-		printf "%-16s median IOPS A %d B %d; B/A per round: median %.3f, min %.3f, max %.3f (%d rounds)\n",
-			w, ma, mb, m, x[1], x[n[w]], n[w]
+		for (k = 1; k <= n[w]; k++) {
+			x[k] = ratio[w, k]; y[k] = ia[w, k]; z[k] = ib[w, k]
+			u[k] = ca[w, k]; v[k] = cb[w, k]
+		}
+		ma = med(y, n[w]); mb = med(z, n[w]); m = med(x, n[w])
+		mu = med(u, n[w]); mv = med(v, n[w])
+		printf "%-16s median IOPS A %d (%d-%d) B %d (%d-%d); B/A per round: median %.3f, min %.3f, max %.3f; CPU us/IO A %.2f (%.2f-%.2f) B %.2f (%.2f-%.2f) (%d rounds)\n",
+			w, ma, y[1], y[n[w]], mb, z[1], z[n[w]], m, x[1], x[n[w]],
+			mu, u[1], u[n[w]], mv, v[1], v[n[w]], n[w]
 	}
 }' "$results"
 echo "A = $a, B = $b"

@@ -74,6 +74,7 @@ struct rblk_fio_opts {
 	char *reconnect_delay; /* seconds, fractions allowed */
 	int ctrl_loss_tmo; /* seconds; -1 never; -2 library default */
 	unsigned int max_queued; /* rblk_opts.max_queued; 0: see fill_opts() */
+	unsigned int inline_data; /* 1: librblk's default; 0: off */
 };
 
 /* Per-job state (td->io_ops_data); used by the job's thread only. */
@@ -146,6 +147,26 @@ static struct fio_option options[] = {
 			{ .ival = "push",
 			  .oval = READ_MODE_PUSH,
 			  .help = "the target RDMA WRITEs into the I/O buffer",
+			},
+		},
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "inline",
+		.lname = "rblk in-capsule write data",
+		.type = FIO_OPT_STR,
+		.off1 = offsetof(struct rblk_fio_opts, inline_data),
+		.def = "auto",
+		.help = "Small writes carry their data in the command",
+		.posval = {
+			{ .ival = "auto",
+			  .oval = 1,
+			  .help = "as much as the target grants (librblk asks 4k)",
+			},
+			{ .ival = "off",
+			  .oval = 0,
+			  .help = "every write waits for the target's window (GRANT)",
 			},
 		},
 		.category = FIO_OPT_C_ENGINE,
@@ -335,6 +356,7 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		ro->poll_spin_us = o->poll_spin_us;
 	/* by default fio's iodepth always fits: queue() never answers busy */
 	ro->max_queued = o->max_queued;
+	ro->inline_data = o->inline_data ? 0 : -1;
 	if (!ro->max_queued)
 		ro->max_queued = td->o.iodepth < RBLK_MAX_QUEUED ?
 					 td->o.iodepth :
