@@ -94,9 +94,17 @@ grep -Eq "^/dev/nbd3 +nbd +2 +64 +running +$$ +$url\$" "$TEST_DIR/list" ||
 	fail "rblk list text does not show the mapping"
 tmo 20 "$RBLK_BIN" list -o json | jq -e --arg u "$url" --argjson p $$ \
 	'.mappings == [{"dev": "/dev/nbd3", "dev_id": 3, "frontend": "nbd",
-	  "url": $u, "queues": 2, "depth": 64, "state": "running", "pid": $p,
+	  "url": $u, "vol_id": null, "queues": 2, "depth": 64, "state": "running", "pid": $p,
 	  "error": "queue 1: connection lost \u00e9\u0001"}]' \
 	>/dev/null || fail "rblk list -o json does not show the mapping"
+# one device's fields, as the udev namer asks for them
+[ "$(tmo 20 "$RBLK_BIN" list -o url /dev/nbd3)" = "$url" ] ||
+	fail "rblk list -o url /dev/nbd3"
+[ "$(tmo 20 "$RBLK_BIN" list -o vol_id nbd3)" = - ] ||
+	fail "rblk list -o vol_id nbd3: a record without a volume id"
+! tmo 20 "$RBLK_BIN" list -o url nbd9 >"$TEST_DIR/none" ||
+	fail "rblk list nbd9 found a mapping"
+[ ! -s "$TEST_DIR/none" ] || fail "rblk list nbd9 printed $(cat "$TEST_DIR/none")"
 rm -f "$RBLK_RUN_DIR/map-$$.rec"
 
 # unmap: unknown devices, usage
