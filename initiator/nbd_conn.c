@@ -89,6 +89,13 @@ struct nc {
 	size_t rx_done;	       /* payload bytes received for rx_req */
 
 	bool rx_closed; /* read no more requests (DISC, EOF, error, abort) */
+	/*
+	 * The last read came back short: the socket was empty then. Until
+	 * the loop next polls, headers are not read for (poll() is
+	 * level-triggered and says when more came): no EAGAIN recv per
+	 * request.
+	 */
+	bool rx_empty;
 	bool sock_dead; /* the socket failed: replies are dropped */
 	bool q_dead;	/* the rblk connection failed */
 	bool aborting;	/* abort_fd fired; deadline_ms applies */
@@ -520,9 +527,11 @@ static ssize_t rx_fill(struct nc *c)
 		c->rx_start = 0;
 	}
 	for (;;) {
-		n = recv(c->o->fd, c->rx + c->rx_end, NC_RX_BUF - c->rx_end,
-			 MSG_DONTWAIT);
+		size_t room = NC_RX_BUF - c->rx_end;
+
+		n = recv(c->o->fd, c->rx + c->rx_end, room, MSG_DONTWAIT);
 		if (n > 0) {
+			c->rx_empty = (size_t)n < room;
 			c->rx_end += (size_t)n;
 			c->last_io_ms = now_ms();
 			return n;
@@ -616,7 +625,7 @@ static bool rx_process(struct nc *c)
 			if (!c->free_reqs)
 				return progress;
 			if (c->rx_end - c->rx_start < NBD_REQUEST_SIZE) {
-				if (rx_fill(c) <= 0)
+				if (c->rx_empty || rx_fill(c) <= 0)
 					return progress;
 				continue;
 			}
@@ -844,6 +853,7 @@ static int nc_loop(struct nc *c)
 			p[np++] = (struct pollfd){.fd = o->abort_fd,
 						  .events = POLLIN};
 		}
+		c->rx_empty = false;
 		ret = poll(p, (nfds_t)np, timeout);
 		if (ret < 0 && errno != EINTR) {
 			ret = -errno;
