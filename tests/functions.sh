@@ -360,8 +360,9 @@ make_random()
 # ---- a legitimate client verifying data while a test misbehaves ----------
 #
 #   start_verifier URL MIB    loop: write MIB MiB of random data to URL
-#                             (rblk_libtest put), read it back (get) and
-#                             compare sha256, until stop_verifier
+#                             (rblk_libtest put; an nbd+unix:// URL:
+#                             nbdcopy), read it back (get) and
+#                             compare, until stop_verifier
 #   stop_verifier             stop it; fail unless every round verified
 #                             and at least one round ran; prints the count
 #   proc_fds PID, proc_rss_kib PID
@@ -376,18 +377,27 @@ make_random()
 
 start_verifier()
 {
-	local url=$1 mib=$2 t=$RBLK_BUILD/tests/rblk_libtest
-	[ -x "$t" ] || fail "$t missing: run make check"
+	local url=$1 mib=$2 t=$RBLK_BUILD/tests/rblk_libtest src back put get
 	_verify_dir=$TEST_DIR/verifier
+	src=$_verify_dir/src back=$_verify_dir/back
+	case $url in
+	nbd+unix:*)
+		put=(nbdcopy "$src" "$url")
+		get=(nbdcopy "$url" "$back") ;;
+	*)
+		[ -x "$t" ] || fail "$t missing: run make check"
+		put=("$t" put "$url" "$src")
+		get=("$t" get "$url" "$back") ;;
+	esac
 	mkdir -p "$_verify_dir"
 	make_random "$_verify_dir/src" "$mib"
 	(
 		n=0
 		while [ ! -e "$_verify_dir/stop" ] || [ $n -eq 0 ]; do
 			rm -f "$_verify_dir/back"
-			timeout 60 "$t" put "$url" "$_verify_dir/src" >/dev/null ||
+			timeout 60 "${put[@]}" >/dev/null ||
 				{ echo "put failed after $n rounds"; exit 1; }
-			timeout 60 "$t" get "$url" "$_verify_dir/back" >/dev/null ||
+			timeout 60 "${get[@]}" >/dev/null ||
 				{ echo "get failed after $n rounds"; exit 1; }
 			cmp -s -n "$((mib * 1048576))" "$_verify_dir/src" \
 				"$_verify_dir/back" ||
