@@ -24,8 +24,9 @@
 #   requires_nbdsh            skip unless nbdsh and its python module work
 #   requires_built            fail unless build/rblk-target and build/rblk
 #                             exist (run `make` first)
-#   requires_fio_engine       fail unless build/rblk-fio.so (RBLK_FIO_ENGINE)
-#                             exists; skip when make fio-engine-try recorded
+#   requires_fio_engine       skip without fio; fail unless build/rblk-fio.so
+#                             (RBLK_FIO_ENGINE) exists and this fio loads
+#                             it; skip when make fio-engine-try recorded
 #                             why it could not build it
 #   cleanup_fn CMD [ARG...]   run CMD at exit; last registered runs first
 #   fail MSG...               print "FAIL: test: MSG" and exit 1
@@ -159,11 +160,15 @@ requires_built()
 
 requires_fio_engine()
 {
-	[ -f "$RBLK_FIO_ENGINE" ] && return 0
-	# make fio-engine-try records why it could not build the engine
-	[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
-		skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
-	fail "$RBLK_FIO_ENGINE missing: run make fio-engine (or make check)"
+	requires fio
+	if [ ! -f "$RBLK_FIO_ENGINE" ]; then
+		# make fio-engine-try records why it could not build the engine
+		[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
+			skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
+		fail "$RBLK_FIO_ENGINE missing: run make fio-engine (or make check)"
+	fi
+	fio --enghelp="$RBLK_FIO_ENGINE" 2>&1 | grep -q '^uri' ||
+		fail "fio $(fio --version) cannot load $RBLK_FIO_ENGINE (built for another fio version? make clean fio-engine)"
 }
 
 # nbdsh is a shell script running `python3 -m nbd`; when the python3 first
