@@ -166,6 +166,17 @@ $(BUILD)/tests/test_login: tests/unit/test_login.c $(BUILD)/obj/target/login.o \
 		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
 		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
 
+# librblk against the target's objects in one process (tcp on loopback).
+TARGET_LIB_OBJ := $(filter-out $(BUILD)/obj/target/main.o,$(TARGET_OBJ))
+$(BUILD)/tests/test_lib: tests/unit/test_lib.c $(TARGET_LIB_OBJ) $(LIB_OBJ) \
+		$(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TARGET_LIB_OBJ) $(LIB_OBJ) \
+		$(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ) \
+		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
+		$(PKG_LIBS_URING) $(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) \
+		$(PKG_LIBS_JSON) $(PKG_LIBS_MHD) -laio -lrbd -lrados
+
 # Helper programs the end-to-end scripts drive.
 E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient \
 	$(BUILD)/tests/rblk_manysess
