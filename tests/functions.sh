@@ -11,7 +11,9 @@
 # and exits 0 (pass), 1 (fail) or 77 (skip). Tests run standalone from any
 # directory (they cd to the repository root) or under tests/run.sh, which
 # puts a timeout on each. Everything runs on loopback over the tcp
-# transport; no RDMA device is needed.
+# transport; no RDMA device is needed. Scenarios that build their URLs
+# from RBLK_TARGET_URL also run over rdma in the guest (tests/vm:
+# run_host_scenario sets RBLK_TEST_SCHEME=rdma).
 #
 # What this file gives:
 #
@@ -40,7 +42,13 @@
 #   start_target ARGS...      start rblk-target on a free loopback port with
 #                             ARGS (e.g. --export vol0=FILE), wait until it
 #                             listens, stop it at exit; sets RBLK_PORT,
-#                             RBLK_TARGET_PID, RBLK_TARGET_LOG. Extra
+#                             RBLK_TARGET_PID, RBLK_TARGET_LOG and
+#                             RBLK_TARGET_URL (SCHEME://ADDR:PORT; export
+#                             URLs are $RBLK_TARGET_URL/NAME). The scheme is
+#                             RBLK_TEST_SCHEME: tcp (default, 127.0.0.1) or
+#                             rdma (RBLK_TEST_RDMA_ADDR, default 192.0.2.1:
+#                             the guest, where tests/vm/tests run host
+#                             scenarios over rdma). Extra
 #                             arguments for every test's target may come
 #                             from RBLK_TARGET_ARGS (e.g. "--engine libaio"); its control socket is
 #                             $TEST_DIR/target.PORT.sock (RBLK_CTL_SOCKET),
@@ -267,29 +275,36 @@ _wait_for_line()
 
 start_target()
 {
-	local attempt port log pid rc extra=()
+	local attempt port log pid rc extra=() scheme=${RBLK_TEST_SCHEME:-tcp}
+	local addr=127.0.0.1 wait=10
 	requires_built
+	case $scheme in
+	tcp) ;;
+	rdma) addr=${RBLK_TEST_RDMA_ADDR:-192.0.2.1} wait=60 ;;
+	*) fail "RBLK_TEST_SCHEME: tcp or rdma, not '$scheme'" ;;
+	esac
 	# shellcheck disable=SC2206 # word splitting intended
 	[ -n "${RBLK_TARGET_ARGS:-}" ] && extra=($RBLK_TARGET_ARGS)
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
 		log=$TEST_DIR/target.$port.log
-		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
+		"$RBLK_TARGET_BIN" --listen "$scheme://$addr:$port" \
 			${RBLK_TARGET_OPEN---allow-any-host} \
 			--log-level info \
 			--ctl-socket "$TEST_DIR/target.$port.sock" \
 			${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1 &
 		pid=$!
 		rc=0
-		_wait_for_line "$log" "listening on tcp://127.0.0.1:$port" \
-			"$pid" 10 || rc=$?
+		_wait_for_line "$log" "listening on $scheme://$addr:$port" \
+			"$pid" $wait || rc=$?
 		if [ $rc -eq 0 ]; then
 			RBLK_PORT=$port
+			RBLK_TARGET_URL=$scheme://$addr:$port
 			RBLK_TARGET_PID=$pid
 			RBLK_TARGET_LOG=$log
 			RBLK_CTL_SOCKET=$TEST_DIR/target.$port.sock
 			export RBLK_PORT RBLK_TARGET_PID RBLK_TARGET_LOG \
-				RBLK_CTL_SOCKET
+				RBLK_CTL_SOCKET RBLK_TARGET_URL
 			cleanup_fn stop_pid "$pid"
 			return 0
 		fi

@@ -49,6 +49,8 @@
 #   daemon_pid ID          pid of the process holding /dev/ublkcID
 #   dev_size DEV_NAME      /sys/block/DEV_NAME/size in 512-byte sectors
 #   queue_stats, fs_fill_and_check NAME MKFS..., start_write_load (ublk)
+# Host scenarios over rdma
+#   run_host_scenario NAME...  tests/e2e/NAME.sh with RBLK_TEST_SCHEME=rdma
 
 RDMA_ADDR=${RBLK_TEST_RDMA_ADDR:-192.0.2.1}
 RDMA_DEV=${RBLK_TEST_RDMA_DEV:-rxe0}
@@ -239,6 +241,24 @@ EOF
 check_manifest()
 {
 	(cd "$1" && sha256sum --quiet -c "$2") || fail "checksums differ under $1"
+}
+
+# run_host_scenario NAME...: the host's tests/e2e/NAME.sh, the same files,
+# over rdma: RBLK_TEST_SCHEME=rdma makes their start_target listen on
+# rdma://RDMA_ADDR:PORT and RBLK_TARGET_URL name it. Fails with the first
+# that fails; one that skips (77) skips the test.
+run_host_scenario()
+{
+	local t rc
+	need_rdma
+	export RBLK_TEST_SCHEME=rdma RBLK_TEST_RDMA_ADDR=$RDMA_ADDR RBLK_BUILD
+	for t in "$@"; do
+		say "# tests/e2e/$t.sh over rdma"
+		rc=0
+		"tests/e2e/$t.sh" || rc=$?
+		[ $rc -eq 77 ] && skip "tests/e2e/$t.sh skipped"
+		[ $rc -eq 0 ] || fail "tests/e2e/$t.sh over rdma (exit $rc)"
+	done
 }
 
 # ---- target and mappings ----------------------------------------------------
