@@ -117,18 +117,25 @@ static int set_name(struct cfg_target *cfg, const char *arg, char *err,
 	return 0;
 }
 
-static int set_workers(struct cfg_target *cfg, const char *arg, char *err,
-		       size_t errlen)
+/* opt's argument: a number in 1..max into *dst */
+static int set_count(const char *opt, const char *arg, unsigned long max,
+		     unsigned int *dst, char *err, size_t errlen)
 {
 	unsigned long v;
 
-	if (parse_uint(arg, 1, 1024, &v)) {
-		snprintf(err, errlen,
-			 "--workers: '%s' is not a number in 1..1024", arg);
+	if (parse_uint(arg, 1, max, &v)) {
+		snprintf(err, errlen, "%s: '%s' is not a number in 1..%lu",
+			 opt, arg, max);
 		return -EINVAL;
 	}
-	cfg->workers = (unsigned int)v;
+	*dst = (unsigned int)v;
 	return 0;
+}
+
+static int set_workers(struct cfg_target *cfg, const char *arg, char *err,
+		       size_t errlen)
+{
+	return set_count("--workers", arg, 1024, &cfg->workers, err, errlen);
 }
 
 static int set_engine(struct cfg_target *cfg, const char *arg, char *err,
@@ -147,16 +154,8 @@ static int set_engine(struct cfg_target *cfg, const char *arg, char *err,
 static int set_max_qd(struct cfg_target *cfg, const char *arg, char *err,
 		      size_t errlen)
 {
-	unsigned long v;
-
-	if (parse_uint(arg, 1, RBLK_MAX_QD, &v)) {
-		snprintf(err, errlen,
-			 "--max-queue-depth: '%s' is not a number in 1..%d",
-			 arg, RBLK_MAX_QD);
-		return -EINVAL;
-	}
-	cfg->max_queue_depth = (unsigned int)v;
-	return 0;
+	return set_count("--max-queue-depth", arg, RBLK_MAX_QD,
+			 &cfg->max_queue_depth, err, errlen);
 }
 
 static int set_max_io(struct cfg_target *cfg, const char *arg, char *err,
