@@ -157,6 +157,26 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_O
 		$(CONFIG_OBJ) $(shell pkg-config --libs cmocka) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
 
+# Unit tests of target/ code link the objects under test besides.
+$(BUILD)/tests/test_login: tests/unit/test_login.c $(BUILD)/obj/target/login.o \
+		$(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/target/login.o \
+		$(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_OBJ) \
+		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
+
+# librblk against the target's objects in one process (tcp on loopback).
+TARGET_LIB_OBJ := $(filter-out $(BUILD)/obj/target/main.o,$(TARGET_OBJ))
+$(BUILD)/tests/test_lib: tests/unit/test_lib.c $(TARGET_LIB_OBJ) $(LIB_OBJ) \
+		$(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TARGET_LIB_OBJ) $(LIB_OBJ) \
+		$(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ) \
+		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
+		$(PKG_LIBS_URING) $(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) \
+		$(PKG_LIBS_JSON) $(PKG_LIBS_MHD) -laio -lrbd -lrados
+
 # Helper programs the end-to-end scripts drive.
 E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient \
 	$(BUILD)/tests/rblk_manysess

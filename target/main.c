@@ -85,43 +85,186 @@ static void usage(FILE *f)
 		RBLK_DEFAULT_PORT, CFG_DEFAULT_CTL_SOCKET);
 }
 
-static int parse_args(int argc, char **argv, struct cfg_target *cfg)
-{
-	enum { OPT_ENGINE = 256, OPT_MAXQD, OPT_MAXIO, OPT_CTL, OPT_CTL_MODE,
-	       OPT_METRICS, OPT_HOST, OPT_NAME, OPT_SLOT_POOL, OPT_LIMIT,
-	       OPT_ALLOW_ANY, OPT_INLINE };
-	static const struct option opts[] = {
-		{ "listen", required_argument, NULL, 'l' },
-		{ "export", required_argument, NULL, 'e' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "workers", required_argument, NULL, 'w' },
-		{ "engine", required_argument, NULL, OPT_ENGINE },
-		{ "max-queue-depth", required_argument, NULL, OPT_MAXQD },
-		{ "max-io", required_argument, NULL, OPT_MAXIO },
-		{ "slot-pool", required_argument, NULL, OPT_SLOT_POOL },
-		{ "inline-data", required_argument, NULL, OPT_INLINE },
-		{ "max-pending", required_argument, NULL, OPT_LIMIT },
-		{ "max-pending-per-host", required_argument, NULL, OPT_LIMIT },
-		{ "max-sessions", required_argument, NULL, OPT_LIMIT },
-		{ "max-sessions-per-host", required_argument, NULL, OPT_LIMIT },
-		{ "idle-timeout", required_argument, NULL, OPT_LIMIT },
-		{ "ctl-socket", required_argument, NULL, OPT_CTL },
-		{ "ctl-socket-mode", required_argument, NULL, OPT_CTL_MODE },
-		{ "metrics", required_argument, NULL, OPT_METRICS },
-		{ "host", required_argument, NULL, OPT_HOST },
-		{ "name", required_argument, NULL, OPT_NAME },
-		{ "allow-any-host", no_argument, NULL, OPT_ALLOW_ANY },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ 0 },
-	};
-	char err[512];
-	unsigned long v;
-	uint64_t size;
-	int c, level, idx = 0;
+/*
+ * Command-line options. Each long option has one setter that checks its
+ * argument and stores it in the configuration; it returns 0, or -EINVAL
+ * with the message in err. The config keys of the limit options are the
+ * options' names with '-' -> '_'.
+ */
+typedef int (*opt_set_fn)(struct cfg_target *cfg, const char *arg, char *err,
+			  size_t errlen);
 
-	/* command-line options apply on top of -c, wherever it appears */
+static int set_config(struct cfg_target *cfg, const char *arg, char *err,
+		      size_t errlen)
+{
+	return 0; /* loaded before the other options: load_configs() */
+}
+
+static int set_allow_any(struct cfg_target *cfg, const char *arg, char *err,
+			 size_t errlen)
+{
+	cfg->allow_any_host = true;
+	return 0;
+}
+
+static int set_name(struct cfg_target *cfg, const char *arg, char *err,
+		    size_t errlen)
+{
+	if (!*arg || strlen(arg) >= RBLK_NAME_MAX || strpbrk(arg, " \t,")) {
+		snprintf(err, errlen,
+			 "--name: '%.64s' is not 1..%d characters without spaces or ','",
+			 arg, RBLK_NAME_MAX - 1);
+		return -EINVAL;
+	}
+	snprintf(cfg->name, sizeof(cfg->name), "%s", arg);
+	return 0;
+}
+
+/* opt's argument: a number in 1..max into *dst */
+static int set_count(const char *opt, const char *arg, unsigned long max,
+		     unsigned int *dst, char *err, size_t errlen)
+{
+	unsigned long v;
+
+	if (parse_uint(arg, 1, max, &v)) {
+		snprintf(err, errlen, "%s: '%s' is not a number in 1..%lu",
+			 opt, arg, max);
+		return -EINVAL;
+	}
+	*dst = (unsigned int)v;
+	return 0;
+}
+
+static int set_workers(struct cfg_target *cfg, const char *arg, char *err,
+		       size_t errlen)
+{
+	return set_count("--workers", arg, 1024, &cfg->workers, err, errlen);
+}
+
+static int set_engine(struct cfg_target *cfg, const char *arg, char *err,
+		      size_t errlen)
+{
+	if (!engine_find(arg)) {
+		snprintf(err, errlen,
+			 "--engine: unknown engine '%s' (io_uring, libaio)",
+			 arg);
+		return -EINVAL;
+	}
+	snprintf(cfg->engine, sizeof(cfg->engine), "%s", arg);
+	return 0;
+}
+
+static int set_max_qd(struct cfg_target *cfg, const char *arg, char *err,
+		      size_t errlen)
+{
+	return set_count("--max-queue-depth", arg, RBLK_MAX_QD,
+			 &cfg->max_queue_depth, err, errlen);
+}
+
+static int set_max_io(struct cfg_target *cfg, const char *arg, char *err,
+		      size_t errlen)
+{
+	uint64_t size;
+
+	if (parse_size(arg, &size) || size < RBLK_MIN_MAX_IO ||
+	    size > RBLK_MAX_MAX_IO || !IS_POW2(size)) {
+		snprintf(err, errlen,
+			 "--max-io: '%s' is not a power of two in 4K..8M", arg);
+		return -EINVAL;
+	}
+	cfg->max_io = (uint32_t)size;
+	return 0;
+}
+
+static int set_log_level(struct cfg_target *cfg, const char *arg, char *err,
+			 size_t errlen)
+{
+	int level = log_parse_level(arg);
+
+	if (level < 0) {
+		snprintf(err, errlen,
+			 "--log-level: '%s' is not error, warn, info or debug",
+			 arg);
+		return -EINVAL;
+	}
+	cfg->log_level = level;
+	return 0;
+}
+
+/* --help and --version have no setter: parse_args() answers them */
+static const struct target_opt {
+	const char *name;
+	int has_arg;
+	char short_name;  /* 0: long only */
+	opt_set_fn set;
+	const char *limit; /* instead of set: cfg_set_limit() with this key */
+} target_opts[] = {
+	{ "listen", required_argument, 'l', cfg_add_listen, NULL },
+	{ "export", required_argument, 'e', cfg_add_export_arg, NULL },
+	{ "config", required_argument, 'c', set_config, NULL },
+	{ "workers", required_argument, 'w', set_workers, NULL },
+	{ "engine", required_argument, 0, set_engine, NULL },
+	{ "max-queue-depth", required_argument, 0, set_max_qd, NULL },
+	{ "max-io", required_argument, 0, set_max_io, NULL },
+	{ "slot-pool", required_argument, 0, cfg_set_slot_pool, NULL },
+	{ "inline-data", required_argument, 0, cfg_set_inline_data, NULL },
+	{ "max-pending", required_argument, 0, NULL, "max_pending" },
+	{ "max-pending-per-host", required_argument, 0, NULL,
+	  "max_pending_per_host" },
+	{ "max-sessions", required_argument, 0, NULL, "max_sessions" },
+	{ "max-sessions-per-host", required_argument, 0, NULL,
+	  "max_sessions_per_host" },
+	{ "idle-timeout", required_argument, 0, NULL, "idle_timeout" },
+	{ "ctl-socket", required_argument, 0, cfg_set_ctl_socket, NULL },
+	{ "ctl-socket-mode", required_argument, 0, cfg_set_ctl_socket_mode,
+	  NULL },
+	{ "metrics", required_argument, 0, cfg_set_metrics, NULL },
+	{ "host", required_argument, 0, cfg_add_host_arg, NULL },
+	{ "name", required_argument, 0, set_name, NULL },
+	{ "allow-any-host", no_argument, 0, set_allow_any, NULL },
+	{ "log-level", required_argument, 'L', set_log_level, NULL },
+	{ "help", no_argument, 'h', NULL, NULL },
+	{ "version", no_argument, 'V', NULL, NULL },
+};
+#define NR_TARGET_OPTS ARRAY_SIZE(target_opts)
+/* getopt_long() returns OPT_BASE + index for an option without short name */
+#define OPT_BASE 256
+
+/* the getopt_long() tables for target_opts[] */
+static void build_getopt(struct option *lo, char *shorts)
+{
+	for (size_t i = 0; i < NR_TARGET_OPTS; i++) {
+		const struct target_opt *o = &target_opts[i];
+
+		lo[i] = (struct option){ o->name, o->has_arg, NULL,
+					 o->short_name ? o->short_name
+						       : OPT_BASE + (int)i };
+		if (o->short_name) {
+			*shorts++ = o->short_name;
+			if (o->has_arg == required_argument)
+				*shorts++ = ':';
+		}
+	}
+	lo[NR_TARGET_OPTS] = (struct option){ 0 };
+	*shorts = '\0';
+}
+
+/* the target_opts[] entry getopt_long() returned c for, or NULL */
+static const struct target_opt *find_opt(int c)
+{
+	if (c >= OPT_BASE && c < OPT_BASE + (int)NR_TARGET_OPTS)
+		return &target_opts[c - OPT_BASE];
+	for (size_t i = 0; i < NR_TARGET_OPTS; i++)
+		if (c && target_opts[i].short_name == c)
+			return &target_opts[i];
+	return NULL;
+}
+
+/* command-line options apply on top of -c, wherever it appears */
+static int load_configs(int argc, char **argv, struct cfg_target *cfg)
+{
+	char err[512];
+
 	for (int i = 1; i < argc - 1; i++) {
 		if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) {
 			if (cfg_load(cfg, argv[i + 1], err, sizeof(err))) {
@@ -130,124 +273,41 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			}
 		}
 	}
-	while ((c = getopt_long(argc, argv, "l:e:c:w:L:hV", opts, &idx)) != -1) {
-		switch (c) {
-		case 'l':
-			if (cfg_add_listen(cfg, optarg, err, sizeof(err)))
-				goto bad;
-			break;
-		case 'e':
-			if (cfg_add_export_arg(cfg, optarg, err, sizeof(err)))
-				goto bad;
-			break;
-		case 'c':
-			break; /* loaded above */
-		case OPT_HOST:
-			if (cfg_add_host_arg(cfg, optarg, err, sizeof(err)))
-				goto bad;
-			break;
-		case OPT_ALLOW_ANY:
-			cfg->allow_any_host = true;
-			break;
-		case OPT_NAME:
-			if (!*optarg || strlen(optarg) >= RBLK_NAME_MAX ||
-			    strpbrk(optarg, " \t,")) {
-				snprintf(err, sizeof(err),
-					 "--name: '%.64s' is not 1..%d characters without spaces or ','",
-					 optarg, RBLK_NAME_MAX - 1);
-				goto bad;
-			}
-			snprintf(cfg->name, sizeof(cfg->name), "%s", optarg);
-			break;
-		case 'w':
-			if (parse_uint(optarg, 1, 1024, &v)) {
-				snprintf(err, sizeof(err),
-					 "--workers: '%s' is not a number in 1..1024",
-					 optarg);
-				goto bad;
-			}
-			cfg->workers = (unsigned int)v;
-			break;
-		case OPT_ENGINE:
-			if (!engine_find(optarg)) {
-				snprintf(err, sizeof(err),
-					 "--engine: unknown engine '%s' (io_uring, libaio)",
-					 optarg);
-				goto bad;
-			}
-			snprintf(cfg->engine, sizeof(cfg->engine), "%s", optarg);
-			break;
-		case OPT_MAXQD:
-			if (parse_uint(optarg, 1, RBLK_MAX_QD, &v)) {
-				snprintf(err, sizeof(err),
-					 "--max-queue-depth: '%s' is not a number in 1..%d",
-					 optarg, RBLK_MAX_QD);
-				goto bad;
-			}
-			cfg->max_queue_depth = (unsigned int)v;
-			break;
-		case OPT_MAXIO:
-			if (parse_size(optarg, &size) || size < RBLK_MIN_MAX_IO ||
-			    size > RBLK_MAX_MAX_IO || !IS_POW2(size)) {
-				snprintf(err, sizeof(err),
-					 "--max-io: '%s' is not a power of two in 4K..8M",
-					 optarg);
-				goto bad;
-			}
-			cfg->max_io = (uint32_t)size;
-			break;
-		case OPT_LIMIT: {
-			/* the config key is the option's name, '-' -> '_' */
-			char key[32];
+	return 0;
+}
 
-			snprintf(key, sizeof(key), "%s", opts[idx].name);
-			for (char *p = key; *p; p++)
-				if (*p == '-')
-					*p = '_';
-			if (cfg_set_limit(cfg, key, optarg, err, sizeof(err)))
-				goto bad;
-			break;
+/* 0: run; otherwise the exit status (1 config file, 2 usage) */
+static int parse_args(int argc, char **argv, struct cfg_target *cfg)
+{
+	struct option lo[NR_TARGET_OPTS + 1];
+	char shorts[2 * NR_TARGET_OPTS + 1];
+	const struct target_opt *o;
+	char err[512];
+	int c, ret;
+
+	if (load_configs(argc, argv, cfg))
+		return 1;
+	build_getopt(lo, shorts);
+	while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+		o = find_opt(c);
+		if (!o) {
+			usage(stderr);
+			return 2;
 		}
-		case OPT_SLOT_POOL:
-			if (cfg_set_slot_pool(cfg, optarg, err, sizeof(err)))
-				goto bad;
-			break;
-		case OPT_INLINE:
-			if (cfg_set_inline_data(cfg, optarg, err, sizeof(err)))
-				goto bad;
-			break;
-		case OPT_CTL:
-			if (cfg_set_ctl_socket(cfg, optarg, err, sizeof(err)))
-				goto bad;
-			break;
-		case OPT_CTL_MODE:
-			if (cfg_set_ctl_socket_mode(cfg, optarg, err,
-						    sizeof(err)))
-				goto bad;
-			break;
-		case OPT_METRICS:
-			if (cfg_set_metrics(cfg, optarg, err, sizeof(err)))
-				goto bad;
-			break;
-		case 'L':
-			level = log_parse_level(optarg);
-			if (level < 0) {
-				snprintf(err, sizeof(err),
-					 "--log-level: '%s' is not error, warn, info or debug",
-					 optarg);
-				goto bad;
-			}
-			cfg->log_level = level;
-			break;
-		case 'h':
+		if (o->short_name == 'h') {
 			usage(stdout);
 			exit(0);
-		case 'V':
+		}
+		if (o->short_name == 'V') {
 			printf("rblk-target %s (protocol %d)\n",
 			       rblk_version(), RBLK_PROTO_VERSION);
 			exit(0);
-		default:
-			usage(stderr);
+		}
+		ret = o->limit ? cfg_set_limit(cfg, o->limit, optarg, err,
+					       sizeof(err))
+			       : o->set(cfg, optarg, err, sizeof(err));
+		if (ret) {
+			fprintf(stderr, "rblk-target: %s\n", err);
 			return 2;
 		}
 	}
@@ -263,9 +323,6 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 		return 2;
 	}
 	return 0;
-bad:
-	fprintf(stderr, "rblk-target: %s\n", err);
-	return 2;
 }
 
 /*
@@ -412,6 +469,30 @@ static bool startup_interrupted(const sigset_t *mask)
 	return false;
 }
 
+/*
+ * Open the configured exports into t->exports. On failure the ones opened
+ * stay on the list for the caller to put.
+ */
+static int open_exports(struct target *t, const sigset_t *mask)
+{
+	/* built back to front so that the list keeps the configured order */
+	for (unsigned int i = t->cfg.nr_exports; i-- > 0;) {
+		char err[512];
+		struct export *e = export_create(&t->cfg.exports[i],
+						 t->nr_workers, err,
+						 sizeof(err));
+
+		if (!e)
+			return -EINVAL;
+		e->next = t->exports;
+		t->exports = e;
+		t->nr_exports++;
+		if (startup_interrupted(mask))
+			return -EINTR;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct target t; /* large (config): keep it off the stack */
@@ -463,24 +544,9 @@ int main(int argc, char **argv)
 		t.nr_workers = n > 0 ? (unsigned int)n : 1;
 	}
 	backend_rbd_setup(&t.cfg.ceph);
-	/* built back to front so that the list keeps the configured order */
-	for (i = t.cfg.nr_exports; i-- > 0;) {
-		char err[512];
-		struct export *e = export_create(&t.cfg.exports[i],
-						 t.nr_workers, err,
-						 sizeof(err));
-
-		if (!e) {
-			ret = 1;
-			goto out_close_exports;
-		}
-		e->next = t.exports;
-		t.exports = e;
-		t.nr_exports++;
-		if (startup_interrupted(&mask)) {
-			ret = 1;
-			goto out_close_exports;
-		}
+	if (open_exports(&t, &mask)) {
+		ret = 1;
+		goto out_close_exports;
 	}
 	t.workers = calloc(t.nr_workers, sizeof(*t.workers));
 	if (!t.workers) {

@@ -11,7 +11,9 @@
 # and exits 0 (pass), 1 (fail) or 77 (skip). Tests run standalone from any
 # directory (they cd to the repository root) or under tests/run.sh, which
 # puts a timeout on each. Everything runs on loopback over the tcp
-# transport; no RDMA device is needed.
+# transport; no RDMA device is needed. Scenarios that build their URLs
+# from RBLK_TARGET_URL also run over rdma in the guest (tests/vm:
+# run_host_scenario sets RBLK_TEST_SCHEME=rdma).
 #
 # What this file gives:
 #
@@ -24,8 +26,9 @@
 #   requires_nbdsh            skip unless nbdsh and its python module work
 #   requires_built            fail unless build/rblk-target and build/rblk
 #                             exist (run `make` first)
-#   requires_fio_engine       fail unless build/rblk-fio.so (RBLK_FIO_ENGINE)
-#                             exists; skip when make fio-engine-try recorded
+#   requires_fio_engine       skip without fio; fail unless build/rblk-fio.so
+#                             (RBLK_FIO_ENGINE) exists and this fio loads
+#                             it; skip when make fio-engine-try recorded
 #                             why it could not build it
 #   cleanup_fn CMD [ARG...]   run CMD at exit; last registered runs first
 #   fail MSG...               print "FAIL: test: MSG" and exit 1
@@ -39,7 +42,13 @@
 #   start_target ARGS...      start rblk-target on a free loopback port with
 #                             ARGS (e.g. --export vol0=FILE), wait until it
 #                             listens, stop it at exit; sets RBLK_PORT,
-#                             RBLK_TARGET_PID, RBLK_TARGET_LOG. Extra
+#                             RBLK_TARGET_PID, RBLK_TARGET_LOG and
+#                             RBLK_TARGET_URL (SCHEME://ADDR:PORT; export
+#                             URLs are $RBLK_TARGET_URL/NAME). The scheme is
+#                             RBLK_TEST_SCHEME: tcp (default, 127.0.0.1) or
+#                             rdma (RBLK_TEST_RDMA_ADDR, default 192.0.2.1:
+#                             the guest, where tests/vm/tests run host
+#                             scenarios over rdma). Extra
 #                             arguments for every test's target may come
 #                             from RBLK_TARGET_ARGS (e.g. "--engine libaio"); its control socket is
 #                             $TEST_DIR/target.PORT.sock (RBLK_CTL_SOCKET),
@@ -159,11 +168,15 @@ requires_built()
 
 requires_fio_engine()
 {
-	[ -f "$RBLK_FIO_ENGINE" ] && return 0
-	# make fio-engine-try records why it could not build the engine
-	[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
-		skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
-	fail "$RBLK_FIO_ENGINE missing: run make fio-engine (or make check)"
+	requires fio
+	if [ ! -f "$RBLK_FIO_ENGINE" ]; then
+		# make fio-engine-try records why it could not build the engine
+		[ -s "$RBLK_BUILD/rblk-fio.skip" ] &&
+			skip "fio engine not built: $(cat "$RBLK_BUILD/rblk-fio.skip")"
+		fail "$RBLK_FIO_ENGINE missing: run make fio-engine (or make check)"
+	fi
+	fio --enghelp="$RBLK_FIO_ENGINE" 2>&1 | grep -q '^uri' ||
+		fail "fio $(fio --version) cannot load $RBLK_FIO_ENGINE (built for another fio version? make clean fio-engine)"
 }
 
 # nbdsh is a shell script running `python3 -m nbd`; when the python3 first
@@ -262,29 +275,36 @@ _wait_for_line()
 
 start_target()
 {
-	local attempt port log pid rc extra=()
+	local attempt port log pid rc extra=() scheme=${RBLK_TEST_SCHEME:-tcp}
+	local addr=127.0.0.1 wait=10
 	requires_built
+	case $scheme in
+	tcp) ;;
+	rdma) addr=${RBLK_TEST_RDMA_ADDR:-192.0.2.1} wait=60 ;;
+	*) fail "RBLK_TEST_SCHEME: tcp or rdma, not '$scheme'" ;;
+	esac
 	# shellcheck disable=SC2206 # word splitting intended
 	[ -n "${RBLK_TARGET_ARGS:-}" ] && extra=($RBLK_TARGET_ARGS)
 	for attempt in 1 2 3 4 5; do
 		port=$(free_port)
 		log=$TEST_DIR/target.$port.log
-		"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" \
+		"$RBLK_TARGET_BIN" --listen "$scheme://$addr:$port" \
 			${RBLK_TARGET_OPEN---allow-any-host} \
 			--log-level info \
 			--ctl-socket "$TEST_DIR/target.$port.sock" \
 			${extra[@]+"${extra[@]}"} "$@" >"$log" 2>&1 &
 		pid=$!
 		rc=0
-		_wait_for_line "$log" "listening on tcp://127.0.0.1:$port" \
-			"$pid" 10 || rc=$?
+		_wait_for_line "$log" "listening on $scheme://$addr:$port" \
+			"$pid" $wait || rc=$?
 		if [ $rc -eq 0 ]; then
 			RBLK_PORT=$port
+			RBLK_TARGET_URL=$scheme://$addr:$port
 			RBLK_TARGET_PID=$pid
 			RBLK_TARGET_LOG=$log
 			RBLK_CTL_SOCKET=$TEST_DIR/target.$port.sock
 			export RBLK_PORT RBLK_TARGET_PID RBLK_TARGET_LOG \
-				RBLK_CTL_SOCKET
+				RBLK_CTL_SOCKET RBLK_TARGET_URL
 			cleanup_fn stop_pid "$pid"
 			return 0
 		fi
@@ -360,8 +380,9 @@ make_random()
 # ---- a legitimate client verifying data while a test misbehaves ----------
 #
 #   start_verifier URL MIB    loop: write MIB MiB of random data to URL
-#                             (rblk_libtest put), read it back (get) and
-#                             compare sha256, until stop_verifier
+#                             (rblk_libtest put; an nbd+unix:// URL:
+#                             nbdcopy), read it back (get) and
+#                             compare, until stop_verifier
 #   stop_verifier             stop it; fail unless every round verified
 #                             and at least one round ran; prints the count
 #   proc_fds PID, proc_rss_kib PID
@@ -376,18 +397,27 @@ make_random()
 
 start_verifier()
 {
-	local url=$1 mib=$2 t=$RBLK_BUILD/tests/rblk_libtest
-	[ -x "$t" ] || fail "$t missing: run make check"
+	local url=$1 mib=$2 t=$RBLK_BUILD/tests/rblk_libtest src back put get
 	_verify_dir=$TEST_DIR/verifier
+	src=$_verify_dir/src back=$_verify_dir/back
+	case $url in
+	nbd+unix:*)
+		put=(nbdcopy "$src" "$url")
+		get=(nbdcopy "$url" "$back") ;;
+	*)
+		[ -x "$t" ] || fail "$t missing: run make check"
+		put=("$t" put "$url" "$src")
+		get=("$t" get "$url" "$back") ;;
+	esac
 	mkdir -p "$_verify_dir"
 	make_random "$_verify_dir/src" "$mib"
 	(
 		n=0
 		while [ ! -e "$_verify_dir/stop" ] || [ $n -eq 0 ]; do
 			rm -f "$_verify_dir/back"
-			timeout 60 "$t" put "$url" "$_verify_dir/src" >/dev/null ||
+			timeout 60 "${put[@]}" >/dev/null ||
 				{ echo "put failed after $n rounds"; exit 1; }
-			timeout 60 "$t" get "$url" "$_verify_dir/back" >/dev/null ||
+			timeout 60 "${get[@]}" >/dev/null ||
 				{ echo "get failed after $n rounds"; exit 1; }
 			cmp -s -n "$((mib * 1048576))" "$_verify_dir/src" \
 				"$_verify_dir/back" ||

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Direct volume access (RBLK_F_DIRECT) over tcp: the initiator RDMA READs
-# and WRITEs the target's registered volume in place.
+# Direct volume access (RBLK_F_DIRECT): the initiator RDMA READs and
+# WRITEs the target's registered volume in place. Over tcp here and over
+# rdma (rdma_rxe, where the HCA does the work and its own checks) in the
+# guest: tests/vm/tests/15-rdma-direct.sh runs this file with
+# RBLK_TEST_SCHEME=rdma.
 #   - librblk mixed-size writes (registered and bounce buffers, split at
 #     max_io, FUA), read back on a second queue, TRIM/WRITE_ZEROES, on a
 #     RAM export and on a file exported with `direct`; the same with
@@ -11,11 +14,16 @@
 #     exported file itself (the data landed at the right offsets)
 #   - read-only: a read-only direct login is registered without remote
 #     write (a raw RDMA WRITE fails with a remote access error, librblk
-#     refuses with EROFS) and the target keeps serving the others
+#     refuses with EROFS) and the target keeps serving the others; a
+#     read-only direct file on rdma, whose mapping cannot carry windows,
+#     is served through the slot path with a warning
+#   - a read-only direct session opened before anything was written sees
+#     what a writer writes afterwards (its registration pinned the real
+#     pages, not the zero page)
 #   - direct required where not offered, and `rblk info` reporting it
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
-requires jq cmp truncate
+requires jq cmp truncate nbdcopy
 requires_built
 t=$RBLK_BUILD/tests/rblk_libtest
 [ -x "$t" ] || fail "$t missing: run make check"
@@ -29,8 +37,9 @@ truncate -s 32M "$file" "$plain"
 make_random "$src" 32
 start_target --export "mem=ram:32M" --export "file=$file,direct" \
 	--export "plain=$plain" --export "romem=ram:8M,ro" \
-	--export "rofile=$src,ro,direct"
-url=tcp://127.0.0.1:$RBLK_PORT
+	--export "rofile=$src,ro,direct" --export "fresh=ram:16M"
+url=$RBLK_TARGET_URL
+scheme=${url%%:*}
 
 # --- features as `rblk info` reports them --------------------------------
 info() { tmo 20 "$RBLK_BIN" info -o json "$@"; }
@@ -93,14 +102,33 @@ fi
 
 # --- read-only direct logins ----------------------------------------------
 before=$(sha "$src")
-for vol in romem rofile; do
-	tmo 30 "$t" rawro "$url/$vol" || fail "read-only direct login to $vol"
-	tmo 30 "$t" ro "$url/$vol" || fail "librblk on read-only $vol"
-done
+tmo 30 "$t" rawro "$url/romem" || fail "read-only direct login to romem"
+tmo 30 "$t" ro "$url/romem" || fail "librblk on read-only romem"
+if [ "$scheme" = rdma ]; then
+	# a read-only mapping cannot carry memory windows (binding pins the
+	# pages writable): the target serves it through the slot path
+	tmo 30 "$t" ro "$url/rofile" || fail "librblk on read-only rofile"
+	grep -q "export rofile: no direct access" "$RBLK_TARGET_LOG" ||
+		fail "no warning for the read-only direct file on the slot path"
+else
+	tmo 30 "$t" rawro "$url/rofile" ||
+		fail "read-only direct login to rofile"
+	tmo 30 "$t" ro "$url/rofile" || fail "librblk on read-only rofile"
+	# (over rdma the HCA refuses it: nothing reaches the target to log)
+	grep -qE "remote write refused: rkey 0x[0-9a-f]+ lacks the access right" \
+		"$RBLK_TARGET_LOG" ||
+		fail "the target did not log the refused remote write"
+fi
 [ "$(sha "$src")" = "$before" ] || fail "read-only direct file changed"
-grep -qE "remote write refused: rkey 0x[0-9a-f]+ lacks the access right" \
-	"$RBLK_TARGET_LOG" ||
-	fail "the target did not log the refused remote write"
+
+# a read-only direct session from before the writes sees them
+start_nbd "$url/fresh" "$TEST_DIR/ro.sock" --read-only --direct
+head -c 16M "$src" >"$TEST_DIR/src16.bin"
+tmo 60 "$t" put "$url/fresh" "$TEST_DIR/src16.bin" || fail "put fresh"
+tmo 60 nbdcopy "$NBD_URI" "$TEST_DIR/ro16.bin" ||
+	fail "nbdcopy from the read-only session"
+cmp "$TEST_DIR/src16.bin" "$TEST_DIR/ro16.bin" ||
+	fail "the read-only session does not see the later writes"
 # the target keeps serving everyone else
 kill -0 "$RBLK_TARGET_PID" || fail "the target died"
 rm -f "$TEST_DIR/back.bin"

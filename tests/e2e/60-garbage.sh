@@ -31,6 +31,7 @@ roundtrip()
 
 cat >"$TEST_DIR/garbage.py" <<'PY'
 import os, socket, struct, sys, time
+from nbd_abuse import negotiate
 
 def expect_drop(sock, what, timeout=15):
     """Read until EOF or reset; fail if the peer keeps us past timeout."""
@@ -63,23 +64,8 @@ def nbd(path):
 def nbd_go(path):
     """Fixed newstyle handshake up to transmission (simple replies)."""
     s = nbd(path)
-    hello = b""
-    while len(hello) < 18:
-        hello += s.recv(18 - len(hello))
-    assert hello[:8] == b"NBDMAGIC", hello
-    s.sendall(struct.pack(">I", 3))
-    s.sendall(struct.pack(">QII", 0x49484156454F5054, 7, 6) +
-              struct.pack(">IH", 0, 0))
-    while True:
-        hdr = b""
-        while len(hdr) < 20:
-            hdr += s.recv(20 - len(hdr))
-        _, _, typ, ln = struct.unpack(">QIII", hdr)
-        while ln:
-            ln -= len(s.recv(ln))
-        if typ == 1:
-            return s
-        assert typ == 3, hex(typ)
+    negotiate(s)
+    return s
 
 def nbd_garbage(path):
     s = nbd(path)
@@ -115,7 +101,7 @@ PY
 # garbage to rblk nbd during a round trip
 roundtrip nbd &
 rt=$!
-tmo 120 python3 "$TEST_DIR/garbage.py" "$sock" || fail "nbd garbage"
+PYTHONPATH=tests/e2e tmo 120 python3 "$TEST_DIR/garbage.py" "$sock" || fail "nbd garbage"
 wait $rt || fail "round trip during nbd garbage failed"
 kill -0 "$nbd_pid" || fail "rblk nbd died"
 

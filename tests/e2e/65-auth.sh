@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Authentication and per-export allow lists over the tcp transport:
+# Authentication and per-export allow lists, over tcp here and over rdma
+# (rdma_rxe) in the guest (tests/vm/tests/14-rdma-auth.sh runs this file
+# with RBLK_TEST_SCHEME=rdma):
 #   - the right secret logs in and moves data (nbdcopy, sha256 compared);
 #   - wrong secret, unknown host, no secret, a host not in the allow list,
 #     a command sent instead of the response, a reflected challenge and a
@@ -35,7 +37,7 @@ start_target --log-level debug --name tgt-e2e \
 	--host "beta:secret-file=$TEST_DIR/beta.key" \
 	--host "delta:secret-file=$TEST_DIR/delta.key" \
 	--export "vol=$TEST_DIR/vol.img,allow=alpha,allow_ro=beta"
-URL=tcp://127.0.0.1:$RBLK_PORT/vol
+URL=$RBLK_TARGET_URL/vol
 
 registrations() { grep -c "windows allocated" "$RBLK_TARGET_LOG" || true; }
 
@@ -161,7 +163,7 @@ grep -q "no login within 10 s" "$RBLK_TARGET_LOG" ||
 # ---- access lists changed live (rblk-target ctl set-hosts) --------------
 ctl() { tmo 10 "$RBLK_TARGET_BIN" ctl --socket "$RBLK_CTL_SOCKET" "$@"; }
 ctl add-export open2 ram:1M >/dev/null
-RBLK_URL_OPEN2=tcp://127.0.0.1:$RBLK_PORT/open2
+RBLK_URL_OPEN2=$RBLK_TARGET_URL/open2
 tmo 30 "$RBLK_BIN" info "$RBLK_URL_OPEN2" --host-name nobody >/dev/null ||
 	fail "open export refused an unknown host before set-hosts"
 out=$(ctl set-hosts open2 --allow gamma 2>&1) &&

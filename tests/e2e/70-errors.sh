@@ -96,26 +96,7 @@ grep -q "shutting down" "$RBLK_NBD_LOG" || fail "no shutdown log line"
 # one queue = one client at a time: a second client is refused with a log
 # line while the first holds the queue, and served once it has left
 start_nbd "$url/vol0" "$TEST_DIR/one.sock" --queues 1
-python3 - "$TEST_DIR/one.sock" <<'PY' &
-import socket, struct, sys, time
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.recv(18)
-s.sendall(struct.pack(">I", 3) +
-          struct.pack(">QII", 0x49484156454F5054, 7, 6) + struct.pack(">IH", 0, 0))
-while True:  # NBD_REP_INFO ... NBD_REP_ACK
-    hdr = b""
-    while len(hdr) < 20:
-        hdr += s.recv(20 - len(hdr))
-    _, _, typ, ln = struct.unpack(">QIII", hdr)
-    while ln:
-        ln -= len(s.recv(ln))
-    if typ == 1:
-        break
-print("holding the queue", flush=True)
-time.sleep(4)
-s.close()
-PY
+python3 tests/e2e/nbd_abuse.py hold "$TEST_DIR/one.sock" 4 &
 holder=$!
 for ((i = 0; i < 50; i++)); do
 	grep -q "connected on queue 0" "$RBLK_NBD_LOG" && break

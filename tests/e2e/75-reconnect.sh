@@ -25,9 +25,8 @@
 #      the target; every write lands and reads back.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
-requires fio truncate
+requires truncate
 requires_built
-
 requires_fio_engine
 engine=$RBLK_FIO_ENGINE
 

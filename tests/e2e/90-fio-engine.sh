@@ -9,13 +9,10 @@
 # reads back what it wrote.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
-requires fio truncate
+requires truncate
 requires_built
-
-requires_fio_engine
+requires_fio_engine # and that this fio loads it
 engine=$RBLK_FIO_ENGINE
-fio --enghelp="$engine" 2>&1 | grep -q '^uri' ||
-	fail "fio $(fio --version) cannot load $engine (built for another fio version? make clean fio-engine)"
 
 img=$TEST_DIR/export.img
 truncate -s 64M "$img"

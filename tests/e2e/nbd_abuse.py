@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""A misbehaving NBD client for tests/e2e/67-nbd-abuse.sh.
+"""A misbehaving NBD client for tests/e2e/67-nbd-abuse.sh and 70-errors.sh
+(60-garbage.sh imports its negotiate()).
 
   nbd_abuse.py bigreads SOCK N LEN
       Negotiate (fixed newstyle, NBD_OPT_GO on the default export), send N
@@ -16,6 +17,9 @@
       Negotiate like bigreads, then send nothing. Prints "connected"; exit
       0 with "dropped after T s" if the server closes the connection
       within WAIT seconds, 1 otherwise.
+  nbd_abuse.py hold SOCK SECS
+      Negotiate like bigreads, print "holding the queue", hold the
+      connection SECS seconds without a request, close it; exit 0.
 
 SOCK is a unix socket path, or HOST:PORT for TCP.
 """
@@ -144,11 +148,22 @@ def cmd_idleclient(addr, wait):
     return 1
 
 
+def cmd_hold(addr, secs):
+    s = connect(addr)
+    negotiate(s)
+    print("holding the queue", flush=True)
+    time.sleep(secs)
+    s.close()
+    return 0
+
+
 def main(argv):
     if len(argv) == 5 and argv[1] == "bigreads":
         return cmd_bigreads(argv[2], int(argv[3]), int(argv[4]))
     if len(argv) == 5 and argv[1] == "idle":
         return cmd_idle(argv[2], int(argv[3]), float(argv[4]))
+    if len(argv) == 4 and argv[1] == "hold":
+        return cmd_hold(argv[2], float(argv[3]))
     if len(argv) == 4 and argv[1] == "idleclient":
         return cmd_idleclient(argv[2], float(argv[3]))
     sys.stderr.write(__doc__)

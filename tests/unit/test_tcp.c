@@ -371,29 +371,41 @@ static void verified_read(struct pair *p, uint32_t seed)
 
 /* ---- handshake --------------------------------------------------------- */
 
+/*
+ * One connect with priv through a fresh loopback listener that srv_main(a)
+ * serves; the listener is gone on return. The connect's result.
+ */
+static int handshake(struct srv_args *a, const void *priv, size_t priv_len,
+		     struct xp_conn **c, char *back, size_t *back_len,
+		     uint16_t *port)
+{
+	pthread_t th;
+	int ret;
+
+	a->l = listen_loopback(port);
+	assert_true(T->listener_fd(a->l) >= 0);
+	assert_int_equal(pthread_create(&th, NULL, srv_main, a), 0);
+	ret = T->connect("127.0.0.1", *port, &small_attr, priv, priv_len,
+			 WAIT_MS, c, back, back_len);
+	pthread_join(th, NULL);
+	T->listener_destroy(a->l);
+	return ret;
+}
+
 static void test_connect_accept_priv(void **state)
 {
 	static const char req[] = "initiator private data, 40 bytes long...";
 	static const char acc[] = "target says welcome";
 	struct srv_args a = {
 	    .attr = &small_attr, .reply = acc, .reply_len = sizeof(acc)};
-	struct xp_listener *l;
 	struct xp_conn *c = NULL;
 	char back[XP_PRIV_MAX];
 	size_t back_len = 99;
-	pthread_t th;
 	uint16_t port;
-	int ret;
 
-	l = listen_loopback(&port);
-	a.l = l;
-	assert_true(T->listener_fd(l) >= 0);
-	assert_int_equal(pthread_create(&th, NULL, srv_main, &a), 0);
-	ret = T->connect("127.0.0.1", port, &small_attr, req, sizeof(req),
-			 WAIT_MS, &c, back, &back_len);
-	pthread_join(th, NULL);
-	T->listener_destroy(l);
-	assert_int_equal(ret, 0);
+	assert_int_equal(handshake(&a, req, sizeof(req), &c, back, &back_len,
+				   &port),
+			 0);
 	assert_int_equal(a.ret, 0);
 	/* initiator -> target */
 	assert_int_equal(a.priv_len, sizeof(req));
@@ -426,21 +438,13 @@ static void test_reject_priv(void **state)
 			     .reject = true,
 			     .reply = rej,
 			     .reply_len = sizeof(rej)};
-	struct xp_listener *l;
 	struct xp_conn *c = NULL;
 	char back[XP_PRIV_MAX];
 	size_t back_len = 99;
-	pthread_t th;
 	uint16_t port;
 	int ret;
 
-	l = listen_loopback(&port);
-	a.l = l;
-	assert_int_equal(pthread_create(&th, NULL, srv_main, &a), 0);
-	ret = T->connect("127.0.0.1", port, &small_attr, "x", 1, WAIT_MS, &c,
-			 back, &back_len);
-	pthread_join(th, NULL);
-	T->listener_destroy(l);
+	ret = handshake(&a, "x", 1, &c, back, &back_len, &port);
 	assert_int_equal(a.ret, 0);
 	assert_int_equal(ret, -ECONNREFUSED);
 	assert_null(c);

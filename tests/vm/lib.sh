@@ -49,6 +49,8 @@
 #   daemon_pid ID          pid of the process holding /dev/ublkcID
 #   dev_size DEV_NAME      /sys/block/DEV_NAME/size in 512-byte sectors
 #   queue_stats, fs_fill_and_check NAME MKFS..., start_write_load (ublk)
+# Host scenarios over rdma
+#   run_host_scenario NAME...  tests/e2e/NAME.sh with RBLK_TEST_SCHEME=rdma
 
 RDMA_ADDR=${RBLK_TEST_RDMA_ADDR:-192.0.2.1}
 RDMA_DEV=${RBLK_TEST_RDMA_DEV:-rxe0}
@@ -211,9 +213,52 @@ manifest()
 	(cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$2"
 }
 
+# write_tree DIR MANIFEST N SEED: N files of 0, 1, 511, 4096, 4097 or
+# random 1..256 KiB bytes (sizes drawn from SEED), three levels of
+# directories; MANIFEST gets "sha256  path" lines relative to DIR
+# (sha256sum -c in DIR checks them)
+write_tree()
+{
+	python3 - "$@" <<'EOF'
+import hashlib, os, random, sys
+root, manifest, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rnd = random.Random(seed)
+lines = []
+for i in range(n):
+    d = os.path.join(root, "d%d" % (i % 7), "e%d" % (i % 5), "f%d" % (i % 3))
+    os.makedirs(d, exist_ok=True)
+    size = rnd.choice([0, 1, 511, 4096, 4097, rnd.randrange(1, 262144)])
+    data = os.urandom(size)
+    p = os.path.join(d, "file%03d" % i)
+    with open(p, "wb") as f:
+        f.write(data)
+    lines.append("%s  %s\n" % (hashlib.sha256(data).hexdigest(), os.path.relpath(p, root)))
+with open(manifest, "w") as f:
+    f.writelines(lines)
+EOF
+}
+
 check_manifest()
 {
 	(cd "$1" && sha256sum --quiet -c "$2") || fail "checksums differ under $1"
+}
+
+# run_host_scenario NAME...: the host's tests/e2e/NAME.sh, the same files,
+# over rdma: RBLK_TEST_SCHEME=rdma makes their start_target listen on
+# rdma://RDMA_ADDR:PORT and RBLK_TARGET_URL name it. Fails with the first
+# that fails; one that skips (77) skips the test.
+run_host_scenario()
+{
+	local t rc
+	need_rdma
+	export RBLK_TEST_SCHEME=rdma RBLK_TEST_RDMA_ADDR=$RDMA_ADDR RBLK_BUILD
+	for t in "$@"; do
+		say "# tests/e2e/$t.sh over rdma"
+		rc=0
+		"tests/e2e/$t.sh" || rc=$?
+		[ $rc -eq 77 ] && skip "tests/e2e/$t.sh skipped"
+		[ $rc -eq 0 ] || fail "tests/e2e/$t.sh over rdma (exit $rc)"
+	done
 }
 
 # ---- target and mappings ----------------------------------------------------
@@ -381,6 +426,17 @@ fs_fill_and_check()
 	timeout 60 sync || fail "sync"
 	echo "tree: $(find "$TEST_DIR/src" -type f | wc -l) files, $(du -sk "$TEST_DIR/src" | cut -f1) KiB written in $(t_since "$t0") s"
 	check_manifest "$MNT" "$TEST_DIR/manifest"
+	timeout 60 umount "$MNT" || fail "umount"
+}
+
+# remount_check: mount $DEV on $MNT again, cold (page cache dropped), check
+# the files of fs_fill_and_check against its manifest, umount
+remount_check()
+{
+	timeout 60 mount "$DEV" "$MNT" || fail "remount"
+	echo 3 >/proc/sys/vm/drop_caches
+	check_manifest "$MNT" "$TEST_DIR/manifest"
+	echo "remount: checksums OK"
 	timeout 60 umount "$MNT" || fail "umount"
 }
 

@@ -18,19 +18,13 @@
 # (median, min, max).
 set -euo pipefail
 
+BENCH_NAME=ab-engine
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 a='' b='' rounds=5 runtime=5 workers=2
 workloads='randread 4k 32,read 128k 16'
-while [ $# -gt 0 ]; do
-	case $1 in
-	--workloads) workloads=$2; shift 2 ;;
-	--a) a=$2; shift 2 ;;
-	--b) b=$2; shift 2 ;;
-	--rounds) rounds=$2; shift 2 ;;
-	--runtime) runtime=$2; shift 2 ;;
-	--workers) workers=$2; shift 2 ;;
-	*) echo "usage: see the header of $0" >&2; exit 2 ;;
-	esac
-done
+bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --workers=workers --workloads=workloads" \
+	"$@"
 [ -n "$a" ] && [ -n "$b" ] || { echo "--a and --b are required" >&2; exit 2; }
 dir=$(mktemp -d /dev/shm/rblk-ab.XXXXXX)
 file=$dir/vol.img

@@ -16,21 +16,12 @@
 # build and the B/A ratios. Needs root (perf, drop_caches) and perf.
 set -euo pipefail
 
+BENCH_NAME=ab-syscalls
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 a='' b='' rounds=3 runtime=5 rw=randread bs=4k qd=32 mode=pull file=''
-while [ $# -gt 0 ]; do
-	case $1 in
-	--a) a=$2; shift 2 ;;
-	--b) b=$2; shift 2 ;;
-	--rounds) rounds=$2; shift 2 ;;
-	--runtime) runtime=$2; shift 2 ;;
-	--rw) rw=$2; shift 2 ;;
-	--bs) bs=$2; shift 2 ;;
-	--qd) qd=$2; shift 2 ;;
-	--mode) mode=$2; shift 2 ;;
-	--file) file=$2; shift 2 ;;
-	*) echo "usage: see the header of $0" >&2; exit 2 ;;
-	esac
-done
+bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --rw=rw --bs=bs
+	--qd=qd --mode=mode --file=file" "$@"
 if [ -z "$a" ] || [ -z "$b" ]; then
 	echo "--a and --b are required" >&2
 	exit 2

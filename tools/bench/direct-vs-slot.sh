@@ -23,21 +23,12 @@
 # operations are served by the target's progress loop).
 set -euo pipefail
 
+BENCH_NAME=direct-vs-slot
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 transport=tcp addr='' size=256 runtime=5 md=''
-while [ $# -gt 0 ]; do
-	case $1 in
-	--transport) transport=$2; shift 2 ;;
-	--addr) addr=$2; shift 2 ;;
-	--size) size=$2; shift 2 ;;
-	--runtime) runtime=$2; shift 2 ;;
-	--md) md=$2; shift 2 ;;
-	-h | --help)
-		awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print; next }
-			NR > 3 { exit }' "$0"
-		exit 0 ;;
-	*) echo "direct-vs-slot: unknown argument '$1'" >&2; exit 2 ;;
-	esac
-done
+bench_args "--transport=transport --addr=addr --size=size --runtime=runtime
+	--md=md" "$@"
 case $transport in
 tcp) addr=${addr:-127.0.0.1} ;;
 rdma) addr=${addr:-${RBLK_TEST_RDMA_ADDR:-192.0.2.1}} ;;
@@ -48,22 +39,13 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${RBLK_BUILD:-${BUILD:-$root/build}}
 case $build in /*) ;; *) build=$root/$build ;; esac
 engine=$build/rblk-fio.so
-for t in fio jq python3; do
-	command -v $t >/dev/null ||
-		{ echo "direct-vs-slot: $t not found" >&2; exit 1; }
-done
-[ -x "$build/rblk-target" ] ||
-	{ echo "direct-vs-slot: build first (make)" >&2; exit 1; }
-[ -f "$engine" ] ||
-	{ echo "direct-vs-slot: $engine missing (make fio-engine)" >&2; exit 1; }
+bench_need fio jq python3
+bench_need_files "make all fio-engine" "$build/rblk-target" "$engine"
 
-BENCH_NAME=direct-vs-slot
 cache=1
-# shellcheck source=tools/bench/lib.sh
-source "$(dirname "$0")/lib.sh"
+bench_scratch
 
-port=$(python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(bench_free_port)
 url=$transport://$addr:$port
 "$build/rblk-target" --listen "$url" --allow-any-host --log-level warn \
 	--export "mem=ram:${size}M" >"$dir/target.log" 2>&1 &

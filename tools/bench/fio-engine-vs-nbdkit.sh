@@ -25,46 +25,28 @@
 # stands in for RDMA: the numbers compare software paths, not wire speeds.
 set -euo pipefail
 
+BENCH_NAME=fio-engine-vs-nbdkit
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 size=256 runtime=10 jobs=1 cache=0 where=${TMPDIR:-/tmp}
-while [ $# -gt 0 ]; do
-	case $1 in
-	--size) size=$2; shift 2 ;;
-	--runtime) runtime=$2; shift 2 ;;
-	--jobs) jobs=$2; shift 2 ;;
-	--cache) cache=1; shift ;;
-	--dir) where=$2; shift 2 ;;
-	-h | --help)
-		awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print; next }
-			NR > 3 { exit }' "$0"
-		exit 0 ;;
-	*) echo "fio-engine-vs-nbdkit: unknown argument '$1'" >&2; exit 2 ;;
-	esac
-done
+bench_args "--size=size --runtime=runtime --jobs=jobs --cache!cache
+	--dir=where" "$@"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${RBLK_BUILD:-$root/build}
 engine=$build/rblk-fio.so
-for t in fio nbdkit jq python3; do
-	command -v $t >/dev/null ||
-		{ echo "fio-engine-vs-nbdkit: $t not found" >&2; exit 1; }
-done
-[ -x "$build/rblk-target" ] ||
-	{ echo "fio-engine-vs-nbdkit: build first (make)" >&2; exit 1; }
-[ -f "$engine" ] ||
-	{ echo "fio-engine-vs-nbdkit: $engine missing (make fio-engine)" >&2; exit 1; }
+bench_need fio nbdkit jq python3
+bench_need_files "make all fio-engine" "$build/rblk-target" "$engine"
 fio --enghelp=nbd >/dev/null 2>&1 ||
 	{ echo "fio-engine-vs-nbdkit: this fio has no nbd engine" >&2; exit 1; }
 
-BENCH_NAME=fio-engine-vs-nbdkit
 BENCH_DIR_PARENT="$where"
-# shellcheck source=tools/bench/lib.sh
-source "$(dirname "$0")/lib.sh"
+bench_scratch
 
 echo "preparing a ${size} MiB file in $where ($(stat -f -c %T "$where")) ..."
 head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
 
-port=$(python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(bench_free_port)
 "$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level warn \
 	--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
 pids+=($!)
@@ -73,13 +55,7 @@ for ((i = 0; i < 200; i++)); do
 	sleep 0.05
 done
 
-nbdkit_cache=none
-[ "$cache" = 1 ] && nbdkit_cache=default
-nbdkit -f -U "$dir/nbdkit.sock" file "$dir/vol.img" cache=$nbdkit_cache \
-	>"$dir/nbdkit.log" 2>&1 &
-pids+=($!)
-for ((i = 0; i < 100; i++)); do [ -S "$dir/nbdkit.sock" ] && break; sleep 0.05; done
-[ -S "$dir/nbdkit.sock" ] || { cat "$dir/nbdkit.log" >&2; exit 1; }
+bench_nbdkit "$dir/vol.img" "$dir/nbdkit.sock" "$dir/nbdkit.log"
 
 # run_fio OUT RW BS QD ENGINE-ARGS...: prints "IOPS MB/s"
 run_fio()

@@ -59,60 +59,28 @@
 # RDMA: the numbers compare software paths, not wire speeds.
 set -euo pipefail
 
+BENCH_NAME=host-bench
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
 jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
 marker=host-bench repeat=${BENCH_ROUNDS:-5}
 paths="engine engine-pull engine-buffered engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
 [ -n "$runtime" ] || runtime=5
-while [ $# -gt 0 ]; do
-	case $1 in
-	--runtime) runtime=$2; shift 2 ;;
-	--ramp) ramp=$2; shift 2 ;;
-	--size) size=$2; shift 2 ;;
-	--jobs) jobs=$2; shift 2 ;;
-	--paths) paths=$2; shift 2 ;;
-	--dir) where=$2; shift 2 ;;
-	--only) only=$2; shift 2 ;;
-	--doc) doc=$2; shift 2 ;;
-	--chart) chart=$2; shift 2 ;;
-	--marker) marker=$2; shift 2 ;;
-	--rounds | --repeat) repeat=$2; shift 2 ;;
-	-h | --help)
-		awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print; next }
-			NR > 3 { exit }' "$0"
-		exit 0 ;;
-	*) echo "host-bench: unknown argument '$1'" >&2; exit 2 ;;
-	esac
-done
+bench_args "--runtime=runtime --ramp=ramp --size=size --jobs=jobs
+	--paths=paths --dir=where --only=only --doc=doc --chart=chart
+	--marker=marker --rounds=repeat --repeat=repeat" "$@"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 engine=$build/rblk-fio.so
-for t in fio nbdkit jq python3; do
-	command -v $t >/dev/null || { echo "host-bench: $t not found" >&2; exit 1; }
-done
-for f in "$build/rblk-target" "$build/rblk" "$engine"; do
-	[ -e "$f" ] || { echo "host-bench: $f missing (make all fio-engine)" >&2; exit 1; }
-done
+bench_need fio nbdkit jq python3
+bench_need_files "make all fio-engine" "$build/rblk-target" "$build/rblk" \
+	"$engine"
 fio --enghelp=nbd >/dev/null 2>&1 || { echo "host-bench: this fio has no nbd engine" >&2; exit 1; }
 
-# name rw bs qd (the same list as tools/bench/vm-bench.sh)
-WORKLOADS=("4k randread QD1|randread|4k|1"
-	"4k randread QD32|randread|4k|32"
-	"4k randwrite QD1|randwrite|4k|1"
-	"4k randwrite QD32|randwrite|4k|32"
-	"128k seq read QD16|read|128k|16"
-	"128k seq write QD16|write|128k|16"
-	"4k randrw 70/30 QD32|randrw|4k|32")
-if [ -n "$only" ]; then
-	keep=()
-	for w in "${WORKLOADS[@]}"; do
-		grep -qE -- "$only" <<<"${w%%|*}" && keep+=("$w")
-	done
-	[ ${#keep[@]} -gt 0 ] || { echo "host-bench: no workload matches '$only'" >&2; exit 2; }
-	WORKLOADS=("${keep[@]}")
-fi
+bench_workloads "$only"
 # report.py: path:label:peer ('~' = space)
 REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
 	engine-pull:engine,~pull~reads:engine
@@ -138,11 +106,9 @@ target "rblk nbd vs nbdkit unix, 4k randread QD32" rblk-nbd "4k randread QD32" n
 target "rblk fio engine vs nbdkit unix, 128k seq read QD16" engine "128k seq read QD16" nbdkit-unix mbs 1.0
 target "rblk fio engine, cache=buffered export, vs nbdkit unix, 128k seq read QD16" engine-buffered "128k seq read QD16" nbdkit-unix mbs 1.0
 
-BENCH_NAME=host-bench
 BENCH_DIR_PARENT="$where"
 cache=0
-# shellcheck source=tools/bench/lib.sh
-source "$(dirname "$0")/lib.sh"
+bench_scratch
 
 log() { printf '%s %s\n' "$(date +%T)" "$*"; }
 
@@ -151,18 +117,12 @@ head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
 [ -w /proc/sys/vm/drop_caches ] ||
 	log "host-bench: not root: the page cache cannot be dropped between cells"
 
-free_port()
-{
-	python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 declare -A spid # path -> server pids (for CPU time)
 needs() { [[ " $paths " == *" $1 "* ]]; }
 
 if needs engine || needs engine-pull || needs engine-buffered || needs engine-busy ||
 	needs engine-adaptive || needs rblk-nbd; then
-	port=$(free_port)
+	port=$(bench_free_port)
 	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
 		--export "vol0=$dir/vol.img" --export "vol1=$dir/vol.img,cache=buffered" \
 		>"$dir/target.log" 2>&1 &
@@ -179,15 +139,11 @@ if needs rblk-nbd; then
 	wait_for "$dir/nbd.out" "^ready "
 fi
 if needs nbdkit-unix; then
-	nbdkit -f -U "$dir/nbdkit.sock" file "$dir/vol.img" cache=none \
-		>"$dir/nbdkit-unix.log" 2>&1 &
-	pids+=($!)
-	spid[nbdkit-unix]=$!
-	for ((i = 0; i < 100; i++)); do [ -S "$dir/nbdkit.sock" ] && break; sleep 0.05; done
-	[ -S "$dir/nbdkit.sock" ] || { cat "$dir/nbdkit-unix.log" >&2; exit 1; }
+	bench_nbdkit "$dir/vol.img" "$dir/nbdkit.sock" "$dir/nbdkit-unix.log"
+	spid[nbdkit-unix]=$nbdkit_pid
 fi
 if needs nbdkit-tcp; then
-	nport=$(free_port)
+	nport=$(bench_free_port)
 	nbdkit -f -i 127.0.0.1 -p "$nport" file "$dir/vol.img" cache=none \
 		>"$dir/nbdkit-tcp.log" 2>&1 &
 	pids+=($!)

@@ -1,22 +1,125 @@
-# tools/bench/lib.sh - shared by the host benchmark scripts. Source it after
-# setting BENCH_NAME (for messages), BENCH_DIR_PARENT (where the scratch
-# directory goes) and cache (1: leave the page cache alone).
+# tools/bench/lib.sh - shared by the benchmark scripts. Source it first,
+# after setting BENCH_NAME (for messages); sourcing only defines these:
 #
-#   $dir            scratch directory, removed at exit
-#   pids+=(PID)     background processes killed at exit
-#   wait_for FILE REGEX   wait (10 s) for REGEX to appear in FILE
+#   bench_args SPEC "$@"   parse the command line: SPEC's words are
+#                   --opt=var (takes a value into var) or --opt!var (a
+#                   flag: var=1); -h/--help prints the script's header
+#   bench_need TOOL...     exit unless every TOOL is on PATH
+#   bench_need_files HINT FILE...  exit unless every FILE exists ("HINT":
+#                   how to make them)
+#   bench_free_port        print a free tcp port on 127.0.0.1
+#   bench_scratch          make the scratch directory $dir (in
+#                   BENCH_DIR_PARENT, default $TMPDIR or /tmp), removed at
+#                   exit with the processes in pids+=(PID)
+#   bench_nbdkit FILE SOCK LOG   start `nbdkit file FILE` on a unix socket
+#                   (cache=none, or the page cache when cache=1), wait for
+#                   it; its pid in nbdkit_pid
+#   bench_workloads REGEX  WORKLOADS=("name|rw|bs|qd" ...): the fio
+#                   workloads of host-bench and vm-bench whose name matches
+#                   REGEX (grep -E; empty: all)
+#   wait_for FILE REGEX    wait (10 s) for REGEX to appear in FILE
 #   drop_cache      drop the page cache (root), unless cache=1
 # shellcheck shell=bash
 
-dir=$(mktemp -d "${BENCH_DIR_PARENT:-${TMPDIR:-/tmp}}/rblk-bench.XXXXXX")
-pids=()
-cleanup()
+bench_help()
+{
+	awk 'NR > 1 && /^#/ { sub(/^# ?/, "")
+			if (!/SPDX/ && ($0 != "" || n++)) print; next }
+		NR > 1 { exit }' "$0"
+}
+
+bench_args()
+{
+	local spec=$1 w
+	shift
+	while [ $# -gt 0 ]; do
+		case $1 in -h | --help) bench_help; exit 0 ;; esac
+		for w in $spec; do
+			case $w in
+			"$1="*)
+				[ $# -ge 2 ] || { echo "$BENCH_NAME: $1 needs a value" >&2; exit 2; }
+				printf -v "${w#*=}" '%s' "$2"
+				shift 2
+				continue 2 ;;
+			"$1!"*)
+				printf -v "${w#*!}" 1
+				shift
+				continue 2 ;;
+			esac
+		done
+		echo "$BENCH_NAME: unknown argument '$1' (--help)" >&2
+		exit 2
+	done
+}
+
+bench_need()
+{
+	local t
+	for t in "$@"; do
+		command -v "$t" >/dev/null ||
+			{ echo "$BENCH_NAME: $t not found" >&2; exit 1; }
+	done
+}
+
+bench_need_files()
+{
+	local hint=$1 f
+	shift
+	for f in "$@"; do
+		[ -e "$f" ] || { echo "$BENCH_NAME: $f missing ($hint)" >&2; exit 1; }
+	done
+}
+
+bench_free_port()
+{
+	python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+bench_scratch()
+{
+	dir=$(mktemp -d "${BENCH_DIR_PARENT:-${TMPDIR:-/tmp}}/rblk-bench.XXXXXX")
+	pids=()
+	trap bench_cleanup EXIT
+}
+
+bench_cleanup()
 {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	rm -rf "$dir"
 }
-trap cleanup EXIT
+
+bench_nbdkit()
+{
+	local file=$1 sock=$2 log=$3 mode=none i
+	[ "${cache:-0}" = 1 ] && mode=default
+	nbdkit -f -U "$sock" file "$file" cache=$mode >"$log" 2>&1 &
+	# shellcheck disable=SC2034 # for the caller
+	nbdkit_pid=$!
+	pids+=($!)
+	for ((i = 0; i < 100; i++)); do [ -S "$sock" ] && break; sleep 0.05; done
+	[ -S "$sock" ] || { cat "$log" >&2; exit 1; }
+}
+
+bench_workloads()
+{
+	local only=$1 w keep=()
+	WORKLOADS=("4k randread QD1|randread|4k|1"
+		"4k randread QD32|randread|4k|32"
+		"4k randwrite QD1|randwrite|4k|1"
+		"4k randwrite QD32|randwrite|4k|32"
+		"128k seq read QD16|read|128k|16"
+		"128k seq write QD16|write|128k|16"
+		"4k randrw 70/30 QD32|randrw|4k|32")
+	[ -n "$only" ] || return 0
+	for w in "${WORKLOADS[@]}"; do
+		grep -qE -- "$only" <<<"${w%%|*}" && keep+=("$w")
+	done
+	[ ${#keep[@]} -gt 0 ] ||
+		{ echo "$BENCH_NAME: no workload matches '$only'" >&2; exit 2; }
+	WORKLOADS=("${keep[@]}")
+}
 
 wait_for()
 {

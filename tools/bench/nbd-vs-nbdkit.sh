@@ -22,39 +22,23 @@
 # hop, not the RDMA data path.
 set -euo pipefail
 
+BENCH_NAME=nbd-vs-nbdkit
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 size=256 runtime=15 jobs=1 iodepth=32 cache=0
-while [ $# -gt 0 ]; do
-	case $1 in
-	--size) size=$2; shift 2 ;;
-	--runtime) runtime=$2; shift 2 ;;
-	--jobs) jobs=$2; shift 2 ;;
-	--iodepth) iodepth=$2; shift 2 ;;
-	--cache) cache=1; shift ;;
-	-h | --help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) echo "nbd-vs-nbdkit: unknown argument '$1'" >&2; exit 2 ;;
-	esac
-done
+bench_args "--size=size --runtime=runtime --jobs=jobs --iodepth=iodepth
+	--cache!cache" "$@"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${RBLK_BUILD:-$root/build}
-for t in fio nbdkit jq python3; do
-	command -v $t >/dev/null || { echo "nbd-vs-nbdkit: $t not found" >&2; exit 1; }
-done
-if [ ! -x "$build/rblk-target" ] || [ ! -x "$build/rblk" ]; then
-	echo "nbd-vs-nbdkit: build first (make)" >&2
-	exit 1
-fi
-
-BENCH_NAME=nbd-vs-nbdkit
-BENCH_DIR_PARENT="${TMPDIR:-/tmp}"
-# shellcheck source=tools/bench/lib.sh
-source "$(dirname "$0")/lib.sh"
+bench_need fio nbdkit jq python3
+bench_need_files "make" "$build/rblk-target" "$build/rblk"
+bench_scratch
 
 echo "preparing a ${size} MiB file ..."
 head -c "$((size * 1024 * 1024))" /dev/urandom >"$dir/vol.img"
 
-port=$(python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(bench_free_port)
 # shellcheck disable=SC2086 # word splitting of RBLK_TARGET_ARGS intended
 "$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
 	${RBLK_TARGET_ARGS:-} --export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
@@ -65,12 +49,7 @@ wait_for "$dir/target.log" "listening on"
 pids+=($!)
 wait_for "$dir/nbd.out" "^ready "
 
-nbdkit_cache=none
-[ "$cache" = 1 ] && nbdkit_cache=default
-nbdkit -f -U "$dir/nbdkit.sock" file "$dir/vol.img" cache=$nbdkit_cache \
-	>"$dir/nbdkit.log" 2>&1 &
-pids+=($!)
-for ((i = 0; i < 100; i++)); do [ -S "$dir/nbdkit.sock" ] && break; sleep 0.05; done
+bench_nbdkit "$dir/vol.img" "$dir/nbdkit.sock" "$dir/nbdkit.log"
 
 run_fio()
 {

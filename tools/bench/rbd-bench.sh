@@ -22,34 +22,23 @@
 # ends; fio's librbd takes it in turn, so runs are 3 s apart.
 set -euo pipefail
 
+BENCH_NAME=rbd-bench
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 rounds=5 runtime=8 size=256 workers=1
-while [ $# -gt 0 ]; do
-	case $1 in
-	--rounds) rounds=$2; shift 2 ;;
-	--runtime) runtime=$2; shift 2 ;;
-	--size) size=$2; shift 2 ;;
-	--workers) workers=$2; shift 2 ;;
-	-h | --help)
-		awk 'NR > 3 && /^#/ { sub(/^# ?/, ""); print; next }
-			NR > 3 { exit }' "$0"
-		exit 0 ;;
-	*) echo "rbd-bench: unknown argument '$1'" >&2; exit 2 ;;
-	esac
-done
+bench_args "--rounds=rounds --runtime=runtime --size=size --workers=workers" \
+	"$@"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build}
 engine=$build/rblk-fio.so
-BENCH_NAME=rbd-bench
-# shellcheck source=tools/bench/lib.sh
-source "$root/tools/bench/lib.sh"
-[ -x "$build/rblk-target" ] || { echo "rbd-bench: run make first" >&2; exit 1; }
-[ -f "$engine" ] || { echo "rbd-bench: run make fio-engine first" >&2; exit 1; }
+bench_need_files "make all fio-engine" "$build/rblk-target" "$engine"
+bench_scratch
 fio --enghelp=rbd >/dev/null 2>&1 || { echo "rbd-bench: fio has no rbd engine" >&2; exit 1; }
 
 mc=$root/tests/ceph/micro-cluster.sh
 "$mc" start "$dir/ceph" --mem $((size * 3))M >/dev/null
-trap '"$mc" stop "$dir/ceph"; cleanup' EXIT
+trap '"$mc" stop "$dir/ceph"; bench_cleanup' EXIT
 eval "$("$mc" env "$dir/ceph")"
 osd_pid=$(cat "$dir/ceph/run/osd.0.pid")
 rbd create rbd/bench --size "${size}M"
@@ -58,7 +47,7 @@ fio --name=fill --ioengine=rbd --clientname=admin --pool=rbd --rbdname=bench \
 
 printf '[target]\nceph_conf = %s\nworkers = %s\n' "$CEPH_CONF" "$workers" \
 	>"$dir/target.conf"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(bench_free_port)
 "$build/rblk-target" --config "$dir/target.conf" --ctl-socket none --allow-any-host \
 	--listen "tcp://127.0.0.1:$port" --export vol0=rbd:rbd/bench \
 	>"$dir/target.log" 2>&1 &

@@ -55,31 +55,17 @@
 # against each other and against the kernel's nvme-rdma, not wire speeds.
 set -uo pipefail
 
+BENCH_NAME=vm-bench
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 runtime=${VMB_RUNTIME:-4} ramp=${VMB_RAMP:-1} size=${VMB_SIZE:-512}
 paths=${VMB_PATHS:-"engine engine-push engine-busy engine-adaptive ublk nbd nvme wire"}
 rounds=${VMB_ROUNDS:-5} only=
 backing=${VMB_BACKING:-brd}
 dry=0 report='' chart='' doc=''
-while [ $# -gt 0 ]; do
-	case $1 in
-	--runtime) runtime=$2; shift 2 ;;
-	--ramp) ramp=$2; shift 2 ;;
-	--size) size=$2; shift 2 ;;
-	--paths) paths=$2; shift 2 ;;
-	--backing) backing=$2; shift 2 ;;
-	--rounds) rounds=$2; shift 2 ;;
-	--only) only=$2; shift 2 ;;
-	--dry-run) dry=1; shift ;;
-	--report) report=$2; shift 2 ;;
-	--chart) chart=$2; shift 2 ;;
-	--doc) doc=$2; shift 2 ;;
-	-h | --help)
-		awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next }
-			NR > 2 { exit }' "$0"
-		exit 0 ;;
-	*) echo "vm-bench: unknown argument '$1'" >&2; exit 2 ;;
-	esac
-done
+bench_args "--runtime=runtime --ramp=ramp --size=size --paths=paths
+	--backing=backing --rounds=rounds --only=only --dry-run!dry
+	--report=report --chart=chart --doc=doc" "$@"
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
@@ -90,29 +76,7 @@ RDEV=${RBLK_TEST_RDMA_DEV:-rxe0}
 PORT=7460
 NQN=nqn.2026-11.io.rblk:vmbench
 NVMET=/sys/kernel/config/nvmet
-# name rw bs qd (the same list as tools/bench/host-bench.sh)
-WORKLOADS=("4k randread QD1|randread|4k|1"
-	"4k randread QD32|randread|4k|32"
-	"4k randwrite QD1|randwrite|4k|1"
-	"4k randwrite QD32|randwrite|4k|32"
-	"128k seq read QD16|read|128k|16"
-	"128k seq write QD16|write|128k|16"
-	"4k randrw 70/30 QD32|randrw|4k|32")
-# report.py: path:label:peer (label '~' = space), and the issue's targets
-VMB_REPORT_PATHS="engine:rblk~fio~engine:nvme engine-push:engine,~push~reads:engine
-	engine-busy:engine,~busy~poll:engine
-	engine-adaptive:engine,~adaptive~poll~50~us:engine
-	ublk:rblk~ublk:nvme nbd:rblk~nbd:nvme nvme:nvme-rdma~(kernel):
-	wire-read-bw:wire~ib_read_bw~-R~128~KiB: wire-write-bw:wire~ib_write_bw~-R~128~KiB:
-	wire-read-lat:wire~ib_read_lat~-R~4~KiB~(typical):"
-if [ -n "$only" ]; then
-	keep=()
-	for w in "${WORKLOADS[@]}"; do
-		grep -qE -- "$only" <<<"${w%%|*}" && keep+=("$w")
-	done
-	[ ${#keep[@]} -gt 0 ] || { echo "vm-bench: no workload matches '$only'" >&2; exit 2; }
-	WORKLOADS=("${keep[@]}")
-fi
+bench_workloads "$only"
 VMB_REPORT_TARGETS=(
 	--target "engine vs nvme-rdma, 4k randread QD32|engine|4k randread QD32|nvme|4k randread QD32|iops|1.2"
 	--target "ublk vs nvme-rdma, 4k randread QD32|ublk|4k randread QD32|nvme|4k randread QD32|iops|1.0"

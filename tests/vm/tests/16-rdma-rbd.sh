@@ -35,23 +35,7 @@ say "mkfs.ext4 done"
 tmo 60 mount "$DEV" "$MNT" || fail "mount $DEV"
 cleanup_fn umount_quiet "$MNT"
 
-python3 - "$MNT/tree" "$TEST_DIR/manifest" <<'EOF'
-import hashlib, os, random, sys
-root, manifest = sys.argv[1], sys.argv[2]
-rnd = random.Random(16)
-lines = []
-for i in range(100):
-    d = os.path.join(root, "d%d" % (i % 5), "e%d" % (i % 3))
-    os.makedirs(d, exist_ok=True)
-    size = rnd.choice([0, 1, 4096, 4097, rnd.randrange(1, 262144)])
-    data = os.urandom(size)
-    p = os.path.join(d, "file%03d" % i)
-    with open(p, "wb") as f:
-        f.write(data)
-    lines.append("%s  %s\n" % (hashlib.sha256(data).hexdigest(), os.path.relpath(p, root)))
-with open(manifest, "w") as f:
-    f.writelines(lines)
-EOF
+write_tree "$MNT/tree" "$TEST_DIR/manifest" 100 16
 say "tree written: $(du -sk "$MNT/tree" | cut -f1) KiB"
 tmo 120 umount "$MNT" || fail "umount"
 tmo 180 fsck.ext4 -fn "$DEV" >"$TEST_DIR/fsck.log" 2>&1 ||

@@ -61,23 +61,7 @@ fi
 grep -q "in use" "$TEST_DIR/busy.err" || fail "unmap of a mounted device: $(cat "$TEST_DIR/busy.err")"
 
 # the tree: 200 files, 0..256 KiB, three levels of directories
-python3 - "$MNT/tree" "$TEST_DIR/manifest" <<'EOF'
-import hashlib, os, random, sys
-root, manifest = sys.argv[1], sys.argv[2]
-rnd = random.Random(20)
-lines = []
-for i in range(200):
-    d = os.path.join(root, "d%d" % (i % 7), "e%d" % (i % 5), "f%d" % (i % 3))
-    os.makedirs(d, exist_ok=True)
-    size = rnd.choice([0, 1, 511, 4096, 4097, rnd.randrange(1, 262144)])
-    data = os.urandom(size)
-    p = os.path.join(d, "file%03d" % i)
-    with open(p, "wb") as f:
-        f.write(data)
-    lines.append("%s  %s\n" % (hashlib.sha256(data).hexdigest(), os.path.relpath(p, root)))
-with open(manifest, "w") as f:
-    f.writelines(lines)
-EOF
+write_tree "$MNT/tree" "$TEST_DIR/manifest" 200 20
 say "tree written: $(du -sk "$MNT/tree" | cut -f1) KiB"
 (cd "$MNT/tree" && tmo 120 sha256sum --quiet -c "$TEST_DIR/manifest") || fail "checksums before umount"
 tmo 120 umount "$MNT" || fail "umount"

@@ -16,11 +16,7 @@ fs_fill_and_check mkfs.ext4 mkfs.ext4 -q -F
 timeout 120 e2fsck -fn "$DEV" || fail "e2fsck -fn found problems"
 echo "e2fsck -fn: clean"
 
-timeout 60 mount "$DEV" "$MNT" || fail "remount"
-echo 3 >/proc/sys/vm/drop_caches
-check_manifest "$MNT" "$TEST_DIR/manifest"
-echo "remount: checksums OK"
-timeout 60 umount "$MNT" || fail "umount"
+remount_check
 queue_stats
 
 unmap_ublk

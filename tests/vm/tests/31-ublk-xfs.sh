@@ -15,11 +15,7 @@ timeout 120 xfs_repair -n "$DEV" >"$TEST_DIR/repair.log" 2>&1 ||
 	{ cat "$TEST_DIR/repair.log"; fail "xfs_repair -n found problems"; }
 echo "xfs_repair -n: clean"
 
-timeout 60 mount "$DEV" "$MNT" || fail "remount"
-echo 3 >/proc/sys/vm/drop_caches
-check_manifest "$MNT" "$TEST_DIR/manifest"
-echo "remount: checksums OK"
-timeout 60 umount "$MNT" || fail "umount"
+remount_check
 queue_stats
 unmap_ublk
 echo "ublk xfs: OK"
