@@ -43,6 +43,79 @@
 
 /* ---- groups (main thread, under turn_lock) ------------------------------- */
 
+/*
+ * Keep-mode hooks of w's pool (common/slot_pool.h), set once a group's
+ * windows reach their whole region: each block of the pool is its own
+ * region in every such group, registered while the block exists and
+ * deregistered when it is split or merged, so the regions never overlap
+ * and each page is pinned once per group. A registration that fails
+ * leaves NULL: block_region() in io.c tries again when the block is lent.
+ */
+static void pool_block_form(void *arg, void *addr, unsigned int o)
+{
+	struct worker *w = arg;
+
+	for (unsigned int g = 0; g < w->nr_groups; g++) {
+		struct wgroup *wg = &w->groups[g];
+		struct xp_mr **mrp;
+
+		if (!wg->block_mr[o])
+			continue;
+		mrp = block_mr_of(w, wg, addr, o);
+		if (!*mrp &&
+		    xp_group_reg_mr(wg->g, addr, (size_t)SLOT_PAGE << o,
+				    XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
+				    mrp))
+			*mrp = NULL;
+	}
+}
+
+static void pool_block_drop(void *arg, void *addr, unsigned int o)
+{
+	struct worker *w = arg;
+
+	for (unsigned int g = 0; g < w->nr_groups; g++) {
+		struct wgroup *wg = &w->groups[g];
+		struct xp_mr **mrp;
+
+		if (!wg->block_mr[o])
+			continue;
+		mrp = block_mr_of(w, wg, addr, o);
+		xp_dereg_mr(*mrp); /* free: no window is bound on it */
+		*mrp = NULL;
+	}
+}
+
+/*
+ * The pool's regions in wg: one region over the whole pool, or, where a
+ * window reaches its whole region (rxe), one region per buddy block and
+ * none over the pool (docs/ARCHITECTURE.md "Slot pool"). Local write and
+ * MW bind only: no remote access by the pool's own keys, windows only.
+ */
+static int group_reg_pool(struct worker *w, struct wgroup *wg)
+{
+	int ret;
+
+	if (!wg->g->mw_reaches_region) {
+		ret = xp_group_reg_mr(wg->g, w->pool_mem, w->pool_len,
+				      XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
+				      &wg->pool_mr);
+		if (ret)
+			log_err("worker %u: registering the slot pool (%zu bytes) on %s: %s",
+				w->index, w->pool_len, wg->ops->name,
+				strerror(-ret));
+		return ret;
+	}
+	for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++) {
+		size_t n = (w->pool.pages >> o) + 1;
+
+		wg->block_mr[o] = calloc(n, sizeof(*wg->block_mr[o]));
+		if (!wg->block_mr[o])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* w's group for transport ops, created on first use. NULL on failure. */
 static struct wgroup *group_for(struct worker *w, const struct xp_ops *ops)
 {
@@ -64,30 +137,24 @@ static struct wgroup *group_for(struct worker *w, const struct xp_ops *ops)
 			ops->name, strerror(-ret));
 		return NULL;
 	}
-	/* no remote access by the pool's own key: windows only */
-	ret = xp_group_reg_mr(wg->g, w->pool_mem, w->pool_len,
-			      XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
-			      &wg->pool_mr);
-	if (ret) {
-		log_err("worker %u: registering the slot pool (%zu bytes) on %s: %s",
-			w->index, w->pool_len, ops->name, strerror(-ret));
+	if (group_reg_pool(w, wg))
 		goto out_destroy_group;
-	}
-	for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++) {
-		size_t n = (w->pool.pages >> o) + 1;
-
-		wg->block_mr[o] = calloc(n, sizeof(*wg->block_mr[o]));
-		if (!wg->block_mr[o])
-			goto out_destroy_group;
-	}
 	ev.data.ptr = wg;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, xp_group_fd(wg->g), &ev)) {
 		log_err("worker %u: epoll_ctl: %s", w->index, strerror(errno));
 		goto out_destroy_group;
 	}
 	w->nr_groups++;
-	log_debug("worker %u: %s poll group, slot pool of %zu bytes", w->index,
-		  ops->name, w->pool_len);
+	if (wg->g->mw_reaches_region) { /* register the blocks there are */
+		if (w->pool.keep)
+			slot_pool_form_free(&w->pool);
+		else
+			slot_pool_keep_blocks(&w->pool, pool_block_form,
+					      pool_block_drop, w);
+	}
+	log_debug("worker %u: %s poll group, slot pool of %zu bytes%s",
+		  w->index, ops->name, w->pool_len,
+		  wg->g->mw_reaches_region ? ", a region per block" : "");
 	return wg;
 
 out_destroy_group:
@@ -405,7 +472,7 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	w->tgt = t;
 	w->index = index;
 	w->engine = t->engine;
-	w->pool_buf_index = -1;
+	w->pool_buf_index = POOL_BUF_UNTRIED;
 	pthread_mutex_init(&w->mailbox_lock, NULL);
 	pthread_mutex_init(&w->conns_lock, NULL);
 	pthread_mutex_init(&w->turn_lock, NULL);
@@ -419,7 +486,8 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	/*
 	 * Not touched here: faulting in a large pool at start takes seconds
 	 * on a loaded virtual machine. Pages come in as slots are used
-	 * (rdma's registration pins them all, io_uring's fixed buffer too).
+	 * (rdma's registrations pin them all, io_uring's fixed buffer too:
+	 * worker_pool_buf()).
 	 */
 	ret = slot_pool_init(&w->pool, w->pool_mem, w->pool_len);
 	if (ret)
@@ -439,9 +507,6 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	ret = w->engine->init(w, 1024);
 	if (ret)
 		goto out_close_mailbox;
-	/* one fixed buffer for the whole pool: the disk DMAs into slots */
-	ret = w->engine->register_buf(w, w->pool_mem, w->pool_len);
-	w->pool_buf_index = ret >= 0 ? ret : -1;
 	ev.data.ptr = EPOLL_MAILBOX;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->mailbox_fd, &ev))
 		goto out_epoll_ctl;
@@ -471,6 +536,17 @@ out_fini_pool:
 out_free_pool:
 	free(w->pool_mem);
 	return ret;
+}
+
+int worker_pool_buf(struct worker *w)
+{
+	int ret;
+
+	if (w->pool_buf_index != POOL_BUF_UNTRIED)
+		return w->pool_buf_index;
+	ret = w->engine->register_buf(w, w->pool_mem, w->pool_len);
+	w->pool_buf_index = ret >= 0 ? ret : -1;
+	return w->pool_buf_index;
 }
 
 void worker_stop(struct worker *w)
