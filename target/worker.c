@@ -188,12 +188,8 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 		ret = -ENOMEM;
 		goto out_unlock;
 	}
-	/*
-	 * The connection is created for the largest queue depth we grant;
-	 * the login may settle on less.
-	 */
-	tconn_attr((uint16_t)t->cfg.max_queue_depth, &attr);
-	ret = xp_get_request(l, wg->g, &attr, &xc, priv, &priv_len);
+	/* no queue yet: the request's queue depth sizes it (below) */
+	ret = xp_get_request(l, wg->g, NULL, &xc, priv, &priv_len);
 	if (ret) {
 		if (ret != -EAGAIN)
 			log_warn("%s: taking a connection request failed: %s",
@@ -208,6 +204,23 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 		goto out_unlock; /* 0: take the next one */
 	}
 	qd = (uint16_t)MIN(qd, t->cfg.max_queue_depth);
+	/*
+	 * The queue and its share of the group's CQ for the depth this
+	 * session asked for (the login settles on no more): a CQ at the
+	 * device's limit refuses the session, telling the initiator why.
+	 */
+	tconn_attr(qd, &attr);
+	ret = xp_setup_queue(xc, &attr);
+	if (ret) {
+		log_warn("%s: rejecting %s (queue depth %u): %s", url,
+			 xp_peer_name(xc), qd,
+			 ret == -ENOSPC ? "its poll group's CQ is full" :
+					  strerror(-ret));
+		xp_reject(xc, rej,
+			  rblk_cm_rej_encode(rej, RBLK_S_NO_RESOURCES));
+		ret = 0; /* take the next one */
+		goto out_unlock;
+	}
 	if (limits_admit(&t->cfg, xp_peer_name(xc))) {
 		xp_reject(xc, rej, rblk_cm_rej_encode(rej, RBLK_S_BUSY));
 		goto out_unlock;
