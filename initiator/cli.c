@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the `rblk` subcommands: parsing the options several of
- * them take (-o, -t, -L). JSON output goes through common/json.h.
+ * them take (-o, -t, -L) and the volume id as text. JSON output goes
+ * through common/json.h.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -45,4 +46,15 @@ int cli_parse_log_level(const char *cmd, const char *arg)
 	}
 	log_set_level(lvl);
 	return 0;
+}
+
+void cli_format_vol_id(const uint8_t id[16], char out[CLI_VOL_ID_STR_LEN])
+{
+	char *p = out;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		p += sprintf(p, "%02x", id[i]);
+	}
 }

@@ -63,10 +63,13 @@ static void print_info_json(const char *url, const struct rblk_info *info)
 {
 	struct json_object *o = json_object_new_object();
 	uint32_t f = info->features;
+	char id[CLI_VOL_ID_STR_LEN];
 
 	rjson_add_str(o, "url", url);
 	rjson_add_str(o, "transport", info->transport);
 	rjson_add_str(o, "export", info->export_name);
+	cli_format_vol_id(info->vol_id, id);
+	rjson_add_str(o, "vol_id", id);
 	rjson_add_u64(o, "size", info->size);
 	rjson_add_u64(o, "block_size", info->block_size);
 	rjson_add_u64(o, "max_io", info->max_io);
@@ -94,6 +97,7 @@ int cmd_info(int argc, char **argv)
 	};
 	struct cli_auth auth = { 0 };
 	const struct rblk_info *info;
+	char id[CLI_VOL_ID_STR_LEN];
 	struct rblk_opts o;
 	struct rblk *r;
 	bool json = false;
@@ -148,6 +152,8 @@ int cmd_info(int argc, char **argv)
 		printf("url:         %s\n", argv[optind]);
 		printf("transport:   %s\n", info->transport);
 		printf("export:      %s\n", info->export_name);
+		cli_format_vol_id(info->vol_id, id);
+		printf("volume id:   %s\n", id);
 		printf("size:        %llu bytes (%.2f GiB)\n",
 		       (unsigned long long)info->size,
 		       (double)info->size / (1 << 30));

@@ -51,7 +51,7 @@ FIO=(fio --filename="$DEV" --ioengine=libaio --direct=1 --iodepth=16
 	--cpus_allowed_policy=split --randseed=3737 --verify_state_save=0)
 
 t0=$(t_now)
-"${FIO[@]}" --name=rc --do_verify=0 --rate=512k >"$TEST_DIR/fio-write.log" 2>&1 &
+"${FIO[@]}" --name=rc --do_verify=0 --rate=128k >"$TEST_DIR/fio-write.log" 2>&1 &
 fpid=$!
 kill_at_exit "$fpid"
 
@@ -66,7 +66,25 @@ for round in 1 2; do
 	echo "[$(t_since "$t0") s] target restarted"
 done
 
-sleep 3
+# The hang must meet live connections (keep-alive finds it), not queues
+# still in their reconnect back-off from the second restart (a slow target
+# start under TCG left them there): wait until each queue's latest event
+# is a reconnect.
+queues_connected()
+{
+	local q last
+	for q in 0 1; do
+		last=$(grep -E "queue $q(:| \().*(reconnected to|connection failed)" "$dlog" | tail -n 1)
+		[[ $last == *"reconnected to"* ]] || return 1
+	done
+}
+for ((i = 0; i < 180; i++)); do
+	queues_connected && break
+	sleep 0.5
+done
+queues_connected || fail "the queues did not reconnect within 90 s of the second restart"
+echo "[$(t_since "$t0") s] both queues reconnected"
+sleep 2
 kill -0 "$fpid" 2>/dev/null || { cat "$TEST_DIR/fio-write.log"; fail "fio ended before the hang"; }
 echo "[$(t_since "$t0") s] SIGSTOP of the target for 25 s"
 kill -STOP "$TARGET_PID"
