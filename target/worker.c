@@ -51,10 +51,9 @@
  * and each page is pinned once per group. A registration that fails
  * leaves NULL: block_region() in io.c tries again when the block is lent.
  */
-static void pool_block_form(void *arg, void *addr, unsigned int o)
+static void pool_block_regions(struct worker *w, void *addr, unsigned int o,
+			       bool form)
 {
-	struct worker *w = arg;
-
 	for (unsigned int g = 0; g < w->nr_groups; g++) {
 		struct wgroup *wg = &w->groups[g];
 		struct xp_mr **mrp;
@@ -62,28 +61,27 @@ static void pool_block_form(void *arg, void *addr, unsigned int o)
 		if (!wg->block_mr[o])
 			continue;
 		mrp = block_mr_of(w, wg, addr, o);
-		if (!*mrp &&
-		    xp_group_reg_mr(wg->g, addr, (size_t)SLOT_PAGE << o,
-				    XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
-				    mrp))
+		if (!form) { /* free: no window is bound on it */
+			xp_dereg_mr(*mrp);
 			*mrp = NULL;
+		} else if (!*mrp &&
+			   xp_group_reg_mr(wg->g, addr, (size_t)SLOT_PAGE << o,
+					   XP_ACCESS_LOCAL_WRITE |
+					       XP_ACCESS_MW_BIND,
+					   mrp)) {
+			*mrp = NULL;
+		}
 	}
+}
+
+static void pool_block_form(void *arg, void *addr, unsigned int o)
+{
+	pool_block_regions(arg, addr, o, true);
 }
 
 static void pool_block_drop(void *arg, void *addr, unsigned int o)
 {
-	struct worker *w = arg;
-
-	for (unsigned int g = 0; g < w->nr_groups; g++) {
-		struct wgroup *wg = &w->groups[g];
-		struct xp_mr **mrp;
-
-		if (!wg->block_mr[o])
-			continue;
-		mrp = block_mr_of(w, wg, addr, o);
-		xp_dereg_mr(*mrp); /* free: no window is bound on it */
-		*mrp = NULL;
-	}
+	pool_block_regions(arg, addr, o, false);
 }
 
 /*
