@@ -524,11 +524,12 @@ int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);
 #define POOL_BUF_UNTRIED (-2)
 /*
- * Worker thread: the engine's registration of w's pool (a fixed buffer
- * index), or -1 where the engine has none. Made on the first disk I/O of
- * the worker, not at start: a target that serves RAM exports only never
- * pins its pool a second time for the engine (VmPin counts every
- * registration of the same pages).
+ * The engine's registration of w's pool (a fixed buffer index), or -1
+ * where the engine has none. Made at worker start (before its thread
+ * runs), except where every export at start is in RAM: then on the
+ * worker's first disk I/O (worker thread), so a target that serves RAM
+ * exports only never pins its pool a second time for the engine (VmPin
+ * counts every registration of the same pages).
  */
 int worker_pool_buf(struct worker *w);
 

@@ -21,11 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #define POLL_BATCH 32
 /*
@@ -478,6 +483,30 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Whether every export at start lives in RAM (and there is one): such a
+ * target does no disk I/O until an export is added, so its workers make
+ * the engine's fixed buffer then, not at start (worker_pool_buf()).
+ */
+static bool ram_only(const struct target *t)
+{
+	for (const struct export *e = t->exports; e; e = e->next)
+		if (e->kind != EXPORT_RAM)
+			return false;
+	return t->exports;
+}
+
+/*
+ * Fault the pool in without pinning it: a RAM-only target's memory is
+ * then the same at start as where the engine's fixed buffer brings the
+ * pages in, and a session's first commands do not fault.
+ */
+static void pool_populate(struct worker *w)
+{
+	if (madvise(w->pool_mem, w->pool_len, MADV_POPULATE_WRITE))
+		memset(w->pool_mem, 0, w->pool_len); /* before Linux 5.14 */
+}
+
 /* The pool of worker index: the target's total, split evenly, at least max_io. */
 static size_t pool_share(const struct target *t)
 {
@@ -531,6 +560,11 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	ret = w->engine->init(w, 1024);
 	if (ret)
 		goto out_close_mailbox;
+	/* the pool's pages in memory now, as the fixed buffer brings them */
+	if (ram_only(t))
+		pool_populate(w);
+	else
+		worker_pool_buf(w);
 	ev.data.ptr = EPOLL_MAILBOX;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->mailbox_fd, &ev))
 		goto out_epoll_ctl;

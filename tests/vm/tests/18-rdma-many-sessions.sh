@@ -5,7 +5,9 @@
 # compares, all at once. The target's VmPin is sampled throughout: its
 # peak must stay within the pool plus 256 KiB per session; its fds grow
 # by at most one per session (+ a few), its threads not at all; after the
-# sessions leave, VmPin and fds come back to their idle values.
+# sessions leave, VmPin and fds come back to their idle values. Then, on
+# another target, a session past the worker's CQ limit is refused as
+# "target out of resources".
 # At the default --max-queue-depth: each QP, and its share of the
 # worker's CQ, is sized by the depth the session asks for (2 here), not by
 # the target's cap (which held 63 sessions per worker under rxe's max_cqe).
@@ -116,4 +118,22 @@ grep -iE "error" "$dir/target.log" | head -5
 [ "$thr2" -eq "$thr1" ] && [ "$thr3" -eq "$thr1" ] || fail "target threads $thr1 -> $thr2 -> $thr3"
 [ "$fds4" -le "$fds1" ] || fail "target fds did not come back ($fds1 -> $fds4)"
 [ "$pin4" -le "$pin1" ] || fail "target VmPin did not come back ($pin1 -> $pin4 kB)"
+
+# A worker's CQ at the device's limit refuses a session, and the initiator
+# is told why: at QD 1024 a session takes 2 x (2 x 1024 + 2) = 4100 CQ
+# entries, so one worker holds 7 under rxe's max_cqe of 32767.
+port2=7449
+bg "$BUILD/rblk-target" --listen "rdma://$RDMA_ADDR:$port2" --allow-any-host \
+	--workers 1 --max-queue-depth 1024 --export "cq=ram:16M" \
+	2>"$dir/target-cq.log"
+wait_until 30 grep -q "listening on" "$dir/target-cq.log"
+if out=$(timeout 120 "$MANY" "rdma://$RDMA_ADDR:$port2/cq" 9 1024 4096 1 0 2>&1); then
+	echo "$out"
+	fail "9 sessions of QD 1024 fit one worker's CQ"
+fi
+echo "$out" | grep -m1 "manysess" || true
+grep -q "target out of resources" <<<"$out" ||
+	{ echo "$out"; fail "the refusal was not reported as 'target out of resources'"; }
+grep -q "CQ is full" "$dir/target-cq.log" ||
+	{ tail -5 "$dir/target-cq.log"; fail "the target did not log the full CQ"; }
 echo "rdma many sessions: OK"
