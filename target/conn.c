@@ -77,7 +77,6 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 	c->lim_pending = true; /* worker_accept() admitted it; ours now */
 	c->id = atomic_fetch_add(&w->tgt->next_conn_id, 1);
 	c->cm_qd = qd;
-	c->buf_index = w->pool_buf_index;
 	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
 	/*
 	 * Receives hold a command with the most in-capsule data a login of

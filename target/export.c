@@ -263,7 +263,7 @@ static int file_submit(struct worker *w, struct treq *r)
 		}
 		ret = w->engine->queue_rw(w, r, fd, write, r->slot, cmd->length,
 					  cmd->offset, flags,
-					  r->conn->buf_index);
+					  worker_pool_buf(w));
 		break;
 	case RBLK_OP_FLUSH:
 		ret = w->engine->queue_fdatasync(w, r, e->fd);

@@ -166,28 +166,25 @@ static void batch_join(struct tconn *c)
 }
 
 /*
- * The region r's window is bound on. Where windows confine their peer to
- * their own range (tcp, HCAs that follow the spec) that is the pool's
- * region. Where they reach their whole region (rxe: the group's
- * mw_reaches_region), it is the slot block's own region (struct wgroup,
- * block_mr): registered on first use, local write and MW bind only, so
- * the window reaches exactly the command's block. NULL when registering
- * failed.
+ * The region r's slot lies in, for its window and for local access. Where
+ * windows confine their peer to their own range (tcp, HCAs that follow
+ * the spec) that is the pool's region. Where they reach their whole region
+ * (rxe: the group's mw_reaches_region) it is the slot block's own region
+ * (struct wgroup, block_mr; registered when the block formed, or here if
+ * that failed), so the window reaches exactly the command's block. NULL
+ * when registering failed.
  */
 static struct xp_mr *block_region(struct tconn *c, struct treq *r)
 {
-	struct worker *w = c->worker;
 	size_t run = slot_pool_run_bytes(r->cmd.length);
 	unsigned int o = 0;
-	size_t i;
 	struct xp_mr **mrp;
 
-	if (!c->wg->g->mw_reaches_region)
+	if (!c->wg->block_mr[0])
 		return c->wg->pool_mr;
 	while (((size_t)SLOT_PAGE << o) < run)
 		o++;
-	i = (size_t)((char *)r->slot - w->pool.base) >> (SLOT_PAGE_SHIFT + o);
-	mrp = &c->wg->block_mr[o][i];
+	mrp = block_mr_of(c->worker, c->wg, r->slot, o);
 	if (!*mrp && xp_group_reg_mr(c->wg->g, r->slot, run,
 				     XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
 				     mrp))
@@ -237,17 +234,25 @@ static int treq_post_response(struct treq *r)
 	bool push = read && (r->cmd.flags & RBLK_CMD_F_PUSH);
 	unsigned int need = read ? 2 : 1;
 	uint64_t wrid = qp_wrid(WRID_RESP, need, r->cmd.tag);
+	struct xp_mr *mr = NULL;
 
 	if (!qp_take(&c->qp, need))
 		return -EAGAIN;
 	batch_join(c);
 	r->resp_batch = c->flushes + 1;
+	if (push && !(mr = block_region(c, r))) { /* no region: it fails */
+		slot_release(w, &r->slot);
+		resp.status = RBLK_S_NO_RESOURCES;
+		resp.length = 0;
+		r->status = RBLK_S_NO_RESOURCES;
+		push = false;
+		read = false; /* the RESP's completion returns both credits */
+	}
 	if (push) {
 		/* RC ordering places the data before the response; the
 		 * slot is the NIC's until that response completes */
 		qp_add_rdma(&c->qp, XP_WR_RDMA_WRITE, 0, 0, r->slot,
-			    r->cmd.length, c->wg->pool_mr, r->cmd.addr,
-			    r->cmd.rkey);
+			    r->cmd.length, mr, r->cmd.addr, r->cmd.rkey);
 		wrid = qp_wrid(WRID_PUSH, need,
 			       (uint32_t)(((char *)r->slot - w->pool.base) >>
 					  SLOT_PAGE_SHIFT));

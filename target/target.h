@@ -300,7 +300,6 @@ struct tconn {
 	struct qp qp;
 
 	struct wgroup *wg; /* the worker's poll group c is in */
-	int buf_index; /* engine registration of the worker's pool, or -1 */
 	/* one type-2 window per tag, bound per command (LIVE only) */
 	struct xp_mw **mw;
 	/* RBLK_F_DIRECT: a window over the volume, bound at login */
@@ -349,14 +348,15 @@ struct target;
 struct wgroup {
 	const struct xp_ops *ops;
 	struct xp_group *g;
-	struct xp_mr *pool_mr;
+	struct xp_mr *pool_mr; /* the whole pool; NULL with block_mr */
 	/*
-	 * The region a command's window is bound on: one per buddy block
-	 * (order o, index i: pool page i << o), registered the first time
-	 * that block is lent and kept. A window then covers one block's
-	 * region, so a transport that checks a window's range against its
-	 * region's (rxe does: docs/ARCHITECTURE.md) still confines the key
-	 * to that command's run. NULL until used.
+	 * Only where a window reaches its whole region (the group's
+	 * mw_reaches_region, rxe): the pool has no region of its own there
+	 * but one per buddy block (order o, index i: pool page i << o), made
+	 * while that block exists (the pool's keep mode, worker.c) and never
+	 * overlapping. A window then covers one block's region, so the key
+	 * reaches that command's run only (docs/ARCHITECTURE.md "Slot pool").
+	 * NULL where registering failed (retried when the block is lent).
 	 */
 	struct xp_mr **block_mr[SLOT_MAX_ORDER + 1];
 };
@@ -390,7 +390,8 @@ struct worker {
 	void *pool_mem;
 	size_t pool_len;
 	struct slot_pool pool;
-	int pool_buf_index; /* engine registration, or -1 */
+	/* engine registration (worker_pool_buf()), -1, or POOL_BUF_UNTRIED */
+	int pool_buf_index;
 	struct treq *slot_wait_head, *slot_wait_tail; /* FIFO */
 	bool serving_slots;
 	struct vol_reg *vols;
@@ -543,6 +544,16 @@ void limits_release(const char *peer, bool pending, bool session);
 
 int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);
+#define POOL_BUF_UNTRIED (-2)
+/*
+ * The engine's registration of w's pool (a fixed buffer index), or -1
+ * where the engine has none. Made at worker start (before its thread
+ * runs), except where every export at start is in RAM: then on the
+ * worker's first disk I/O (worker thread), so a target that serves RAM
+ * exports only never pins its pool a second time for the engine (VmPin
+ * counts every registration of the same pages).
+ */
+int worker_pool_buf(struct worker *w);
 
 /*
  * Main thread: take the next connection request on listener l (of

@@ -21,11 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #define POLL_BATCH 32
 /*
@@ -42,6 +47,77 @@
 #define EPOLL_ENGINE ((void *)2)
 
 /* ---- groups (main thread, under turn_lock) ------------------------------- */
+
+/*
+ * Keep-mode hooks of w's pool (common/slot_pool.h), set once a group's
+ * windows reach their whole region: each block of the pool is its own
+ * region in every such group, registered while the block exists and
+ * deregistered when it is split or merged, so the regions never overlap
+ * and each page is pinned once per group. A registration that fails
+ * leaves NULL: block_region() in io.c tries again when the block is lent.
+ */
+static void pool_block_regions(struct worker *w, void *addr, unsigned int o,
+			       bool form)
+{
+	for (unsigned int g = 0; g < w->nr_groups; g++) {
+		struct wgroup *wg = &w->groups[g];
+		struct xp_mr **mrp;
+
+		if (!wg->block_mr[o])
+			continue;
+		mrp = block_mr_of(w, wg, addr, o);
+		if (!form) { /* free: no window is bound on it */
+			xp_dereg_mr(*mrp);
+			*mrp = NULL;
+		} else if (!*mrp &&
+			   xp_group_reg_mr(wg->g, addr, (size_t)SLOT_PAGE << o,
+					   XP_ACCESS_LOCAL_WRITE |
+					       XP_ACCESS_MW_BIND,
+					   mrp)) {
+			*mrp = NULL;
+		}
+	}
+}
+
+static void pool_block_form(void *arg, void *addr, unsigned int o)
+{
+	pool_block_regions(arg, addr, o, true);
+}
+
+static void pool_block_drop(void *arg, void *addr, unsigned int o)
+{
+	pool_block_regions(arg, addr, o, false);
+}
+
+/*
+ * The pool's regions in wg: one region over the whole pool, or, where a
+ * window reaches its whole region (rxe), one region per buddy block and
+ * none over the pool (docs/ARCHITECTURE.md "Slot pool"). Local write and
+ * MW bind only: no remote access by the pool's own keys, windows only.
+ */
+static int group_reg_pool(struct worker *w, struct wgroup *wg)
+{
+	int ret;
+
+	if (!wg->g->mw_reaches_region) {
+		ret = xp_group_reg_mr(wg->g, w->pool_mem, w->pool_len,
+				      XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
+				      &wg->pool_mr);
+		if (ret)
+			log_err("worker %u: registering the slot pool (%zu bytes) on %s: %s",
+				w->index, w->pool_len, wg->ops->name,
+				strerror(-ret));
+		return ret;
+	}
+	for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++) {
+		size_t n = (w->pool.pages >> o) + 1;
+
+		wg->block_mr[o] = calloc(n, sizeof(*wg->block_mr[o]));
+		if (!wg->block_mr[o])
+			return -ENOMEM;
+	}
+	return 0;
+}
 
 /* w's group for transport ops, created on first use. NULL on failure. */
 static struct wgroup *group_for(struct worker *w, const struct xp_ops *ops)
@@ -64,30 +140,24 @@ static struct wgroup *group_for(struct worker *w, const struct xp_ops *ops)
 			ops->name, strerror(-ret));
 		return NULL;
 	}
-	/* no remote access by the pool's own key: windows only */
-	ret = xp_group_reg_mr(wg->g, w->pool_mem, w->pool_len,
-			      XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
-			      &wg->pool_mr);
-	if (ret) {
-		log_err("worker %u: registering the slot pool (%zu bytes) on %s: %s",
-			w->index, w->pool_len, ops->name, strerror(-ret));
+	if (group_reg_pool(w, wg))
 		goto out_destroy_group;
-	}
-	for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++) {
-		size_t n = (w->pool.pages >> o) + 1;
-
-		wg->block_mr[o] = calloc(n, sizeof(*wg->block_mr[o]));
-		if (!wg->block_mr[o])
-			goto out_destroy_group;
-	}
 	ev.data.ptr = wg;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, xp_group_fd(wg->g), &ev)) {
 		log_err("worker %u: epoll_ctl: %s", w->index, strerror(errno));
 		goto out_destroy_group;
 	}
 	w->nr_groups++;
-	log_debug("worker %u: %s poll group, slot pool of %zu bytes", w->index,
-		  ops->name, w->pool_len);
+	if (wg->g->mw_reaches_region) { /* register the blocks there are */
+		if (w->pool.keep)
+			slot_pool_form_free(&w->pool);
+		else
+			slot_pool_keep_blocks(&w->pool, pool_block_form,
+					      pool_block_drop, w);
+	}
+	log_debug("worker %u: %s poll group, slot pool of %zu bytes%s",
+		  w->index, ops->name, w->pool_len,
+		  wg->g->mw_reaches_region ? ", a region per block" : "");
 	return wg;
 
 out_destroy_group:
@@ -121,12 +191,8 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 		ret = -ENOMEM;
 		goto out_unlock;
 	}
-	/*
-	 * The connection is created for the largest queue depth we grant;
-	 * the login may settle on less.
-	 */
-	tconn_attr((uint16_t)t->cfg.max_queue_depth, &attr);
-	ret = xp_get_request(l, wg->g, &attr, &xc, priv, &priv_len);
+	/* no queue yet: the request's queue depth sizes it (below) */
+	ret = xp_get_request(l, wg->g, NULL, &xc, priv, &priv_len);
 	if (ret) {
 		if (ret != -EAGAIN)
 			log_warn("%s: taking a connection request failed: %s",
@@ -141,6 +207,23 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 		goto out_unlock; /* 0: take the next one */
 	}
 	qd = (uint16_t)MIN(qd, t->cfg.max_queue_depth);
+	/*
+	 * The queue and its share of the group's CQ for the depth this
+	 * session asked for (the login settles on no more): a CQ at the
+	 * device's limit refuses the session, telling the initiator why.
+	 */
+	tconn_attr(qd, &attr);
+	ret = xp_setup_queue(xc, &attr);
+	if (ret) {
+		log_warn("%s: rejecting %s (queue depth %u): %s", url,
+			 xp_peer_name(xc), qd,
+			 ret == -ENOSPC ? "its poll group's CQ is full" :
+					  strerror(-ret));
+		xp_reject(xc, rej,
+			  rblk_cm_rej_encode(rej, RBLK_S_NO_RESOURCES));
+		ret = 0; /* take the next one */
+		goto out_unlock;
+	}
 	if (limits_admit(&t->cfg, xp_peer_name(xc))) {
 		xp_reject(xc, rej, rblk_cm_rej_encode(rej, RBLK_S_BUSY));
 		goto out_unlock;
@@ -400,6 +483,30 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Whether every export at start lives in RAM (and there is one): such a
+ * target does no disk I/O until an export is added, so its workers make
+ * the engine's fixed buffer then, not at start (worker_pool_buf()).
+ */
+static bool ram_only(const struct target *t)
+{
+	for (const struct export *e = t->exports; e; e = e->next)
+		if (e->kind != EXPORT_RAM)
+			return false;
+	return t->exports;
+}
+
+/*
+ * Fault the pool in without pinning it: a RAM-only target's memory is
+ * then the same at start as where the engine's fixed buffer brings the
+ * pages in, and a session's first commands do not fault.
+ */
+static void pool_populate(struct worker *w)
+{
+	if (madvise(w->pool_mem, w->pool_len, MADV_POPULATE_WRITE))
+		memset(w->pool_mem, 0, w->pool_len); /* before Linux 5.14 */
+}
+
 /* The pool of worker index: the target's total, split evenly, at least max_io. */
 static size_t pool_share(const struct target *t)
 {
@@ -418,7 +525,7 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	w->tgt = t;
 	w->index = index;
 	w->engine = t->engine;
-	w->pool_buf_index = -1;
+	w->pool_buf_index = POOL_BUF_UNTRIED;
 	pthread_mutex_init(&w->mailbox_lock, NULL);
 	pthread_mutex_init(&w->conns_lock, NULL);
 	pthread_mutex_init(&w->turn_lock, NULL);
@@ -432,7 +539,8 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	/*
 	 * Not touched here: faulting in a large pool at start takes seconds
 	 * on a loaded virtual machine. Pages come in as slots are used
-	 * (rdma's registration pins them all, io_uring's fixed buffer too).
+	 * (rdma's registrations pin them all, io_uring's fixed buffer too:
+	 * worker_pool_buf()).
 	 */
 	ret = slot_pool_init(&w->pool, w->pool_mem, w->pool_len);
 	if (ret)
@@ -452,9 +560,11 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	ret = w->engine->init(w, 1024);
 	if (ret)
 		goto out_close_mailbox;
-	/* one fixed buffer for the whole pool: the disk DMAs into slots */
-	ret = w->engine->register_buf(w, w->pool_mem, w->pool_len);
-	w->pool_buf_index = ret >= 0 ? ret : -1;
+	/* the pool's pages in memory now, as the fixed buffer brings them */
+	if (ram_only(t))
+		pool_populate(w);
+	else
+		worker_pool_buf(w);
 	ev.data.ptr = EPOLL_MAILBOX;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->mailbox_fd, &ev))
 		goto out_epoll_ctl;
@@ -484,6 +594,17 @@ out_fini_pool:
 out_free_pool:
 	free(w->pool_mem);
 	return ret;
+}
+
+int worker_pool_buf(struct worker *w)
+{
+	int ret;
+
+	if (w->pool_buf_index != POOL_BUF_UNTRIED)
+		return w->pool_buf_index;
+	ret = w->engine->register_buf(w, w->pool_mem, w->pool_len);
+	w->pool_buf_index = ret >= 0 ? ret : -1;
+	return w->pool_buf_index;
 }
 
 void worker_stop(struct worker *w)

@@ -30,6 +30,16 @@ static inline void *send_buf(struct tconn *c, unsigned int i)
 	return (char *)qp_send_area(&c->qp) + (size_t)i * RESP_BUF_SIZE;
 }
 
+/* wg's region of the pool block at addr of order o (wg->block_mr set). */
+static inline struct xp_mr **block_mr_of(const struct worker *w,
+					 struct wgroup *wg, const void *addr,
+					 unsigned int o)
+{
+	size_t off = (size_t)((const char *)addr - (const char *)w->pool_mem);
+
+	return &wg->block_mr[o][off >> (SLOT_PAGE_SHIFT + o)];
+}
+
 /* conn.c */
 void tconn_fail(struct tconn *c, const char *why);
 /* Free c (CLOSING, no backend I/O left): windows, connection, slots. */

@@ -207,30 +207,6 @@ int xr_listener_fd(struct xp_listener *xl)
 
 /* ---- connection setup and teardown ------------------------------------ */
 
-static struct xr_conn *xr_conn_alloc(const struct xp_conn_attr *attr)
-{
-	struct xr_conn *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return NULL;
-	c->base.ops = &xp_rdma_ops;
-	c->max_send_wr = attr->max_send_wr;
-	c->max_recv_wr = attr->max_recv_wr;
-	c->sq_slot = calloc(attr->max_send_wr, sizeof(*c->sq_slot));
-	c->swr = calloc(attr->max_send_wr, sizeof(*c->swr));
-	c->aux = calloc(attr->max_send_wr, sizeof(*c->aux));
-	c->rq_wr_id = calloc(attr->max_recv_wr, sizeof(*c->rq_wr_id));
-	if (!c->sq_slot || !c->swr || !c->aux || !c->rq_wr_id) {
-		free(c->sq_slot);
-		free(c->swr);
-		free(c->aux);
-		free(c->rq_wr_id);
-		free(c);
-		return NULL;
-	}
-	return c;
-}
-
 static void xr_conn_free(struct xr_conn *c)
 {
 	free(c->sq_slot);
@@ -239,6 +215,36 @@ static void xr_conn_free(struct xr_conn *c)
 	free(c->rq_wr_id);
 	free(c);
 }
+
+/* The per-WR tables of c's queue, for attr. 0 or -ENOMEM. */
+static int xr_conn_tables(struct xr_conn *c, const struct xp_conn_attr *attr)
+{
+	c->max_send_wr = attr->max_send_wr;
+	c->max_recv_wr = attr->max_recv_wr;
+	c->sq_slot = calloc(attr->max_send_wr, sizeof(*c->sq_slot));
+	c->swr = calloc(attr->max_send_wr, sizeof(*c->swr));
+	c->aux = calloc(attr->max_send_wr, sizeof(*c->aux));
+	c->rq_wr_id = calloc(attr->max_recv_wr, sizeof(*c->rq_wr_id));
+	if (!c->sq_slot || !c->swr || !c->aux || !c->rq_wr_id)
+		return -ENOMEM; /* xr_conn_free() frees what there is */
+	return 0;
+}
+
+/* A connection, with its tables for attr unless attr is NULL. */
+static struct xr_conn *xr_conn_alloc(const struct xp_conn_attr *attr)
+{
+	struct xr_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->base.ops = &xp_rdma_ops;
+	if (attr && xr_conn_tables(c, attr)) {
+		xr_conn_free(c);
+		return NULL;
+	}
+	return c;
+}
+
 
 static int xr_check_attr(const struct xp_conn_attr *attr)
 {
@@ -294,7 +300,7 @@ static int xr_take_request(struct xr_listener *l, struct xr_group *g,
 	struct xr_conn *c;
 	int ret;
 
-	ret = xr_check_attr(attr);
+	ret = attr ? xr_check_attr(attr) : 0;
 	if (ret)
 		goto out_reject;
 	if (!g) {
@@ -314,7 +320,8 @@ static int xr_take_request(struct xr_listener *l, struct xr_group *g,
 	c->req_rd_atom = peer_rd_atom;
 	c->req_init_depth = peer_init_depth;
 	ret = xr_group_bind_device(g, id->verbs,
-				   attr->max_send_wr + attr->max_recv_wr);
+				   attr ? attr->max_send_wr + attr->max_recv_wr :
+					  0);
 	if (ret)
 		goto out_free_conn;
 	ret = xr_conn_join(g, c);
@@ -330,7 +337,7 @@ static int xr_take_request(struct xr_listener *l, struct xr_group *g,
 		log_err("%s: rdma_migrate_id: %s", c->name, strerror(-ret));
 		goto out_leave_group;
 	}
-	ret = xr_setup_queue(c, attr);
+	ret = attr ? xr_setup_queue(c, attr) : 0; /* else setup_queue() */
 	if (ret)
 		goto out_leave_group;
 	c->state = XP_CONN_REQUESTED;
@@ -433,6 +440,32 @@ int xr_group_get_request(struct xp_listener *xl, struct xp_group *xg,
 	log_debug("%s: connection request", c->name);
 	*out = &c->base;
 	return 0;
+}
+
+/* Owner thread: the queue of a request taken without attr. */
+int xr_setup_queue_op(struct xp_conn *xc, const struct xp_conn_attr *attr)
+{
+	struct xr_conn *c = to_conn(xc);
+	int ret;
+
+	if (c->state != XP_CONN_REQUESTED || c->qp || c->sq_slot)
+		return -EINVAL;
+	ret = xr_check_attr(attr);
+	if (!ret)
+		ret = xr_conn_tables(c, attr);
+	if (!ret)
+		ret = xr_setup_queue(c, attr);
+	if (ret) { /* no tables without a queue: post() checks neither */
+		free(c->sq_slot);
+		free(c->swr);
+		free(c->aux);
+		free(c->rq_wr_id);
+		c->sq_slot = NULL;
+		c->swr = NULL;
+		c->aux = NULL;
+		c->rq_wr_id = NULL;
+	}
+	return ret;
 }
 
 /*

@@ -303,6 +303,7 @@ int xr_group_watch(struct xp_group *xg, int fd, uint64_t cookie);
 int xr_group_unwatch(struct xp_group *xg, int fd);
 
 /* rdma_post.c */
+int xr_setup_queue_op(struct xp_conn *xc, const struct xp_conn_attr *attr);
 int xr_reg_mr(struct xp_group *xg, void *addr, size_t len, int access,
 	      struct xp_mr **out);
 void xr_dereg_mr(struct xp_mr *xm);

@@ -452,6 +452,7 @@ const struct xp_ops xp_rdma_ops = {
     .listener_destroy = xr_listener_destroy,
     .listener_fd = xr_listener_fd,
     .group_get_request = xr_group_get_request,
+    .setup_queue = xr_setup_queue_op,
     .accept = xr_accept,
     .reject = xr_reject,
     .group_connect = xr_group_connect,

@@ -161,6 +161,27 @@ int tcp_attr_check(const struct xp_conn_attr *attr)
 	return -EINVAL;
 }
 
+const struct xp_conn_attr tcp_attr_max = {
+	.max_send_wr = TCP_MAX_WR,
+	.max_recv_wr = TCP_MAX_WR,
+};
+
+/* The queues grow on demand: only their limits change. */
+int tcp_setup_queue(struct xp_conn *xc, const struct xp_conn_attr *attr)
+{
+	struct tcp_conn *c = to_tcp(xc);
+	int ret = tcp_attr_check(attr);
+
+	if (ret)
+		return ret;
+	if (c->state != XP_CONN_REQUESTED || c->sq_tail != c->sq_head ||
+	    c->rq_tail != c->rq_head)
+		return -EINVAL;
+	c->sq_max = attr->max_send_wr;
+	c->rq_max = attr->max_recv_wr;
+	return 0;
+}
+
 /*
  * Wrap a connected socket; it joins group g (NULL: a private group made
  * here). On success the connection owns sock; on failure the caller

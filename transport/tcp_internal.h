@@ -481,6 +481,9 @@ void tcp_swr_complete(struct tcp_conn *c, uint64_t seq,
 		      enum xp_wc_status status);
 void tcp_sq_emit(struct tcp_conn *c);
 int tcp_attr_check(const struct xp_conn_attr *attr);
+/* The largest queues; a request taken without attr starts with these. */
+extern const struct xp_conn_attr tcp_attr_max;
+int tcp_setup_queue(struct xp_conn *xc, const struct xp_conn_attr *attr);
 int tcp_conn_create(int sock, struct xp_group *xg,
 		    const struct xp_conn_attr *attr, enum xp_conn_state state,
 		    struct tcp_conn **out);

@@ -597,7 +597,9 @@ static int tcp_pending_scan(struct tcp_listener *l, struct xp_group *g,
 	*p = l->pend[--l->npend];
 	if (l->lfd_paused && !l->backoff_ms)
 		tcp_listen_resume(l);
-	ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
+	/* no attr: the largest, until setup_queue() lowers it */
+	ret = tcp_conn_create(fd, g, attr ? attr : &tcp_attr_max,
+			      XP_CONN_REQUESTED, &c);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -753,6 +755,7 @@ const struct xp_ops xp_tcp_ops = {
     .group_watch = tcp_group_watch,
     .group_unwatch = tcp_group_unwatch,
     .group_get_request = tcp_group_get_request,
+    .setup_queue = tcp_setup_queue,
     .group_connect = tcp_group_connect,
     .alloc_mw = tcp_alloc_mw,
     .dealloc_mw = tcp_dealloc_mw,

@@ -270,11 +270,21 @@ struct xp_ops {
 	 * receive the initiator's private data (buffer of XP_PRIV_MAX). The
 	 * caller registers memory, posts receives, then calls accept() or
 	 * reject(). Runs on g's thread (the listener's, for NULL).
+	 * attr NULL: the queue waits, so that the private data can size it;
+	 * the caller calls setup_queue() before it posts anything.
 	 */
 	int (*group_get_request)(struct xp_listener *l, struct xp_group *g,
 				 const struct xp_conn_attr *attr,
 				 struct xp_conn **out, void *priv,
 				 size_t *priv_len);
+	/*
+	 * The queue of a connection get_request() took with a NULL attr:
+	 * created for attr (its share of the group's CQ reserved). -ENOSPC
+	 * when the group cannot hold it (the device's CQ limit), -EINVAL for
+	 * attr past the device's limits; on failure the connection stays
+	 * XP_CONN_REQUESTED, for reject().
+	 */
+	int (*setup_queue)(struct xp_conn *c, const struct xp_conn_attr *attr);
 	/* Complete the handshake; receives must already be posted. */
 	int (*accept)(struct xp_conn *c, const void *priv, size_t priv_len);
 	/* Refuse with private data; the connection is destroyed. */
@@ -407,6 +417,12 @@ static inline int xp_get_request(struct xp_listener *l, struct xp_group *g,
 				 size_t *priv_len)
 {
 	return l->ops->group_get_request(l, g, attr, out, priv, priv_len);
+}
+
+static inline int xp_setup_queue(struct xp_conn *c,
+				 const struct xp_conn_attr *attr)
+{
+	return c->ops->setup_queue(c, attr);
 }
 
 static inline int xp_connect(const struct xp_ops *ops, struct xp_group *g,

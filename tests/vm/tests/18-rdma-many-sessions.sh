@@ -5,25 +5,19 @@
 # compares, all at once. The target's VmPin is sampled throughout: its
 # peak must stay within the pool plus 256 KiB per session; its fds grow
 # by at most one per session (+ a few), its threads not at all; after the
-# sessions leave, VmPin and fds come back to their idle values.
-# --max-queue-depth 8: the target sizes every QP, and reserves its CQ
-# entries, by its queue depth cap before the login says the session's
-# depth: 2 x (2 x 128 + 2) = 516 entries per connection at the default
-# cap, and rxe's max_cqe is 32767, so one worker's group held only 63
-# connections ("the group's CQ would need 33024 entries", refused as a
-# "malformed message" on the initiator). At 8 it is 36 per connection.
+# sessions leave, VmPin and fds come back to their idle values. Then, on
+# another target, a session past the worker's CQ limit is refused as
+# "target out of resources".
+# At the default --max-queue-depth: each QP, and its share of the
+# worker's CQ, is sized by the depth the session asks for (2 here), not by
+# the target's cap (which held 63 sessions per worker under rxe's max_cqe).
+# The pool on rxe is one region per buddy block, never overlapping (see
+# docs/ARCHITECTURE.md "Slot pool"), so its pages are pinned once; the
+# RAM export does no disk I/O, so io_uring never registers the pool again.
 # vm-timeout: 900
 set -u
 . "$(dirname "$0")/../lib.sh"
 need_guest
-# Known to fail its VmPin bound on rxe today: the rxe workaround registers
-# a region per buddy block on first use (target/io.c block_region()), and
-# every registration pins its pages again, so an idle target already pins
-# about twice the pool (65,536 -> 132,408 kB after one session). Run it by
-# hand (RBLK_VM_MANY_SESSIONS=1) until the pool's rxe layout is fixed; the
-# issue-11 note has the figures.
-[ "${RBLK_VM_MANY_SESSIONS:-0}" = 1 ] ||
-	skip "opt-in (RBLK_VM_MANY_SESSIONS=1): VmPin bound not met on rxe yet (per-block regions re-pin the pool)"
 MANY=$BUILD/tests/rblk_manysess
 need_file "$BUILD/rblk-target" "$BUILD/tests/rblk_libtest" "$MANY"
 
@@ -47,7 +41,7 @@ keep() # the logs land in the host's out directory
 cleanup_fn keep # runs after the daemons are stopped (last in, first out)
 
 bg "$BUILD/rblk-target" --listen "$url" --allow-any-host --log-level info \
-	--workers 2 --max-queue-depth 8 --slot-pool ${POOL_MIB}M \
+	--workers 2 --slot-pool ${POOL_MIB}M \
 	--export "many=ram:$((N * 64 / 1024 + 1))M" 2>"$dir/target.log"
 tp=$!
 wait_until 30 grep -q "listening on" "$dir/target.log"
@@ -116,9 +110,30 @@ echo "VmPin peak $peak kB; limit pool + $PER_KIB KiB x $N = $limit kB;" \
 	"per session over the idle target: $(((peak - pin1) / N)) kB"
 kill -0 "$tp" || fail "target died"
 grep -iE "error" "$dir/target.log" | head -5
+# idle, the pool's pages are pinned once (one session's share on top)
+[ "$pin1" -le $((POOL_MIB * 1024 + PER_KIB)) ] ||
+	fail "idle target pins $pin1 kB: the ${POOL_MIB} MiB pool more than once"
 [ "$peak" -le "$limit" ] || fail "VmPin peak $peak kB over $limit kB"
 [ $((fds2 - fds1)) -le $((N + 4)) ] || fail "target gained $((fds2 - fds1)) fds for $N sessions"
 [ "$thr2" -eq "$thr1" ] && [ "$thr3" -eq "$thr1" ] || fail "target threads $thr1 -> $thr2 -> $thr3"
 [ "$fds4" -le "$fds1" ] || fail "target fds did not come back ($fds1 -> $fds4)"
 [ "$pin4" -le "$pin1" ] || fail "target VmPin did not come back ($pin1 -> $pin4 kB)"
+
+# A worker's CQ at the device's limit refuses a session, and the initiator
+# is told why: at QD 1024 a session takes 2 x (2 x 1024 + 2) = 4100 CQ
+# entries, so one worker holds 7 under rxe's max_cqe of 32767.
+port2=7449
+bg "$BUILD/rblk-target" --listen "rdma://$RDMA_ADDR:$port2" --allow-any-host \
+	--workers 1 --max-queue-depth 1024 --export "cq=ram:16M" \
+	2>"$dir/target-cq.log"
+wait_until 30 grep -q "listening on" "$dir/target-cq.log"
+if out=$(timeout 120 "$MANY" "rdma://$RDMA_ADDR:$port2/cq" 9 1024 4096 1 0 2>&1); then
+	echo "$out"
+	fail "9 sessions of QD 1024 fit one worker's CQ"
+fi
+echo "$out" | grep -m1 "manysess" || true
+grep -q "target out of resources" <<<"$out" ||
+	{ echo "$out"; fail "the refusal was not reported as 'target out of resources'"; }
+grep -q "CQ is full" "$dir/target-cq.log" ||
+	{ tail -5 "$dir/target-cq.log"; fail "the target did not log the full CQ"; }
 echo "rdma many sessions: OK"
