@@ -16,104 +16,42 @@
 #     acknowledged write lost.
 #  2. failback: with failback=1, A is killed and restarted; the session
 #     moves to B and back to A, data verified.
-#  3. a path to another volume is refused with an error naming both URLs.
+#  3. a path to another volume is refused with an error naming both URLs
+#     (fio, rblk info); rblk info -o json lists the paths.
+#  4. rblk nbd --path: after kill -9 of A an NBD client reads and writes
+#     through B.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
-requires fio
+source "$RBLK_ROOT/tests/multipath-lib.sh"
+requires fio jq
+requires_nbdsh
 requires_built
 requires_fio_engine
 
 img=$TEST_DIR/vol.img
 truncate -s 48M "$img"
-uuid=6d756c74-6970-4174-8800-000000000049
-exp="vol0=$img,uuid=$uuid"
-
-declare -A port pid dir
-start_target --export "$exp"
-port[a]=$RBLK_PORT pid[a]=$RBLK_TARGET_PID dir[a]=$TEST_DIR
-mkdir "$TEST_DIR/b"
-TEST_DIR=$TEST_DIR/b start_target --export "$exp"
-port[b]=$RBLK_PORT pid[b]=$RBLK_TARGET_PID dir[b]=$TEST_DIR/b
-url_a=tcp://127.0.0.1:${port[a]}/vol0
-url_b=tcp://127.0.0.1:${port[b]}/vol0
-
-# Start target $1 again on its own port (SO_REUSEADDR: the port is free
-# again at once after kill -9).
-restart_target()
-{
-	local t=$1 log=${dir[$1]}/restart.$RANDOM.log
-	"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:${port[$t]}" \
-		--allow-any-host --log-level info \
-		--ctl-socket "${dir[$t]}/restart.sock" --export "$exp" \
-		>"$log" 2>&1 &
-	pid[$t]=$!
-	cleanup_fn stop_pid "${pid[$t]}"
-	_wait_for_line "$log" "listening on" "${pid[$t]}" 10 ||
-		{ cat "$log"; fail "target $t did not restart"; }
-}
-
-# Wait until the fio log $1 holds $2 lines saying the session moved.
-wait_moves()
-{
-	local i
-	for ((i = 0; i < 200; i++)); do
-		[ "$(grep -c ': now on path' "$1" || true)" -ge "$2" ] && return 0
-		sleep 0.05
-	done
-	cat "$1"
-	fail "the session did not move to another path (want $2 moves)"
-}
+mp_start_targets --export "vol0=$img,uuid=6d756c74-6970-4174-8800-000000000049"
 
 fio_job=(--name=mp --ioengine=external:"$RBLK_FIO_ENGINE"
-	--uri="$url_a" --path="$url_b" --rw=randwrite --bs=4k --size=28M
+	--uri="$URL_A" --path="$URL_B" --rw=randwrite --bs=4k --size=28M
 	--iodepth=8 --verify=crc32c --verify_fatal=1 --randrepeat=1)
 
 # ---- 1: five kill -9 cycles, alternating targets --------------------------
 fio "${fio_job[@]}" --failback=0 --verify_backlog=256 --rate_iops=250 \
-	--write_lat_log="$TEST_DIR/lat" --log_unix_epoch=1 >"$TEST_DIR/fio1.out" 2>&1 &
+	--write_lat_log="$TEST_DIR/lat" --log_unix_epoch=1 \
+	>"$TEST_DIR/fio1.out" 2>&1 &
 fio_pid=$!
 cleanup_fn _kill_quiet "$fio_pid"
 sleep 2
-active=a
-kills=()
-for ((c = 1; c <= 5; c++)); do
-	kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/fio1.out"; fail "fio ended before cycle $c"; }
-	kill -9 "${pid[$active]}"
-	wait "${pid[$active]}" 2>/dev/null || true
-	kills+=("$(date +%s%3N)")
-	wait_moves "$TEST_DIR/fio1.out" "$c"
-	restart_target "$active"
-	echo "cycle $c: killed $active, I/O moved on"
-	[ $active = a ] && active=b || active=a
-	sleep 1.5
-done
+mp_cycles "$fio_pid" "$TEST_DIR/fio1.out" 5
 wait_pid 120 "$fio_pid" || { cat "$TEST_DIR/fio1.out"; fail "fio verify failed"; }
 grep -q "err= 0" "$TEST_DIR/fio1.out" || { cat "$TEST_DIR/fio1.out"; fail "fio reported an error"; }
-
-# The pause of each cycle: the longest latency of an I/O completing between
-# that kill and the next (fio logs each I/O: unix time ms, latency ns, ...).
-lat=$(ls "$TEST_DIR"/lat_lat.*.log)
-pauses=$(awk -F', *' -v kills="${kills[*]}" '
-	BEGIN { n = split(kills, k, " "); k[n + 1] = 1e15 }
-	{ for (i = 1; i <= n; i++)
-		if ($1 >= k[i] && $1 < k[i + 1]) {
-			c[i]++
-			if ($2 / 1e6 > m[i])
-				m[i] = $2 / 1e6
-		} }
-	# a cycle after which no I/O completed did not continue: -1
-	END { for (i = 1; i <= n; i++) printf "%d ", c[i] ? m[i] : -1 }' "$lat")
-echo "failover pause per cycle (ms): $pauses"
-for p in $pauses; do
-	[ "$p" -ge 0 ] || fail "no I/O completed after a kill (pauses: $pauses)"
-	[ "$p" -le 5000 ] || fail "a failover paused I/O for $p ms (> 5 s)"
-done
+# shellcheck disable=SC2046 # one word per cycle
+mp_check_pauses $(mp_pauses "$TEST_DIR"/lat_lat.1.log)
 
 # every acknowledged write is on the volume: read it all back, by path B
 # first this time
-fio --name=mp --ioengine=external:"$RBLK_FIO_ENGINE" --uri="$url_b" \
-	--path="$url_a" --rw=randwrite --bs=4k --size=28M --iodepth=8 \
-	--verify=crc32c --verify_fatal=1 --randrepeat=1 --verify_only \
+fio "${fio_job[@]}" --uri="$URL_B" --path="$URL_A" --verify_only \
 	>"$TEST_DIR/verify1.out" 2>&1 ||
 	{ cat "$TEST_DIR/verify1.out"; fail "verify_only after the cycles failed"; }
 echo "verify_only after 5 cycles: OK"
@@ -124,11 +62,11 @@ fio "${fio_job[@]}" --offset=32M --size=4M --failback=1 --rate_iops=200 \
 fio_pid=$!
 cleanup_fn _kill_quiet "$fio_pid"
 sleep 1.5
-kill -9 "${pid[a]}"
-wait "${pid[a]}" 2>/dev/null || true
-wait_moves "$TEST_DIR/fio2.out" 1
-restart_target a
-wait_moves "$TEST_DIR/fio2.out" 2
+kill -9 "${MP_PID[a]}"
+wait "${MP_PID[a]}" 2>/dev/null || true
+mp_wait_moves "$TEST_DIR/fio2.out" 1
+mp_restart a
+mp_wait_moves "$TEST_DIR/fio2.out" 2
 grep -q "answers again: failing back" "$TEST_DIR/fio2.out" ||
 	{ cat "$TEST_DIR/fio2.out"; fail "no failback to path A"; }
 grep ': now on path' "$TEST_DIR/fio2.out" | tail -1 | grep -q "now on path 0" ||
@@ -141,11 +79,38 @@ truncate -s 32M "$TEST_DIR/other.img"
 mkdir "$TEST_DIR/c"
 TEST_DIR=$TEST_DIR/c start_target --export "vol0=$TEST_DIR/other.img"
 url_c=tcp://127.0.0.1:$RBLK_PORT/vol0
-if fio --name=bad --ioengine=external:"$RBLK_FIO_ENGINE" --uri="$url_a" \
+if fio --name=bad --ioengine=external:"$RBLK_FIO_ENGINE" --uri="$URL_A" \
 	--path="$url_c" --rw=read --bs=4k --size=1M >"$TEST_DIR/bad.out" 2>&1; then
 	fail "fio accepted a path to another volume"
 fi
-grep -q "path $url_c is not the same volume as $url_a" "$TEST_DIR/bad.out" ||
+grep -q "path $url_c is not the same volume as $URL_A" "$TEST_DIR/bad.out" ||
 	{ cat "$TEST_DIR/bad.out"; fail "no clear error for a path to another volume"; }
 echo "a path to another volume is refused: $(grep -o 'path tcp.*refusing to use it' "$TEST_DIR/bad.out" | head -1)"
+if "$RBLK_BIN" info "$URL_A" --path "$url_c" >"$TEST_DIR/info.out" 2>&1; then
+	fail "rblk info accepted a path to another volume"
+fi
+grep -q "path $url_c is not the same volume as $URL_A" "$TEST_DIR/info.out" ||
+	{ cat "$TEST_DIR/info.out"; fail "rblk info: no clear error for another volume"; }
+tmo 30 "$RBLK_BIN" info "$URL_A" --path "$URL_B" -o json >"$TEST_DIR/info.json"
+jq -e --arg a "$URL_A" --arg b "$URL_B" \
+	'.paths == [{"url": $a, "active": true}, {"url": $b, "active": false}]' \
+	"$TEST_DIR/info.json" >/dev/null ||
+	{ cat "$TEST_DIR/info.json"; fail "rblk info -o json: paths"; }
+
+# ---- 4: rblk nbd --path: A dies, the NBD client's I/O goes on through B ----
+start_nbd "$URL_A" "$TEST_DIR/nbd.sock" --path "$URL_B" --failback 0
+tmo 30 nbdsh -u "$NBD_URI" -c 'h.pwrite(b"M" * 65536, 40 << 20); h.flush()'
+kill -9 "${MP_PID[a]}"
+wait "${MP_PID[a]}" 2>/dev/null || true
+tmo 30 nbdsh -u "$NBD_URI" -c '
+assert h.pread(65536, 40 << 20) == b"M" * 65536
+h.pwrite(b"N" * 65536, 41 << 20)
+h.flush()
+assert h.pread(65536, 41 << 20) == b"N" * 65536'
+grep -q "now on path 1" "$RBLK_NBD_LOG" ||
+	{ cat "$RBLK_NBD_LOG"; fail "rblk nbd did not move to path B"; }
+cmp <(dd if="$img" bs=64k skip=656 count=1 status=none) \
+	<(head -c 65536 /dev/zero | tr '\0' N) ||
+	fail "the write through B is not in the volume"
+echo "rblk nbd --path: I/O continued through B"
 echo "PASS: $TEST_NAME"

@@ -76,6 +76,7 @@ struct rblk_fio_opts {
 	unsigned int max_queued; /* rblk_opts.max_queued; 0: see fill_opts() */
 	char *path; /* more URLs of the volume, separated by ',' */
 	char *failback; /* seconds, fractions allowed; 0 never */
+	char *keepalive; /* seconds, fractions allowed; 0 off */
 };
 
 /* rblk_opts.paths of a job: path= split at ',' (URLs hold ':'). */
@@ -310,6 +311,15 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "keepalive",
+		.lname = "rblk keep-alive interval",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, keepalive),
+		.help = "Seconds of silence before a KEEPALIVE probe; a target silent for 3x this is dropped (default 5; 0: off)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -376,6 +386,9 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		return -EINVAL;
 	if (o->failback && o->failback[0] &&
 	    parse_secs("failback", o->failback, &ro->failback_ms))
+		return -EINVAL;
+	if (o->keepalive && o->keepalive[0] &&
+	    parse_secs("keepalive", o->keepalive, &ro->keepalive_ms))
 		return -EINVAL;
 	if (fill_paths(o->path, ro, pl))
 		return -EINVAL;
