@@ -117,6 +117,17 @@ static int check_block_size(uint64_t bs, char *err, size_t errlen)
 }
 
 /* "0123abcd-..." (8-4-4-4-12 hex digits) -> 16 bytes; 0 or -EINVAL. */
+int cfg_parse_cache(const char *s, bool *buffered)
+{
+	if (!strcmp(s, "buffered"))
+		*buffered = true;
+	else if (!strcmp(s, "direct"))
+		*buffered = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 static int parse_uuid(const char *s, uint8_t out[16])
 {
 	unsigned int n = 0;
@@ -453,7 +464,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	char *eq, *path, *opts, *opt;
 	struct cfg_export acl = { 0 };
 	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
-	bool ro = false, has_uuid = false, overcommit = false;
+	bool ro = false, has_uuid = false, overcommit = false, buffered = false;
 	uint8_t uuid[16];
 	uint64_t bs = 0;
 	int ret;
@@ -464,7 +475,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	eq = strchr(buf, '=');
 	if (!eq || eq == buf)
 		return fail(why, whylen, -EINVAL,
-			    "expected NAME=PATH[,ro][,bs=N][,direct][,allow=HOST|any][,allow_ro=HOST][,overcommit]");
+			    "expected NAME=PATH[,ro][,bs=N][,direct][,cache=buffered][,allow=HOST|any][,allow_ro=HOST][,overcommit]");
 	*eq = 0;
 	path = eq + 1;
 	opts = strchr(path, ',');
@@ -488,6 +499,11 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 			direct = CFG_DIRECT_NO;
 		} else if (!strcmp(opt, "overcommit")) {
 			overcommit = true;
+		} else if (!strncmp(opt, "cache=", 6)) {
+			if (cfg_parse_cache(opt + 6, &buffered))
+				return fail(why, whylen, -EINVAL,
+					    "bad cache '%.32s' (direct or buffered)",
+					    opt + 6);
 		} else if (!strncmp(opt, "bs=", 3)) {
 			if (parse_size(opt + 3, &bs) ||
 			    check_block_size(bs, NULL, 0))
@@ -510,7 +526,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return ret;
 		} else {
 			return fail(why, whylen, -EINVAL,
-				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit)",
+				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit)",
 				    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -522,6 +538,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	memcpy(e->uuid, uuid, has_uuid ? sizeof(e->uuid) : 0);
 	e->allow_any = acl.allow_any;
 	e->overcommit = overcommit;
+	e->cache_buffered = buffered;
 	e->nr_allow = acl.nr_allow;
 	memcpy(e->allow, acl.allow, sizeof(acl.allow));
 	memcpy(e->allow_ro, acl.allow_ro, sizeof(acl.allow_ro));
@@ -675,7 +692,7 @@ enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
        KEY_RBD_CONNS, KEY_RBD_TAKEOVER, KEY_RBD_TIMEOUT, KEY_ALLOW_ANY_HOST,
        NR_TARGET_KEYS };
 enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
-       KEY_DIRECT, KEY_UUID, KEY_OVERCOMMIT, NR_EXPORT_KEYS };
+       KEY_DIRECT, KEY_UUID, KEY_OVERCOMMIT, KEY_CACHE, NR_EXPORT_KEYS };
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
@@ -704,6 +721,7 @@ static const char *const export_keys[NR_EXPORT_KEYS] = {
 	[KEY_DIRECT] = "direct",
 	[KEY_UUID] = "uuid",
 	[KEY_OVERCOMMIT] = "overcommit",
+	[KEY_CACHE] = "cache",
 };
 static const char *const host_keys[NR_HOST_KEYS] = {
 	[KEY_SECRET] = "secret",
@@ -1048,6 +1066,11 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 			return ctx_fail(c, "direct: '%s' is not yes/no, true/false, on/off or 1/0",
 					value);
 		e->direct = b ? CFG_DIRECT_YES : CFG_DIRECT_NO;
+		return 1;
+	case KEY_CACHE:
+		if (cfg_parse_cache(value, &e->cache_buffered))
+			return ctx_fail(c, "cache: '%s' is not direct or buffered",
+					value);
 		return 1;
 	case KEY_UUID:
 		if (parse_uuid(value, e->uuid))

@@ -53,6 +53,12 @@ struct cfg_export {
 	char allow[CFG_MAX_ALLOW][RBLK_NAME_MAX];
 	bool allow_ro[CFG_MAX_ALLOW];
 	enum cfg_direct direct;
+	/*
+	 * cache=buffered: file and block-device I/O through the page cache
+	 * (read-ahead, write-back) instead of O_DIRECT, as nvmet's
+	 * buffered_io; flush and FUA still reach the disk.
+	 */
+	bool cache_buffered;
 	/* uuid = / uuid=: the volume identity LOGIN reports (vol_id) */
 	bool has_uuid;
 	uint8_t uuid[16];
@@ -231,5 +237,9 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
  * (sets its allow_any).
  */
 int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen);
+
+/* An export's cache= value: "direct" (the default: O_DIRECT where the file
+ * system allows it) or "buffered" (the page cache); 0 or -EINVAL. */
+int cfg_parse_cache(const char *s, bool *buffered);
 
 #endif

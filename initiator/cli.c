@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the `rblk` subcommands: parsing the options several of
- * them take (-o, -t, -L, --path, --failback). JSON output goes through common/json.h.
+ * them take (-o, -t, -L, --path, --failback) and the volume id as text.
+ * JSON output goes through common/json.h.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -82,4 +83,15 @@ void cli_paths_apply(const struct cli_paths *p, struct rblk_opts *o)
 	o->nr_paths = p->n;
 	if (p->failback_ms >= 0)
 		o->failback_ms = p->failback_ms;
+}
+
+void cli_format_vol_id(const uint8_t id[16], char out[CLI_VOL_ID_STR_LEN])
+{
+	char *p = out;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		p += sprintf(p, "%02x", id[i]);
+	}
 }

@@ -107,17 +107,21 @@ unsigned int rblk_path_active(const struct rblk *r)
 				    memory_order_relaxed);
 }
 
+/* As a UUID, the way `rblk info` shows it. */
 static void vol_id_str(const uint8_t id[RBLK_VOL_ID_LEN], char *out)
 {
-	for (unsigned int i = 0; i < RBLK_VOL_ID_LEN; i++)
-		sprintf(out + 2 * i, "%02x", id[i]);
+	for (unsigned int i = 0; i < RBLK_VOL_ID_LEN; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*out++ = '-';
+		out += sprintf(out, "%02x", id[i]);
+	}
 }
 
 int lib_path_vol_mismatch(const struct rblk_queue *q,
 			  const uint8_t vol_id[RBLK_VOL_ID_LEN])
 {
 	const struct rblk *r = q->r;
-	char got[2 * RBLK_VOL_ID_LEN + 1], want[2 * RBLK_VOL_ID_LEN + 1];
+	char got[2 * RBLK_VOL_ID_LEN + 5], want[2 * RBLK_VOL_ID_LEN + 5];
 
 	vol_id_str(vol_id, got);
 	vol_id_str(q->vol_id, want);

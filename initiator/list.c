@@ -17,7 +17,7 @@ static void list_usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: rblk list [-o text|json|url] [DEV] [--help]\n"
+	    "Usage: rblk list [-o text|json|url|vol_id] [DEV] [--help]\n"
 	    "Show the devices made by 'rblk map': device, front end, queues, depth,\n"
 	    "state, daemon pid and volume URL. States: starting, running, stopping,\n"
 	    "and dead: the daemon died and left the device, whose I/O fails (nbd) or\n"
@@ -26,11 +26,13 @@ static void list_usage(FILE *f)
 	    "(/dev/ublkb0 or ublkb0), only that device's mapping; exit 1 if none.\n\n"
 	    "  -o, --output FORMAT  text (default; nothing when there are no mappings),\n"
 	    "                       json: {\"mappings\": [{\"dev\", \"dev_id\",\n"
-	    "                       \"frontend\", \"url\", \"queues\", \"depth\",\n"
-	    "                       \"state\", \"pid\", \"error\"}, ...]}; with\n"
-	    "                       --path also \"paths\" (URLs, the first\n"
-	    "                       preferred) and \"active\" (index in use)\n"
-	    "                       or url: each mapping's volume URL on a line\n"
+	    "                       \"frontend\", \"url\", \"vol_id\", \"queues\",\n"
+	    "                       \"depth\", \"state\", \"pid\", \"error\"}, ...]};\n"
+	    "                       with --path also \"paths\" (URLs, the first\n"
+	    "                       preferred) and \"active\" (index in use);\n"
+	    "                       url: each mapping's volume URL on a line, or\n"
+	    "                       vol_id: each one's volume id (UUID; \"-\" until\n"
+	    "                       connected)\n"
 	    "  -h, --help           show this help\n");
 }
 
@@ -70,10 +72,15 @@ static void list_text(const struct map_record *recs, int n)
 	}
 }
 
-static void list_urls(const struct map_record *recs, int n)
+/* One field of each mapping on a line: its URL or its volume id. */
+static void list_field(const struct map_record *recs, int n, bool vol_id)
 {
-	for (int i = 0; i < n; i++)
-		printf("%s\n", recs[i].url);
+	for (int i = 0; i < n; i++) {
+		if (vol_id)
+			printf("%s\n", recs[i].vol_id[0] ? recs[i].vol_id : "-");
+		else
+			printf("%s\n", recs[i].url);
+	}
 }
 
 /* Keep only the records of device DEV ("/dev/" optional); how many. */
@@ -119,7 +126,7 @@ int cmd_list(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	enum { OUT_TEXT, OUT_JSON, OUT_URL } out = OUT_TEXT;
+	enum { OUT_TEXT, OUT_JSON, OUT_URL, OUT_VOL_ID } out = OUT_TEXT;
 	struct map_record *recs;
 	const char *dev = NULL;
 	int ch, n;
@@ -131,13 +138,15 @@ int cmd_list(int argc, char **argv)
 		case 'o':
 			if (!strcmp(optarg, "url")) {
 				out = OUT_URL;
+			} else if (!strcmp(optarg, "vol_id")) {
+				out = OUT_VOL_ID;
 			} else if (!strcmp(optarg, "json")) {
 				out = OUT_JSON;
 			} else if (!strcmp(optarg, "text")) {
 				out = OUT_TEXT;
 			} else {
 				fprintf(stderr,
-					"rblk list: unknown output format '%s' (text, json, url)\n",
+					"rblk list: unknown output format '%s' (text, json, url, vol_id)\n",
 					optarg);
 				return 2;
 			}
@@ -170,8 +179,8 @@ int cmd_list(int argc, char **argv)
 	list_warn_dead(recs, n);
 	if (out == OUT_JSON)
 		list_json(recs, n);
-	else if (out == OUT_URL)
-		list_urls(recs, n);
+	else if (out == OUT_URL || out == OUT_VOL_ID)
+		list_field(recs, n, out == OUT_VOL_ID);
 	else
 		list_text(recs, n);
 	free(recs);

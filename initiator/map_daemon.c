@@ -325,7 +325,9 @@ int map_daemon(struct map_ctx *ctx)
 	r = daemon_open(ctx, msg, sizeof(msg));
 	if (!r)
 		goto out_remove_record;
+	/* written with the device (map_ready): the udev namer's serial */
 	pthread_mutex_lock(&ctx->lock);
+	cli_format_vol_id(rblk_get_info(r)->vol_id, ctx->rec.vol_id);
 	ctx->session = r;
 	pthread_mutex_unlock(&ctx->lock);
 	if (map_should_stop(ctx)) {

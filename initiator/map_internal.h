@@ -45,6 +45,7 @@
 struct map_record {
 	char file[PATH_MAX]; /* the record's own path */
 	char url[512];
+	char vol_id[40]; /* UUID text; "" until connected */
 	char frontend[16];
 	char dev[128]; /* "" until the device exists */
 	int dev_id;    /* -1 until the device exists */

@@ -102,6 +102,7 @@ struct json_object *record_json(const struct map_record *rec)
 	struct json_object *o = json_object_new_object();
 
 	rjson_add_str(o, "url", rec->url);
+	rjson_add(o, "vol_id", rec->vol_id[0] ? rjson_str(rec->vol_id) : NULL);
 	rjson_add_str(o, "frontend", rec->frontend);
 	rjson_add(o, "dev", rec->dev[0] ? rjson_str(rec->dev) : NULL);
 	rjson_add(o, "dev_id",
@@ -246,6 +247,7 @@ static int record_read(const char *path, struct map_record *rec)
 		return -EINVAL;
 	}
 	copy_field(rec->url, sizeof(rec->url), rjson_get_str(o, "url"));
+	copy_field(rec->vol_id, sizeof(rec->vol_id), rjson_get_str(o, "vol_id"));
 	copy_field(rec->frontend, sizeof(rec->frontend),
 		   rjson_get_str(o, "frontend"));
 	copy_field(rec->dev, sizeof(rec->dev), rjson_get_str(o, "dev"));

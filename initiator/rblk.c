@@ -62,12 +62,6 @@ static void info_usage(FILE *f)
 		   "  -h, --help           show this help\n");
 }
 
-static void vol_id_hex(const uint8_t id[16], char out[33])
-{
-	for (int i = 0; i < 16; i++)
-		sprintf(out + 2 * i, "%02x", id[i]);
-}
-
 /* Paths of r, the active one marked: JSON array of {url, active}. */
 static struct json_object *paths_json(const struct rblk *r)
 {
@@ -88,11 +82,13 @@ static void print_info_json(const char *url, const struct rblk *r)
 	const struct rblk_info *info = rblk_get_info(r);
 	struct json_object *o = json_object_new_object();
 	uint32_t f = info->features;
-	char id[33];
+	char id[CLI_VOL_ID_STR_LEN];
 
 	rjson_add_str(o, "url", url);
 	rjson_add_str(o, "transport", info->transport);
 	rjson_add_str(o, "export", info->export_name);
+	cli_format_vol_id(info->vol_id, id);
+	rjson_add_str(o, "vol_id", id);
 	rjson_add_u64(o, "size", info->size);
 	rjson_add_u64(o, "block_size", info->block_size);
 	rjson_add_u64(o, "max_io", info->max_io);
@@ -103,8 +99,6 @@ static void print_info_json(const char *url, const struct rblk *r)
 	rjson_add_bool(o, "trim", f & RBLK_FEAT_TRIM);
 	rjson_add_bool(o, "write_zeroes", f & RBLK_FEAT_ZEROES);
 	rjson_add_bool(o, "direct", f & RBLK_FEAT_DIRECT);
-	vol_id_hex(info->vol_id, id);
-	rjson_add_str(o, "vol_id", id);
 	rjson_add(o, "paths", paths_json(r));
 	rjson_print(stdout, o);
 }
@@ -125,7 +119,7 @@ int cmd_info(int argc, char **argv)
 	struct cli_auth auth = { 0 };
 	struct cli_paths paths = { .failback_ms = -1 };
 	const struct rblk_info *info;
-	char id[33];
+	char id[CLI_VOL_ID_STR_LEN];
 	struct rblk_opts o;
 	struct rblk *r;
 	bool json = false;
@@ -186,6 +180,8 @@ int cmd_info(int argc, char **argv)
 		printf("url:         %s\n", argv[optind]);
 		printf("transport:   %s\n", info->transport);
 		printf("export:      %s\n", info->export_name);
+		cli_format_vol_id(info->vol_id, id);
+		printf("volume id:   %s\n", id);
 		printf("size:        %llu bytes (%.2f GiB)\n",
 		       (unsigned long long)info->size,
 		       (double)info->size / (1 << 30));
@@ -200,8 +196,6 @@ int cmd_info(int argc, char **argv)
 		       info->features & RBLK_FEAT_TRIM ? " trim" : "",
 		       info->features & RBLK_FEAT_ZEROES ? " write-zeroes" : "",
 		       info->features & RBLK_FEAT_DIRECT ? " direct" : "");
-		vol_id_hex(info->vol_id, id);
-		printf("volume id:   %s\n", id);
 		for (unsigned int i = 0; paths.n && i < rblk_path_count(r); i++)
 			printf("path %u:      %s%s\n", i, rblk_path_url(r, i),
 			       i == rblk_path_active(r) ? " (active)" : "");

@@ -448,6 +448,7 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 		{ "block-size", 'b', true, NULL },
 		{ "allow", 'a', true, NULL },
 		{ "allow-ro", 0, true, NULL },
+		{ "cache", 0, true, NULL },
 		{ 0 },
 	};
 	const char *pos[2];
@@ -479,6 +480,11 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 	snprintf(ce.path, sizeof(ce.path), "%s", pos[1]);
 	ce.read_only = opts[0].val != NULL;
 	ce.block_size = bs > UINT32_MAX ? 1 : (uint32_t)bs; /* 1: refused */
+	if (opts[4].val && cfg_parse_cache(opts[4].val, &ce.cache_buffered)) {
+		ctl_req_fail(r, "add-export: bad cache '%s' (direct or buffered)",
+			     opts[4].val);
+		return;
+	}
 	if (cfg_export_set_access(&t->cfg, &ce, opts[2].val, opts[3].val,
 				  r->err, sizeof(r->err)) ||
 	    cfg_check_export(&ce, r->err, sizeof(r->err)))
@@ -784,7 +790,8 @@ static void cmd_help(struct target *t, struct ctl_req *r)
 	fputs("commands (each takes -o json):\n"
 	      "  list-exports\n"
 	      "  list-sessions [--export NAME]\n"
-	      "  add-export NAME PATH [--read-only] [--block-size N] [--allow H,..] [--allow-ro H,..]\n"
+	      "  add-export NAME PATH [--read-only] [--block-size N] [--cache direct|buffered]\n"
+	      "             [--allow H,..] [--allow-ro H,..]\n"
 	      "  remove-export NAME [--force [--wait]]\n"
 	      "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open\n"
 	      "  stats [EXPORT]\n",

@@ -243,6 +243,11 @@ static int uring_reap(struct worker *w)
 	return total;
 }
 
+static bool uring_ready(struct worker *w)
+{
+	return io_uring_cq_ready(&priv_of(w)->ring) > 0;
+}
+
 const struct engine_ops engine_uring_ops = {
 	.name = "io_uring",
 	.init = uring_init,
@@ -254,4 +259,5 @@ const struct engine_ops engine_uring_ops = {
 	.queue_fdatasync = uring_queue_fdatasync,
 	.submit = uring_submit,
 	.reap = uring_reap,
+	.ready = uring_ready,
 };

@@ -89,9 +89,14 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 		}
 		e->dio_align = e->block_size;
 	} else if (S_ISREG(st.st_mode)) {
+		struct statfs sfs;
+
 		e->kind = EXPORT_FILE;
 		e->size = (uint64_t)st.st_size;
 		e->dio_align = probe_dio_align(e->fd, cfg->path);
+		e->mem_fs = !fstatfs(e->fd, &sfs) &&
+			    ((unsigned long)sfs.f_type == TMPFS_MAGIC ||
+			     (unsigned long)sfs.f_type == RAMFS_MAGIC);
 	} else {
 		ret = open_fail(err, errlen,
 				S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
@@ -117,7 +122,11 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 	}
 
 	e->fd_direct = -1;
-	if (e->dio_align && e->dio_align <= e->block_size) {
+	if (cfg->cache_buffered) {
+		/* the sequential reader gets the kernel's read-ahead */
+		log_info("export %s: cache=buffered: I/O through the page cache",
+			 e->name);
+	} else if (e->dio_align && e->dio_align <= e->block_size) {
 		struct stat st2;
 
 		/* the path may name something else by now: same inode only */
@@ -194,6 +203,35 @@ static int file_zero_range(struct export *e, uint64_t off, uint64_t len,
 	return 0;
 }
 
+/*
+ * A READ or WRITE of a file in memory, done now: a copy that cannot wait
+ * for a disk (a full tmpfs fails the write with ENOSPC). 0 or -errno.
+ */
+static int file_rw_inline(struct export *e, struct treq *r, bool write,
+			  int flags)
+{
+	const struct rblk_cmd *cmd = &r->cmd;
+	uint32_t done = 0;
+
+	while (done < cmd->length) {
+		struct iovec iov = { (char *)r->slot + done, cmd->length - done };
+		ssize_t n;
+
+		n = write ? pwritev2(e->fd, &iov, 1, (off_t)(cmd->offset + done),
+				     flags) :
+			    preadv2(e->fd, &iov, 1, (off_t)(cmd->offset + done),
+				    0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0) /* the file shrank under the export */
+			return -EIO;
+		done += (uint32_t)n;
+	}
+	return 0;
+}
+
 static int file_submit(struct worker *w, struct treq *r)
 {
 	struct export *e = r->conn->exp;
@@ -212,6 +250,17 @@ static int file_submit(struct worker *w, struct treq *r)
 		fd = r->direct ? e->fd_direct : e->fd;
 		if (write && (cmd->flags & RBLK_CMD_F_FUA))
 			flags = RWF_DSYNC;
+		if (e->mem_fs) {
+			r->direct = false;
+			r->result = file_rw_inline(e, r, write, flags);
+			if (r->result)
+				log_ratelimited(LOG_WARN,
+					"export %s: %s at %llu+%u failed: %s",
+					 e->name, rblk_opcode_str(cmd->opcode),
+					 (unsigned long long)cmd->offset,
+					 cmd->length, strerror(-r->result));
+			return 1;
+		}
 		ret = w->engine->queue_rw(w, r, fd, write, r->slot, cmd->length,
 					  cmd->offset, flags,
 					  r->conn->buf_index);
@@ -550,6 +599,11 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	snprintf(e->path, sizeof(e->path), "%s", cfg->path);
 	e->read_only = cfg->read_only;
 	e->fd = e->fd_direct = -1;
+	if (cfg->cache_buffered && (!strncmp(cfg->path, "rbd:", 4) ||
+				    !strncmp(cfg->path, "ram:", 4) ||
+				    cfg->direct == CFG_DIRECT_YES))
+		return open_fail(err, errlen, -EINVAL,
+				 "cache=buffered applies to files and block devices on the slot path (not ram:, rbd: or direct)");
 	if (!strncmp(cfg->path, "rbd:", 4)) {
 		e->ops = &backend_rbd_ops;
 	} else if (!strncmp(cfg->path, "ram:", 4)) {

@@ -68,6 +68,13 @@ struct export {
 	int fd_direct; /* O_DIRECT descriptor, or -1 when refused */
 	uint32_t dio_align; /* offset/length alignment O_DIRECT needs */
 	atomic_bool direct_failed; /* O_DIRECT gave EINVAL once: stop using */
+	/*
+	 * The file lives in memory (tmpfs, ramfs): reads and writes are
+	 * copies that never wait for a disk, done on the worker like RAM.
+	 * (tmpfs has no non-blocking reads, so io_uring would hand every
+	 * one to a kernel worker thread: two context switches per I/O.)
+	 */
+	bool mem_fs;
 	void *ram; /* EXPORT_RAM memory, or a direct file's MAP_SHARED map */
 	bool direct; /* RBLK_F_DIRECT: ram is registered per connection */
 	void *priv; /* the backend's own state (rbd: struct rbd_image) */
@@ -189,6 +196,12 @@ struct engine_ops {
 	int (*submit)(struct worker *w);
 	/* Complete finished ops through treq_backend_done(); returns count. */
 	int (*reap)(struct worker *w);
+	/*
+	 * Optional: are completions waiting, seen without a system call (the
+	 * io_uring CQ ring)? Lets the worker complete I/O the kernel finished
+	 * inside submit() in the same turn. NULL: the worker waits for fd().
+	 */
+	bool (*ready)(struct worker *w);
 };
 
 /*

@@ -313,8 +313,11 @@ static void worker_turn(struct worker *w, struct epoll_event *evs, int n,
 	for (unsigned int i = 0; i < w->nr_groups; i++)
 		if (group_progress(w, &w->groups[i], closing) == TURN_BUDGET)
 			*more = true;
-	w->engine->reap(w);
-	retry_busy(w);
+	/* an engine that can tell (no system call) is reaped only with work */
+	if (!w->engine->ready || w->engine->ready(w)) {
+		w->engine->reap(w);
+		retry_busy(w);
+	}
 }
 
 static void *worker_main(void *arg)
@@ -352,6 +355,16 @@ static void *worker_main(void *arg)
 		w->now_ms = now_ms();
 		worker_turn(w, evs, n > 0 ? n : 0, &more, &closing);
 		w->engine->submit(w);
+		/*
+		 * I/O the kernel finished inside submit (the page cache, tmpfs)
+		 * completes in this turn: its response leaves with the others
+		 * instead of after a sleep and a wake-up on the engine's fd.
+		 */
+		if (w->engine->ready && w->engine->ready(w)) {
+			w->engine->reap(w);
+			retry_busy(w);
+			w->engine->submit(w);
+		}
 		/* every response of this turn, one post per connection */
 		worker_flush_sends(w);
 		sweep = now_ms() - last_sweep >= 1000;

@@ -10,10 +10,16 @@
 #   - a `direct` file on a file system RDMA cannot pin (the host's /tmp,
 #     not tmpfs) is served through the slot path with a warning naming the
 #     file system; data written reads back
+#   - an allocated tmpfs file without `direct` is read and written inline
+#     (mixed sizes verified by rblk_libtest rw)
+#   - the sparse file on the full 8 MiB tmpfs exported without `direct`
+#     (the slot path, which reads and writes a tmpfs file inline on the
+#     worker): writing 32 MiB fails with "No space left on device" for
+#     the commands that do not fit, and the target serves on
 #   - the target keeps its descriptors and memory
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
-requires mount umount truncate cmp jq
+requires mount umount truncate fallocate cmp jq
 requires_built
 [ "$(id -u)" = 0 ] || skip "needs root to mount a tmpfs"
 t=$RBLK_BUILD/tests/rblk_libtest
@@ -24,9 +30,10 @@ roomy=$TEST_DIR/roomy
 mkdir "$small" "$roomy"
 mount -t tmpfs -o size=8M tmpfs "$small" || skip "cannot mount a tmpfs"
 cleanup_fn umount -l "$small"
-mount -t tmpfs -o size=40M tmpfs "$roomy" || skip "cannot mount a tmpfs"
+mount -t tmpfs -o size=56M tmpfs "$roomy" || skip "cannot mount a tmpfs"
 cleanup_fn umount -l "$roomy"
 truncate -s 32M "$small/sparse.img" "$roomy/vol.img"
+fallocate -l 16M "$roomy/slot.img"
 
 # ---- 1. refused at start, in bounded time, with the reason -------------
 expect_refusal 20 1 "direct: cannot allocate all 33554432 bytes of $small/sparse.img \(No space left on device\)" \
@@ -40,7 +47,8 @@ ext=$TEST_DIR/ext.img
 truncate -s 16M "$ext"
 fs=$(stat -f -c %T "$TEST_DIR")
 start_target --export "mem=ram:16M" --export "vol=$roomy/vol.img,direct" \
-	--export "ext=$ext,direct"
+	--export "ext=$ext,direct" --export "tiny=$small/sparse.img" \
+	--export "slotmem=$roomy/slot.img"
 url=tcp://127.0.0.1:$RBLK_PORT
 start_verifier "$url/mem" 16
 proc_baseline "$RBLK_TARGET_PID"
@@ -58,7 +66,16 @@ cmp "$TEST_DIR/src.bin" "$roomy/vol.img" || fail "the file does not hold what wa
 kill -0 "$RBLK_TARGET_PID" || fail "target died"
 echo "32 MiB written by direct access into a preallocated file on a full tmpfs, verified"
 
-# ---- 3. direct on a file system RDMA cannot pin: slot path + warning ----
+# ---- 3. the slot path on tmpfs: inline; ENOSPC, nobody else harmed ------
+tmo 60 "$t" rw "$url/slotmem" slot || fail "librblk rw on a tmpfs file, slot path"
+! tmo 60 "$t" put "$url/tiny" "$TEST_DIR/src.bin" slot >"$TEST_DIR/tiny.out" 2>&1 ||
+	fail "32 MiB written into an 8 MiB tmpfs without an error"
+grep -q "export tiny: WRITE at .* failed: No space left on device" "$RBLK_TARGET_LOG" ||
+	fail "no ENOSPC for the full tmpfs: $(cat "$TEST_DIR/tiny.out")"
+kill -0 "$RBLK_TARGET_PID" || fail "target died on a full tmpfs"
+echo "slot path on a full tmpfs: ENOSPC for the client, the target serves on"
+
+# ---- 4. direct on a file system RDMA cannot pin: slot path + warning ----
 if [ "$fs" != tmpfs ] && [ "$fs" != hugetlbfs ]; then
 	grep -q "export ext: WARNING: 'direct' ignored: $ext is on .*direct access needs tmpfs, hugetlbfs or a DAX mount" \
 		"$RBLK_TARGET_LOG" || fail "no warning for direct on $fs: $(grep 'export ext' "$RBLK_TARGET_LOG")"

@@ -17,6 +17,9 @@
  *                              (required), 1 MiB I/Os, 4 in flight, then
  *                              FLUSH when the volume offers it
  *   rblk_libtest get URL FILE  read the whole volume (direct) into FILE
+ *   rblk_libtest put|get URL FILE slot
+ *                              the same through the slot path (no direct
+ *                              access)
  *   rblk_libtest rawro URL     below librblk: log in read-only by hand and
  *                              RDMA WRITE the registered volume; the target
  *                              must have registered it without remote
@@ -399,8 +402,8 @@ static int test_ro(const char *url)
 	return 0;
 }
 
-/* put/get: whole-file transfers with direct access required. */
-static int test_copy(const char *url, const char *path, bool put)
+/* put/get: whole-file transfers, with direct access required or not used. */
+static int test_copy(const char *url, const char *path, bool put, bool slot)
 {
 	const uint64_t chunk = 1 * MiB;
 	struct rblk_opts o;
@@ -412,11 +415,11 @@ static int test_copy(const char *url, const char *path, bool put)
 	FILE *f;
 
 	rblk_opts_init(&o);
-	o.direct = RBLK_DIRECT_ON;
+	o.direct = slot ? RBLK_DIRECT_OFF : RBLK_DIRECT_ON;
 	o.queue_depth = 4;
 	CHECK(rblk_open(url, &o, &r) == 0, "open %s", url);
 	info = rblk_get_info(r);
-	CHECK(info->features & RBLK_FEAT_DIRECT, "direct not in use");
+	CHECK(slot || (info->features & RBLK_FEAT_DIRECT), "direct not in use");
 	q = rblk_get_queue(r, 0);
 	f = fopen(path, put ? "rb" : "wb");
 	CHECK(f, "open %s", path);
@@ -453,8 +456,9 @@ static int test_copy(const char *url, const char *path, bool put)
 	CHECK(fclose(f) == 0, "close %s", path);
 	rblk_close(r);
 	free(buf);
-	printf("%s: %llu bytes %s through direct access\n", put ? "put" : "get",
-	       (unsigned long long)size, put ? "written" : "read");
+	printf("%s: %llu bytes %s through %s\n", put ? "put" : "get",
+	       (unsigned long long)size, put ? "written" : "read",
+	       slot ? "the slot path" : "direct access");
 	return 0;
 }
 
@@ -603,8 +607,9 @@ int main(int argc, char **argv)
 			return 2;
 		return test_rw(argv[2]);
 	}
-	if (argc == 4 && (!strcmp(argv[1], "put") || !strcmp(argv[1], "get")))
-		return test_copy(argv[2], argv[3], argv[1][0] == 'p');
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "slot"))) &&
+	    (!strcmp(argv[1], "put") || !strcmp(argv[1], "get")))
+		return test_copy(argv[2], argv[3], argv[1][0] == 'p', argc == 5);
 	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "backlog"))
 		return test_backlog(argv[2], argc == 4 ? argv[3] : NULL);
 	if (argc == 4 && !strcmp(argv[1], "idle"))

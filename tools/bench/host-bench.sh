@@ -9,6 +9,8 @@
 #                    tcp transport on loopback; default settings (push
 #                    reads, the tcp transport's preference), event completions
 #   engine-pull      the same, --read_mode=pull
+#   engine-buffered  the same against the file exported cache=buffered
+#                    (page cache and read-ahead instead of O_DIRECT)
 #   engine-busy      the same, --poll=busy (getevents never sleeps)
 #   engine-adaptive  the same, --poll=adaptive --poll_spin_us=50 (librblk
 #                    spins 50 us before it sleeps)
@@ -60,7 +62,7 @@ set -euo pipefail
 runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
 jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
 marker=host-bench repeat=${BENCH_ROUNDS:-5}
-paths="engine engine-pull engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
+paths="engine engine-pull engine-buffered engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
 [ -n "$runtime" ] || runtime=5
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -114,6 +116,7 @@ fi
 # report.py: path:label:peer ('~' = space)
 REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
 	engine-pull:engine,~pull~reads:engine
+	engine-buffered:engine,~cache=buffered~export:nbdkit-unix
 	engine-busy:engine,~busy~poll:engine
 	engine-adaptive:engine,~adaptive~poll~50~us:engine
 	rblk-nbd:rblk~nbd~(fio~nbd~engine):nbdkit-unix
@@ -133,6 +136,7 @@ target "rblk fio engine vs nbdkit unix, 4k randread QD1" engine "4k randread QD1
 target "rblk nbd vs nbdkit unix, 4k randread QD1" rblk-nbd "4k randread QD1" nbdkit-unix iops 0.8
 target "rblk nbd vs nbdkit unix, 4k randread QD32" rblk-nbd "4k randread QD32" nbdkit-unix iops 1.0
 target "rblk fio engine vs nbdkit unix, 128k seq read QD16" engine "128k seq read QD16" nbdkit-unix mbs 1.0
+target "rblk fio engine, cache=buffered export, vs nbdkit unix, 128k seq read QD16" engine-buffered "128k seq read QD16" nbdkit-unix mbs 1.0
 
 BENCH_NAME=host-bench
 BENCH_DIR_PARENT="$where"
@@ -156,15 +160,16 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 declare -A spid # path -> server pids (for CPU time)
 needs() { [[ " $paths " == *" $1 "* ]]; }
 
-if needs engine || needs engine-pull || needs engine-busy ||
+if needs engine || needs engine-pull || needs engine-buffered || needs engine-busy ||
 	needs engine-adaptive || needs rblk-nbd; then
 	port=$(free_port)
 	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
-		--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
+		--export "vol0=$dir/vol.img" --export "vol1=$dir/vol.img,cache=buffered" \
+		>"$dir/target.log" 2>&1 &
 	tpid=$!
 	pids+=("$tpid")
 	wait_for "$dir/target.log" "listening on"
-	for p in engine engine-pull engine-busy engine-adaptive; do spid[$p]=$tpid; done
+	for p in engine engine-pull engine-buffered engine-busy engine-adaptive; do spid[$p]=$tpid; done
 fi
 if needs rblk-nbd; then
 	"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk.sock" \
@@ -198,6 +203,7 @@ declare -A pargs
 e="--ioengine=external:$engine --uri=tcp://127.0.0.1:${port:-0}/vol0"
 pargs[engine]="$e"
 pargs[engine-pull]="$e --read_mode=pull"
+pargs[engine-buffered]="${e%/vol0}/vol1"
 pargs[engine-busy]="$e --poll=busy"
 pargs[engine-adaptive]="$e --poll=adaptive --poll_spin_us=50"
 pargs[rblk-nbd]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk.sock"
@@ -289,7 +295,7 @@ fstype=$(stat -f -c %T "$where")
 		echo "- $p: \`$a\`"
 	done
 	echo
-	echo "Servers: \`rblk-target --listen tcp://127.0.0.1:PORT --export vol0=\$DIR/vol.img\`;" \
+	echo "Servers: \`rblk-target --listen tcp://127.0.0.1:PORT --export vol0=\$DIR/vol.img --export vol1=\$DIR/vol.img,cache=buffered\`;" \
 		"\`rblk nbd tcp://127.0.0.1:PORT/vol0 --socket \$DIR/rblk.sock --queues $jobs\`;" \
 		"\`nbdkit -f -U \$DIR/nbdkit.sock file \$DIR/vol.img cache=none\` and" \
 		"\`nbdkit -f -i 127.0.0.1 -p NPORT file \$DIR/vol.img cache=none\`."

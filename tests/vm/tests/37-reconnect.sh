@@ -51,7 +51,7 @@ FIO=(fio --filename="$DEV" --ioengine=libaio --direct=1 --iodepth=16
 	--cpus_allowed_policy=split --randseed=3737 --verify_state_save=0)
 
 t0=$(t_now)
-"${FIO[@]}" --name=rc --do_verify=0 --rate=512k >"$TEST_DIR/fio-write.log" 2>&1 &
+"${FIO[@]}" --name=rc --do_verify=0 --rate=256k >"$TEST_DIR/fio-write.log" 2>&1 &
 fpid=$!
 kill_at_exit "$fpid"
 

@@ -13,7 +13,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 need_rdma
-requires mkfs.ext4 mount umount sha256sum truncate
+requires mkfs.ext4 mount umount sha256sum truncate jq
 # udevd gets its own environment: the records live where rblk looks by
 # default (the guest's /run is a tmpfs)
 export RBLK_RUN_DIR=/run/rblk
@@ -76,7 +76,10 @@ truncate -s 128M "$TEST_DIR/vol0.img"
 truncate -s 64M "$TEST_DIR/vol1.img"
 start_rdma_target "$PORT" --export "vol0=$TEST_DIR/vol0.img" \
 	--export "vol1=$TEST_DIR/vol1.img"
-serial0=$(printf 'rdma://%s:%s/vol0' "$ADDR" "$PORT" | sha256sum | cut -c1-16)
+# the serial is the volume id the target reports (rblk info), without dashes
+serial0=$("$RBLK_BUILD/rblk" info -o json "rdma://$ADDR:$PORT/vol0" |
+	jq -r .vol_id | tr -d -)
+[[ $serial0 =~ ^[0-9a-f]{32}$ ]] || fail "rblk info gave no volume id: '$serial0'"
 
 round=0
 for fe in ublk nbd; do
