@@ -11,6 +11,11 @@
 #   mp_restart T              start target T again on its own port (after
 #                             kill -9 the port is free at once:
 #                             SO_REUSEADDR); updates MP_PID[T], MP_LOG[T]
+#   mp_fio_start OUT ARGS...  start fio ARGS in the background with verify
+#                             writes checked as they go and a per-I/O
+#                             latency log ($TEST_DIR/lat_lat.1.log, unix
+#                             ms); output to OUT; sets MP_FIO_PID
+#   mp_fio_wait OUT           wait (120 s) for it; fail unless it passed
 #   mp_wait_moves LOG N       wait (10 s) until fio's output LOG says N times
 #                             that the session moved to another path
 #   mp_cycles FIO_PID LOG N   N cycles: kill -9 the active target (a, b,
@@ -51,6 +56,22 @@ mp_restart()
 	cleanup_fn stop_pid "${MP_PID[$t]}"
 	_wait_for_line "$log" "listening on" "${MP_PID[$t]}" 10 ||
 		{ cat "$log"; fail "target $t did not restart"; }
+}
+
+mp_fio_start()
+{
+	local out=$1
+	shift
+	fio "$@" --verify_backlog=256 --write_lat_log="$TEST_DIR/lat" \
+		--log_unix_epoch=1 >"$out" 2>&1 &
+	MP_FIO_PID=$!
+	cleanup_fn _kill_quiet "$MP_FIO_PID"
+}
+
+mp_fio_wait()
+{
+	wait_pid 120 "$MP_FIO_PID" || { cat "$1"; fail "fio verify failed"; }
+	grep -q "err= 0" "$1" || { cat "$1"; fail "fio reported an error"; }
 }
 
 mp_wait_moves()

@@ -37,15 +37,10 @@ fio_job=(--name=mp --ioengine=external:"$RBLK_FIO_ENGINE"
 	--iodepth=8 --verify=crc32c --verify_fatal=1 --randrepeat=1)
 
 # ---- 1: five kill -9 cycles, alternating targets --------------------------
-fio "${fio_job[@]}" --failback=0 --verify_backlog=256 --rate_iops=250 \
-	--write_lat_log="$TEST_DIR/lat" --log_unix_epoch=1 \
-	>"$TEST_DIR/fio1.out" 2>&1 &
-fio_pid=$!
-cleanup_fn _kill_quiet "$fio_pid"
+mp_fio_start "$TEST_DIR/fio1.out" "${fio_job[@]}" --failback=0 --rate_iops=250
 sleep 2
-mp_cycles "$fio_pid" "$TEST_DIR/fio1.out" 5
-wait_pid 120 "$fio_pid" || { cat "$TEST_DIR/fio1.out"; fail "fio verify failed"; }
-grep -q "err= 0" "$TEST_DIR/fio1.out" || { cat "$TEST_DIR/fio1.out"; fail "fio reported an error"; }
+mp_cycles "$MP_FIO_PID" "$TEST_DIR/fio1.out" 5
+mp_fio_wait "$TEST_DIR/fio1.out"
 # shellcheck disable=SC2046 # one word per cycle
 mp_check_pauses $(mp_pauses "$TEST_DIR"/lat_lat.1.log)
 

@@ -34,11 +34,8 @@ fio_job=(--name=mp --ioengine=external:"$RBLK_FIO_ENGINE"
 	--iodepth=8 --verify=crc32c --verify_fatal=1 --randrepeat=1
 	--failback=0 --keepalive=1)
 
-fio "${fio_job[@]}" --verify_backlog=256 --rate_iops=250 \
-	--write_lat_log="$TEST_DIR/lat" --log_unix_epoch=1 \
-	>"$TEST_DIR/fio.out" 2>&1 &
-fio_pid=$!
-cleanup_fn _kill_quiet "$fio_pid"
+mp_fio_start "$TEST_DIR/fio.out" "${fio_job[@]}" --rate_iops=250
+fio_pid=$MP_FIO_PID
 sleep 2
 
 # ---- 1: kill -9 cycles ----------------------------------------------------------
@@ -71,8 +68,7 @@ grep -q "refuses this target's writes" "$stopped_log" ||
 echo "B resumed: the cluster refused its late writes ($(grep -c 'WRITE at .* failed' "$stopped_log" || true) logged)"
 
 # ---- 3: verify -----------------------------------------------------------------
-wait_pid 120 "$fio_pid" || { cat "$TEST_DIR/fio.out"; fail "fio verify failed"; }
-grep -q "err= 0" "$TEST_DIR/fio.out" || { cat "$TEST_DIR/fio.out"; fail "fio reported an error"; }
+mp_fio_wait "$TEST_DIR/fio.out"
 read -ra pauses <<<"$(mp_pauses "$TEST_DIR"/lat_lat.1.log)"
 mp_check_pauses "${pauses[@]:0:5}"
 # a stalled target is noticed by the keep-alive (1 s here: 1 to 2 s)
