@@ -124,6 +124,7 @@ void rblk_opts_init(struct rblk_opts *o)
 	o->reconnect_delay_ms = 1000;
 	o->ctrl_loss_timeout_s = 60;
 	o->keepalive_ms = 5000;
+	o->failback_ms = 5000;
 }
 
 /* ---- user buffer registrations ------------------------------------------------ */
