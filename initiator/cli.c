@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the `rblk` subcommands: parsing the options several of
- * them take (-o, -t, -L) and the volume id as text. JSON output goes
- * through common/json.h.
+ * them take (-o, -t, -L, --path, --failback) and the volume id as text.
+ * JSON output goes through common/json.h.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,6 +46,43 @@ int cli_parse_log_level(const char *cmd, const char *arg)
 	}
 	log_set_level(lvl);
 	return 0;
+}
+
+int cli_path_opt(const char *cmd, int ch, const char *arg,
+		 struct cli_paths *p)
+{
+	char *end;
+	double v;
+
+	switch (ch) {
+	case CLI_OPT_PATH:
+		if (p->n == RBLK_MAX_PATHS - 1) {
+			fprintf(stderr, "rblk %s: at most %d --path options\n",
+				cmd, RBLK_MAX_PATHS - 1);
+			return -1;
+		}
+		p->v[p->n++] = arg;
+		return 1;
+	case CLI_OPT_FAILBACK:
+		v = strtod(arg, &end);
+		if (*end || end == arg || !(v >= 0 && v <= 86400)) {
+			fprintf(stderr,
+				"rblk %s: --failback: '%s' is not a number of seconds\n",
+				cmd, arg);
+			return -1;
+		}
+		p->failback_ms = (int)(v * 1000 + 0.5);
+		return 1;
+	}
+	return 0;
+}
+
+void cli_paths_apply(const struct cli_paths *p, struct rblk_opts *o)
+{
+	o->paths = p->n ? p->v : NULL;
+	o->nr_paths = p->n;
+	if (p->failback_ms >= 0)
+		o->failback_ms = p->failback_ms;
 }
 
 void cli_format_vol_id(const uint8_t id[16], char out[CLI_VOL_ID_STR_LEN])

@@ -64,6 +64,42 @@ static inline void cli_auth_apply(const struct cli_auth *a,
 		o->flags |= RBLK_OPEN_MUTUAL_AUTH;
 }
 
+/*
+ * Multipath options, shared by info, nbd and map: CLI_PATH_LONGOPTS (and
+ * for nbd and map CLI_FAILBACK_LONGOPT) in the getopt table, every option
+ * through cli_path_opt(), then cli_paths_apply() to the rblk_opts.
+ */
+enum {
+	CLI_OPT_PATH = 0x4010,
+	CLI_OPT_FAILBACK,
+};
+
+#define CLI_PATH_LONGOPTS { "path", required_argument, NULL, CLI_OPT_PATH }
+#define CLI_FAILBACK_LONGOPT                                              \
+	{ "failback", required_argument, NULL, CLI_OPT_FAILBACK }
+
+#define CLI_PATH_HELP                                                          \
+	"      --path URL            another path to the same volume (repeatable,\n" \
+	"                            up to 7): used when the active one fails\n"
+#define CLI_FAILBACK_HELP                                                      \
+	"      --failback SEC        while not on the first path, probe it this\n"  \
+	"                            often and move back once it answers\n"         \
+	"                            (default 5; 0: never)\n"
+
+struct cli_paths {
+	const char *v[RBLK_MAX_PATHS - 1];
+	unsigned int n;
+	int failback_ms; /* -1: the library's default */
+};
+
+/*
+ * Take ch if it is a multipath option: 1 taken, 0 not one, -1 bad value
+ * (printed as "rblk CMD: ...").
+ */
+int cli_path_opt(const char *cmd, int ch, const char *arg,
+		 struct cli_paths *p);
+void cli_paths_apply(const struct cli_paths *p, struct rblk_opts *o);
+
 int cmd_info(int argc, char **argv);
 int cmd_nbd(int argc, char **argv); /* initiator/nbd_server.c */
 int cmd_map(int argc, char **argv); /* initiator/map.c */

@@ -127,6 +127,7 @@ void rblk_opts_init(struct rblk_opts *o)
 	o->reconnect_delay_ms = 1000;
 	o->ctrl_loss_timeout_s = 60;
 	o->keepalive_ms = 5000;
+	o->failback_ms = 5000;
 }
 
 /* ---- user buffer registrations ------------------------------------------------ */
@@ -563,7 +564,7 @@ static void pump_pending(struct rblk_queue *q)
 	struct io *io;
 	int ret;
 
-	while ((io = q->pend_head) && !q->dead) {
+	while ((io = q->pend_head) && !q->dead && !q->draining) {
 		ret = issue_part(q, io);
 		if (ret)
 			return; /* -EAGAIN: wait for completions */
@@ -1158,7 +1159,8 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	struct xp_conn_attr attr;
 	struct rblk_hello hello = { 0 };
 	struct rblk_login login;
-	const char *url_host = r->url.host;
+	const struct rblk_url *u = lib_path_url(q);
+	const char *url_host = u->host;
 	uint16_t qd = (uint16_t)o->queue_depth;
 	uint32_t ask = inline_ask(r, o);
 	bool err_set = false;
@@ -1166,7 +1168,7 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 
 	attr.max_recv_wr = qd + 2u;
 	attr.max_send_wr = 3u * qd + 4u;
-	ret = lib_connect(r->ops, q->g, &r->url, &attr, qd, o->timeout_ms,
+	ret = lib_connect(r->ops, q->g, u, &attr, qd, o->timeout_ms,
 			  &q->xc);
 	if (ret)
 		return ret;
@@ -1190,7 +1192,7 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	if (r->secret_len)
 		hello.flags |= RBLK_HELLO_F_AUTH;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
-		 r->url.export_name);
+		 u->export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
 	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
 			  (uint32_t)rblk_hello_encode(hello_buf(q), &hello));
@@ -1202,30 +1204,30 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 		return ret;
 	if (ret == -ETIMEDOUT)
 		return set_error(ret, "%s://%s:%u: no login answer within %d ms",
-				 r->url.scheme, url_host, r->url.port,
+				 u->scheme, url_host, u->port,
 				 o->timeout_ms);
 	if (ret == -EPROTO)
 		return set_error(ret, "%s://%s:%u: malformed login answer",
-				 r->url.scheme, url_host, r->url.port);
+				 u->scheme, url_host, u->port);
 	if (ret)
 		return set_error(ret, "%s://%s:%u: connection lost during login",
-				 r->url.scheme, url_host, r->url.port);
+				 u->scheme, url_host, u->port);
 	if (login.status != RBLK_S_OK) {
 		ret = rblk_status_to_errno((int)login.status);
 		if (login_auth_error(r, (int)login.status))
 			return ret;
 		if (login.status == RBLK_S_NO_EXPORT)
 			return set_error(ret, "export '%s' not found on %s://%s:%u",
-					 r->url.export_name, r->url.scheme,
-					 url_host, r->url.port);
+					 u->export_name, u->scheme,
+					 url_host, u->port);
 		if (login.status == RBLK_S_INVALID && ask) {
 			r->inline_refused = true;
 			return set_error(-EPROTO,
 					 "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
-					 r->url.export_name, ask);
+					 u->export_name, ask);
 		}
 		return set_error(ret, "login to '%s' refused: %s",
-				 r->url.export_name,
+				 u->export_name,
 				 rblk_status_str((int)login.status));
 	}
 	if (r->mutual && !q->authed)
@@ -1236,6 +1238,9 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	    login.inline_data > ask)
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
+	if (q->connected_once && memcmp(login.vol_id, q->vol_id,
+					sizeof(q->vol_id)))
+		return lib_path_vol_mismatch(q, login.vol_id);
 	if (q->connected_once &&
 	    (login.size != r->info.size ||
 	     login.block_size != r->info.block_size ||
@@ -1243,19 +1248,13 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	     login.features != q->features))
 		return set_error(-EPROTO,
 				 "%s://%s:%u/%s changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
-				 r->url.scheme, url_host, r->url.port,
-				 r->url.export_name,
+				 u->scheme, url_host, u->port,
+				 u->export_name,
 				 (unsigned long long)r->info.size,
 				 r->info.block_size, q->max_io, q->qd,
 				 q->features, (unsigned long long)login.size,
 				 login.block_size, login.max_io,
 				 login.queue_depth, login.features);
-	if (q->connected_once && memcmp(login.vol_id, q->vol_id,
-					sizeof(q->vol_id)))
-		return set_error(-EPROTO,
-				 "%s://%s:%u/%s is another volume after the reconnect (its volume id changed)",
-				 r->url.scheme, url_host, r->url.port,
-				 r->url.export_name);
 	q->qd = login.queue_depth;
 	q->max_io = login.max_io;
 	q->inline_max = login.inline_data;
@@ -1334,9 +1333,7 @@ int lib_queue_attach(struct rblk_queue *q)
 		lib_batch_flush(q);
 	if (q->dead) /* lost again at once: the timer is set */
 		return 0;
-	lib_timer_set(q, q->r->opts.keepalive_ms > 0 ?
-			     now_ms() + (uint64_t)q->r->opts.keepalive_ms :
-			     0);
+	lib_timer_set(q, lib_tick_next(q, now_ms()));
 	return 0;
 }
 
@@ -1480,6 +1477,9 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 				r->url.scheme);
 		goto out_free;
 	}
+	ret = lib_path_setup(r, url, &o);
+	if (ret)
+		goto out_free;
 	if (o.host_name)
 		snprintf(r->host_name, sizeof(r->host_name), "%s", o.host_name);
 	else if (gethostname(r->host_name, sizeof(r->host_name) - 1))
@@ -1500,6 +1500,7 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 	r->info.queues = o.queues;
 	o.host_name = NULL; /* r->host_name holds it */
 	o.key_file = NULL; /* r->secret holds it */
+	o.paths = NULL; /* r->paths holds them */
 	r->opts = o;
 	for (i = 0; i < o.queues; i++) {
 		r->queues[i].r = r;
@@ -1508,12 +1509,15 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 		r->nr_queues = i + 1;
 		ret = queue_init(&r->queues[i]);
 		if (!ret)
-			ret = lib_queue_connect(r, &r->queues[i], &o);
+			ret = lib_path_open_queue(&r->queues[i], &o);
 		if (!ret)
 			ret = queue_setup(&r->queues[i]);
 		if (ret)
 			goto out_close;
 	}
+	ret = lib_path_verify(r);
+	if (ret)
+		goto out_close;
 	*out = r;
 	return 0;
 
@@ -1521,6 +1525,7 @@ out_close:
 	rblk_close(r);
 	return ret;
 out_free:
+	lib_path_free(r);
 	free(r);
 	return ret;
 }
@@ -1532,6 +1537,7 @@ void rblk_close(struct rblk *r)
 	for (unsigned int i = 0; i < r->nr_queues; i++)
 		queue_destroy(&r->queues[i]);
 	free(r->queues);
+	lib_path_free(r);
 	memset(r->secret, 0, sizeof(r->secret));
 	free(r);
 }

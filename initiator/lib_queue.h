@@ -9,6 +9,7 @@
 
 #include <rblk/rblk.h>
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -153,6 +154,24 @@ struct rblk_queue {
 	bool rx_seen; /* a message arrived since the last keep-alive tick */
 	unsigned int stalled_ticks; /* silent ticks with no tag for a KA */
 	struct ireq *ka; /* KEEPALIVE awaiting its answer */
+	uint64_t ka_at; /* the next keep-alive tick (lib_tick_next()) */
+
+	/*
+	 * Multipath (lib_path.c). path: the r->paths entry of the connection
+	 * (or of the attempt); path_first: where the next round of attempts
+	 * starts; draining: moving to r->active between commands: nothing
+	 * new is issued until what is in flight completes (or drain_until).
+	 */
+	unsigned int path;
+	unsigned int path_first;
+	bool draining;
+	uint64_t drain_until;
+};
+
+/* One path to the volume: the URL as given and parsed. */
+struct rblk_path {
+	char *str;
+	struct rblk_url url;
 };
 
 struct rblk {
@@ -169,6 +188,16 @@ struct rblk {
 	struct rblk_opts opts; /* as opened; reconnects log in with these */
 	/* a target refused the HELLO asking for in-capsule data: ask none */
 	bool inline_refused;
+	/*
+	 * Paths (lib_path.c): paths[0] is the preferred one (the URL given
+	 * to rblk_open). active: the path queues use and move to; any queue
+	 * thread changes it. probe_at: when the next failback probe is due
+	 * (now_ms() clock); the queue that moves it forward probes.
+	 */
+	struct rblk_path *paths;
+	unsigned int nr_paths;
+	_Atomic unsigned int active;
+	_Atomic uint64_t probe_at;
 };
 
 /* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
@@ -212,8 +241,45 @@ void lib_ka_free(struct rblk_queue *q);
 void lib_queue_fail(struct rblk_queue *q, const char *why);
 /* The connection failed: keep unfinished parts, schedule a reconnect. */
 void lib_queue_lost(struct rblk_queue *q, const char *why);
+/* Answers after which trying the same path again cannot help. */
+bool lib_refusal(int err);
 /* Run the timer duty that is due: a keep-alive tick or a reconnect attempt. */
 void lib_queue_tick(struct rblk_queue *q);
+
+/* When the next tick of a live queue is due (0: none), from now. */
+uint64_t lib_tick_next(struct rblk_queue *q, uint64_t now);
+
+/* ---- lib_path.c: multipath ---------------------------------------------- */
+
+/* Parse url and opts->paths into r->paths: 0, or -errno with the error set. */
+int lib_path_setup(struct rblk *r, const char *url, const struct rblk_opts *o);
+void lib_path_free(struct rblk *r);
+/* The URL q connects to now. */
+static inline const struct rblk_url *lib_path_url(const struct rblk_queue *q)
+{
+	return &q->r->paths[q->path].url;
+}
+/* First connection of q at open: r->active first, then the others. */
+int lib_path_open_queue(struct rblk_queue *q, const struct rblk_opts *o);
+/* After every queue opened: the other paths must be the same volume. */
+int lib_path_verify(struct rblk *r);
+/* Login found vol_id where q expected its own: the error, -EPROTO. */
+int lib_path_vol_mismatch(const struct rblk_queue *q,
+			  const uint8_t vol_id[RBLK_VOL_ID_LEN]);
+/* q lost its connection: choose where the attempts start. */
+void lib_path_lost(struct rblk_queue *q);
+/*
+ * A reconnect round: connect and attach q on each path in turn from
+ * path_first. 0, or the last attempt's -errno with why set; with several
+ * paths a refusal (reconnect_fatal) is reported as -EAGAIN.
+ */
+int lib_path_connect(struct rblk_queue *q, const struct rblk_opts *o,
+		     char *why, size_t why_len);
+/*
+ * A live queue's tick: failback probe, following r->active. true when it
+ * took the tick (draining or switching paths; the timer is set).
+ */
+bool lib_path_tick(struct rblk_queue *q, uint64_t now);
 
 static inline bool lib_timer_due(const struct rblk_queue *q)
 {

@@ -68,8 +68,8 @@ void lib_queue_fail(struct rblk_queue *q, const char *why)
 		return;
 	q->failed = q->dead = true;
 	qp_drop(&q->qp);
-	log_warn("queue %u (%s://%s:%u): %s", q->index, q->r->url.scheme,
-		 q->r->url.host, q->r->url.port, why);
+	log_warn("queue %u (%s): %s", q->index, q->r->paths[q->path].str,
+		 why);
 	if (q->xc)
 		xp_disconnect(q->xc);
 	if (q->timer_fd >= 0)
@@ -104,7 +104,7 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 
 	if (q->dead)
 		return;
-	if (!o->ctrl_loss_timeout_s) {
+	if (!o->ctrl_loss_timeout_s && q->r->nr_paths < 2) {
 		lib_queue_fail(q, why);
 		return;
 	}
@@ -120,6 +120,7 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 			rq->state = IREQ_REISSUE; /* rq->mr is on the group: kept */
 	}
 	q->wait_head = q->wait_tail = NULL;
+	lib_path_lost(q);
 	q->lost_at = now_ms();
 	q->attempts = 0;
 	q->retry_delay_ms = o->reconnect_delay_ms > 0 ?
@@ -144,7 +145,9 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 	struct ireq *rq;
 	char why[128];
 
-	if (q->rx_seen) {
+	if (!ka_ms || now < q->ka_at) {
+		/* not a keep-alive tick: one for the paths (lib_path_tick) */
+	} else if (q->rx_seen) {
 		q->rx_seen = false;
 		q->stalled_ticks = 0;
 	} else if (q->ka) {
@@ -174,17 +177,43 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 		lib_queue_lost(q, why);
 		return;
 	}
-	lib_timer_set(q, now + (uint64_t)ka_ms);
+	lib_timer_set(q, lib_tick_next(q, now));
 }
 
-/* Errors a new attempt cannot cure: stop reconnecting. */
+/*
+ * The next tick of a live queue: the keep-alive tick (ka_at, every
+ * keepalive_ms), or sooner, every failback_ms, while the session is off
+ * its preferred path (lib_path_tick() probes it and follows moves; with
+ * failback off it follows every keepalive_ms, or every second without).
+ */
+uint64_t lib_tick_next(struct rblk_queue *q, uint64_t now)
+{
+	const struct rblk_opts *o = &q->r->opts;
+	uint64_t next = 0;
+
+	if (o->keepalive_ms > 0) {
+		if (q->ka_at <= now)
+			q->ka_at = now + (uint64_t)o->keepalive_ms;
+		next = q->ka_at;
+	}
+	if (q->r->nr_paths > 1) {
+		uint64_t p = now + (o->failback_ms ? (uint64_t)o->failback_ms :
+						     1000u);
+
+		if (!next || (p < next && (o->failback_ms || !o->keepalive_ms)))
+			next = p;
+	}
+	return next;
+}
+
 /*
  * Answers after which trying again cannot help: the target is up and says
  * no. -ENOENT is NO_EXPORT: the export was removed (rblk-target ctl
  * remove-export --force closes its sessions this way) or the target came
  * back without it; -EACCES/-ENOKEY: authentication or the allow list.
+ * With several paths only that path is skipped (lib_path_connect()).
  */
-static bool reconnect_fatal(int err)
+bool lib_refusal(int err)
 {
 	return err == -EPROTO || err == -EPROTONOSUPPORT || err == -EACCES ||
 	       err == -EPERM || err == -EROFS || err == -ENOMEM ||
@@ -213,20 +242,16 @@ static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
 			o.timeout_ms = (int)MAX(give_up - now, 100u);
 	}
 	q->attempts++;
-	ret = lib_queue_connect(r, q, &o);
-	if (!ret)
-		ret = lib_queue_attach(q);
+	ret = lib_path_connect(q, &o, why, sizeof(why));
 	if (!ret) {
-		log_warn("queue %u: reconnected to %s://%s:%u/%s after %llu ms (%u attempts)",
-			 q->index, r->url.scheme, r->url.host, r->url.port,
-			 r->url.export_name,
+		log_warn("queue %u: reconnected to %s after %llu ms (%u attempts)",
+			 q->index, r->paths[q->path].str,
 			 (unsigned long long)(now_ms() - q->lost_at),
 			 q->attempts);
 		return;
 	}
-	snprintf(why, sizeof(why), "%s", rblk_last_error());
-	lib_queue_drop_conn(q);
-	if (reconnect_fatal(ret)) {
+	/* several paths and ctrl-loss-timeout 0: one round, then give up */
+	if (lib_refusal(ret) || !o.ctrl_loss_timeout_s) {
 		lib_queue_fail(q, why);
 		return;
 	}
@@ -252,6 +277,6 @@ void lib_queue_tick(struct rblk_queue *q)
 		return;
 	if (q->dead)
 		reconnect_attempt(q, now);
-	else
+	else if (!lib_path_tick(q, now))
 		keepalive_tick(q, now);
 }

@@ -168,6 +168,7 @@ static void map_usage(FILE *f)
 	    "                    [--direct | --no-direct]\n"
 	    "                    [--device-id N | --recover N] [--timeout SEC]\n"
 	    "                    [--reconnect-delay SEC] [--ctrl-loss-timeout SEC]\n"
+	    "                    [--path URL]... [--failback SEC]\n"
 	    "                    [--foreground] [--log-level L] [--help]\n"
 	    "Present the rblk volume URL (rdma://HOST[:PORT]/EXPORT or\n"
 	    "tcp://HOST[:PORT]/EXPORT) as a local block device and print its path.\n"
@@ -197,6 +198,8 @@ static void map_usage(FILE *f)
 	    "                     fail I/O with EIO (default 60; 0 at once; -1 never)\n"
 	    "  --foreground       do not detach: log to stderr, stop on SIGINT/SIGTERM\n"
 	    "  --log-level L      error, warn, info (default) or debug\n"
+	    CLI_PATH_HELP
+	    CLI_FAILBACK_HELP
 	    CLI_AUTH_HELP
 	    "  -h, --help         show this help\n\n"
 	    "The daemon logs to %s/map-PID.log (directory: $RBLK_RUN_DIR).\n"
@@ -401,6 +404,8 @@ static int map_parse_args(int argc, char **argv, struct map_ctx *ctx,
 		{ "ctrl-loss-timeout", required_argument, NULL, OPT_CTRL_LOSS },
 		{ "help", no_argument, NULL, 'h' },
 		CLI_AUTH_LONGOPTS,
+		CLI_PATH_LONGOPTS,
+		CLI_FAILBACK_LONGOPT,
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[256];
@@ -411,6 +416,11 @@ static int map_parse_args(int argc, char **argv, struct map_ctx *ctx,
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (cli_auth_opt(ch, optarg, &ctx->opts.auth))
+			continue;
+		ret = cli_path_opt("map", ch, optarg, &ctx->opts.paths);
+		if (ret < 0)
+			return 2;
+		if (ret)
 			continue;
 		ret = map_opt(ctx, a, ch, optarg, argv[optind - 1]);
 		if (ret)
@@ -466,6 +476,14 @@ static void map_record_init(struct map_ctx *ctx)
 	rec->dev_id = -1;
 	rec->queues = ctx->opts.queues;
 	rec->depth = ctx->opts.queue_depth;
+	if (ctx->opts.paths.n) {
+		rec->nr_paths = 1 + ctx->opts.paths.n;
+		snprintf(rec->paths[0], sizeof(rec->paths[0]), "%s",
+			 ctx->opts.url);
+		for (unsigned int i = 0; i < ctx->opts.paths.n; i++)
+			snprintf(rec->paths[i + 1], sizeof(rec->paths[i + 1]),
+				 "%s", ctx->opts.paths.v[i]);
+	}
 }
 
 /* In the daemon's process: its pid, start time and file names. */
@@ -542,6 +560,7 @@ int cmd_map(int argc, char **argv)
 	ctx.opts.queues = default_queues();
 	ctx.opts.queue_depth = MAP_DEFAULT_DEPTH;
 	ctx.opts.dev_id = -1;
+	ctx.opts.paths.failback_ms = -1;
 	log_set_level(LOG_INFO);
 	ret = map_parse_args(argc, argv, &ctx, &a);
 	if (ret >= 0)

@@ -141,15 +141,38 @@ static void map_request_stop(struct map_ctx *ctx)
 
 /* ---- the daemon --------------------------------------------------------- */
 
-/* Owns SIGINT/SIGTERM: every other thread has them blocked. */
+/* Multipath: put the session's active path into the record if it moved. */
+static void record_refresh_path(struct map_ctx *ctx)
+{
+	unsigned int active;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (ctx->session && !ctx->rec_removed && ctx->rec.nr_paths) {
+		active = rblk_path_active(ctx->session);
+		if (active != ctx->rec.active) {
+			ctx->rec.active = active;
+			record_write(&ctx->rec);
+		}
+	}
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+/*
+ * Owns SIGINT/SIGTERM: every other thread has them blocked. Between
+ * signals, once a second, it keeps the record's active path current.
+ */
 static void *signal_thread(void *arg)
 {
+	const struct timespec tick = { .tv_sec = 1 };
 	struct map_ctx *ctx = arg;
 	int sig;
 
 	for (;;) {
-		if (sigwait(&map_stop_sigs, &sig))
+		sig = sigtimedwait(&map_stop_sigs, NULL, &tick);
+		if (sig < 0) {
+			record_refresh_path(ctx);
 			continue;
+		}
 		log_info("%s: stopping", strsignal(sig));
 		map_request_stop(ctx);
 	}
@@ -255,6 +278,7 @@ static struct rblk *daemon_open(struct map_ctx *ctx, char *msg, size_t len)
 	if (ctx->opts.read_only)
 		ro.flags |= RBLK_OPEN_READ_ONLY;
 	cli_auth_apply(&ctx->opts.auth, &ro);
+	cli_paths_apply(&ctx->opts.paths, &ro);
 	ro.direct = ctx->opts.direct;
 	if (rblk_open(ctx->opts.url, &ro, &r) < 0) {
 		snprintf(msg, len, "cannot open %s: %s", ctx->opts.url,
@@ -304,6 +328,7 @@ int map_daemon(struct map_ctx *ctx)
 	/* written with the device (map_ready): the udev namer's serial */
 	pthread_mutex_lock(&ctx->lock);
 	cli_format_vol_id(rblk_get_info(r)->vol_id, ctx->rec.vol_id);
+	ctx->session = r;
 	pthread_mutex_unlock(&ctx->lock);
 	if (map_should_stop(ctx)) {
 		snprintf(msg, sizeof(msg),
@@ -326,6 +351,9 @@ int map_daemon(struct map_ctx *ctx)
 	}
 
 out_close:
+	pthread_mutex_lock(&ctx->lock);
+	ctx->session = NULL;
+	pthread_mutex_unlock(&ctx->lock);
 	rblk_close(r);
 out_remove_record:
 	/* the signal thread and the error hook must not write it back */

@@ -13,7 +13,9 @@
  * time in clock ticks since boot, /proc/PID/stat field 22, so a recycled
  * pid is not taken for the daemon), state (starting, running, stopping),
  * log, and error: the last error the daemon or its front end reported
- * (map_set_error(), or any error line it logged), null when none.
+ * (map_set_error(), or any error line it logged), null when none; with
+ * --path also paths (the URLs, the first one preferred) and active (the
+ * index of the path in use, refreshed by the daemon about every second).
  * A record whose daemon died is removed by the next list/unmap when its
  * device is gone; when the device is still attached the record stays and
  * is shown with state "dead" (a front end that can recover keeps such a
@@ -54,6 +56,9 @@ struct map_record {
 	char state[16];
 	char log[PATH_MAX];
 	char error[MAP_ERROR_MAX]; /* "" when none */
+	char paths[RBLK_MAX_PATHS][512]; /* multipath; nr_paths 0 without */
+	unsigned int nr_paths;
+	unsigned int active; /* index into paths */
 	bool alive; /* not in the file: the daemon runs (records_load) */
 };
 
@@ -68,6 +73,7 @@ struct map_ctx {
 	bool rec_removed;     /* the record is gone for good; under lock */
 	pthread_mutex_t lock; /* rec and its file */
 	struct map_record rec;
+	struct rblk *session; /* while open; under lock (record refresh) */
 };
 
 /* ---- map.c ------------------------------------------------------------- */

@@ -114,6 +114,14 @@ struct json_object *record_json(const struct map_record *rec)
 	rjson_add_str(o, "state", rec->state);
 	rjson_add_str(o, "log", rec->log);
 	rjson_add(o, "error", rec->error[0] ? rjson_str(rec->error) : NULL);
+	if (rec->nr_paths) {
+		struct json_object *a = json_object_new_array();
+
+		for (unsigned int i = 0; i < rec->nr_paths; i++)
+			json_object_array_add(a, rjson_str(rec->paths[i]));
+		rjson_add(o, "paths", a);
+		rjson_add_u64(o, "active", rec->active);
+	}
 	return o;
 }
 
@@ -193,6 +201,24 @@ static int record_read_legacy(FILE *f, struct map_record *rec)
 	return rec->pid > 0 && rec->frontend[0] ? 0 : -EINVAL;
 }
 
+/* The multipath fields, when the record has them. */
+static void record_read_paths(struct json_object *o, struct map_record *rec)
+{
+	struct json_object *a;
+	size_t n;
+
+	if (!json_object_object_get_ex(o, "paths", &a) ||
+	    !json_object_is_type(a, json_type_array))
+		return;
+	n = json_object_array_length(a);
+	for (size_t i = 0; i < n && rec->nr_paths < RBLK_MAX_PATHS; i++)
+		copy_field(rec->paths[rec->nr_paths++], sizeof(rec->paths[0]),
+			   json_object_get_string(json_object_array_get_idx(a, i)));
+	rec->active = (unsigned int)rjson_get_i64(o, "active", 0);
+	if (rec->active >= rec->nr_paths)
+		rec->active = 0;
+}
+
 /* Parse a record file. 0, or -EINVAL when it is not a record. */
 static int record_read(const char *path, struct map_record *rec)
 {
@@ -233,6 +259,7 @@ static int record_read(const char *path, struct map_record *rec)
 	copy_field(rec->state, sizeof(rec->state), rjson_get_str(o, "state"));
 	copy_field(rec->log, sizeof(rec->log), rjson_get_str(o, "log"));
 	copy_field(rec->error, sizeof(rec->error), rjson_get_str(o, "error"));
+	record_read_paths(o, rec);
 	json_object_put(o);
 	return rec->pid > 0 && rec->frontend[0] ? 0 : -EINVAL;
 }

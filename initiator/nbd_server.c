@@ -1036,6 +1036,7 @@ static void usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: rblk nbd URL (--socket PATH | --listen tcp://HOST[:PORT])\n"
+	    "                [--path URL]... [--failback SEC]\n"
 	    "                [--queues N] [--queue-depth N] [--read-only]\n"
 	    "                [--direct | --no-direct]\n"
 	    "                [--max-connections N] [--handshake-timeout SEC]\n"
@@ -1085,6 +1086,8 @@ static void usage(FILE *f)
 	    "                        give up reconnecting after SEC seconds and fail\n"
 	    "                        requests with EIO; default 60, 0 at once, -1 never\n"
 	    "  --log-level L         error, warn (default), info or debug, to stderr\n"
+	    CLI_PATH_HELP
+	    CLI_FAILBACK_HELP
 	    CLI_AUTH_HELP
 	    "  -h, --help            this text\n"
 	    "\n"
@@ -1127,6 +1130,7 @@ struct nbd_args {
 	unsigned long max_conns;
 	bool read_only;
 	struct cli_auth auth;
+	struct cli_paths paths;
 	int direct; /* enum rblk_direct */
 	int reconnect_delay_ms; /* -2: library default */
 	int ctrl_loss_ms; /* -2: library default; -1: never */
@@ -1171,19 +1175,27 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	    {"max-client-buffer", required_argument, NULL, OPT_CLIENT_BUF},
 	    {"help", no_argument, NULL, 'h'},
 	    CLI_AUTH_LONGOPTS,
+	    CLI_PATH_LONGOPTS,
+	    CLI_FAILBACK_LONGOPT,
 	    {NULL, 0, NULL, 0},
 	};
-	int ch;
+	int ch, ret;
 
 	a->queues = NBD_DEFAULT_QUEUES;
 	a->max_conns = NBD_DEFAULT_MAX_CONNS;
 	a->reconnect_delay_ms = a->ctrl_loss_ms = -2;
+	a->paths.failback_ms = -1;
 	a->handshake_ms = NBD_DEFAULT_HANDSHAKE_MS;
 	a->max_client_buf = NBD_DEFAULT_CLIENT_BUFFER;
 	optind = 1;
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (cli_auth_opt(ch, optarg, &a->auth))
+			continue;
+		ret = cli_path_opt("nbd", ch, optarg, &a->paths);
+		if (ret < 0)
+			return 2;
+		if (ret)
 			continue;
 		switch (ch) {
 		case OPT_SOCKET:
@@ -1428,6 +1440,7 @@ int cmd_nbd(int argc, char **argv)
 	if (a.read_only)
 		o.flags |= RBLK_OPEN_READ_ONLY;
 	cli_auth_apply(&a.auth, &o);
+	cli_paths_apply(&a.paths, &o);
 	o.direct = a.direct;
 	if (a.reconnect_delay_ms >= 0)
 		o.reconnect_delay_ms = a.reconnect_delay_ms;

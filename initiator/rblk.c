@@ -48,19 +48,38 @@ static void usage(FILE *f)
 
 static void info_usage(FILE *f)
 {
-	fprintf(f, "Usage: rblk info URL [-o text|json] [--timeout MS] [--direct|--no-direct]\n"
-		   "Connect to URL, log in, and print the volume's geometry and features.\n\n"
+	fprintf(f, "Usage: rblk info URL [--path URL]... [-o text|json] [--timeout MS]\n"
+		   "                [--direct|--no-direct]\n"
+		   "Connect to URL, log in, and print the volume's geometry and features.\n"
+		   "With --path, log in to each path too: they must be the same volume.\n\n"
 		   "  -o, --output FORMAT  text (default) or json\n"
 		   "      --direct         require direct volume access (fail if not offered)\n"
 		   "      --no-direct      do not use direct volume access\n"
 		   "  -t, --timeout MS     connect/login timeout (default 10000)\n"
 		   "  -L, --log-level L    error, warn (default), info, debug\n"
+		   CLI_PATH_HELP
 		   CLI_AUTH_HELP
 		   "  -h, --help           show this help\n");
 }
 
-static void print_info_json(const char *url, const struct rblk_info *info)
+/* Paths of r, the active one marked: JSON array of {url, active}. */
+static struct json_object *paths_json(const struct rblk *r)
 {
+	struct json_object *a = json_object_new_array();
+
+	for (unsigned int i = 0; i < rblk_path_count(r); i++) {
+		struct json_object *p = json_object_new_object();
+
+		rjson_add_str(p, "url", rblk_path_url(r, i));
+		rjson_add_bool(p, "active", i == rblk_path_active(r));
+		json_object_array_add(a, p);
+	}
+	return a;
+}
+
+static void print_info_json(const char *url, const struct rblk *r)
+{
+	const struct rblk_info *info = rblk_get_info(r);
 	struct json_object *o = json_object_new_object();
 	uint32_t f = info->features;
 	char id[CLI_VOL_ID_STR_LEN];
@@ -80,6 +99,7 @@ static void print_info_json(const char *url, const struct rblk_info *info)
 	rjson_add_bool(o, "trim", f & RBLK_FEAT_TRIM);
 	rjson_add_bool(o, "write_zeroes", f & RBLK_FEAT_ZEROES);
 	rjson_add_bool(o, "direct", f & RBLK_FEAT_DIRECT);
+	rjson_add(o, "paths", paths_json(r));
 	rjson_print(stdout, o);
 }
 
@@ -93,9 +113,11 @@ int cmd_info(int argc, char **argv)
 		{ "no-direct", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		CLI_AUTH_LONGOPTS,
+		CLI_PATH_LONGOPTS,
 		{ 0 },
 	};
 	struct cli_auth auth = { 0 };
+	struct cli_paths paths = { .failback_ms = -1 };
 	const struct rblk_info *info;
 	char id[CLI_VOL_ID_STR_LEN];
 	struct rblk_opts o;
@@ -106,6 +128,11 @@ int cmd_info(int argc, char **argv)
 	rblk_opts_init(&o);
 	while ((c = getopt_long(argc, argv, "o:t:L:h", opts, NULL)) != -1) {
 		if (cli_auth_opt(c, optarg, &auth))
+			continue;
+		ret = cli_path_opt("info", c, optarg, &paths);
+		if (ret < 0)
+			return 2;
+		if (ret)
 			continue;
 		switch (c) {
 		case 'o':
@@ -140,6 +167,7 @@ int cmd_info(int argc, char **argv)
 	}
 	o.queue_depth = 1;
 	cli_auth_apply(&auth, &o);
+	cli_paths_apply(&paths, &o);
 	ret = rblk_open(argv[optind], &o, &r);
 	if (ret) {
 		fprintf(stderr, "rblk info: %s\n", rblk_last_error());
@@ -147,7 +175,7 @@ int cmd_info(int argc, char **argv)
 	}
 	info = rblk_get_info(r);
 	if (json) {
-		print_info_json(argv[optind], info);
+		print_info_json(argv[optind], r);
 	} else {
 		printf("url:         %s\n", argv[optind]);
 		printf("transport:   %s\n", info->transport);
@@ -168,6 +196,9 @@ int cmd_info(int argc, char **argv)
 		       info->features & RBLK_FEAT_TRIM ? " trim" : "",
 		       info->features & RBLK_FEAT_ZEROES ? " write-zeroes" : "",
 		       info->features & RBLK_FEAT_DIRECT ? " direct" : "");
+		for (unsigned int i = 0; paths.n && i < rblk_path_count(r); i++)
+			printf("path %u:      %s%s\n", i, rblk_path_url(r, i),
+			       i == rblk_path_active(r) ? " (active)" : "");
 	}
 	rblk_close(r);
 	return 0;

@@ -45,6 +45,18 @@
  * answers without the export (-ENOENT: removed) or refuses the login
  * (-EACCES, -ENOKEY) fails it at once too.
  *
+ * Multipath. With opts.paths, a queue that loses its connection tries the
+ * next path at once (then the others in turn, the lost one last), with
+ * the same reissue of unfinished I/O; the refusals above then only skip
+ * that path, and the queue fails when ctrl_loss_timeout_s passes with no
+ * path. The session keeps its queues on one path: a queue that sees
+ * another queue move moves too, between commands (it stops issuing,
+ * lets what is in flight complete, then reconnects on that path), and so
+ * does failback to the preferred path (opts.failback_ms). Every path
+ * must be the same volume (vol_id); reaching one volume through two
+ * targets at once is never done on purpose, but a queue may briefly use
+ * another path than its siblings while they follow.
+ *
  * All of it runs inside the caller's own calls - rblk_poll(), and
  * rblk_queue_arm() - on the thread that owns the queue; there are no
  * library threads. Timers are visible to event loops: rblk_queue_fd() is
@@ -136,7 +148,27 @@ struct rblk_opts {
 	 * Costs queue_depth x the size asked of registered memory per queue.
 	 */
 	int inline_data;
+	/*
+	 * Multipath (active/passive): more URLs of the same volume, e.g.
+	 * the same export on other targets; at most RBLK_MAX_PATHS - 1, all
+	 * with the URL's transport. The URL given to rblk_open() is the
+	 * preferred path. rblk_open() logs in to each reachable one and
+	 * fails with -EPROTO when its volume id (rblk_info.vol_id) is not the
+	 * first path's; one that is down may come later. A queue whose path
+	 * fails (see "Multipath" above) moves to the next path at once, its
+	 * unfinished I/O reissued there. The strings are copied.
+	 */
+	const char *const *paths;
+	unsigned int nr_paths;
+	/*
+	 * Failback: while not on the preferred path, log in to it this
+	 * often (ms) and, once it answers, move every queue back to it
+	 * between commands. Default 5000; 0: never fail back.
+	 */
+	int failback_ms;
 };
+
+#define RBLK_MAX_PATHS 8
 
 #define RBLK_DEFAULT_QUEUED_FACTOR 4
 #define RBLK_DEFAULT_INLINE 4096
@@ -185,6 +217,14 @@ int rblk_open(const char *url, const struct rblk_opts *opts, struct rblk **out);
 /* Disconnects every queue; I/O still in flight is abandoned. */
 void rblk_close(struct rblk *r);
 const struct rblk_info *rblk_get_info(const struct rblk *r);
+/*
+ * Multipath: the number of paths (1 + opts.nr_paths), path i's URL as
+ * given, and the path the session uses now (the one queues move to: any
+ * thread may ask; it changes when a path fails or on failback).
+ */
+unsigned int rblk_path_count(const struct rblk *r);
+const char *rblk_path_url(const struct rblk *r, unsigned int i);
+unsigned int rblk_path_active(const struct rblk *r);
 struct rblk_queue *rblk_get_queue(struct rblk *r, unsigned int index);
 
 /* Human-readable reason for the last failure on this thread. */

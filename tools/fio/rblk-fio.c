@@ -75,6 +75,15 @@ struct rblk_fio_opts {
 	int ctrl_loss_tmo; /* seconds; -1 never; -2 library default */
 	unsigned int max_queued; /* rblk_opts.max_queued; 0: see fill_opts() */
 	unsigned int inline_data; /* 1: librblk's default; 0: off */
+	char *path; /* more URLs of the volume, separated by ',' */
+	char *failback; /* seconds, fractions allowed; 0 never */
+	char *keepalive; /* seconds, fractions allowed; 0 off */
+};
+
+/* rblk_opts.paths of a job: path= split at ',' (URLs hold ':'). */
+struct path_list {
+	char buf[4096];
+	const char *v[RBLK_MAX_PATHS];
 };
 
 /* Per-job state (td->io_ops_data); used by the job's thread only. */
@@ -305,13 +314,81 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "path",
+		.lname = "rblk more paths",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, path),
+		.help = "More URLs of the same volume (multipath failover), separated by ','",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "failback",
+		.lname = "rblk failback interval",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, failback),
+		.help = "Seconds between probes of the first path while on another (0: never fail back; default 5)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "keepalive",
+		.lname = "rblk keep-alive interval",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, keepalive),
+		.help = "Seconds of silence before a KEEPALIVE probe; a target silent for 3x this is dropped (default 5; 0: off)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
 
+/* "1.5" seconds into ms (0 .. 1 day); -EINVAL, logged, when not one. */
+static int parse_secs(const char *name, const char *s, int *ms)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (*end || end == s || !(v >= 0 && v <= 86400)) {
+		log_err("rblk: %s=%s is not a number of seconds\n", name, s);
+		return -EINVAL;
+	}
+	*ms = (int)(v * 1000 + 0.5);
+	return 0;
+}
+
+/* path=URL[,URL...] into ro->paths, pointing into pl. */
+static int fill_paths(const char *path, struct rblk_opts *ro,
+		      struct path_list *pl)
+{
+	char *save, *tok;
+
+	if (!path || !path[0])
+		return 0;
+	if (strlen(path) >= sizeof(pl->buf)) {
+		log_err("rblk: path= is too long\n");
+		return -EINVAL;
+	}
+	strcpy(pl->buf, path);
+	ro->nr_paths = 0;
+	for (tok = strtok_r(pl->buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (ro->nr_paths == RBLK_MAX_PATHS - 1) {
+			log_err("rblk: path= holds more than %d URLs\n",
+				RBLK_MAX_PATHS - 1);
+			return -EINVAL;
+		}
+		pl->v[ro->nr_paths++] = tok;
+	}
+	ro->paths = pl->v;
+	return 0;
+}
+
 /* Fill rblk_opts from the engine options for a session of one queue. */
 static int fill_opts(struct thread_data *td, unsigned int qd,
-		     struct rblk_opts *ro)
+		     struct rblk_opts *ro, struct path_list *pl)
 {
 	struct rblk_fio_opts *o = td->eo;
 
@@ -324,17 +401,18 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		return -EINVAL;
 	}
 	rblk_opts_init(ro);
-	if (o->reconnect_delay && o->reconnect_delay[0]) {
-		char *end;
-		double v = strtod(o->reconnect_delay, &end);
-
-		if (*end || end == o->reconnect_delay || !(v >= 0 && v <= 86400)) {
-			log_err("rblk: reconnect_delay=%s is not a number of seconds\n",
-				o->reconnect_delay);
-			return -EINVAL;
-		}
-		ro->reconnect_delay_ms = (int)(v * 1000 + 0.5);
-	}
+	if (o->reconnect_delay && o->reconnect_delay[0] &&
+	    parse_secs("reconnect_delay", o->reconnect_delay,
+		       &ro->reconnect_delay_ms))
+		return -EINVAL;
+	if (o->failback && o->failback[0] &&
+	    parse_secs("failback", o->failback, &ro->failback_ms))
+		return -EINVAL;
+	if (o->keepalive && o->keepalive[0] &&
+	    parse_secs("keepalive", o->keepalive, &ro->keepalive_ms))
+		return -EINVAL;
+	if (fill_paths(o->path, ro, pl))
+		return -EINVAL;
 	if (o->ctrl_loss_tmo != -2)
 		ro->ctrl_loss_timeout_s = o->ctrl_loss_tmo;
 	ro->queues = 1;
@@ -449,6 +527,7 @@ static int rblk_fio_setup(struct thread_data *td)
 	struct rblk_fio *d = td->io_ops_data;
 	struct rblk_info info;
 	struct rblk_opts ro;
+	struct path_list pl;
 	int ret;
 
 	/* No --filename: one pseudo file stands for the volume. */
@@ -471,7 +550,7 @@ static int rblk_fio_setup(struct thread_data *td)
 	 * it under the child's credentials), so fio's main process must never
 	 * touch RDMA itself.
 	 */
-	if (fill_opts(td, 1, &ro))
+	if (fill_opts(td, 1, &ro, &pl))
 		return 1;
 	ret = query_info(((struct rblk_fio_opts *)td->eo)->uri, &ro, &info);
 	if (ret)
@@ -500,6 +579,7 @@ static int rblk_fio_init(struct thread_data *td)
 	const struct rblk_info *info;
 	struct rblk_fio *d;
 	struct rblk_opts ro;
+	struct path_list pl;
 	unsigned int depth = td->o.iodepth ?: 1;
 	int ret;
 
@@ -518,7 +598,7 @@ static int rblk_fio_init(struct thread_data *td)
 		return 1; /* fio calls cleanup() */
 	}
 
-	if (fill_opts(td, o->queue_depth ?: depth, &ro))
+	if (fill_opts(td, o->queue_depth ?: depth, &ro, &pl))
 		return 1;
 	ret = rblk_open(o->uri, &ro, &d->r);
 	if (ret) {
