@@ -23,6 +23,7 @@ port_a=${port_a%%/*}
 start_rdma_target --export "$exp"
 url_b=$URL
 
+URL=$url_a # the preferred path (start_rdma_target left the last one here)
 map_ublk --path "$url_b" --failback 1 --reconnect-delay 0.5
 dlog=$(ls "$RBLK_RUN_DIR"/map-*.log | head -n1)
 
