@@ -90,12 +90,18 @@ struct nc {
 
 	bool rx_closed; /* read no more requests (DISC, EOF, error, abort) */
 	/*
-	 * The last read came back short: the socket was empty then. Until
-	 * the loop next polls, headers are not read for (poll() is
-	 * level-triggered and says when more came): no EAGAIN recv per
-	 * request.
+	 * The socket is known empty: the last read came back short, or the
+	 * last poll() asked for POLLIN and did not get it. Headers are not
+	 * read for until poll() says more came (level-triggered): no EAGAIN
+	 * recv per request.
 	 */
 	bool rx_empty;
+	/*
+	 * The queue may have completions or work: its fd was readable,
+	 * rblk_queue_arm() said so, or nothing is known yet. Only then does
+	 * the loop call rblk_poll(): each call costs an epoll_wait on tcp.
+	 */
+	bool q_ready;
 	bool sock_dead; /* the socket failed: replies are dropped */
 	bool q_dead;	/* the rblk connection failed */
 	bool aborting;	/* abort_fd fired; deadline_ms applies */
@@ -779,11 +785,15 @@ static bool nc_done(const struct nc *c)
 }
 
 /*
- * The loop: read and submit requests; reap
- * completions; send replies. When a pass moves nothing, sleep in poll()
- * on the socket (POLLIN when a request can be taken, POLLOUT when
- * replies wait), the queue fd (after rblk_queue_arm() said nothing is
- * pending; while idle too, for its keep-alive timer) and abort_fd.
+ * The loop: read and submit requests (plugged: every request of a pass
+ * goes to the target in one post); reap completions when the queue may
+ * have some; send replies (all of a pass in one sendmsg). When a pass
+ * moves nothing, sleep in poll() on the socket (POLLIN when a request can
+ * be taken, POLLOUT when replies wait), the queue fd (after
+ * rblk_queue_arm() said nothing is pending; while idle too, for its
+ * keep-alive timer) and abort_fd. What poll() reports decides what the
+ * next pass looks at: on a host where every system call is dear, a wake-up
+ * for a reply costs no recv, and one for a request no epoll_wait.
  */
 static int nc_loop(struct nc *c)
 {
@@ -793,11 +803,18 @@ static int nc_loop(struct nc *c)
 	for (;;) {
 		struct pollfd p[3];
 		bool progress;
-		int timeout = -1, ret, np = 0, isock = -1, iabort = -1;
+		int timeout = -1, ret, np = 0, isock = -1, iabort = -1, iq = -1;
 		short ev = 0;
 
+		rblk_queue_plug(o->q);
 		progress = rx_process(c);
-		progress |= reap(c);
+		/* a failed post shows in the next rblk_poll() */
+		(void)rblk_queue_unplug(o->q);
+		if (c->q_ready) {
+			progress |= reap(c);
+			/* reap() took all there was (or the queue is dead) */
+			c->q_ready = false;
+		}
 		progress |= tx_flush(c);
 		if (nc_done(c))
 			return 0;
@@ -840,34 +857,48 @@ static int nc_loop(struct nc *c)
 		}
 		if (c->inflight || !c->q_dead) {
 			ret = rblk_queue_arm(o->q);
-			if (ret > 0)
+			if (ret > 0) {
+				c->q_ready = true;
 				continue;
+			}
 			if (ret < 0 || qfd < 0) /* cannot sleep on the fd */
 				timeout = timeout < 0 ? 1 : MIN(timeout, 1);
-			if (qfd >= 0)
+			/* no fd: poll the queue after every (1 ms) sleep */
+			c->q_ready = qfd < 0;
+			if (qfd >= 0) {
+				iq = np;
 				p[np++] = (struct pollfd){.fd = qfd,
 							  .events = POLLIN};
+			}
 		}
 		if (!c->aborting && o->abort_fd >= 0) {
 			iabort = np;
 			p[np++] = (struct pollfd){.fd = o->abort_fd,
 						  .events = POLLIN};
 		}
-		c->rx_empty = false;
 		ret = poll(p, (nfds_t)np, timeout);
 		if (ret < 0 && errno != EINTR) {
 			ret = -errno;
 			log_err("%s: poll: %s", o->name, strerror(-ret));
 			return ret;
 		}
-		if (ret > 0 && iabort >= 0 && p[iabort].revents) {
+		if (ret <= 0) { /* a timeout or a signal: look at everything */
+			c->rx_empty = false;
+			c->q_ready = true;
+			continue;
+		}
+		c->rx_empty = isock >= 0 && (ev & POLLIN) &&
+			      !(p[isock].revents & (POLLIN | POLLERR | POLLHUP));
+		if (iq >= 0 && p[iq].revents)
+			c->q_ready = true;
+		if (iabort >= 0 && p[iabort].revents) {
 			log_debug("%s: shutting down", o->name);
 			c->aborting = true;
 			c->st->aborted = true;
 			c->deadline_ms = now_ms() + o->drain_ms;
 			rx_close(c);
 		}
-		if (ret > 0 && isock >= 0 && (p[isock].revents & POLLERR) &&
+		if (isock >= 0 && (p[isock].revents & POLLERR) &&
 		    !(p[isock].revents & POLLIN))
 			sock_fail(c, -EPIPE);
 	}
@@ -875,7 +906,8 @@ static int nc_loop(struct nc *c)
 
 int nbd_conn_run(const struct nbd_conn_opts *o, struct nbd_conn_stats *st)
 {
-	struct nc c = {.o = o, .st = st, .last_io_ms = now_ms()};
+	struct nc c = {
+	    .o = o, .st = st, .last_io_ms = now_ms(), .q_ready = true};
 	int ret;
 
 	memset(st, 0, sizeof(*st));
