@@ -2,13 +2,34 @@
 # SPDX-License-Identifier: MIT
 #
 # Benchmark (not a test): two builds of rblk side by side through the fio
-# engine over tcp on loopback, the volume a file on tmpfs, rounds
-# interleaved (A B, A B, ...) so drift on a shared machine hits both:
+# engine, over tcp on loopback (default) or over rdma, the volume a file on
+# tmpfs, rounds interleaved (A B, B A, A B, ...) so drift on a shared
+# machine hits both:
 #
 #   git archive OLD | tar -x -C /tmp/old && make -C /tmp/old BUILD=build-old \
 #       all fio-engine
 #   tools/bench/ab-engine.sh --a /tmp/old/build-old --b build [--rounds 5]
 #       [--runtime 5] [--workers 2] [--workloads "randwrite 4k 32,randread 4k 1"]
+#       [--scheme tcp|rdma] [--addr IP] [--dir TMPFS] [--cpu procs|system]
+#       [--results FILE] [--export-opts ,cache=buffered] [--drop-caches]
+#
+# Over rxe in the test guest (both builds under a path the guest sees, e.g.
+# /work/old, since the guest mounts the host root read-only):
+#
+#   BUILD=build tests/vm/run-vm.sh --out /tmp/ab --timeout 1200 -- \
+#       tools/bench/ab-engine.sh --a /work/old/build-old --b build \
+#       --scheme rdma --addr 192.0.2.1 --cpu system \
+#       --results /tmp/ab-results.txt   (RBLK_VM_OUT is the guest's out dir)
+#
+# --dir puts the volume elsewhere (a disk's file system: add --drop-caches
+# to drop the page cache before every run, as root). --export-opts is
+# appended to the export's path (e.g. ",cache=buffered"; both builds must
+# know it).
+#
+# --cpu system charges the whole machine's busy time (/proc/stat: user,
+# nice, system, irq, softirq) instead of fio + target: on rxe the data
+# movement runs in the kernel's softirqs and kworkers, which belong to
+# neither process.
 #
 # Workloads (--workloads: "RW BS QD" separated by commas): by default 4k
 # randread QD32 and 128k sequential read QD16 (issue 11's "not slower"
@@ -21,12 +42,16 @@ set -euo pipefail
 BENCH_NAME=ab-engine
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
-a='' b='' rounds=5 runtime=5 workers=2
+a='' b='' rounds=5 runtime=5 workers=2 scheme=tcp addr=127.0.0.1 tmp=/dev/shm
+cpu=procs results_out='' eopts='' drop=''
 workloads='randread 4k 32,read 128k 16'
-bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --workers=workers --workloads=workloads" \
-	"$@"
+bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --workers=workers --workloads=workloads
+	--scheme=scheme --addr=addr --dir=tmp --cpu=cpu --results=results_out
+	--export-opts=eopts --drop-caches!drop" "$@"
 [ -n "$a" ] && [ -n "$b" ] || { echo "--a and --b are required" >&2; exit 2; }
-dir=$(mktemp -d /dev/shm/rblk-ab.XXXXXX)
+case $scheme in tcp | rdma) ;; *) echo "--scheme: tcp or rdma" >&2; exit 2 ;; esac
+case $cpu in procs | system) ;; *) echo "--cpu: procs or system" >&2; exit 2 ;; esac
+dir=$(mktemp -d "$tmp/rblk-ab.XXXXXX")
 file=$dir/vol.img
 dd if=/dev/urandom of="$file" bs=1M count=256 status=none
 tpid=''
@@ -38,35 +63,46 @@ trap cleanup EXIT
 
 # utime + stime of PID in clock ticks
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# the whole machine's busy clock ticks (user nice system irq softirq)
+sys_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 
 run() # BUILD RW BS QD -> "IOPS CPU_US_PER_IO"
 {
-	local build=$1 port=$((20000 + RANDOM % 20000)) open=()
+	local build=$1 port=$((20000 + RANDOM % 20000)) open=() s0=0 fcpu=1
 	# builds since exports became closed by default need the opt-in
 	"$build"/rblk-target --help 2>&1 | grep -q -- --allow-any-host &&
 		open=(--allow-any-host)
-	"$build"/rblk-target --listen "tcp://127.0.0.1:$port" \
+	"$build"/rblk-target --listen "$scheme://$addr:$port" \
 		--workers "$workers" --ctl-socket none "${open[@]}" \
-		--export "v=$file" >"$dir/target.log" 2>&1 &
+		--export "v=$file$eopts" >"$dir/target.log" 2>&1 &
 	tpid=$!
 	for _ in $(seq 100); do
 		grep -q "listening" "$dir/target.log" 2>/dev/null && break
 		sleep 0.1
 	done
+	if [ -n "$drop" ]; then
+		sync
+		echo 3 >/proc/sys/vm/drop_caches
+	fi
+	[ "$cpu" = procs ] || { s0=$(sys_ticks); fcpu=0; }
 	fio --name=ab --ioengine=external:"$build"/rblk-fio.so \
-		--uri="tcp://127.0.0.1:$port/v" --rw="$2" --bs="$3" \
+		--uri="$scheme://$addr:$port/v" --rw="$2" --bs="$3" \
 		--iodepth="$4" --time_based --runtime="$runtime" --size=256M \
 		--norandommap --output-format=json --output="$dir/fio.json" \
 		>/dev/null
 	local tticks hz
-	tticks=$(cpu_ticks "$tpid")
+	if [ "$cpu" = procs ]; then
+		tticks=$(cpu_ticks "$tpid")
+	else
+		tticks=$(($(sys_ticks) - s0))
+	fi
 	hz=$(getconf CLK_TCK)
 	kill "$tpid"
 	wait "$tpid" || true
 	tpid=''
-	jq -r --argjson tt "$tticks" --argjson hz "$hz" '.jobs[0] |
+	jq -r --argjson tt "$tticks" --argjson hz "$hz" --argjson f "$fcpu" '.jobs[0] |
 		(.read.total_ios + .write.total_ios) as $n |
-		((.usr_cpu + .sys_cpu) / 100 * .job_runtime / 1000) as $fcpu |
+		((.usr_cpu + .sys_cpu) / 100 * .job_runtime / 1000 * $f) as $fcpu |
 		"\((.read.iops + .write.iops) | floor) \(($fcpu + $tt / $hz) / $n * 1e6 * 100 | floor / 100)"' \
 		"$dir/fio.json"
 }
@@ -76,10 +112,16 @@ results=$dir/results
 for ((r = 1; r <= rounds; r++)); do
 	IFS=, read -r -a wl <<<"$workloads"
 	for w in "${wl[@]}"; do
+		# A B in odd rounds, B A in even ones: whatever the first run
+		# of a pair pays (a cold cache, a neighbour's burst) hits both
 		# shellcheck disable=SC2086 # split on purpose
-		read -r ia ca <<<"$(run "$a" $w)"
-		# shellcheck disable=SC2086
-		read -r ib cb <<<"$(run "$b" $w)"
+		if ((r % 2)); then
+			read -r ia ca <<<"$(run "$a" $w)"
+			read -r ib cb <<<"$(run "$b" $w)"
+		else
+			read -r ib cb <<<"$(run "$b" $w)"
+			read -r ia ca <<<"$(run "$a" $w)"
+		fi
 		echo "round $r ${w// /_} A $ia B $ib cpuA $ca cpuB $cb" |
 			tee -a "$results"
 	done
@@ -110,4 +152,5 @@ END {
 			mu, u[1], u[n[w]], mv, v[1], v[n[w]], n[w]
 	}
 }' "$results"
-echo "A = $a, B = $b"
+echo "A = $a, B = $b, $scheme://$addr, CPU: $cpu"
+[ -z "$results_out" ] || cp "$results" "$results_out"
