@@ -102,6 +102,8 @@ struct nc {
 	 * the loop call rblk_poll(): each call costs an epoll_wait on tcp.
 	 */
 	bool q_ready;
+	unsigned int spin_skip;	   /* sleeps left that do not spin */
+	unsigned int spin_backoff; /* spin_skip after the next empty spin */
 	bool sock_dead; /* the socket failed: replies are dropped */
 	bool q_dead;	/* the rblk connection failed */
 	bool aborting;	/* abort_fd fired; deadline_ms applies */
@@ -779,6 +781,36 @@ static bool tx_flush(struct nc *c)
 	return progress;
 }
 
+#define NC_SPIN_BACKOFF_MAX 64
+
+/*
+ * poll(p, np, 0) until something is ready or o->spin_us have passed:
+ * what poll() returns, 0 when nothing came. An empty spin doubles the
+ * count of sleeps that skip spinning; one that finds something resets it.
+ */
+static int spin_poll(struct nc *c, struct pollfd *p, nfds_t np)
+{
+	uint64_t end = now_ns() + (uint64_t)c->o->spin_us * 1000;
+	int ret;
+
+	if (c->spin_skip) {
+		c->spin_skip--;
+		return 0;
+	}
+	do {
+		ret = poll(p, np, 0);
+		if (ret) {
+			c->spin_backoff = 0;
+			return ret;
+		}
+	} while (now_ns() < end);
+	c->spin_backoff = c->spin_backoff ?
+			      MIN(2 * c->spin_backoff, NC_SPIN_BACKOFF_MAX) :
+			      1;
+	c->spin_skip = c->spin_backoff;
+	return 0;
+}
+
 static bool nc_done(const struct nc *c)
 {
 	return c->rx_closed && !c->inflight && (c->sock_dead || !c->tx.head);
@@ -876,7 +908,13 @@ static int nc_loop(struct nc *c)
 			p[np++] = (struct pollfd){.fd = o->abort_fd,
 						  .events = POLLIN};
 		}
-		ret = poll(p, (nfds_t)np, timeout);
+		ret = 0;
+		/* spin for a reply from the queue or a request from the client */
+		if (o->spin_us && timeout && !c->aborting &&
+		    (c->inflight || (ev & POLLIN)))
+			ret = spin_poll(c, p, (nfds_t)np);
+		if (!ret)
+			ret = poll(p, (nfds_t)np, timeout);
 		if (ret < 0 && errno != EINTR) {
 			ret = -errno;
 			log_err("%s: poll: %s", o->name, strerror(-ret));

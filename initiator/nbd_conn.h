@@ -99,6 +99,14 @@ struct nbd_conn_opts {
 	 */
 	unsigned int idle_ms;
 	/*
+	 * Before sleeping, poll the socket and the queue without sleeping
+	 * for up to spin_us microseconds, so that a reply or request that
+	 * comes within it costs no sleep and wake-up; after a spin that
+	 * found nothing, the next 1, 2, 4 ... 64 sleeps do not spin (reset
+	 * by one that finds something). 0: sleep at once.
+	 */
+	unsigned int spin_us;
+	/*
 	 * Optional: called once, on the running thread, when the queue is
 	 * found dead, before any request is answered for it.
 	 */

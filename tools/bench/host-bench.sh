@@ -15,6 +15,8 @@
 #   engine-adaptive  the same, --poll=adaptive --poll_spin_us=50 (librblk
 #                    spins 50 us before it sleeps)
 #   rblk-nbd         fio nbd engine -> `rblk nbd` (unix socket) -> rblk-target
+#   rblk-nbd-spin    the same, `rblk nbd --poll-spin-us 50` (spins 50 us
+#                    before it sleeps; not in the default list)
 #   nbdkit-unix      fio nbd engine -> `nbdkit file cache=none`, unix socket
 #   nbdkit-tcp       fio nbd engine -> `nbdkit file cache=none`, TCP loopback
 #   io_uring         fio io_uring engine, O_DIRECT, on the file itself (the
@@ -88,6 +90,7 @@ REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
 	engine-busy:engine,~busy~poll:engine
 	engine-adaptive:engine,~adaptive~poll~50~us:engine
 	rblk-nbd:rblk~nbd~(fio~nbd~engine):nbdkit-unix
+	rblk-nbd-spin:rblk~nbd~--poll-spin-us~50:nbdkit-unix
 	nbdkit-unix:nbdkit~file,~unix~socket:io_uring
 	nbdkit-tcp:nbdkit~file,~TCP:nbdkit-unix
 	io_uring:fio~io_uring~on~the~file~(ceiling):"
@@ -121,7 +124,7 @@ declare -A spid # path -> server pids (for CPU time)
 needs() { [[ " $paths " == *" $1 "* ]]; }
 
 if needs engine || needs engine-pull || needs engine-buffered || needs engine-busy ||
-	needs engine-adaptive || needs rblk-nbd; then
+	needs engine-adaptive || needs rblk-nbd || needs rblk-nbd-spin; then
 	port=$(bench_free_port)
 	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
 		--export "vol0=$dir/vol.img" --export "vol1=$dir/vol.img,cache=buffered" \
@@ -137,6 +140,13 @@ if needs rblk-nbd; then
 	pids+=($!)
 	spid[rblk-nbd]="$tpid $!"
 	wait_for "$dir/nbd.out" "^ready "
+fi
+if needs rblk-nbd-spin; then
+	"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk-spin.sock" \
+		--queues "$jobs" --poll-spin-us 50 >"$dir/nbd-spin.out" 2>"$dir/nbd-spin.log" &
+	pids+=($!)
+	spid[rblk-nbd-spin]="$tpid $!"
+	wait_for "$dir/nbd-spin.out" "^ready "
 fi
 if needs nbdkit-unix; then
 	bench_nbdkit "$dir/vol.img" "$dir/nbdkit.sock" "$dir/nbdkit-unix.log"
@@ -163,6 +173,7 @@ pargs[engine-buffered]="${e%/vol0}/vol1"
 pargs[engine-busy]="$e --poll=busy"
 pargs[engine-adaptive]="$e --poll=adaptive --poll_spin_us=50"
 pargs[rblk-nbd]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk.sock"
+pargs[rblk-nbd-spin]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-spin.sock"
 pargs[nbdkit-unix]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/nbdkit.sock"
 pargs[nbdkit-tcp]="--ioengine=nbd --uri=nbd://127.0.0.1:${nport:-0}/"
 pargs[io_uring]="--ioengine=io_uring --direct=1 --filename=$dir/vol.img"
@@ -252,7 +263,8 @@ fstype=$(stat -f -c %T "$where")
 	done
 	echo
 	echo "Servers: \`rblk-target --listen tcp://127.0.0.1:PORT --export vol0=\$DIR/vol.img --export vol1=\$DIR/vol.img,cache=buffered\`;" \
-		"\`rblk nbd tcp://127.0.0.1:PORT/vol0 --socket \$DIR/rblk.sock --queues $jobs\`;" \
+		"\`rblk nbd tcp://127.0.0.1:PORT/vol0 --socket \$DIR/rblk.sock --queues $jobs\`" \
+		"$(needs rblk-nbd-spin && echo "(and the same with --socket \$DIR/rblk-spin.sock --poll-spin-us 50)");" \
 		"\`nbdkit -f -U \$DIR/nbdkit.sock file \$DIR/vol.img cache=none\` and" \
 		"\`nbdkit -f -i 127.0.0.1 -p NPORT file \$DIR/vol.img cache=none\`."
 	echo "CPU us/IO: fio's usr+sys plus the servers' CPU time during the cell, per I/O." \
