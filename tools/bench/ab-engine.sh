@@ -9,7 +9,7 @@
 #   git archive OLD | tar -x -C /tmp/old && make -C /tmp/old BUILD=build-old \
 #       all fio-engine
 #   tools/bench/ab-engine.sh --a /tmp/old/build-old --b build [--rounds 5]
-#       [--runtime 5] [--workers 2] [--workloads "randwrite 4k 32,randread 4k 1"]
+#       [--runtime 5] [--ramp 0] [--workers 2] [--workloads "randwrite 4k 32,randread 4k 1"]
 #       [--scheme tcp|rdma] [--addr IP] [--dir TMPFS] [--cpu procs|system]
 #       [--results FILE] [--export-opts ,cache=buffered] [--drop-caches]
 #
@@ -25,6 +25,11 @@
 # to drop the page cache before every run, as root). --export-opts is
 # appended to the export's path (e.g. ",cache=buffered"; both builds must
 # know it).
+#
+# --ramp S runs each job S seconds before fio starts counting (fio's
+# ramp_time): what a fresh target does once, at its first commands, stays
+# out of the IOPS; the CPU time (counted from fio's start to its end, the
+# target's start-up excluded) includes it, for both builds alike.
 #
 # --cpu system charges the whole machine's busy time (/proc/stat: user,
 # nice, system, irq, softirq) instead of fio + target: on rxe the data
@@ -42,10 +47,10 @@ set -euo pipefail
 BENCH_NAME=ab-engine
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
-a='' b='' rounds=5 runtime=5 workers=2 scheme=tcp addr=127.0.0.1 tmp=/dev/shm
+a='' b='' rounds=5 runtime=5 ramp=0 workers=2 scheme=tcp addr=127.0.0.1 tmp=/dev/shm
 cpu=procs results_out='' eopts='' drop=''
 workloads='randread 4k 32,read 128k 16'
-bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --workers=workers --workloads=workloads
+bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --ramp=ramp --workers=workers --workloads=workloads
 	--scheme=scheme --addr=addr --dir=tmp --cpu=cpu --results=results_out
 	--export-opts=eopts --drop-caches!drop" "$@"
 [ -n "$a" ] && [ -n "$b" ] || { echo "--a and --b are required" >&2; exit 2; }
@@ -84,15 +89,22 @@ run() # BUILD RW BS QD -> "IOPS CPU_US_PER_IO"
 		sync
 		echo 3 >/proc/sys/vm/drop_caches
 	fi
-	[ "$cpu" = procs ] || { s0=$(sys_ticks); fcpu=0; }
+	# from here: the target's start-up is not charged to the I/Os
+	if [ "$cpu" = procs ]; then
+		s0=$(cpu_ticks "$tpid")
+	else
+		s0=$(sys_ticks)
+		fcpu=0
+	fi
 	fio --name=ab --ioengine=external:"$build"/rblk-fio.so \
 		--uri="$scheme://$addr:$port/v" --rw="$2" --bs="$3" \
 		--iodepth="$4" --time_based --runtime="$runtime" --size=256M \
+		--ramp_time="$ramp" \
 		--norandommap --output-format=json --output="$dir/fio.json" \
 		>/dev/null
 	local tticks hz
 	if [ "$cpu" = procs ]; then
-		tticks=$(cpu_ticks "$tpid")
+		tticks=$(($(cpu_ticks "$tpid") - s0))
 	else
 		tticks=$(($(sys_ticks) - s0))
 	fi

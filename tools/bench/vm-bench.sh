@@ -77,6 +77,13 @@ PORT=7460
 NQN=nqn.2026-11.io.rblk:vmbench
 NVMET=/sys/kernel/config/nvmet
 bench_workloads "$only"
+# report.py: path:label:peer (label '~' = space), and the issue's targets
+VMB_REPORT_PATHS="engine:rblk~fio~engine:nvme engine-push:engine,~push~reads:engine
+	engine-busy:engine,~busy~poll:engine
+	engine-adaptive:engine,~adaptive~poll~50~us:engine
+	ublk:rblk~ublk:nvme nbd:rblk~nbd:nvme nvme:nvme-rdma~(kernel):
+	wire-read-bw:wire~ib_read_bw~-R~128~KiB: wire-write-bw:wire~ib_write_bw~-R~128~KiB:
+	wire-read-lat:wire~ib_read_lat~-R~4~KiB~(typical):"
 VMB_REPORT_TARGETS=(
 	--target "engine vs nvme-rdma, 4k randread QD32|engine|4k randread QD32|nvme|4k randread QD32|iops|1.2"
 	--target "ublk vs nvme-rdma, 4k randread QD32|ublk|4k randread QD32|nvme|4k randread QD32|iops|1.0"
