@@ -138,15 +138,7 @@ for ((r = 1; r <= rounds; r++)); do
 			tee -a "$results"
 	done
 done
-awk '
-function sort(arr, n,   i, j, t) {
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-		if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
-}
-function med(arr, n) {
-	sort(arr, n)
-	return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
-}
+awk "$BENCH_AWK_MEDIAN"'
 {
 	k = ++n[$3]; ratio[$3, k] = $7 / $5; ia[$3, k] = $5; ib[$3, k] = $7
 	ca[$3, k] = $9; cb[$3, k] = $11

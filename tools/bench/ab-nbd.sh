@@ -56,15 +56,6 @@ done
 bench_nbdkit "$dir/vol.img" "$dir/K.sock" "$dir/nbdkit.log"
 npid[K]=$nbdkit_pid
 
-ticks()
-{
-	local p t=0 f
-	for p in "$@"; do
-		f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
-		t=$((t + ${f% *} + ${f#* }))
-	done
-	echo "$t"
-}
 hz=$(getconf CLK_TCK)
 ev=syscalls:sys_enter_recvfrom,syscalls:sys_enter_sendmsg,syscalls:sys_enter_readv,syscalls:sys_enter_poll,syscalls:sys_enter_epoll_wait,context-switches
 
@@ -75,7 +66,7 @@ for ((r = 1; r <= rounds; r++)); do
 		servers=${npid[$side]}
 		[ $side = K ] || servers="$servers $tpid"
 		# shellcheck disable=SC2086
-		s0=$(ticks $servers)
+		s0=$(bench_ticks $servers)
 		spid=''
 		if [ "$count" != 0 ] && [ $side != K ]; then
 			perf stat -x, -e "$ev" -p "${npid[$side]}" -o "$dir/stat" &
@@ -92,7 +83,7 @@ for ((r = 1; r <= rounds; r++)); do
 			wait "$spid" || true
 		fi
 		# shellcheck disable=SC2086
-		s1=$(ticks $servers)
+		s1=$(bench_ticks $servers)
 		j=$dir/fio.json
 		ios=$(jq '.jobs[0].read.total_ios + .jobs[0].write.total_ios' "$j")
 		iops=$(jq '(.jobs[0].read.iops + .jobs[0].write.iops) | floor' "$j")
@@ -110,15 +101,7 @@ for ((r = 1; r <= rounds; r++)); do
 done
 
 echo "side round IOPS cpu_us/io | rblk nbd per I/O: recvfrom sendmsg readv poll epoll_wait cs"
-awk -v a="$a" -v b="$b" -v w="$rw $bs QD$qd" '
-function sort(arr, n,   i, j, t) {
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-		if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
-}
-function med(arr, n) {
-	sort(arr, n)
-	return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
-}
+awk -v a="$a" -v b="$b" -v w="$rw $bs QD$qd" "$BENCH_AWK_MEDIAN"'
 { s = $1; k = ++cnt[s]; for (c = 3; c <= 10; c++) v[s, c, k] = $c }
 END {
 	printf "%s, medians (min-max) of %d rounds\n", w, cnt["K"]

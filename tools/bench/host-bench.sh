@@ -181,16 +181,6 @@ common="--numjobs=$jobs --size=${size}M --time_based --runtime=$runtime
 	--ramp_time=$ramp --norandommap --randrepeat=0 --rwmixread=70
 	--group_reporting --output-format=json"
 
-# CPU seconds (utime + stime, in clock ticks) of some processes, summed
-ticks()
-{
-	local p t=0 f
-	for p in "$@"; do
-		f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
-		t=$((t + ${f% *} + ${f#* }))
-	done
-	echo "$t"
-}
 hz=$(getconf CLK_TCK)
 
 RES=$dir/results
@@ -214,7 +204,7 @@ for w in "${WORKLOADS[@]}"; do
 		json=$dir/$p-$rw-$bs-qd$qd.json
 		drop_cache
 		# shellcheck disable=SC2086 # split the argument strings
-		s0=$(ticks ${spid[$p]:-})
+		s0=$(bench_ticks ${spid[$p]:-})
 		# shellcheck disable=SC2086
 		if ! timeout -k 5 $((runtime + ramp + 60)) fio --name=bench ${pargs[$p]} \
 			--rw="$rw" --bs="$bs" --iodepth="$qd" $common \
@@ -227,7 +217,7 @@ for w in "${WORKLOADS[@]}"; do
 			continue
 		fi
 		# shellcheck disable=SC2086
-		s1=$(ticks ${spid[$p]:-})
+		s1=$(bench_ticks ${spid[$p]:-})
 		IFS='|' read -r iops mbs p50 p99 ccpu <<<"$row"
 		cpu=$(awk -v c="$ccpu" -v s=$((s1 - s0)) -v hz="$hz" -v i="$iops" \
 			-v t=$((runtime + ramp)) 'BEGIN {

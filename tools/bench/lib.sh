@@ -18,6 +18,10 @@
 #                   workloads of host-bench and vm-bench whose name matches
 #                   REGEX (grep -E; empty: all)
 #   wait_for FILE REGEX    wait (10 s) for REGEX to appear in FILE
+#   bench_ticks PID...     CPU time (utime + stime, clock ticks) of the
+#                   processes, summed (gone ones count 0)
+#   BENCH_AWK_MEDIAN       awk functions sort(arr, n) and med(arr, n) (the
+#                   median of arr[1..n]), to put before an awk program
 #   drop_cache      drop the page cache (root), unless cache=1
 # shellcheck shell=bash
 
@@ -141,3 +145,25 @@ drop_cache()
 		echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
 	fi
 }
+
+bench_ticks()
+{
+	local p t=0 f
+	for p in "$@"; do
+		f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
+		t=$((t + ${f% *} + ${f#* }))
+	done
+	echo "$t"
+}
+
+# shellcheck disable=SC2016,SC2034 # awk code, not shell; for the scripts
+BENCH_AWK_MEDIAN='
+function sort(arr, n,   i, j, t) {
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+		if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
+}
+function med(arr, n) {
+	sort(arr, n)
+	return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
+}
+'
