@@ -199,14 +199,14 @@ static int send_login(struct tconn *c, struct rblk_login *l)
 		wr->opcode = XP_WR_BIND_MW;
 		wr->bind.mw = c->vol_mw;
 		wr->bind.mr = c->vol->mr;
-		wr->bind.addr = (uint64_t)(uintptr_t)e->ram;
+		wr->bind.addr = (uint64_t)(uintptr_t)e->mem;
 		wr->bind.length = e->size;
 		wr->bind.access = XP_ACCESS_REMOTE_READ;
 		if (!(c->lim.features & RBLK_F_READ_ONLY))
 			wr->bind.access |= XP_ACCESS_REMOTE_WRITE;
 		wr->bind.rkey = xp_mw_next_rkey(c->vol_mw);
 		l->vol_rkey = wr->bind.rkey;
-		l->vol_addr = (uint64_t)(uintptr_t)e->ram;
+		l->vol_addr = (uint64_t)(uintptr_t)e->mem;
 		l->vol_len = e->size;
 	}
 	qp_add_send(&c->qp, qp_wrid(WRID_LOGIN, bind ? 2 : 1, 0), buf,
@@ -350,7 +350,7 @@ static int tconn_volume_window(struct worker *w, struct tconn *c)
 		 */
 		if (e->kind == EXPORT_RAM || !e->read_only)
 			access |= XP_ACCESS_LOCAL_WRITE;
-		ret = xp_group_reg_mr(c->wg->g, e->ram, e->size, access, &v->mr);
+		ret = xp_group_reg_mr(c->wg->g, e->mem, e->size, access, &v->mr);
 		if (ret) {
 			free(v);
 			return ret;

@@ -121,7 +121,7 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 		goto out_close_fd;
 	}
 
-	e->fd_direct = -1;
+	e->fd_odirect = -1;
 	if (cfg->cache_buffered) {
 		/*
 		 * The sequential reader gets the kernel's read-ahead, with
@@ -140,16 +140,16 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 		struct stat st2;
 
 		/* the path may name something else by now: same inode only */
-		e->fd_direct = open_user_path(cfg->path, flags | O_DIRECT, &st2);
-		if (e->fd_direct >= 0 && (st2.st_dev != st.st_dev ||
+		e->fd_odirect = open_user_path(cfg->path, flags | O_DIRECT, &st2);
+		if (e->fd_odirect >= 0 && (st2.st_dev != st.st_dev ||
 					  st2.st_ino != st.st_ino)) {
-			close(e->fd_direct);
-			e->fd_direct = -ESTALE;
+			close(e->fd_odirect);
+			e->fd_odirect = -ESTALE;
 		}
-		if (e->fd_direct < 0) {
+		if (e->fd_odirect < 0) {
 			log_info("export %s: O_DIRECT refused (%s); using buffered I/O",
-				 e->name, strerror(-e->fd_direct));
-			e->fd_direct = -1;
+				 e->name, strerror(-e->fd_odirect));
+			e->fd_odirect = -1;
 		}
 	} else {
 		log_info("export %s: O_DIRECT alignment %u unsuitable for block size %u; using buffered I/O",
@@ -166,11 +166,11 @@ out_close_fd:
 
 static void file_close(struct export *e)
 {
-	if (e->fd_direct >= 0)
-		close(e->fd_direct);
+	if (e->fd_odirect >= 0)
+		close(e->fd_odirect);
 	if (e->fd >= 0)
 		close(e->fd);
-	e->fd = e->fd_direct = -1;
+	e->fd = e->fd_odirect = -1;
 }
 
 /*
@@ -252,16 +252,16 @@ static int file_submit(struct worker *w, struct treq *r)
 	switch (cmd->opcode) {
 	case RBLK_OP_READ:
 	case RBLK_OP_WRITE:
-		r->direct = e->fd_direct >= 0 &&
-			    !atomic_load_explicit(&e->direct_failed,
+		r->odirect = e->fd_odirect >= 0 &&
+			    !atomic_load_explicit(&e->odirect_failed,
 						  memory_order_relaxed) &&
 			    !(cmd->offset % e->dio_align) &&
 			    !(cmd->length % e->dio_align);
-		fd = r->direct ? e->fd_direct : e->fd;
+		fd = r->odirect ? e->fd_odirect : e->fd;
 		if (write && (cmd->flags & RBLK_CMD_F_FUA))
 			flags = RWF_DSYNC;
 		if (e->mem_fs) {
-			r->direct = false;
+			r->odirect = false;
 			r->result = file_rw_inline(e, r, write, flags);
 			if (r->result)
 				log_ratelimited(LOG_WARN,
@@ -370,10 +370,10 @@ static int ram_open(struct export *e, const struct cfg_export *cfg,
 	ret = ram_check_size(cfg, size, err, errlen);
 	if (ret)
 		return ret;
-	e->ram = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	e->mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (e->ram == MAP_FAILED) {
-		e->ram = NULL;
+	if (e->mem == MAP_FAILED) {
+		e->mem = NULL;
 		return open_fail(err, errlen, -ENOMEM, "mmap %llu bytes: %s",
 				 (unsigned long long)size, strerror(errno));
 	}
@@ -388,17 +388,17 @@ static int ram_open(struct export *e, const struct cfg_export *cfg,
 
 static void ram_close(struct export *e)
 {
-	if (e->ram) {
-		munmap(e->ram, e->size);
+	if (e->mem) {
+		munmap(e->mem, e->size);
 		atomic_fetch_sub(&ram_total, e->size);
 	}
-	e->ram = NULL;
+	e->mem = NULL;
 }
 
 static int ram_submit(struct worker *w, struct treq *r)
 {
 	struct export *e = r->conn->exp;
-	char *p = (char *)e->ram + r->cmd.offset;
+	char *p = (char *)e->mem + r->cmd.offset;
 
 	switch (r->cmd.opcode) {
 	case RBLK_OP_READ:
@@ -524,17 +524,17 @@ static int map_open(struct export *e, const struct cfg_export *cfg,
 				strerror(errno));
 		goto out_close;
 	}
-	e->ram = mmap(NULL, e->size, prot, MAP_SHARED, e->fd, 0);
-	if (e->ram == MAP_FAILED) {
-		e->ram = NULL;
+	e->mem = mmap(NULL, e->size, prot, MAP_SHARED, e->fd, 0);
+	if (e->mem == MAP_FAILED) {
+		e->mem = NULL;
 		ret = open_fail(err, errlen, -errno, "mmap %s: %s", cfg->path,
 				strerror(errno));
 		goto out_close;
 	}
 	/* every slot-path command goes through the mapping: no O_DIRECT fd */
-	if (e->fd_direct >= 0)
-		close(e->fd_direct);
-	e->fd_direct = -1;
+	if (e->fd_odirect >= 0)
+		close(e->fd_odirect);
+	e->fd_odirect = -1;
 	return 0;
 
 out_close:
@@ -544,9 +544,9 @@ out_close:
 
 static void map_close(struct export *e)
 {
-	if (e->ram)
-		munmap(e->ram, e->size);
-	e->ram = NULL;
+	if (e->mem)
+		munmap(e->mem, e->size);
+	e->mem = NULL;
 	file_close(e);
 }
 
@@ -561,7 +561,7 @@ static int map_sync(struct export *e, uint64_t off, uint64_t len)
 	} else {
 		len += off - start;
 	}
-	return msync((char *)e->ram + start, len, MS_SYNC) ? -errno : 0;
+	return msync((char *)e->mem + start, len, MS_SYNC) ? -errno : 0;
 }
 
 static int map_submit(struct worker *w, struct treq *r)
@@ -608,7 +608,7 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	snprintf(e->name, sizeof(e->name), "%s", cfg->name);
 	snprintf(e->path, sizeof(e->path), "%s", cfg->path);
 	e->read_only = cfg->read_only;
-	e->fd = e->fd_direct = -1;
+	e->fd = e->fd_odirect = -1;
 	if (cfg->cache_buffered && (!strncmp(cfg->path, "rbd:", 4) ||
 				    !strncmp(cfg->path, "ram:", 4) ||
 				    cfg->direct == CFG_DIRECT_YES))
@@ -638,7 +638,7 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	log_info("export %s: %s %s, %llu bytes, block size %u%s%s%s", e->name,
 		 e->ops->name, e->path, (unsigned long long)e->size,
 		 e->block_size, e->read_only ? ", read-only" : "",
-		 e->fd_direct >= 0 ? ", O_DIRECT" : "",
+		 e->fd_odirect >= 0 ? ", O_DIRECT" : "",
 		 e->direct ? ", direct access" : "");
 	return 0;
 }

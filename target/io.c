@@ -461,9 +461,9 @@ void treq_backend_done(struct treq *r, int res)
 	struct tconn *c = r->conn;
 
 	c->backend_inflight--;
-	if (res == -EINVAL && r->direct) {
+	if (res == -EINVAL && r->odirect) {
 		/* the file system refused this O_DIRECT I/O: go buffered */
-		if (!atomic_exchange(&c->exp->direct_failed, true))
+		if (!atomic_exchange(&c->exp->odirect_failed, true))
 			log_warn("export %s: O_DIRECT I/O refused; switching to buffered I/O",
 				 c->exp->name);
 		r->state = TREQ_EXEC;

@@ -65,9 +65,9 @@ struct export {
 	uint32_t features; /* RBLK_F_* offered */
 	bool read_only;
 	int fd; /* buffered descriptor (files, block devices) */
-	int fd_direct; /* O_DIRECT descriptor, or -1 when refused */
+	int fd_odirect; /* O_DIRECT descriptor, or -1 when refused */
 	uint32_t dio_align; /* offset/length alignment O_DIRECT needs */
-	atomic_bool direct_failed; /* O_DIRECT gave EINVAL once: stop using */
+	atomic_bool odirect_failed; /* O_DIRECT gave EINVAL once: stop using */
 	/*
 	 * The file lives in memory (tmpfs, ramfs): reads and writes are
 	 * copies that never wait for a disk, done on the worker like RAM.
@@ -75,8 +75,9 @@ struct export {
 	 * one to a kernel worker thread: two context switches per I/O.)
 	 */
 	bool mem_fs;
-	void *ram; /* EXPORT_RAM memory, or a direct file's MAP_SHARED map */
-	bool direct; /* RBLK_F_DIRECT: ram is registered per connection */
+	void *mem; /* EXPORT_RAM memory, or a direct-access file's MAP_SHARED map */
+	/* RBLK_F_DIRECT: one-sided volume access, mem registered per connection */
+	bool direct;
 	void *priv; /* the backend's own state (rbd: struct rbd_image) */
 	atomic_uint sessions; /* live logins */
 	atomic_uint refs;
@@ -242,8 +243,7 @@ struct treq {
 	enum treq_state state;
 	int result; /* 0 or -errno from the backend */
 	int status; /* RBLK_S_* to send back */
-	bool direct; /* current attempt used the O_DIRECT descriptor */
-	bool fua_pending; /* FUA emulated: fdatasync after the write */
+	bool odirect; /* current attempt used the O_DIRECT descriptor */
 	uint64_t t_recv_ns; /* when the command arrived, for latency stats */
 	/*
 	 * The command's run of the worker's slot pool (READ/WRITE), from
