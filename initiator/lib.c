@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "../common/auth.h"
+#include "../common/freelist.h"
 #include "../common/log.h"
 #include "../common/proto.h"
 #include "../common/qp.h"
@@ -250,8 +251,7 @@ void lib_io_complete(struct rblk_queue *q, struct io *io)
 	q->done[slot].user_data = io->user_data;
 	q->done[slot].result = io->result;
 	q->done_count++;
-	io->next = q->free_ios;
-	q->free_ios = io;
+	FREELIST_PUSH(q->free_ios, io, next);
 }
 
 static void pump_pending(struct rblk_queue *q);
@@ -268,8 +268,7 @@ void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res)
 		io->result = res;
 	rq->state = IREQ_FREE;
 	rq->io = NULL;
-	rq->next = q->free_tags;
-	q->free_tags = rq;
+	FREELIST_PUSH(q->free_tags, rq, next);
 	io->parts_inflight--;
 	if (!io->parts_inflight && io->next_off >= io->end)
 		lib_io_complete(q, io);
@@ -459,11 +458,12 @@ static void post_direct(struct rblk_queue *q, struct ireq *rq)
  */
 static int issue_direct_part(struct rblk_queue *q, struct io *io)
 {
-	struct ireq *rq = q->free_tags;
+	struct ireq *rq;
 	uint32_t len;
 
-	if (!rq || q->qp.sq_free < 2)
+	if (!q->free_tags || q->qp.sq_free < 2)
 		return -EAGAIN;
+	rq = FREELIST_POP(q->free_tags, next);
 	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
 	rq->io = io;
 	rq->op = io->op;
@@ -475,7 +475,6 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 			 io->next_off + len >= io->end;
 	rq->buf = io->buf;
 	rq->mr = umr_find(q, rq->buf, len);
-	q->free_tags = rq->next;
 	io->parts_inflight++;
 	io->next_off += len;
 	io->buf += len;
@@ -523,13 +522,14 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 /* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
 static int issue_part(struct rblk_queue *q, struct io *io)
 {
-	struct ireq *rq = q->free_tags;
+	struct ireq *rq;
 	uint32_t split, len;
 
 	if (direct_io(q, io))
 		return issue_direct_part(q, io);
-	if (!rq || q->qp.sq_free < 2)
+	if (!q->free_tags || q->qp.sq_free < 2)
 		return -EAGAIN;
+	rq = FREELIST_POP(q->free_tags, next);
 	rq->direct = rq->direct_fua = false;
 	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
 			q->max_io :
@@ -542,7 +542,6 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 	rq->cmd_flags = (io->flags & RBLK_IO_FUA) ? RBLK_CMD_F_FUA : 0;
 	rq->buf = io->buf; /* advanced past earlier parts */
 	rq->mr = io->buf ? umr_find(q, rq->buf, rq->len) : NULL;
-	q->free_tags = rq->next;
 	io->parts_inflight++;
 	io->next_off += rq->len;
 	if (io->op == RBLK_OP_FLUSH)
@@ -784,8 +783,7 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 		return set_error(-EAGAIN,
 				 "submit: %u I/Os already queued (max_queued)",
 				 q->nr_ios);
-	io = q->free_ios;
-	q->free_ios = io->next;
+	io = FREELIST_POP(q->free_ios, next);
 	io->user_data = user_data;
 	io->op = (uint8_t)op;
 	io->flags = flags;
@@ -1378,12 +1376,10 @@ static int queue_setup(struct rblk_queue *q)
 		return set_error(-ENOMEM, "out of memory");
 	for (int t = q->qd - 1; t >= 0; t--) {
 		q->reqs[t].tag = (uint16_t)t;
-		q->reqs[t].next = q->free_tags;
-		q->free_tags = &q->reqs[t];
+		FREELIST_PUSH(q->free_tags, &q->reqs[t], next);
 	}
 	for (unsigned int i = q->nr_ios; i-- > 0;) {
-		q->ios[i].next = q->free_ios;
-		q->free_ios = &q->ios[i];
+		FREELIST_PUSH(q->free_ios, &q->ios[i], next);
 	}
 	ret = xp_group_reg_mr(q->g, q->bounce, (size_t)q->qd * q->max_io,
 			      mr_access(q), &q->bounce_mr);

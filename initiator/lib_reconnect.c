@@ -11,6 +11,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "../common/freelist.h"
 #include "../common/log.h"
 #include "lib_internal.h"
 #include "lib_queue.h"
@@ -54,8 +55,7 @@ void lib_ka_free(struct rblk_queue *q)
 		return;
 	q->ka = NULL;
 	rq->state = IREQ_FREE;
-	rq->next = q->free_tags;
-	q->free_tags = rq;
+	FREELIST_PUSH(q->free_tags, rq, next);
 }
 
 
@@ -155,11 +155,12 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 			 "no answer to KEEPALIVE within %d ms", ka_ms);
 		lib_queue_lost(q, why);
 		return;
-	} else if ((rq = q->free_tags) && qp_take(&q->qp, 1)) {
+	} else if (q->free_tags && qp_take(&q->qp, 1)) {
 		struct rblk_cmd cmd = { 0 };
-		void *cb = cmd_buf(q, rq->tag);
+		void *cb;
 
-		q->free_tags = rq->next;
+		rq = FREELIST_POP(q->free_tags, next);
+		cb = cmd_buf(q, rq->tag);
 		rq->state = IREQ_KA;
 		rq->io = NULL;
 		q->ka = rq;

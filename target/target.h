@@ -113,8 +113,10 @@ struct backend_ops {
 	void (*close)(struct export *e);
 	/*
 	 * Start r's operation. Returns 0 when it was handed to the worker's
-	 * engine (completion arrives through treq_backend_done()), or 1 when
-	 * it finished synchronously with r->result set.
+	 * engine (completion arrives through treq_backend_done()), 1 when
+	 * it finished synchronously with r->result set, or -EBUSY when the
+	 * engine has no room now: nothing was started, and the worker parks
+	 * r (worker->busy_head) and calls submit again after completions.
 	 */
 	int (*submit)(struct worker *w, struct treq *r);
 	/*
@@ -189,7 +191,11 @@ struct engine_ops {
 	 */
 	int (*register_buf)(struct worker *w, void *addr, size_t len);
 	void (*unregister_buf)(struct worker *w, int index);
-	/* Queue ops for r; nothing reaches the kernel before submit(). */
+	/*
+	 * Queue ops for r; nothing reaches the kernel before submit().
+	 * 0, -EBUSY when the engine's queue is full (nothing queued: the
+	 * backend returns -EBUSY from its own submit), or another -errno.
+	 */
 	int (*queue_rw)(struct worker *w, struct treq *r, int fd, bool write,
 			void *buf, uint32_t len, uint64_t off, int rw_flags,
 			int buf_index);
