@@ -36,7 +36,8 @@
 #   wait_pid SECS PID         wait for child PID to exit and return its
 #                             status; fail if it outlives SECS
 #   tmo SECS CMD [ARG...]     run CMD under timeout(1); a hang becomes a
-#                             failure naming the command. Wrap every client
+#                             failure naming the command (SECS times
+#                             RBLK_TMO_SCALE, default 1). Wrap every client
 #                             command that could block on a broken server.
 #   free_port                 print a TCP port free on 127.0.0.1 right now
 #   start_target ARGS...      start rblk-target on a free loopback port with
@@ -205,7 +206,7 @@ requires_nbdsh()
 
 tmo()
 {
-	local secs=$1 rc=0
+	local secs=$(($1 * ${RBLK_TMO_SCALE:-1})) rc=0
 	shift
 	timeout -k 5 "$secs" "$@" || rc=$?
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then

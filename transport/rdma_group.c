@@ -31,26 +31,26 @@ int xr_group_alloc(struct xr_group **out)
 	if (!g)
 		return -ENOMEM;
 	g->base.ops = &xp_rdma_ops;
-	g->epfd = -1;
+	g->base.epfd = -1;
 	g->ch = xr_channel_create();
 	if (!g->ch) {
 		ret = neg_errno();
 		goto out_free;
 	}
-	g->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (g->epfd < 0) {
+	g->base.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (g->base.epfd < 0) {
 		ret = neg_errno();
 		log_err("rdma: epoll_create1: %s", strerror(-ret));
 		goto out_destroy_channel;
 	}
-	ret = xr_epoll_add(g->epfd, g->ch->fd, XR_EP_CM);
+	ret = xr_epoll_add(g->base.epfd, g->ch->fd, XR_EP_CM);
 	if (ret)
 		goto out_close_epoll;
 	*out = g;
 	return 0;
 
 out_close_epoll:
-	close(g->epfd);
+	close(g->base.epfd);
 out_destroy_channel:
 	rdma_destroy_event_channel(g->ch);
 out_free:
@@ -125,7 +125,7 @@ int xr_group_bind_device(struct xr_group *g, struct ibv_context *verbs,
 		log_err("rdma: ibv_req_notify_cq: %s", strerror(-ret));
 		goto out_destroy_cq;
 	}
-	ret = xr_epoll_add(g->epfd, g->cc->fd, XR_EP_CQ);
+	ret = xr_epoll_add(g->base.epfd, g->cc->fd, XR_EP_CQ);
 	if (ret)
 		goto out_destroy_cq;
 	g->verbs = verbs;
@@ -209,8 +209,8 @@ void xr_group_destroy(struct xp_group *xg)
 		if (ret)
 			log_warn("rdma: ibv_dealloc_pd: %s", strerror(-ret));
 	}
-	xp_watch_free_all(&g->watches);
-	close(g->epfd);
+	xp_watch_free_all(&g->base.watches);
+	close(g->base.epfd);
 	rdma_destroy_event_channel(g->ch);
 	free(g->ctab);
 	free(g);
@@ -411,7 +411,7 @@ static int xr_service(struct xr_group *g, struct xp_wc *wc, int max)
 	bool cm = false, cq = false;
 	int n, k = 0;
 
-	n = epoll_wait(g->epfd, ev, XR_EP_EVENTS, 0);
+	n = epoll_wait(g->base.epfd, ev, XR_EP_EVENTS, 0);
 	for (int i = 0; i < n; i++) {
 		uint64_t d = ev[i].data.u64;
 
@@ -571,11 +571,6 @@ static int xr_poll_cq(struct xr_group *g, struct xp_wc *wc, int max)
 	return done;
 }
 
-int xr_group_fd(struct xp_group *xg)
-{
-	return to_xr_group(xg)->epfd;
-}
-
 int xr_group_arm(struct xp_group *xg)
 {
 	struct xr_group *g = to_xr_group(xg);
@@ -622,18 +617,4 @@ int xr_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 		n += k;
 	}
 	return n;
-}
-
-int xr_group_watch(struct xp_group *xg, int fd, uint64_t cookie)
-{
-	struct xr_group *g = to_xr_group(xg);
-
-	return xp_watch_add(&g->watches, g->epfd, fd, cookie);
-}
-
-int xr_group_unwatch(struct xp_group *xg, int fd)
-{
-	struct xr_group *g = to_xr_group(xg);
-
-	return xp_watch_del(&g->watches, g->epfd, fd);
 }

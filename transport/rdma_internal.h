@@ -25,7 +25,7 @@
  *   CQ             one for send and receive of every connection, resized
  *                  as connections join
  *   epoll fd       the comp channel, the cm channel and the watched fds:
- *                  what group_fd() hands out
+ *                  (base.epfd: what xp_group_fd() hands out)
  * A shared group (group_create) is bound to the first RDMA device
  * (rdma_get_devices) and takes connections on that device only. A private
  * group (a connection made with a NULL group) binds to the device of its
@@ -151,7 +151,6 @@ struct xr_slot {
 struct xr_group {
 	struct xp_group base;
 	struct rdma_event_channel *ch;
-	int epfd;
 	struct ibv_context *verbs; /* NULL until bound to a device */
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *cc;
@@ -168,7 +167,6 @@ struct xr_group {
 	uint32_t ctab_len, ctab_cap, ctab_free; /* ctab_free: index + 1 */
 	struct xr_mr *mrs;
 	struct xr_mw *mws;
-	struct xp_watch *watches;
 	bool dying; /* group_destroy(): windows need no recycling */
 	unsigned int busy_polls; /* polls with completions since a service */
 };
@@ -296,11 +294,8 @@ void xr_conn_leave(struct xr_conn *c);
 int xr_setup_queue(struct xr_conn *c, const struct xp_conn_attr *attr);
 void xr_teardown_queue(struct xr_conn *c);
 void xr_cm_drain(struct xr_group *g);
-int xr_group_fd(struct xp_group *xg);
 int xr_group_arm(struct xp_group *xg);
 int xr_group_poll(struct xp_group *xg, struct xp_wc *wc, int max);
-int xr_group_watch(struct xp_group *xg, int fd, uint64_t cookie);
-int xr_group_unwatch(struct xp_group *xg, int fd);
 
 /* rdma_post.c */
 int xr_setup_queue_op(struct xp_conn *xc, const struct xp_conn_attr *attr);

@@ -25,8 +25,8 @@ int tcp_group_create(struct xp_group **out)
 		return -ENOMEM;
 	}
 	g->base.ops = &xp_tcp_ops;
-	g->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (g->epfd < 0) {
+	g->base.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (g->base.epfd < 0) {
 		int ret = -errno;
 
 		log_err("tcp: epoll_create1: %s", strerror(errno));
@@ -52,8 +52,8 @@ void tcp_group_destroy(struct xp_group *xg)
 	tcp_keys_free(g);
 	free(g->sbuf);
 	free(g->ob);
-	xp_watch_free_all(&g->watches);
-	close(g->epfd);
+	xp_watch_free_all(&g->base.watches);
+	close(g->base.epfd);
 	free(g);
 }
 
@@ -61,7 +61,7 @@ int tcp_group_add(struct tcp_group *g, struct tcp_conn *c)
 {
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uintptr_t)c};
 
-	if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, c->sock, &ev) < 0) {
+	if (epoll_ctl(g->base.epfd, EPOLL_CTL_ADD, c->sock, &ev) < 0) {
 		int ret = -errno;
 
 		log_err("%s: epoll_ctl(ADD): %s", c->peer, strerror(errno));
@@ -125,11 +125,6 @@ static struct tcp_conn *tcp_ready_pop(struct tcp_group *g)
 	return c;
 }
 
-int tcp_group_fd(struct xp_group *xg)
-{
-	return to_tcp_group(xg)->epfd;
-}
-
 /*
  * Nothing to arm: the epoll set is level-triggered and the ready list is
  * empty whenever group_poll() returned 0. If the set was found empty by
@@ -141,7 +136,7 @@ int tcp_group_arm(struct xp_group *xg)
 {
 	struct tcp_group *g = to_tcp_group(xg);
 
-	if (g->private_conn && !g->watches)
+	if (g->private_conn && !g->base.watches)
 		return tcp_conn_arm(g->private_conn);
 	if (g->ep_arm_skip) {
 		g->ep_arm_skip = false;
@@ -187,7 +182,7 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 
 	if (max < 0)
 		return -EINVAL;
-	if (g->private_conn && !g->watches)
+	if (g->private_conn && !g->base.watches)
 		return tcp_conn_poll(g->private_conn, wc, max);
 	n = tcp_serve_ready(g, wc, max);
 	if (n == max)
@@ -198,7 +193,7 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 		g->ep_arm_skip = false;
 		return n;
 	}
-	k = epoll_wait(g->epfd, ev, TCP_EP_EVENTS, 0);
+	k = epoll_wait(g->base.epfd, ev, TCP_EP_EVENTS, 0);
 	if (k < 0 && errno != EINTR) {
 		int ret = -errno;
 
@@ -228,18 +223,4 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 out:
 	g->ep_arm_skip = false;
 	return n;
-}
-
-int tcp_group_watch(struct xp_group *xg, int fd, uint64_t cookie)
-{
-	struct tcp_group *g = to_tcp_group(xg);
-
-	return xp_watch_add(&g->watches, g->epfd, fd, cookie);
-}
-
-int tcp_group_unwatch(struct xp_group *xg, int fd)
-{
-	struct tcp_group *g = to_tcp_group(xg);
-
-	return xp_watch_del(&g->watches, g->epfd, fd);
 }

@@ -266,12 +266,10 @@ struct tcp_mw {
  * completions, input parsed only in part).
  */
 struct tcp_group {
-	struct xp_group base;
-	int epfd;
+	struct xp_group base; /* base.epfd: the epoll set of the sockets */
 	struct tcp_conn *private_conn; /* compatibility: destroyed with it */
 	struct tcp_conn *conns;	       /* all connections (gnext) */
 	struct tcp_conn *ready, *ready_tail;
-	struct xp_watch *watches;
 	struct tcp_key *keys;
 	/*
 	 * Spare buffers lent to the group's connections (one thread drives a
@@ -505,11 +503,8 @@ void tcp_group_destroy(struct xp_group *xg);
 int tcp_group_add(struct tcp_group *g, struct tcp_conn *c);
 void tcp_group_remove(struct tcp_group *g, struct tcp_conn *c);
 void tcp_ready(struct tcp_conn *c);
-int tcp_group_fd(struct xp_group *xg);
 int tcp_group_arm(struct xp_group *xg);
 int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max);
-int tcp_group_watch(struct xp_group *xg, int fd, uint64_t cookie);
-int tcp_group_unwatch(struct xp_group *xg, int fd);
 
 /* tcp_io.c */
 void tcp_hdr_encode(uint8_t *p, uint8_t type, uint32_t len, uint64_t id,

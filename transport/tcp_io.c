@@ -105,7 +105,7 @@ static void tcp_set_epollout(struct tcp_conn *c, bool on)
 
 	if (c->epollout == on || !c->in_epoll || c->state == XP_CONN_ERROR)
 		return;
-	if (epoll_ctl(c->g->epfd, EPOLL_CTL_MOD, c->sock, &ev) < 0) {
+	if (epoll_ctl(c->g->base.epfd, EPOLL_CTL_MOD, c->sock, &ev) < 0) {
 		log_err("%s: epoll_ctl(MOD): %s", c->peer, strerror(errno));
 		return;
 	}
@@ -462,7 +462,7 @@ void tcp_fail(struct tcp_conn *c, uint8_t peer_status, uint64_t peer_id)
 		struct epoll_event ev = {.events = EPOLLOUT,
 					 .data.u64 = (uintptr_t)c};
 
-		if (epoll_ctl(c->g->epfd, EPOLL_CTL_MOD, c->sock, &ev) < 0)
+		if (epoll_ctl(c->g->base.epfd, EPOLL_CTL_MOD, c->sock, &ev) < 0)
 			log_err("%s: epoll_ctl(MOD): %s", c->peer,
 				strerror(errno));
 		c->epollout = true;
@@ -474,7 +474,7 @@ void tcp_epoll_del(struct tcp_conn *c)
 {
 	if (!c->in_epoll)
 		return;
-	if (epoll_ctl(c->g->epfd, EPOLL_CTL_DEL, c->sock, NULL) < 0)
+	if (epoll_ctl(c->g->base.epfd, EPOLL_CTL_DEL, c->sock, NULL) < 0)
 		log_err("%s: epoll_ctl(DEL): %s", c->peer, strerror(errno));
 	c->in_epoll = false;
 	c->epollout = false;

@@ -42,7 +42,7 @@ const char *xp_wc_status_str(enum xp_wc_status st)
 	return "unknown";
 }
 
-int xp_watch_add(struct xp_watch **list, int epfd, int fd, uint64_t cookie)
+int xp_group_watch(struct xp_group *g, int fd, uint64_t cookie)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 	struct xp_watch *w = calloc(1, sizeof(*w));
@@ -53,21 +53,21 @@ int xp_watch_add(struct xp_watch **list, int epfd, int fd, uint64_t cookie)
 	w->fd = fd;
 	w->cookie = cookie;
 	ev.data.u64 = (uintptr_t)w | XP_WATCH_TAG;
-	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		ret = -errno;
 		log_err("group_watch: epoll_ctl(ADD %d): %s", fd,
 			strerror(errno));
 		free(w);
 		return ret;
 	}
-	w->next = *list;
-	*list = w;
+	w->next = g->watches;
+	g->watches = w;
 	return 0;
 }
 
-int xp_watch_del(struct xp_watch **list, int epfd, int fd)
+int xp_group_unwatch(struct xp_group *g, int fd)
 {
-	struct xp_watch **pp = list, *w;
+	struct xp_watch **pp = &g->watches, *w;
 
 	while (*pp && (*pp)->fd != fd)
 		pp = &(*pp)->next;
@@ -75,7 +75,7 @@ int xp_watch_del(struct xp_watch **list, int epfd, int fd)
 	if (!w)
 		return -ENOENT;
 	*pp = w->next;
-	if (epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL) < 0)
+	if (epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL) < 0)
 		log_debug("group_unwatch: epoll_ctl(DEL %d): %s", fd,
 			  strerror(errno));
 	free(w);

@@ -93,6 +93,7 @@
 struct xp_listener;
 struct xp_conn;
 struct xp_group;
+struct xp_watch;
 
 enum xp_access {
 	XP_ACCESS_LOCAL_WRITE = 1 << 0, /* RECV or RDMA READ may land here */
@@ -246,7 +247,6 @@ struct xp_ops {
 	int (*group_create)(struct xp_group **out);
 	/* Destroys every connection, region and window of the group first. */
 	void (*group_destroy)(struct xp_group *g);
-	int (*group_fd)(struct xp_group *g);
 	int (*group_arm)(struct xp_group *g);
 	/*
 	 * Reap up to max completions of every connection of the group (and
@@ -254,9 +254,6 @@ struct xp_ops {
 	 * count or -errno.
 	 */
 	int (*group_poll)(struct xp_group *g, struct xp_wc *wc, int max);
-	/* Add/remove an fd to/from the group's epoll set (caller owns fd). */
-	int (*group_watch)(struct xp_group *g, int fd, uint64_t cookie);
-	int (*group_unwatch)(struct xp_group *g, int fd);
 
 	/* Listen on host:port (host may be NULL for any). Listener thread. */
 	int (*listen)(const char *host, uint16_t port, struct xp_listener **out);
@@ -359,6 +356,12 @@ struct xp_group {
 	const struct xp_ops *ops;
 	void *user;
 	/*
+	 * The transport's: the group's epoll set (xp_group_fd(), the one fd
+	 * to sleep on) and the fds its owner watches in it (xp_group_watch()).
+	 */
+	int epfd;
+	struct xp_watch *watches;
+	/*
 	 * Device quirk, set by the transport: a window's accesses are checked
 	 * against its whole region, not the window's own range (rxe checks
 	 * the MR's range). A user that needs a window to confine its peer
@@ -388,7 +391,7 @@ static inline void xp_group_destroy(struct xp_group *g)
 
 static inline int xp_group_fd(struct xp_group *g)
 {
-	return g->ops->group_fd(g);
+	return g->epfd;
 }
 
 static inline int xp_group_arm(struct xp_group *g)
@@ -401,15 +404,13 @@ static inline int xp_group_poll(struct xp_group *g, struct xp_wc *wc, int max)
 	return g->ops->group_poll(g, wc, max);
 }
 
-static inline int xp_group_watch(struct xp_group *g, int fd, uint64_t cookie)
-{
-	return g->ops->group_watch(g, fd, cookie);
-}
-
-static inline int xp_group_unwatch(struct xp_group *g, int fd)
-{
-	return g->ops->group_unwatch(g, fd);
-}
+/*
+ * Add/remove an fd to/from the group's epoll set (the caller owns fd): a
+ * readable one is reported by group_poll as XP_WC_FD_READY with cookie.
+ * 0 or -errno (add: logged; remove: -ENOENT when not watched).
+ */
+int xp_group_watch(struct xp_group *g, int fd, uint64_t cookie);
+int xp_group_unwatch(struct xp_group *g, int fd);
 
 static inline int xp_get_request(struct xp_listener *l, struct xp_group *g,
 				 const struct xp_conn_attr *attr,

@@ -9,7 +9,7 @@
 #include "transport.h"
 
 /*
- * An fd a group watches (group_watch): in the group's epoll set with
+ * An fd a group watches (xp_group_watch()): in the group's epoll set with
  * data.u64 = the xp_watch pointer | XP_WATCH_TAG, which no other entry of
  * the set has (pointers and the transports' own tags are even).
  */
@@ -21,11 +21,10 @@ struct xp_watch {
 	struct xp_watch *next;
 };
 
-/* Add fd to epfd and to *list. 0 or -errno (logged). */
-int xp_watch_add(struct xp_watch **list, int epfd, int fd, uint64_t cookie);
-/* Remove fd from epfd and *list. 0 or -ENOENT. */
-int xp_watch_del(struct xp_watch **list, int epfd, int fd);
-/* Free the list (the group's epoll fd is closed by the caller). */
+/*
+ * Free the group's watch list (xp_group_watch() adds to it); the group's
+ * epoll fd is closed by the caller.
+ */
 void xp_watch_free_all(struct xp_watch **list);
 /* The completion of a readable watch, from its epoll data. */
 struct xp_wc xp_watch_wc(uint64_t data);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# librblk against a live target over tcp: async mixed-size writes split at
-# max_io (zero-copy and bounce buffers), read back on a second queue and
+# librblk against a live target ($RBLK_TARGET_URL: tcp here, rdma in guest
+# test 11): async mixed-size writes split at max_io (zero-copy and bounce
+# buffers), read back on a second queue and
 # compared; TRIM/WRITE_ZEROES read back as zeroes; bad arguments refused;
 # a read-only export refuses writes; an unknown export is named in the
 # error. Also checks the target file itself holds what was written.
@@ -18,7 +19,7 @@ head -c 1M /dev/urandom >"$TEST_DIR/ro.img"
 for engine in io_uring libaio; do
 	start_target --engine "$engine" --export "vol=$TEST_DIR/vol.img" \
 		--export "rovol=$TEST_DIR/ro.img,ro" --export "mem=ram:64M"
-	url=tcp://127.0.0.1:$RBLK_PORT
+	url=$RBLK_TARGET_URL
 	tmo 60 "$t" rw "$url/vol" || fail "rw on a file export ($engine)"
 	tmo 60 "$t" rw "$url/mem" || fail "rw on a RAM export ($engine)"
 	tmo 60 "$t" backlog "$url/vol" || fail "backlog on a file export ($engine)"

@@ -11,7 +11,7 @@ make_random "$TEST_DIR/src.img" 64
 truncate -s 64M "$TEST_DIR/export.img"
 start_target --export "vol0=$TEST_DIR/export.img"
 sock=$TEST_DIR/nbd.sock
-start_nbd "tcp://127.0.0.1:$RBLK_PORT/vol0" "$sock"
+start_nbd "$RBLK_TARGET_URL/vol0" "$sock"
 
 # the default export ("") and the named one both work
 tmo 60 nbdcopy "$TEST_DIR/src.img" "nbd+unix:///?socket=$sock"

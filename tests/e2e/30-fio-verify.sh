@@ -11,7 +11,7 @@ fio --enghelp 2>/dev/null | grep -qw nbd || skip "fio lacks the nbd engine"
 truncate -s 64M "$TEST_DIR/export.img"
 start_target --export "vol0=$TEST_DIR/export.img"
 sock=$TEST_DIR/nbd.sock
-start_nbd "tcp://127.0.0.1:$RBLK_PORT/vol0" "$sock" --queues 2
+start_nbd "$RBLK_TARGET_URL/vol0" "$sock" --queues 2
 
 # each job owns its own 32 MiB region (offset_increment), so verification
 # is exact whatever order the two connections' writes land in

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Smoke test of the fio ioengine (build/rblk-fio.so) over tcp: two jobs =
+# Smoke test of the fio ioengine (build/rblk-fio.so), tcp (rdma in guest
+# test 11): two jobs =
 # two rblk sessions of one queue each, QD16, random writes of 4k..64k with
 # crc32c headers, then a verify-only pass; the same with read_mode=push,
 # and verify-only passes with poll=busy and poll=adaptive; a queue depth
@@ -17,7 +18,7 @@ engine=$RBLK_FIO_ENGINE
 img=$TEST_DIR/export.img
 truncate -s 64M "$img"
 start_target --export "vol0=$img"
-url=tcp://127.0.0.1:$RBLK_PORT/vol0
+url=$RBLK_TARGET_URL/vol0
 
 # each job owns its own 32 MiB region (offset_increment), so verification
 # is exact whatever order the two sessions' writes land in
