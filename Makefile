@@ -59,7 +59,7 @@ CONFIG_SRC := $(wildcard config/*.c)
 TARGET_SRC := $(wildcard target/*.c)
 LIB_SRC := $(wildcard initiator/lib*.c)
 CLI_SRC := $(filter-out $(LIB_SRC),$(wildcard initiator/*.c))
-DEVICES_SRC := tools/rblk-devices.c
+DEVICES_SRC := tools/rblk-devices.c tools/rblk-devices-query.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 

@@ -101,7 +101,7 @@ int cli_path_opt(const char *cmd, int ch, const char *arg,
 void cli_paths_apply(const struct cli_paths *p, struct rblk_opts *o);
 
 int cmd_info(int argc, char **argv);
-int cmd_nbd(int argc, char **argv); /* initiator/nbd_server.c */
+int cmd_nbd(int argc, char **argv); /* initiator/nbd.c */
 int cmd_map(int argc, char **argv); /* initiator/map.c */
 int cmd_unmap(int argc, char **argv); /* initiator/unmap.c */
 int cmd_list(int argc, char **argv); /* initiator/list.c */

@@ -817,6 +817,65 @@ static bool nc_done(const struct nc *c)
 }
 
 /*
+ * nc_loop()'s poll timeout in ms (-1: none) from the drain deadline and
+ * the idle timeout. 0, 1 when the idle timeout has just failed the socket
+ * (go round again), or -ETIMEDOUT when draining is over: give up.
+ */
+static inline int nc_timeout(struct nc *c, int *timeout)
+{
+	const struct nbd_conn_opts *o = c->o;
+
+	if (c->aborting) {
+		uint64_t now = now_ms();
+
+		if (now >= c->deadline_ms) {
+			log_warn("%s: abandoning %u requests still in flight",
+				 o->name, c->inflight);
+			return -ETIMEDOUT;
+		}
+		*timeout = (int)(c->deadline_ms - now);
+	}
+	if (o->idle_ms && !c->inflight && !c->sock_dead) {
+		uint64_t now = now_ms(), end = c->last_io_ms + o->idle_ms;
+
+		if (now >= end) {
+			log_warn("%s: no data moved for %u ms; "
+				 "disconnecting (idle timeout)",
+				 o->name, o->idle_ms);
+			sock_fail(c, -ETIMEDOUT);
+			return 1;
+		}
+		*timeout = *timeout < 0 ? (int)(end - now) :
+					  MIN(*timeout, (int)(end - now));
+	}
+	return 0;
+}
+
+/*
+ * What a poll() that returned > 0 says for the next pass: p[isock] (asked
+ * for ev), p[iq] the queue, p[iabort] abort_fd; an index < 0 was not
+ * polled.
+ */
+static inline void nc_woken(struct nc *c, const struct pollfd *p, int isock,
+			    int iq, int iabort, short ev)
+{
+	c->rx_empty = isock >= 0 && (ev & POLLIN) &&
+		      !(p[isock].revents & (POLLIN | POLLERR | POLLHUP));
+	if (iq >= 0 && p[iq].revents)
+		c->q_ready = true;
+	if (iabort >= 0 && p[iabort].revents) {
+		log_debug("%s: shutting down", c->o->name);
+		c->aborting = true;
+		c->st->aborted = true;
+		c->deadline_ms = now_ms() + c->o->drain_ms;
+		rx_close(c);
+	}
+	if (isock >= 0 && (p[isock].revents & POLLERR) &&
+	    !(p[isock].revents & POLLIN))
+		sock_fail(c, -EPIPE);
+}
+
+/*
  * The loop: read and submit requests (plugged: every request of a pass
  * goes to the target in one post); reap completions when the queue may
  * have some; send replies (all of a pass in one sendmsg). When a pass
@@ -853,30 +912,11 @@ static int nc_loop(struct nc *c)
 		if (progress)
 			continue;
 
-		if (c->aborting) {
-			uint64_t now = now_ms();
-
-			if (now >= c->deadline_ms) {
-				log_warn("%s: abandoning %u requests still in "
-					 "flight",
-					 o->name, c->inflight);
-				return -ETIMEDOUT;
-			}
-			timeout = (int)(c->deadline_ms - now);
-		}
-		if (o->idle_ms && !c->inflight && !c->sock_dead) {
-			uint64_t now = now_ms(), end = c->last_io_ms + o->idle_ms;
-
-			if (now >= end) {
-				log_warn("%s: no data moved for %u ms; "
-					 "disconnecting (idle timeout)",
-					 o->name, o->idle_ms);
-				sock_fail(c, -ETIMEDOUT);
-				continue;
-			}
-			timeout = timeout < 0 ? (int)(end - now) :
-						MIN(timeout, (int)(end - now));
-		}
+		ret = nc_timeout(c, &timeout);
+		if (ret < 0)
+			return ret;
+		if (ret)
+			continue;
 		if (!c->rx_closed &&
 		    (c->rx_state != NC_RX_HDR ||
 		     (c->free_reqs && !c->rx_stalled)))
@@ -925,20 +965,7 @@ static int nc_loop(struct nc *c)
 			c->q_ready = true;
 			continue;
 		}
-		c->rx_empty = isock >= 0 && (ev & POLLIN) &&
-			      !(p[isock].revents & (POLLIN | POLLERR | POLLHUP));
-		if (iq >= 0 && p[iq].revents)
-			c->q_ready = true;
-		if (iabort >= 0 && p[iabort].revents) {
-			log_debug("%s: shutting down", o->name);
-			c->aborting = true;
-			c->st->aborted = true;
-			c->deadline_ms = now_ms() + o->drain_ms;
-			rx_close(c);
-		}
-		if (isock >= 0 && (p[isock].revents & POLLERR) &&
-		    !(p[isock].revents & POLLIN))
-			sock_fail(c, -EPIPE);
+		nc_woken(c, p, isock, iq, iabort, ev);
 	}
 }
 

@@ -640,6 +640,122 @@ static void dev_flush(const struct nk_dev *dev)
 	close(fd);
 }
 
+/*
+ * The sockets and their threads; threads first: the kernel may read the
+ * partition table as soon as it has the sockets. 0 or -errno (logged);
+ * dev_stop_socks() cleans up either way.
+ */
+static int dev_start_socks(struct nk_dev *dev)
+{
+	unsigned int i;
+	int ret;
+
+	dev->socks = calloc(dev->nsocks, sizeof(*dev->socks));
+	if (!dev->socks) {
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	for (i = 0; i < dev->nsocks; i++)
+		dev->socks[i].fd = dev->socks[i].kfd = -1;
+	for (i = 0; i < dev->nsocks; i++) {
+		ret = sock_init(dev, &dev->socks[i], i);
+		if (ret)
+			return ret;
+	}
+	for (i = 0; i < dev->nsocks; i++) {
+		atomic_fetch_add(&dev->live, 1);
+		ret = pthread_create(&dev->socks[i].thread, NULL, sock_thread,
+				     &dev->socks[i]);
+		if (ret) {
+			atomic_fetch_sub(&dev->live, 1);
+			log_err("pthread_create: %s", strerror(ret));
+			return -ret;
+		}
+		dev->socks[i].started = true;
+	}
+	return 0;
+}
+
+/* Stop the socket threads and free what dev_start_socks() made. */
+static void dev_stop_socks(struct nk_dev *dev)
+{
+	uint64_t one = 1;
+	unsigned int i;
+
+	if (!dev->socks)
+		return;
+	if (write(dev->abort_fd, &one, sizeof(one)) < 0)
+		log_debug("abort eventfd: %s", strerror(errno));
+	for (i = 0; i < dev->nsocks; i++)
+		if (dev->socks[i].started)
+			pthread_join(dev->socks[i].thread, NULL);
+	for (i = 0; i < dev->nsocks; i++)
+		sock_destroy(&dev->socks[i]);
+	free(dev->socks);
+	dev->socks = NULL;
+}
+
+/*
+ * Hand the sockets to the kernel (NBD_CMD_CONNECT) and tell `rblk map`
+ * the device is ready. 0 or -errno.
+ */
+static int dev_connect(struct nk_dev *dev)
+{
+	int ret;
+
+	ret = nk_nl_connect(dev);
+	/* the kernel holds its own references to the sockets now */
+	for (unsigned int i = 0; i < dev->nsocks; i++) {
+		close(dev->socks[i].kfd);
+		dev->socks[i].kfd = -1;
+	}
+	if (ret)
+		return ret;
+	snprintf(dev->path, sizeof(dev->path), "/dev/nbd%d", dev->index);
+	dev_limit_requests(dev);
+	log_info("%s: %llu bytes, block size %u, %u sockets, request timeout "
+		 "%llu s, flags 0x%x",
+		 dev->path, (unsigned long long)dev->size, dev->block_size,
+		 dev->nsocks, (unsigned long long)nk_timeout_s(dev->o),
+		 dev->tflags);
+	map_ready(dev->ctx, dev->path, dev->index);
+	return 0;
+}
+
+/*
+ * Serve until `rblk unmap` (or a signal) asks to stop, or the kernel has
+ * closed every socket (*all_gone). 0, -ENOTCONN (all gone) or -errno.
+ */
+static int dev_wait(struct nk_dev *dev, bool *all_gone)
+{
+	uint64_t v;
+
+	for (;;) {
+		struct pollfd p[2] = {
+		    {.fd = map_stop_fd(dev->ctx), .events = POLLIN},
+		    {.fd = dev->exit_fd, .events = POLLIN},
+		};
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR) {
+			int ret = -errno;
+
+			log_err("poll: %s", strerror(-ret));
+			return ret;
+		}
+		if (p[0].revents || map_should_stop(dev->ctx))
+			return 0;
+		if (p[1].revents && read(dev->exit_fd, &v, sizeof(v)) < 0)
+			log_debug("exit eventfd: %s", strerror(errno));
+		if (!atomic_load(&dev->live)) {
+			log_err("%s: the kernel closed all %u sockets; "
+				"removing the device",
+				dev->path, dev->nsocks);
+			*all_gone = true;
+			return -ENOTCONN;
+		}
+	}
+}
+
 static int nk_serve(struct map_ctx *ctx, struct rblk *r,
 		    const struct map_opts *o)
 {
@@ -651,8 +767,6 @@ static int nk_serve(struct map_ctx *ctx, struct rblk *r,
 	    .abort_fd = -1,
 	    .exit_fd = -1,
 	};
-	uint64_t one = 1, v;
-	unsigned int i;
 	bool all_gone = false;
 	int ret;
 
@@ -666,88 +780,17 @@ static int nk_serve(struct map_ctx *ctx, struct rblk *r,
 		log_err("eventfd: %s", strerror(errno));
 		goto out_close_fds;
 	}
-	dev.socks = calloc(dev.nsocks, sizeof(*dev.socks));
-	if (!dev.socks) {
-		ret = -ENOMEM;
-		log_err("out of memory");
-		goto out_close_fds;
+	ret = dev_start_socks(&dev);
+	if (!ret)
+		ret = dev_connect(&dev);
+	if (!ret) {
+		ret = dev_wait(&dev, &all_gone);
+		if (!all_gone)
+			dev_flush(&dev);
+		if (nk_nl_disconnect(dev.index) && !ret)
+			ret = -EIO;
 	}
-	for (i = 0; i < dev.nsocks; i++) {
-		dev.socks[i].fd = dev.socks[i].kfd = -1;
-		ret = sock_init(&dev, &dev.socks[i], i);
-		if (ret)
-			goto out_destroy_socks;
-	}
-	/* threads first: the kernel may read the partition table at once */
-	for (i = 0; i < dev.nsocks; i++) {
-		atomic_fetch_add(&dev.live, 1);
-		ret = pthread_create(&dev.socks[i].thread, NULL, sock_thread,
-				     &dev.socks[i]);
-		if (ret) {
-			atomic_fetch_sub(&dev.live, 1);
-			log_err("pthread_create: %s", strerror(ret));
-			ret = -ret;
-			goto out_stop_threads;
-		}
-		dev.socks[i].started = true;
-	}
-
-	ret = nk_nl_connect(&dev);
-	/* the kernel holds its own references to the sockets now */
-	for (i = 0; i < dev.nsocks; i++) {
-		close(dev.socks[i].kfd);
-		dev.socks[i].kfd = -1;
-	}
-	if (ret)
-		goto out_stop_threads;
-	snprintf(dev.path, sizeof(dev.path), "/dev/nbd%d", dev.index);
-	dev_limit_requests(&dev);
-	log_info("%s: %llu bytes, block size %u, %u sockets, request timeout "
-		 "%llu s, flags 0x%x",
-		 dev.path, (unsigned long long)dev.size, dev.block_size,
-		 dev.nsocks,
-		 (unsigned long long)nk_timeout_s(o), dev.tflags);
-	map_ready(ctx, dev.path, dev.index);
-
-	for (;;) {
-		struct pollfd p[2] = {
-		    {.fd = map_stop_fd(ctx), .events = POLLIN},
-		    {.fd = dev.exit_fd, .events = POLLIN},
-		};
-
-		if (poll(p, 2, -1) < 0 && errno != EINTR) {
-			ret = -errno;
-			log_err("poll: %s", strerror(errno));
-			break;
-		}
-		if (p[0].revents || map_should_stop(ctx))
-			break;
-		if (p[1].revents && read(dev.exit_fd, &v, sizeof(v)) < 0)
-			log_debug("exit eventfd: %s", strerror(errno));
-		if (!atomic_load(&dev.live)) {
-			log_err("%s: the kernel closed all %u sockets; "
-				"removing the device",
-				dev.path, dev.nsocks);
-			all_gone = true;
-			ret = -ENOTCONN;
-			break;
-		}
-	}
-	if (!all_gone)
-		dev_flush(&dev);
-	if (nk_nl_disconnect(dev.index) && !ret)
-		ret = -EIO;
-
-out_stop_threads:
-	if (write(dev.abort_fd, &one, sizeof(one)) < 0)
-		log_debug("abort eventfd: %s", strerror(errno));
-	for (i = 0; i < dev.nsocks; i++)
-		if (dev.socks[i].started)
-			pthread_join(dev.socks[i].thread, NULL);
-out_destroy_socks:
-	for (i = 0; i < dev.nsocks; i++)
-		sock_destroy(&dev.socks[i]);
-	free(dev.socks);
+	dev_stop_socks(&dev);
 out_close_fds:
 	if (dev.exit_fd >= 0)
 		close(dev.exit_fd);

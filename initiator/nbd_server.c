@@ -2,14 +2,17 @@
 /*
  * rblk nbd - serve one rblk volume to NBD clients (qemu, libnbd's nbdcopy
  * and nbdinfo, fio's nbd engine, nbd-client) over a unix or TCP socket.
+ * The options are nbd.c's, the handshake is nbd_handshake.c's, the
+ * transmission phase is the engine's (nbd_conn.c).
  *
  * Threads and ownership:
  *   - The main thread opens the volume (rblk_open, N queues), listens, and
  *     runs the accept loop, which also watches a signalfd (SIGINT, SIGTERM)
  *     and an eventfd that connection threads poke when they finish.
  *   - Each accepted socket gets one connection thread. It runs the fixed
- *     newstyle handshake; on NBD_OPT_GO or NBD_OPT_EXPORT_NAME it claims
- *     the lowest free rblk queue and keeps it until the client leaves, so
+ *     newstyle handshake (nbd_handshake()); on NBD_OPT_GO or
+ *     NBD_OPT_EXPORT_NAME it claims the lowest free rblk queue
+ *     (nbd_server_attach()) and keeps it until the client leaves, so
  *     connection i drives queue i alone and the I/O path takes no locks.
  *     A client that arrives while every queue is taken is refused (GO:
  *     NBD_REP_ERR_TOO_BIG with a message; EXPORT_NAME: the socket is
@@ -59,7 +62,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -83,86 +85,15 @@
 #include "common/log.h"
 #include "common/url.h"
 #include "common/util.h"
-#include "initiator/cli.h"
 #include "initiator/nbd_conn.h"
 #include "initiator/nbd_pool.h"
 #include "initiator/nbd_proto.h"
+#include "initiator/nbd_server.h"
 
-#define NBD_DEFAULT_QUEUES 4
-#define NBD_DEFAULT_MAX_CONNS 64
-#define NBD_MAX_QUEUES 256
-#define NBD_DEFAULT_HANDSHAKE_MS 10000 /* whole handshake, per client */
-#define NBD_DEFAULT_CLIENT_BUFFER (2ull * NBD_MAX_PAYLOAD) /* heap, per client */
+
 #define NBD_DRAIN_TIMEOUT_MS 10000     /* in-flight I/O at server shutdown */
-#define NBD_MAX_OPTIONS 32	       /* options per handshake */
-#define NBD_OPT_DATA_MAX 8192	       /* longest option payload we read */
 #define NBD_POOL_MAX (256u << 20)      /* registered bytes per queue, at most */
 #define NBD_LISTEN_BACKLOG 128
-
-/* One rblk queue and its registered buffer pool. */
-struct nbd_qslot {
-	bool busy; /* claimed by a connection; guarded by srv->lock */
-	/* The rest is touched only by the thread holding the claim, or by
-	 * the main thread after every connection thread has been joined. */
-	void *pool; /* nslots * slot_size bytes (mmap), NULL until first use */
-	size_t pool_len;
-	bool registered; /* rblk_register_buffer() succeeded on pool */
-	bool abandoned;	 /* a connection left I/O in flight at shutdown */
-};
-
-struct nbd_server {
-	struct rblk *r;
-	const struct rblk_info *info;
-	char url[512]; /* the volume, for logs and descriptions */
-	char export_name[RBLK_NAME_MAX];
-	uint64_t size;
-	uint32_t block_size;
-	uint32_t slot_size; /* bytes per pool slot: the volume's max_io */
-	uint32_t nslots;    /* pool slots per queue */
-	uint32_t nreqs;	 /* requests per connection: the granted queue depth */
-	uint16_t tflags; /* NBD transmission flags */
-	bool read_only;
-	unsigned int max_conns;
-	unsigned int handshake_ms; /* --handshake-timeout */
-	unsigned int idle_ms;	   /* --idle-timeout; 0: none */
-	unsigned int spin_us;	   /* --poll-spin-us; 0: none */
-	size_t max_client_buf;	   /* --max-client-buffer */
-
-	int stop_fd; /* eventfd: readable once shutdown begins; never drained */
-	int reap_fd; /* eventfd: a connection thread has finished */
-
-	pthread_mutex_t lock; /* conns, nconns, qs[].busy, nbd_conn.negotiating */
-	struct nbd_conn *conns; /* newest first */
-	unsigned int nconns; /* counted against max_conns: not evicted */
-	unsigned int next_id;
-	struct nbd_qslot *qs;
-	unsigned int nqueues;
-};
-
-struct nbd_conn {
-	struct nbd_server *srv;
-	struct nbd_conn *next; /* srv->conns; guarded by srv->lock */
-	pthread_t thread;
-	bool finished; /* thread is done and may be joined; srv->lock */
-	/*
-	 * In the handshake, no queue claimed yet (srv->lock). While set, the
-	 * accept loop may evict it: shutdown() its socket (the thread still
-	 * owns and closes the fd) and stop counting it in nconns.
-	 */
-	bool negotiating;
-	bool evicted; /* srv->lock */
-	int fd;	       /* client socket, non-blocking */
-	unsigned int id;
-	char peer[96];
-	bool fixed;	      /* client set NBD_FLAG_C_FIXED_NEWSTYLE */
-	bool no_zeroes;	      /* client set NBD_FLAG_C_NO_ZEROES */
-	uint64_t deadline_ms; /* handshake deadline */
-
-	/* After the handshake; belongs to the thread. */
-	int qidx; /* claimed queue, -1 when none */
-	struct rblk_queue *q;
-	struct nbd_qslot *qs;
-};
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -252,7 +183,7 @@ static int qslot_pool_init(struct nbd_conn *c)
 }
 
 /* Claim a queue and prepare for transmission. 0, -EBUSY or -ENOMEM. */
-static int conn_attach(struct nbd_conn *c)
+int nbd_server_attach(struct nbd_conn *c)
 {
 	int ret;
 
@@ -269,398 +200,6 @@ static int conn_attach(struct nbd_conn *c)
 		return ret;
 	}
 	return 0;
-}
-
-/* ---- handshake I/O ----------------------------------------------------- */
-
-/* Wait for ev on the socket until the handshake deadline or shutdown. */
-static int hs_wait(struct nbd_conn *c, short ev)
-{
-	struct pollfd p[2] = {
-	    {.fd = c->fd, .events = ev},
-	    {.fd = c->srv->stop_fd, .events = POLLIN},
-	};
-	uint64_t now = now_ms();
-	int ret;
-
-	if (now >= c->deadline_ms)
-		return -ETIMEDOUT;
-	ret = poll(p, 2, (int)MIN(c->deadline_ms - now, (uint64_t)INT32_MAX));
-	if (ret < 0)
-		return errno == EINTR ? 0 : -errno;
-	if (ret == 0)
-		return -ETIMEDOUT;
-	if (p[1].revents)
-		return -ESHUTDOWN;
-	return 0;
-}
-
-static int hs_read(struct nbd_conn *c, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = recv(c->fd, p, len, MSG_DONTWAIT);
-		int ret;
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n == 0)
-			return -EPIPE;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		ret = hs_wait(c, POLLIN);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static int hs_write(struct nbd_conn *c, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = send(c->fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		int ret;
-
-		if (n >= 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		ret = hs_wait(c, POLLOUT);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/* One option reply: header, then len bytes of data. */
-static int opt_reply(struct nbd_conn *c, uint32_t opt, uint32_t type,
-		     const void *data, uint32_t len)
-{
-	unsigned char hdr[NBD_OPT_REPLY_HDR_SIZE];
-	int ret;
-
-	nbd_put64(hdr, NBD_OPT_REPLY_MAGIC);
-	nbd_put32(hdr + 8, opt);
-	nbd_put32(hdr + 12, type);
-	nbd_put32(hdr + 16, len);
-	ret = hs_write(c, hdr, sizeof(hdr));
-	if (!ret && len)
-		ret = hs_write(c, data, len);
-	return ret;
-}
-
-static int opt_error(struct nbd_conn *c, uint32_t opt, uint32_t type,
-		     const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* An error reply carrying a message for the user. */
-static int opt_error(struct nbd_conn *c, uint32_t opt, uint32_t type,
-		     const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		n = 0;
-	if ((size_t)n >= sizeof(msg))
-		n = sizeof(msg) - 1;
-	log_debug("client %u: option %u: error 0x%x: %s", c->id, opt, type,
-		  msg);
-	return opt_reply(c, opt, type, msg, (uint32_t)n);
-}
-
-/* ---- handshake --------------------------------------------------------- */
-
-static bool export_name_ok(const struct nbd_server *srv, const char *name,
-			   uint32_t len)
-{
-	return len == 0 || (len == strlen(srv->export_name) &&
-			    !memcmp(name, srv->export_name, len));
-}
-
-/* Printable copy of a client-supplied name, for logs and messages. */
-static void name_for_log(char *out, size_t outlen, const char *name,
-			 uint32_t len)
-{
-	size_t n = MIN((size_t)len, outlen - 1);
-
-	for (size_t i = 0; i < n; i++)
-		out[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
-	out[n] = 0;
-}
-
-static int info_send_export(struct nbd_conn *c, uint32_t opt)
-{
-	unsigned char b[NBD_INFO_EXPORT_SIZE];
-
-	nbd_put16(b, NBD_INFO_EXPORT);
-	nbd_put64(b + 2, c->srv->size);
-	nbd_put16(b + 10, c->srv->tflags);
-	return opt_reply(c, opt, NBD_REP_INFO, b, sizeof(b));
-}
-
-static int info_send_block_size(struct nbd_conn *c, uint32_t opt)
-{
-	unsigned char b[NBD_INFO_BLOCK_SIZE_SIZE];
-	uint32_t bs = c->srv->block_size;
-
-	nbd_put16(b, NBD_INFO_BLOCK_SIZE);
-	nbd_put32(b + 2, bs);
-	nbd_put32(b + 6, MAX(4096u, bs));
-	nbd_put32(b + 10, NBD_MAX_PAYLOAD);
-	return opt_reply(c, opt, NBD_REP_INFO, b, sizeof(b));
-}
-
-/* NBD_INFO_NAME or NBD_INFO_DESCRIPTION: a type and a string. */
-static int info_send_string(struct nbd_conn *c, uint32_t opt, uint16_t type,
-			    const char *s)
-{
-	unsigned char b[2 + 600];
-	size_t n = MIN(strlen(s), sizeof(b) - 2);
-
-	nbd_put16(b, type);
-	memcpy(b + 2, s, n);
-	return opt_reply(c, opt, NBD_REP_INFO, b, (uint32_t)(2 + n));
-}
-
-static void describe(const struct nbd_server *srv, char *out, size_t len)
-{
-	snprintf(out, len, "rblk volume %s (%s)", srv->url,
-		 srv->read_only ? "read-only" : "read-write");
-}
-
-/*
- * NBD_OPT_INFO and NBD_OPT_GO. Returns 0 to keep negotiating, 1 to enter
- * transmission (GO succeeded: a queue is claimed), <0 to close.
- */
-static int opt_info_go(struct nbd_conn *c, uint32_t opt,
-		       const unsigned char *data, uint32_t len)
-{
-	struct nbd_server *srv = c->srv;
-	bool want_name = false, want_desc = false;
-	char shown[64], desc[600];
-	uint32_t namelen;
-	uint16_t nreq;
-	int ret;
-
-	if (len < 6)
-		return opt_error(c, opt, NBD_REP_ERR_INVALID,
-				 "option data too short");
-	namelen = nbd_get32(data);
-	if (namelen > len - 6)
-		return opt_error(c, opt, NBD_REP_ERR_INVALID,
-				 "export name length exceeds the option");
-	nreq = nbd_get16(data + 4 + namelen);
-	if (len != 6 + namelen + 2u * nreq)
-		return opt_error(c, opt, NBD_REP_ERR_INVALID,
-				 "option length does not match its contents");
-	name_for_log(shown, sizeof(shown), (const char *)data + 4, namelen);
-	if (!export_name_ok(srv, (const char *)data + 4, namelen)) {
-		log_info("client %u: unknown export '%s'", c->id, shown);
-		return opt_error(c, opt, NBD_REP_ERR_UNKNOWN,
-				 "unknown export '%s'; this server has '%s'",
-				 shown, srv->export_name);
-	}
-	for (uint16_t i = 0; i < nreq; i++) {
-		uint16_t t = nbd_get16(data + 6 + namelen + 2u * i);
-
-		if (t == NBD_INFO_NAME)
-			want_name = true;
-		else if (t == NBD_INFO_DESCRIPTION)
-			want_desc = true;
-		/* NBD_INFO_BLOCK_SIZE is sent whether asked or not */
-	}
-	if (opt == NBD_OPT_GO) {
-		ret = conn_attach(c);
-		if (ret == -EBUSY) {
-			opt_error(c, opt, NBD_REP_ERR_TOO_BIG,
-				  "all %u connections of this rblk nbd server "
-				  "are in use; try again later",
-				  srv->nqueues);
-			return ret;
-		}
-		if (ret) {
-			opt_error(c, opt, NBD_REP_ERR_SHUTDOWN,
-				  "cannot set up the connection: %s",
-				  strerror(-ret));
-			return ret;
-		}
-	}
-	ret = info_send_export(c, opt);
-	if (!ret)
-		ret = info_send_block_size(c, opt);
-	if (!ret && want_name)
-		ret = info_send_string(c, opt, NBD_INFO_NAME, srv->export_name);
-	if (!ret && want_desc) {
-		describe(srv, desc, sizeof(desc));
-		ret = info_send_string(c, opt, NBD_INFO_DESCRIPTION, desc);
-	}
-	if (!ret)
-		ret = opt_reply(c, opt, NBD_REP_ACK, NULL, 0);
-	if (ret)
-		return ret; /* the caller releases a claimed queue */
-	return opt == NBD_OPT_GO ? 1 : 0;
-}
-
-/* NBD_OPT_EXPORT_NAME: no error reply is possible, only a close. */
-static int opt_export_name(struct nbd_conn *c, const unsigned char *data,
-			   uint32_t len)
-{
-	unsigned char b[NBD_EXPORT_NAME_REPLY_SIZE + NBD_EXPORT_NAME_PAD];
-	char shown[64];
-	int ret;
-
-	if (!export_name_ok(c->srv, (const char *)data, len)) {
-		name_for_log(shown, sizeof(shown), (const char *)data, len);
-		log_info("client %u: unknown export '%s'; closing", c->id,
-			 shown);
-		return -ENOENT;
-	}
-	ret = conn_attach(c);
-	if (ret)
-		return ret;
-	memset(b, 0, sizeof(b));
-	nbd_put64(b, c->srv->size);
-	nbd_put16(b + 8, c->srv->tflags);
-	ret = hs_write(c, b,
-		       c->no_zeroes ? NBD_EXPORT_NAME_REPLY_SIZE : sizeof(b));
-	return ret ? ret : 1;
-}
-
-static int opt_list(struct nbd_conn *c, uint32_t len)
-{
-	unsigned char b[4 + RBLK_NAME_MAX + 600];
-	size_t n = strlen(c->srv->export_name);
-	char desc[600];
-	size_t d;
-	int ret;
-
-	if (len)
-		return opt_error(c, NBD_OPT_LIST, NBD_REP_ERR_INVALID,
-				 "NBD_OPT_LIST takes no data");
-	describe(c->srv, desc, sizeof(desc));
-	d = MIN(strlen(desc), sizeof(b) - 4 - n);
-	nbd_put32(b, (uint32_t)n);
-	memcpy(b + 4, c->srv->export_name, n);
-	memcpy(b + 4 + n, desc, d);
-	ret = opt_reply(c, NBD_OPT_LIST, NBD_REP_SERVER, b,
-			(uint32_t)(4 + n + d));
-	if (!ret)
-		ret = opt_reply(c, NBD_OPT_LIST, NBD_REP_ACK, NULL, 0);
-	return ret;
-}
-
-/*
- * Run the fixed newstyle handshake. Returns 1 when the client entered the
- * transmission phase (a queue is claimed and set up), 0 when it ended the
- * negotiation politely (NBD_OPT_ABORT or a close between options), or a
- * negative errno; the caller closes the socket in every case but 1.
- */
-static int nbd_handshake(struct nbd_conn *c)
-{
-	unsigned char hello[NBD_HELLO_SIZE], hdr[NBD_OPT_HDR_SIZE];
-	unsigned char data[NBD_OPT_DATA_MAX];
-	uint32_t cflags, opt, len;
-	int ret;
-
-	nbd_put64(hello, NBD_MAGIC);
-	nbd_put64(hello + 8, NBD_IHAVEOPT);
-	nbd_put16(hello + 16, NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
-	ret = hs_write(c, hello, sizeof(hello));
-	if (ret)
-		return ret;
-	ret = hs_read(c, data, 4);
-	if (ret)
-		return ret;
-	cflags = nbd_get32(data);
-	if (cflags & ~(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES)) {
-		log_warn("client %u (%s): unknown client flags 0x%x; closing",
-			 c->id, c->peer, cflags);
-		return -EPROTO;
-	}
-	c->fixed = cflags & NBD_FLAG_C_FIXED_NEWSTYLE;
-	c->no_zeroes = cflags & NBD_FLAG_C_NO_ZEROES;
-
-	for (unsigned int n = 0;; n++) {
-		if (n == NBD_MAX_OPTIONS) {
-			log_warn(
-			    "client %u (%s): more than %d options; closing",
-			    c->id, c->peer, NBD_MAX_OPTIONS);
-			return -EPROTO;
-		}
-		ret = hs_read(c, hdr, sizeof(hdr));
-		if (ret == -EPIPE && n > 0)
-			return 0; /* gone between options, e.g. after LIST */
-		if (ret)
-			return ret;
-		if (nbd_get64(hdr) != NBD_IHAVEOPT) {
-			log_warn("client %u (%s): bad option magic; closing",
-				 c->id, c->peer);
-			return -EPROTO;
-		}
-		opt = nbd_get32(hdr + 8);
-		len = nbd_get32(hdr + 12);
-		log_debug("client %u: option %u, %u bytes", c->id, opt, len);
-		if (!c->fixed && opt != NBD_OPT_EXPORT_NAME) {
-			log_warn("client %u (%s): option %u without fixed "
-				 "newstyle; closing",
-				 c->id, c->peer, opt);
-			return -EPROTO;
-		}
-		if (len > NBD_OPT_DATA_MAX) {
-			log_warn("client %u (%s): option %u carries %u bytes "
-				 "(limit %d); closing",
-				 c->id, c->peer, opt, len, NBD_OPT_DATA_MAX);
-			if (opt != NBD_OPT_EXPORT_NAME)
-				opt_error(c, opt, NBD_REP_ERR_TOO_BIG,
-					  "option data longer than %d bytes",
-					  NBD_OPT_DATA_MAX);
-			return -E2BIG;
-		}
-		ret = hs_read(c, data, len);
-		if (ret)
-			return ret;
-
-		switch (opt) {
-		case NBD_OPT_EXPORT_NAME:
-			ret = opt_export_name(c, data, len);
-			break;
-		case NBD_OPT_GO:
-		case NBD_OPT_INFO:
-			ret = opt_info_go(c, opt, data, len);
-			break;
-		case NBD_OPT_LIST:
-			ret = opt_list(c, len);
-			break;
-		case NBD_OPT_ABORT:
-			opt_reply(c, opt, NBD_REP_ACK, NULL, 0);
-			log_debug("client %u: aborted the handshake", c->id);
-			return 0;
-		default: /* STRUCTURED_REPLY, STARTTLS, META_CONTEXT, ... */
-			ret = opt_error(c, opt, NBD_REP_ERR_UNSUP,
-					"option %u is not supported", opt);
-			break;
-		}
-		if (ret)
-			return ret;
-	}
 }
 
 /* ---- connection threads ------------------------------------------------ */
@@ -1031,293 +570,8 @@ static void uri_escape(const char *s, char *out, size_t len)
 	out[o] = 0;
 }
 
-/* ---- command line -------------------------------------------------------- */
-
-static void usage(FILE *f)
-{
-	fprintf(
-	    f,
-	    "usage: rblk nbd URL (--socket PATH | --listen tcp://HOST[:PORT])\n"
-	    "                [--path URL]... [--failback SEC]\n"
-	    "                [--queues N] [--queue-depth N] [--read-only]\n"
-	    "                [--direct | --no-direct]\n"
-	    "                [--max-connections N] [--handshake-timeout SEC]\n"
-	    "                [--idle-timeout SEC] [--max-client-buffer SIZE]\n"
-	    "                [--poll-spin-us N] [--reconnect-delay SEC]\n"
-	    "                [--ctrl-loss-timeout SEC] [--log-level L] [--help]\n"
-	    "\n"
-	    "Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT or\n"
-	    "rdma://HOST[:PORT]/EXPORT) to NBD clients: qemu-img, qemu-io, nbdcopy,\n"
-	    "nbdinfo, nbdfuse, fio --ioengine=nbd, nbd-client.\n"
-	    "\n"
-	    "  --socket PATH         listen on a unix socket (created mode 0600; a stale\n"
-	    "                        socket file is replaced; removed on exit).\n"
-	    "                        Clients use nbd+unix:///EXPORT?socket=PATH\n"
-	    "  --listen tcp://HOST[:PORT]\n"
-	    "                        listen on TCP instead (port default %d)\n"
-	    "  --queues N            rblk queues to open, default %d; each NBD connection\n"
-	    "                        uses one queue for its lifetime, so N is also the\n"
-	    "                        number of clients (or multi-conn connections) served\n"
-	    "                        at once; further clients are refused\n"
-	    "  --queue-depth N       requests in flight per queue (asked of the target;\n"
-	    "                        default: the library's, 64)\n"
-	    "  --read-only           log in read-only and advertise a read-only export;\n"
-	    "                        writes fail with EPERM\n"
-	    "  --direct              require direct volume access (RDMA straight to the\n"
-	    "                        target's volume memory); default: use it if offered\n"
-	    "  --no-direct           always use the target's slots\n"
-	    "  --max-connections N   sockets open at once, in handshake or serving,\n"
-	    "                        default %d; when full, the oldest socket still in\n"
-	    "                        its handshake is dropped for a newcomer, which is\n"
-	    "                        refused only if every socket is serving\n"
-	    "  --handshake-timeout SEC\n"
-	    "                        drop a client that has not finished the handshake\n"
-	    "                        within SEC seconds, default %g\n"
-	    "  --idle-timeout SEC    drop a client that moves no data for SEC seconds\n"
-	    "                        while none of its requests is in flight; default 0:\n"
-	    "                        never\n"
-	    "  --max-client-buffer SIZE\n"
-	    "                        request data one client may hold in memory beyond\n"
-	    "                        its queue's buffer pool (requests larger than\n"
-	    "                        max_io); past it the client's requests are read\n"
-	    "                        only as its replies go out; default %lluM\n"
-	    "  --poll-spin-us N      before a connection sleeps, poll its socket and\n"
-	    "                        queue for up to N microseconds (no sleep and\n"
-	    "                        wake-up when the reply or the next request comes\n"
-	    "                        within it; backs off while spins find nothing);\n"
-	    "                        for a host with a core to spare; default 0\n"
-	    "  --reconnect-delay SEC first wait between reconnect attempts when a\n"
-	    "                        queue's connection is lost (doubles up to 10 s),\n"
-	    "                        default 1; clients' requests wait meanwhile\n"
-	    "  --ctrl-loss-timeout SEC\n"
-	    "                        give up reconnecting after SEC seconds and fail\n"
-	    "                        requests with EIO; default 60, 0 at once, -1 never\n"
-	    "  --log-level L         error, warn (default), info or debug, to stderr\n"
-	    CLI_PATH_HELP
-	    CLI_FAILBACK_HELP
-	    CLI_AUTH_HELP
-	    "  -h, --help            this text\n"
-	    "\n"
-	    "The export is offered under its rblk export name and as the default\n"
-	    "export (\"\"). Block sizes: minimum = the volume's block size, preferred =\n"
-	    "max(4096, block size), maximum payload 32 MiB. Multi-conn is advertised.\n"
-	    "\n"
-	    "Once listening, one line goes to stdout for scripts to wait on:\n"
-	    "  ready unix:PATH nbd+unix:///EXPORT?socket=PATH\n"
-	    "  ready tcp://HOST:PORT nbd://HOST:PORT/EXPORT\n"
-	    "SIGINT or SIGTERM: stop accepting, finish in-flight requests, close the\n"
-	    "clients, close the volume, remove the socket, exit 0.\n"
-	    "Exit status: 0 after a clean shutdown, 1 on errors, 2 on usage errors.\n",
-	    NBD_DEFAULT_PORT, NBD_DEFAULT_QUEUES, NBD_DEFAULT_MAX_CONNS,
-	    NBD_DEFAULT_HANDSHAKE_MS / 1000.0,
-	    (unsigned long long)(NBD_DEFAULT_CLIENT_BUFFER >> 20));
-}
-
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("rblk nbd: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry 'rblk nbd --help'.\n", stderr);
-	return 2;
-}
-
-struct nbd_args {
-	const char *url;
-	const char *socket_path;
-	const char *listen_url;
-	unsigned long queues;
-	unsigned long queue_depth; /* 0: library default */
-	unsigned long max_conns;
-	bool read_only;
-	struct cli_auth auth;
-	struct cli_paths paths;
-	int direct; /* enum rblk_direct */
-	int reconnect_delay_ms; /* -2: library default */
-	int ctrl_loss_ms; /* -2: library default; -1: never */
-	int handshake_ms;
-	int idle_ms; /* 0: none */
-	unsigned long spin_us;
-	uint64_t max_client_buf;
-};
-
-/* Returns -1 to go on, or the exit code. */
-static int parse_args(int argc, char **argv, struct nbd_args *a)
-{
-	enum {
-		OPT_SOCKET = 256,
-		OPT_LISTEN,
-		OPT_QUEUES,
-		OPT_QD,
-		OPT_RO,
-		OPT_MAXCONN,
-		OPT_LOGLEVEL,
-		OPT_DIRECT,
-		OPT_NO_DIRECT,
-		OPT_RECONNECT_DELAY,
-		OPT_CTRL_LOSS,
-		OPT_HANDSHAKE_TMO,
-		OPT_IDLE_TMO,
-		OPT_CLIENT_BUF,
-		OPT_SPIN,
-	};
-	static const struct option longopts[] = {
-	    {"socket", required_argument, NULL, OPT_SOCKET},
-	    {"listen", required_argument, NULL, OPT_LISTEN},
-	    {"queues", required_argument, NULL, OPT_QUEUES},
-	    {"queue-depth", required_argument, NULL, OPT_QD},
-	    {"read-only", no_argument, NULL, OPT_RO},
-	    {"direct", no_argument, NULL, OPT_DIRECT},
-	    {"no-direct", no_argument, NULL, OPT_NO_DIRECT},
-	    {"max-connections", required_argument, NULL, OPT_MAXCONN},
-	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
-	    {"reconnect-delay", required_argument, NULL, OPT_RECONNECT_DELAY},
-	    {"ctrl-loss-timeout", required_argument, NULL, OPT_CTRL_LOSS},
-	    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE_TMO},
-	    {"idle-timeout", required_argument, NULL, OPT_IDLE_TMO},
-	    {"max-client-buffer", required_argument, NULL, OPT_CLIENT_BUF},
-	    {"poll-spin-us", required_argument, NULL, OPT_SPIN},
-	    {"help", no_argument, NULL, 'h'},
-	    CLI_AUTH_LONGOPTS,
-	    CLI_PATH_LONGOPTS,
-	    CLI_FAILBACK_LONGOPT,
-	    {NULL, 0, NULL, 0},
-	};
-	int ch, ret;
-
-	a->queues = NBD_DEFAULT_QUEUES;
-	a->max_conns = NBD_DEFAULT_MAX_CONNS;
-	a->reconnect_delay_ms = a->ctrl_loss_ms = -2;
-	a->paths.failback_ms = -1;
-	a->handshake_ms = NBD_DEFAULT_HANDSHAKE_MS;
-	a->max_client_buf = NBD_DEFAULT_CLIENT_BUFFER;
-	optind = 1;
-	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (cli_auth_opt(ch, optarg, &a->auth))
-			continue;
-		ret = cli_path_opt("nbd", ch, optarg, &a->paths);
-		if (ret < 0)
-			return 2;
-		if (ret)
-			continue;
-		switch (ch) {
-		case OPT_SOCKET:
-			a->socket_path = optarg;
-			break;
-		case OPT_LISTEN:
-			a->listen_url = optarg;
-			break;
-		case OPT_QUEUES:
-			if (parse_uint(optarg, 1, NBD_MAX_QUEUES, &a->queues))
-				return usage_error("--queues: '%s' is not a "
-						   "number from 1 to %d",
-						   optarg, NBD_MAX_QUEUES);
-			break;
-		case OPT_QD:
-			if (parse_uint(optarg, 1, RBLK_MAX_QD, &a->queue_depth))
-				return usage_error("--queue-depth: '%s' is not "
-						   "a number from 1 to %d",
-						   optarg, RBLK_MAX_QD);
-			break;
-		case OPT_RO:
-			a->read_only = true;
-			break;
-		case OPT_DIRECT:
-			a->direct = RBLK_DIRECT_ON;
-			break;
-		case OPT_NO_DIRECT:
-			a->direct = RBLK_DIRECT_OFF;
-			break;
-		case OPT_MAXCONN:
-			if (parse_uint(optarg, 1, 65536, &a->max_conns))
-				return usage_error("--max-connections: '%s' is "
-						   "not a number from 1 to "
-						   "65536",
-						   optarg);
-			break;
-		case OPT_RECONNECT_DELAY:
-			if (parse_seconds_ms(optarg, false,
-					     &a->reconnect_delay_ms))
-				return usage_error("--reconnect-delay: '%s' is "
-						   "not a number of seconds",
-						   optarg);
-			break;
-		case OPT_CTRL_LOSS:
-			if (parse_seconds_ms(optarg, true, &a->ctrl_loss_ms))
-				return usage_error("--ctrl-loss-timeout: '%s' is "
-						   "not a number of seconds "
-						   "(or -1)",
-						   optarg);
-			break;
-		case OPT_HANDSHAKE_TMO:
-			if (parse_seconds_ms(optarg, false, &a->handshake_ms) ||
-			    a->handshake_ms <= 0)
-				return usage_error("--handshake-timeout: '%s' is "
-						   "not a positive number of "
-						   "seconds",
-						   optarg);
-			break;
-		case OPT_SPIN:
-			if (parse_uint(optarg, 0, 1000000, &a->spin_us))
-				return usage_error("--poll-spin-us: '%s' is not "
-						   "a number from 0 to 1000000",
-						   optarg);
-			break;
-		case OPT_IDLE_TMO:
-			if (parse_seconds_ms(optarg, false, &a->idle_ms))
-				return usage_error("--idle-timeout: '%s' is not "
-						   "a number of seconds",
-						   optarg);
-			break;
-		case OPT_CLIENT_BUF:
-			if (parse_size(optarg, &a->max_client_buf) ||
-			    a->max_client_buf < NBD_MAX_PAYLOAD ||
-			    a->max_client_buf > (1ull << 40))
-				return usage_error("--max-client-buffer: '%s' is "
-						   "not a size from 32M (the "
-						   "largest request) to 1T",
-						   optarg);
-			break;
-		case OPT_LOGLEVEL:
-			if (cli_parse_log_level("nbd", optarg))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case ':':
-			return usage_error("option '%s' needs a value",
-					   argv[optind - 1]);
-		default:
-			return usage_error("unknown option '%s'",
-					   argv[optind - 1]);
-		}
-	}
-	if (optind >= argc)
-		return usage_error("missing the volume URL");
-	if (optind + 1 < argc)
-		return usage_error("unexpected argument '%s'",
-				   argv[optind + 1]);
-	a->url = argv[optind];
-	if (!a->socket_path && !a->listen_url)
-		return usage_error("one of --socket PATH or --listen URL is "
-				   "required");
-	if (a->socket_path && a->listen_url)
-		return usage_error("--socket and --listen are exclusive");
-	if (a->socket_path && !*a->socket_path)
-		return usage_error("--socket: empty path");
-	return -1;
-}
-
 /* Derive what we advertise from the volume. */
-static void server_setup(struct nbd_server *srv, const struct nbd_args *a)
+static void server_setup(struct nbd_server *srv, const struct nbd_serve_opts *o)
 {
 	const struct rblk_info *info = srv->info;
 	uint32_t f = info->features;
@@ -1325,7 +579,7 @@ static void server_setup(struct nbd_server *srv, const struct nbd_args *a)
 
 	srv->size = info->size;
 	srv->block_size = info->block_size ? info->block_size : 1;
-	srv->read_only = a->read_only || (f & RBLK_FEAT_READ_ONLY);
+	srv->read_only = o->read_only || (f & RBLK_FEAT_READ_ONLY);
 	srv->slot_size = info->max_io ? info->max_io : RBLK_DEFAULT_MAX_IO;
 	srv->nreqs = info->queue_depth ? info->queue_depth : 1;
 	pool_slots = NBD_POOL_MAX / srv->slot_size;
@@ -1385,156 +639,155 @@ static void accept_loop(struct nbd_server *srv, int lfd, int sfd)
 	}
 }
 
-int cmd_nbd(int argc, char **argv)
+/* ---- serving ------------------------------------------------------------ */
+
+/*
+ * Signals: blocked in every thread (the library's too, so before
+ * rblk_open), read from a signalfd by the accept loop. SIGPIPE: sends use
+ * MSG_NOSIGNAL, but a transport might not. Returns the signalfd or -1.
+ */
+static int block_signals(void)
 {
-	struct nbd_server srv = {.stop_fd = -1, .reap_fd = -1};
-	char err[256], addr[320], uri[1100], name[3 * RBLK_NAME_MAX];
-	struct rblk_url vu, lu;
-	struct nbd_args a = {0};
-	struct rblk_opts o;
 	sigset_t mask;
-	int ret, lfd = -1, sfd, rc = 1;
-	uint64_t one = 1;
+	int sfd;
 
-	log_set_prefix("rblk nbd");
-	ret = parse_args(argc, argv, &a);
-	if (ret >= 0)
-		return ret;
-	if (rblk_url_parse(a.url, RBLK_DEFAULT_PORT, &vu, err, sizeof(err)))
-		return usage_error("%s", err);
-	if (!vu.export_name[0])
-		return usage_error("'%s' names no export "
-				   "(tcp://HOST[:PORT]/EXPORT)",
-				   a.url);
-	if (a.listen_url) {
-		if (rblk_url_parse(a.listen_url, NBD_DEFAULT_PORT, &lu, err,
-				   sizeof(err)))
-			return usage_error("--listen: %s", err);
-		if (strcmp(lu.scheme, "tcp"))
-			return usage_error(
-			    "--listen: '%s': only tcp://HOST:PORT "
-			    "is supported",
-			    a.listen_url);
-		if (lu.export_name[0])
-			return usage_error("--listen: '%s': no export part "
-					   "expected",
-					   a.listen_url);
-	}
-	snprintf(srv.url, sizeof(srv.url), "%s", a.url);
-	snprintf(srv.export_name, sizeof(srv.export_name), "%s",
-		 vu.export_name);
-	srv.max_conns = (unsigned int)a.max_conns;
-	srv.handshake_ms = (unsigned int)a.handshake_ms;
-	srv.idle_ms = (unsigned int)a.idle_ms;
-	srv.spin_us = (unsigned int)a.spin_us;
-	srv.max_client_buf = (size_t)a.max_client_buf;
-
-	/* Signals: blocked in every thread (the library's too), read from a
-	 * signalfd by the accept loop. SIGPIPE: sends use MSG_NOSIGNAL, but a
-	 * transport might not. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	if (sfd < 0) {
+	if (sfd < 0)
 		nbd_errmsg("signalfd: %s", strerror(errno));
-		return 1;
-	}
-	srv.stop_fd = eventfd(0, EFD_CLOEXEC);
-	srv.reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (srv.stop_fd < 0 || srv.reap_fd < 0) {
+	return sfd;
+}
+
+/* The eventfds, the volume and its queue slots. 0, or -1 (said why). */
+static int server_open(struct nbd_server *srv,
+		       const struct nbd_serve_opts *o)
+{
+	srv->stop_fd = eventfd(0, EFD_CLOEXEC);
+	srv->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (srv->stop_fd < 0 || srv->reap_fd < 0) {
 		nbd_errmsg("eventfd: %s", strerror(errno));
-		goto out_close_fds;
+		return -1;
 	}
-	pthread_mutex_init(&srv.lock, NULL);
-
-	rblk_opts_init(&o);
-	o.queues = (unsigned int)a.queues;
-	if (a.queue_depth)
-		o.queue_depth = (unsigned int)a.queue_depth;
-	if (a.read_only)
-		o.flags |= RBLK_OPEN_READ_ONLY;
-	cli_auth_apply(&a.auth, &o);
-	cli_paths_apply(&a.paths, &o);
-	o.direct = a.direct;
-	if (a.reconnect_delay_ms >= 0)
-		o.reconnect_delay_ms = a.reconnect_delay_ms;
-	if (a.ctrl_loss_ms != -2)
-		o.ctrl_loss_timeout_s = a.ctrl_loss_ms < 0 ?
-					       -1 :
-					       (a.ctrl_loss_ms + 999) / 1000;
-	ret = rblk_open(a.url, &o, &srv.r);
-	if (ret < 0) {
-		nbd_errmsg("cannot open %s: %s", a.url, rblk_last_error());
-		goto out_destroy_lock;
+	if (rblk_open(o->url, o->ropts, &srv->r) < 0) {
+		srv->r = NULL;
+		nbd_errmsg("cannot open %s: %s", o->url, rblk_last_error());
+		return -1;
 	}
-	srv.info = rblk_get_info(srv.r);
-	server_setup(&srv, &a);
-	srv.qs = calloc(srv.nqueues, sizeof(*srv.qs));
-	if (!srv.qs) {
+	srv->info = rblk_get_info(srv->r);
+	server_setup(srv, o);
+	srv->qs = calloc(srv->nqueues, sizeof(*srv->qs));
+	if (!srv->qs) {
 		nbd_errmsg("out of memory");
-		goto out_rblk_close;
+		return -1;
 	}
+	return 0;
+}
 
-	uri_escape(srv.export_name, name, sizeof(name));
-	if (a.socket_path) {
-		if (listen_unix(a.socket_path, &lfd))
-			goto out_free_qs;
-		snprintf(addr, sizeof(addr), "unix:%s", a.socket_path);
+/*
+ * Listen where o says and tell the world: a log line and the ready line on
+ * stdout. Returns the listening socket, or -1 (said why).
+ */
+static int server_listen(struct nbd_server *srv,
+			 const struct nbd_serve_opts *o)
+{
+	char addr[320], uri[1100], name[3 * RBLK_NAME_MAX];
+	int lfd = -1;
+
+	uri_escape(srv->export_name, name, sizeof(name));
+	if (o->socket_path) {
+		if (listen_unix(o->socket_path, &lfd))
+			return -1;
+		snprintf(addr, sizeof(addr), "unix:%s", o->socket_path);
 		snprintf(uri, sizeof(uri), "nbd+unix:///%s?socket=%s", name,
-			 a.socket_path);
+			 o->socket_path);
 	} else {
-		if (listen_tcp(&lu, &lfd, addr, sizeof(addr)))
-			goto out_free_qs;
+		if (listen_tcp(o->listen, &lfd, addr, sizeof(addr)))
+			return -1;
 		snprintf(uri, sizeof(uri), "nbd://%s/%s", addr + 6, name);
 	}
 	log_info("serving %s on %s (%llu bytes, block size %u, %u queues x "
 		 "%u deep, max_io %u%s)",
-		 a.url, addr, (unsigned long long)srv.size, srv.block_size,
-		 srv.nqueues, srv.nreqs, srv.slot_size,
-		 srv.read_only ? ", read-only" : "");
+		 o->url, addr, (unsigned long long)srv->size, srv->block_size,
+		 srv->nqueues, srv->nreqs, srv->slot_size,
+		 srv->read_only ? ", read-only" : "");
 	printf("ready %s %s\n", addr, uri);
 	fflush(stdout);
+	return lfd;
+}
 
-	accept_loop(&srv, lfd, sfd);
-	rc = 0;
+/* After the accept loop: every connection drains and closes. */
+static void server_stop(struct nbd_server *srv)
+{
+	uint64_t one = 1;
 
-	/* Shutdown: no new clients; every connection drains and closes. */
-	close(lfd);
-	lfd = -1;
-	if (write(srv.stop_fd, &one, sizeof(one)) < 0)
+	if (write(srv->stop_fd, &one, sizeof(one)) < 0)
 		(void)0;
-	reap_conns(&srv, true);
-	for (unsigned int i = 0; i < srv.nqueues; i++) {
-		struct nbd_qslot *qs = &srv.qs[i];
+	reap_conns(srv, true);
+	for (unsigned int i = 0; i < srv->nqueues; i++) {
+		struct nbd_qslot *qs = &srv->qs[i];
 
 		if (qs->registered && !qs->abandoned)
-			rblk_unregister_buffer(rblk_get_queue(srv.r, i),
+			rblk_unregister_buffer(rblk_get_queue(srv->r, i),
 					       qs->pool);
 	}
-	if (a.socket_path)
-		unlink(a.socket_path);
-out_free_qs:
-	if (lfd >= 0)
-		close(lfd);
+}
+
+/* Undo server_open(), however far it got. */
+static void server_close(struct nbd_server *srv)
+{
 	/* pools are unmapped after rblk_close: abandoned I/O may target them */
-out_rblk_close:
-	rblk_close(srv.r);
-	if (srv.qs) {
-		for (unsigned int i = 0; i < srv.nqueues; i++)
-			if (srv.qs[i].pool)
-				munmap(srv.qs[i].pool, srv.qs[i].pool_len);
-		free(srv.qs);
+	if (srv->r)
+		rblk_close(srv->r);
+	if (srv->qs) {
+		for (unsigned int i = 0; i < srv->nqueues; i++)
+			if (srv->qs[i].pool)
+				munmap(srv->qs[i].pool, srv->qs[i].pool_len);
+		free(srv->qs);
 	}
-out_destroy_lock:
+	if (srv->reap_fd >= 0)
+		close(srv->reap_fd);
+	if (srv->stop_fd >= 0)
+		close(srv->stop_fd);
+}
+
+int nbd_serve(const struct nbd_serve_opts *o)
+{
+	struct nbd_server srv = {
+	    .stop_fd = -1,
+	    .reap_fd = -1,
+	    .max_conns = o->max_conns,
+	    .handshake_ms = o->handshake_ms,
+	    .idle_ms = o->idle_ms,
+	    .spin_us = o->spin_us,
+	    .max_client_buf = o->max_client_buf,
+	};
+	int sfd, lfd, rc = 1;
+
+	snprintf(srv.url, sizeof(srv.url), "%s", o->url);
+	snprintf(srv.export_name, sizeof(srv.export_name), "%s",
+		 o->export_name);
+	sfd = block_signals();
+	if (sfd < 0)
+		return 1;
+	pthread_mutex_init(&srv.lock, NULL);
+	if (!server_open(&srv, o)) {
+		lfd = server_listen(&srv, o);
+		if (lfd >= 0) {
+			accept_loop(&srv, lfd, sfd);
+			rc = 0;
+			/* no new clients from here on */
+			close(lfd);
+			server_stop(&srv);
+			if (o->socket_path)
+				unlink(o->socket_path);
+		}
+	}
+	server_close(&srv);
 	pthread_mutex_destroy(&srv.lock);
-out_close_fds:
-	if (srv.reap_fd >= 0)
-		close(srv.reap_fd);
-	if (srv.stop_fd >= 0)
-		close(srv.stop_fd);
 	close(sfd);
 	return rc;
 }
