@@ -41,8 +41,9 @@ want()
 
 check()
 {
-	out=$(tmo 60 "$RAW" isolation "$@" 2>/dev/null) || {
+	out=$(tmo 60 "$RAW" isolation "$@" 2>"$TEST_DIR/isolation.err") || {
 		echo "$out"
+		cat "$TEST_DIR/isolation.err"
 		fail "isolation $*"
 	}
 	echo "$out"
@@ -81,8 +82,9 @@ stop=$TEST_DIR/stop
 	echo "$rounds" >"$TEST_DIR/rounds"
 ) &
 bg=$!
-out=$(tmo 300 "$RAW" sweep "$RBLK_TARGET_URL/open" "$SWEEP" 2>/dev/null) || {
+out=$(tmo 300 "$RAW" sweep "$RBLK_TARGET_URL/open" "$SWEEP" 2>"$TEST_DIR/sweep.err") || {
 	echo "$out"
+	tail -20 "$TEST_DIR/sweep.err"
 	touch "$stop"
 	wait "$bg" || true
 	fail "sweep"
