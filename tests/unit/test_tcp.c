@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_tcp.c - the tcp transport driven through real loopback sockets.
+ * test_tcp.c - the tcp transport driven through real loopback sockets:
+ * what only tcp has (its handshake, the framing and its wake-ups: short
+ * reads, EPOLLOUT, WRITE_ACK, READ_RESP copies), over private groups.
+ * The transport contract both transports share (isolation, access
+ * errors, disconnects, send-queue accounting, large transfers) is
+ * tests/unit/test_xp.c's, run on tcp and on rdma.
  *
  * Each test builds connection pairs with listen/get_request/accept on a
  * thread and connect on the test thread, then drives both ends from the
@@ -739,52 +744,6 @@ static void test_rdma_read(void **state)
 	free_pair(p);
 }
 
-static void test_large_read_write(void **state)
-{
-	enum { LEN = 4 << 20 };
-	struct pair *p = new_pair();
-	char *region = calloc(1, LEN), *src = malloc(LEN),
-	     *dst = calloc(1, LEN);
-	struct xp_mr *rmr, *smr, *dmr;
-	struct xp_send_wr w[2];
-
-	assert_true(region && src && dst);
-	rmr = reg(p->srv.c, region, LEN, RW);
-	smr = reg(p->cli.c, src, LEN, 0);
-	dmr = reg(p->cli.c, dst, LEN, LOCAL);
-	fill(src, LEN, 42);
-
-	/* WRITE then READ back, chained: RC ordering puts the write first */
-	w[0] = mkwr(1, XP_WR_RDMA_WRITE, true, smr, src, LEN, raddr(rmr, 0),
-		    rmr->rkey);
-	w[1] = mkwr(2, XP_WR_RDMA_READ, true, dmr, dst, LEN, raddr(rmr, 0),
-		    rmr->rkey);
-	w[0].next = &w[1];
-	assert_int_equal(xp_post_send(p->cli.c, w, NULL), 0);
-	expect_wc(&p->cli, &p->srv, 1, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
-	expect_wc(&p->cli, &p->srv, 2, XP_WC_SUCCESS, XP_WC_RDMA_READ);
-	assert_memory_equal(region, src, LEN);
-	assert_memory_equal(dst, src, LEN);
-
-	/* the passive side writes into the client's buffer too */
-	{
-		struct xp_mr *cmr = reg(p->cli.c, dst, LEN, RW);
-
-		fill(region, LEN, 43);
-		post1(p->srv.c, mkwr(5, XP_WR_RDMA_WRITE, true, rmr, region,
-				     LEN, raddr(cmr, 0), cmr->rkey));
-		post1(p->srv.c, mkwr(6, XP_WR_RDMA_READ, true, rmr, region, LEN,
-				     raddr(cmr, 0), cmr->rkey));
-		expect_wc(&p->srv, &p->cli, 5, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
-		expect_wc(&p->srv, &p->cli, 6, XP_WC_SUCCESS, XP_WC_RDMA_READ);
-		assert_memory_equal(dst, region, LEN);
-	}
-	free_pair(p);
-	free(region);
-	free(src);
-	free(dst);
-}
-
 /*
  * A READ_RESP still being sent when the passive side deregisters and frees
  * the region: the unsent bytes were copied out, the issuer gets the data
@@ -875,106 +834,6 @@ static void test_epollout_wakeup(void **state)
 
 /* ---- isolation and access errors --------------------------------------- */
 
-static void test_rkey_other_conn(void **state)
-{
-	static char a_region[4096], b_region[4096], dst[4096];
-	struct pair *a = new_pair(), *b = new_pair();
-	struct xp_mr *amr, *bmr, *dmr;
-	char rb[64];
-	struct xp_mr *rbm;
-	struct xp_send_wr w[2];
-	struct xp_send_wr *bad = NULL;
-	struct xp_sge sge;
-
-	fill(a_region, sizeof(a_region), 1);
-	fill(b_region, sizeof(b_region), 2);
-	amr = reg(a->srv.c, a_region, sizeof(a_region), RW);
-	bmr = reg(b->srv.c, b_region, sizeof(b_region), RW);
-	assert_int_not_equal(amr->rkey, bmr->rkey); /* 2^-32 */
-	dmr = reg(b->cli.c, dst, sizeof(dst), LOCAL);
-	rbm = reg(b->cli.c, rb, sizeof(rb), LOCAL);
-	post_recv(b->cli.c, 50, rbm, rb, sizeof(rb));
-	post_recv(b->srv.c, 60, bmr, b_region, 64);
-
-	/* A's rkey and address, used on B; a SEND queued behind it */
-	w[0] = mkwr(1, XP_WR_RDMA_READ, true, dmr, dst, 128, raddr(amr, 0),
-		    amr->rkey);
-	w[1] = mkwr(2, XP_WR_SEND, true, dmr, dst, 16, 0, 0);
-	w[0].next = &w[1];
-	assert_int_equal(xp_post_send(b->cli.c, w, NULL), 0);
-	expect_wc(&b->cli, &b->srv, 1, XP_WC_REM_ACCESS_ERR, XP_WC_RDMA_READ);
-	expect_wc(&b->cli, &b->srv, 2, XP_WC_FLUSH_ERR, XP_WC_SEND);
-	expect_wc(&b->cli, &b->srv, 50, XP_WC_FLUSH_ERR, XP_WC_RECV);
-	assert_int_equal(xp_state(b->cli.c), XP_CONN_ERROR);
-	/* passive side of B: failed too, its receive flushed */
-	expect_wc(&b->srv, &b->cli, 60, XP_WC_FLUSH_ERR, XP_WC_RECV);
-	assert_int_equal(xp_state(b->srv.c), XP_CONN_ERROR);
-	expect_quiet(&b->cli, &b->srv, 20);
-	assert_int_equal(b->srv.n, 0);
-	/* posts on a failed connection */
-	w[1].next = NULL;
-	assert_int_equal(xp_post_send(b->cli.c, &w[1], &bad), -ENOTCONN);
-	assert_ptr_equal(bad, &w[1]);
-	sge = (struct xp_sge){.addr = rb, .length = 8, .mr = rbm};
-	assert_int_equal(xp_post_recv(b->cli.c, 51, &sge), -ENOTCONN);
-
-	/* A is untouched: the region is intact and readable */
-	assert_int_equal(xp_state(a->srv.c), XP_CONN_CONNECTED);
-	assert_int_equal(xp_state(a->cli.c), XP_CONN_CONNECTED);
-	verified_read(a, 3);
-	{
-		static char back[4096];
-		struct xp_mr *bk = reg(a->cli.c, back, sizeof(back), LOCAL);
-
-		post1(a->cli.c, mkwr(9, XP_WR_RDMA_READ, true, bk, back,
-				     sizeof(back), raddr(amr, 0), amr->rkey));
-		expect_wc(&a->cli, &a->srv, 9, XP_WC_SUCCESS, XP_WC_RDMA_READ);
-		assert_memory_equal(back, a_region, sizeof(back));
-	}
-	free_pair(a);
-	free_pair(b);
-}
-
-static void bad_read(struct pair *p, struct xp_mr *dmr, void *dst,
-		     uint64_t addr, uint32_t len, uint32_t rkey)
-{
-	post1(p->cli.c,
-	      mkwr(1, XP_WR_RDMA_READ, true, dmr, dst, len, addr, rkey));
-	expect_wc(&p->cli, &p->srv, 1, XP_WC_REM_ACCESS_ERR, XP_WC_RDMA_READ);
-	assert_int_equal(xp_state(p->cli.c), XP_CONN_ERROR);
-	wait_state(&p->srv, &p->cli, XP_CONN_ERROR);
-}
-
-static void test_read_out_of_bounds(void **state)
-{
-	static char region[4096], dst[4096];
-	struct pair *a = new_pair(), *b = new_pair(), *c = new_pair();
-	struct xp_mr *bm, *cm, *bd, *cd;
-
-	bm = reg(b->srv.c, region, sizeof(region), RW);
-	cm = reg(c->srv.c, region, sizeof(region), RW);
-	bd = reg(b->cli.c, dst, sizeof(dst), LOCAL);
-	cd = reg(c->cli.c, dst, sizeof(dst), LOCAL);
-
-	/* past the end by 104 bytes */
-	bad_read(b, bd, dst, raddr(bm, 4000), 200, bm->rkey);
-	/* an address whose end wraps around */
-	bad_read(c, cd, dst, UINT64_MAX - 16, 64, cm->rkey);
-	/* in bounds but on a connection where that region is gone */
-	verified_read(a, 11);
-	assert_int_equal(xp_state(a->cli.c), XP_CONN_CONNECTED);
-	free_pair(c);
-	free_pair(b);
-	free_pair(a);
-
-	/* before the start */
-	b = new_pair();
-	bm = reg(b->srv.c, region + 64, 1024, RW);
-	bd = reg(b->cli.c, dst, sizeof(dst), LOCAL);
-	bad_read(b, bd, dst, raddr(bm, 0) - 1, 16, bm->rkey);
-	free_pair(b);
-}
-
 static void test_write_no_remote_write(void **state)
 {
 	static char region[4096], src[4096], dst[64];
@@ -1052,67 +911,6 @@ static void test_recv_too_small(void **state)
 	expect_wc(&p->srv, &p->cli, 4, XP_WC_FLUSH_ERR, XP_WC_RECV);
 	assert_int_equal(xp_state(p->srv.c), XP_CONN_ERROR);
 	wait_state(&p->cli, &p->srv, XP_CONN_ERROR);
-	free_pair(p);
-}
-
-/* ---- teardown ---------------------------------------------------------- */
-
-static void test_peer_close(void **state)
-{
-	struct pair *p = new_pair();
-	char rb[4][64], msg[8] = "x";
-	struct xp_mr *rbm, *mmr;
-	struct xp_wc wc[8];
-	struct xp_send_wr w;
-	struct xp_sge sge;
-
-	rbm = reg(p->cli.c, rb, sizeof(rb), LOCAL);
-	mmr = reg(p->cli.c, msg, sizeof(msg), 0);
-	for (int i = 0; i < 4; i++)
-		post_recv(p->cli.c, (uint64_t)i, rbm, rb[i], sizeof(rb[i]));
-	xp_destroy(p->srv.c);
-	p->srv.c = NULL;
-	for (int i = 0; i < 4; i++)
-		expect_wc(&p->cli, NULL, (uint64_t)i, XP_WC_FLUSH_ERR,
-			  XP_WC_RECV);
-	assert_int_equal(xp_state(p->cli.c), XP_CONN_ERROR);
-	assert_int_equal(xp_poll(p->cli.c, wc, 8), 0);
-	w = mkwr(1, XP_WR_SEND, true, mmr, msg, 1, 0, 0);
-	assert_int_equal(xp_post_send(p->cli.c, &w, NULL), -ENOTCONN);
-	sge = (struct xp_sge){.addr = rb[0], .length = 64, .mr = rbm};
-	assert_int_equal(xp_post_recv(p->cli.c, 9, &sge), -ENOTCONN);
-	assert_int_equal(xp_poll(p->cli.c, wc, 8), 0);
-	free_pair(p);
-}
-
-static void test_local_disconnect(void **state)
-{
-	struct pair *p = new_pair();
-	static char rb[64], src[4096], dst[4096];
-	struct xp_mr *rbm, *smr, *dmr;
-	struct xp_wc wc[8];
-
-	rbm = reg(p->srv.c, rb, sizeof(rb), LOCAL);
-	smr = reg(p->srv.c, src, sizeof(src), RW);
-	dmr = reg(p->cli.c, dst, sizeof(dst), LOCAL);
-	post_recv(p->srv.c, 1, rbm, rb, sizeof(rb));
-	/* a READ in flight that the server never answers */
-	post1(p->cli.c, mkwr(2, XP_WR_RDMA_READ, true, dmr, dst, sizeof(dst),
-			     raddr(smr, 0), smr->rkey));
-	xp_disconnect(p->srv.c);
-	xp_disconnect(p->srv.c); /* idempotent */
-	assert_int_equal(xp_state(p->srv.c), XP_CONN_ERROR);
-	expect_wc(&p->srv, NULL, 1, XP_WC_FLUSH_ERR, XP_WC_RECV);
-	assert_int_equal(xp_poll(p->srv.c, wc, 8), 0);
-	/* the peer sees the connection go: its READ is flushed (or fatal) */
-	{
-		struct xp_wc w = wait_wc(&p->cli, NULL);
-
-		assert_int_equal(w.wr_id, 2);
-		assert_true(w.status == XP_WC_FLUSH_ERR ||
-			    w.status == XP_WC_FATAL);
-	}
-	assert_int_equal(xp_state(p->cli.c), XP_CONN_ERROR);
 	free_pair(p);
 }
 
@@ -1198,46 +996,6 @@ static void test_many_outstanding(void **state)
 	free(seen);
 }
 
-/* Outstanding-WR accounting: unsignaled WRs hold their slot until a later
- * signaled completion is reaped. */
-static void test_send_queue_limit(void **state)
-{
-	const struct xp_conn_attr cattr = {.max_send_wr = 4, .max_recv_wr = 1};
-	struct pair *p = calloc(1, sizeof(*p));
-	static char region[4096], buf[4096];
-	struct xp_mr *rmr, *bmr;
-	struct xp_send_wr w[5], *bad = NULL;
-	int i;
-
-	assert_non_null(p);
-	make_pair_attr(p, &cattr, &small_attr);
-	rmr = reg(p->srv.c, region, sizeof(region), RW);
-	bmr = reg(p->cli.c, buf, sizeof(buf), LOCAL);
-	for (i = 0; i < 5; i++) {
-		w[i] = mkwr((uint64_t)i, XP_WR_RDMA_WRITE, i == 3, bmr,
-			    buf + i * 16, 16, raddr(rmr, (size_t)i * 16),
-			    rmr->rkey);
-		w[i].next = i < 4 ? &w[i + 1] : NULL;
-	}
-	assert_int_equal(xp_post_send(p->cli.c, w, &bad), -ENOMEM);
-	assert_ptr_equal(bad, &w[4]);
-	/* completion of #3 is not yet reaped: still full */
-	w[4].next = NULL;
-	assert_int_equal(xp_post_send(p->cli.c, &w[4], &bad), -ENOMEM);
-	expect_wc(&p->cli, &p->srv, 3, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
-	/* #0..#3 retired together: four slots free again */
-	for (i = 0; i < 4; i++) {
-		w[i].flags = XP_SEND_SIGNALED;
-		w[i].next = i < 3 ? &w[i + 1] : NULL;
-	}
-	assert_int_equal(xp_post_send(p->cli.c, w, &bad), 0);
-	for (i = 0; i < 4; i++)
-		expect_wc(&p->cli, &p->srv, (uint64_t)i, XP_WC_SUCCESS,
-			  XP_WC_RDMA_WRITE);
-	verified_read(p, 8);
-	free_pair(p);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1250,18 +1008,12 @@ int main(void)
 	    cmocka_unit_test(test_write_before_send),
 	    cmocka_unit_test(test_rdma_read),
 	    cmocka_unit_test(test_signaled_write_acked),
-	    cmocka_unit_test(test_large_read_write),
 	    cmocka_unit_test(test_dereg_during_read),
 	    cmocka_unit_test(test_epollout_wakeup),
-	    cmocka_unit_test(test_rkey_other_conn),
-	    cmocka_unit_test(test_read_out_of_bounds),
 	    cmocka_unit_test(test_write_no_remote_write),
 	    cmocka_unit_test(test_send_without_recv),
 	    cmocka_unit_test(test_recv_too_small),
-	    cmocka_unit_test(test_peer_close),
-	    cmocka_unit_test(test_local_disconnect),
 	    cmocka_unit_test(test_many_outstanding),
-	    cmocka_unit_test(test_send_queue_limit),
 	};
 
 	/* expected failures in these tests log warnings; keep errors only */
