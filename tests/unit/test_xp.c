@@ -952,29 +952,136 @@ static void test_destroy_drops_windows(void **state)
 	xp_dealloc_mw(mw);
 }
 
-/* RC ordering: the WRITE's data is placed before the SEND after it. */
+/*
+ * RC ordering: the WRITE's data is placed before the SEND after it, in
+ * every round (checked when the RECV completes).
+ */
 static void test_write_then_send(void **state)
 {
 	const uint32_t len = 256 * 1024;
 	struct xp_send_wr wr[2];
-	uint8_t got[8];
+	char msg[16], got[16];
 
-	fill(cli.mem + 64 * 1024, len, 11);
-	wr[0] = (struct xp_send_wr){
-	    .wr_id = 10,
-	    .opcode = XP_WR_RDMA_WRITE,
-	    .sge = {cli.mem + 64 * 1024, len, cli.mr},
-	    .remote_addr = va(srv.mem + 64 * 1024),
-	    .rkey = srv.mr->rkey,
-	};
-	wr[1] = send_wr(&cli, 0, 11, "capsule", 7);
+	for (uint32_t round = 0; round < 4; round++) {
+		fill(cli.mem + 64 * 1024, len, 11 + round);
+		snprintf(msg, sizeof(msg), "capsule %u", round);
+		wr[0] = rdma_wr(
+		    10, XP_WR_RDMA_WRITE,
+		    (struct xp_sge){cli.mem + 64 * 1024, len, cli.mr},
+		    va(srv.mem + 64 * 1024), srv.mr->rkey);
+		wr[0].flags = 0;
+		wr[1] = send_wr(&cli, 0, 11, msg, sizeof(msg));
+		wr[0].next = &wr[1];
+		post(&cli.ep[0], wr);
+		recv_msg(&srv, &srv.ep[0], got, sizeof(got));
+		assert_memory_equal(srv.mem + 64 * 1024, cli.mem + 64 * 1024,
+				    len);
+		assert_string_equal(got, msg);
+		/* the unsignaled WRITE completes silently with the SEND */
+		expect_wc(&cli.ep[0], 11, XP_WC_SUCCESS, XP_WC_SEND);
+	}
+}
+
+/*
+ * A chain of READs from a region that grants REMOTE_READ only: unsignaled
+ * ones (a zero-length one among them) retire with the signaled last; the
+ * passive side reports nothing.
+ */
+static void test_read_chain(void **state)
+{
+	const uint32_t len = 65536;
+	uint8_t *src = aligned_alloc(4096, len), *dst = cli.mem + 64 * 1024;
+	struct xp_send_wr wr[3];
+	struct xp_mr *mr;
+	struct xp_wc wc;
+
+	assert_non_null(src);
+	fill(src, len, 7);
+	memset(dst, 0, len);
+	assert_int_equal(
+	    xp_group_reg_mr(srv.g, src, len, XP_ACCESS_REMOTE_READ, &mr), 0);
+	wr[0] = rdma_wr(1, XP_WR_RDMA_READ, (struct xp_sge){dst, 1000, cli.mr},
+			va(src), mr->rkey);
+	wr[1] = rdma_wr(2, XP_WR_RDMA_READ,
+			(struct xp_sge){dst + 1000, 0, cli.mr}, va(src + 1000),
+			mr->rkey);
+	wr[2] = rdma_wr(3, XP_WR_RDMA_READ,
+			(struct xp_sge){dst + 1000, len - 1000, cli.mr},
+			va(src + 1000), mr->rkey);
+	wr[0].flags = wr[1].flags = 0;
 	wr[0].next = &wr[1];
-	post(&cli.ep[0], wr);
-	recv_msg(&srv, &srv.ep[0], got, 7);
-	assert_memory_equal(got, "capsule", 7);
-	assert_memory_equal(srv.mem + 64 * 1024, cli.mem + 64 * 1024, len);
-	/* the unsignaled WRITE completes silently with the SEND */
-	expect_wc(&cli.ep[0], 11, XP_WC_SUCCESS, XP_WC_SEND);
+	wr[1].next = &wr[2];
+	post(&cli.ep[1], wr);
+	wc = expect_wc(&cli.ep[1], 3, XP_WC_SUCCESS, XP_WC_RDMA_READ);
+	assert_int_equal(wc.byte_len, len - 1000);
+	assert_memory_equal(dst, src, len);
+	for (int i = 0; i < 5; i++)
+		pump(10);
+	assert_int_equal(cli.ep[1].n, 0);
+	assert_int_equal(srv.ep[1].n, 0);
+	check_alive(1);
+	xp_dereg_mr(mr);
+	free(src);
+}
+
+/* A region without REMOTE_WRITE: a WRITE into it is refused, not done. */
+static void test_region_no_remote_write(void **state)
+{
+	struct xp_mr *mr;
+	uint8_t *buf = aligned_alloc(4096, 8192);
+
+	assert_non_null(buf);
+	memset(buf, 0x5a, 8192);
+	assert_int_equal(xp_group_reg_mr(srv.g, buf, 8192,
+					 XP_ACCESS_LOCAL_WRITE |
+					     XP_ACCESS_REMOTE_READ,
+					 &mr),
+			 0);
+	fill(cli.mem + 64 * 1024, 4096, 17);
+	expect_refused_chain(3, XP_WR_RDMA_WRITE, va(buf + 4096), mr->rkey,
+			     4096);
+	for (size_t i = 0; i < 8192; i++)
+		assert_int_equal(buf[i], 0x5a);
+	/* what it grants still works elsewhere */
+	assert_int_equal(
+	    one_sided(0, XP_WR_RDMA_READ, va(buf), mr->rkey, 4096).status,
+	    XP_WC_SUCCESS);
+	assert_memory_equal(cli.mem + 64 * 1024, buf, 4096);
+	check_alive(1);
+	xp_dereg_mr(mr);
+	free(buf);
+}
+
+/*
+ * A SEND larger than the receive it lands in: that RECV fails with
+ * LOC_ERR, the other receives flush, and both ends fail (the issuer's
+ * SEND may have completed first on tcp, as in test_rnr).
+ */
+static void test_recv_too_small(void **state)
+{
+	struct xp_send_wr wr = send_wr(&cli, 2, 30, cli.mem, MSG + 44);
+	unsigned int sends = 0, recvs = 0;
+	struct xp_wc wc;
+
+	post(&cli.ep[2], &wr);
+	expect_wc(&srv.ep[2], 0, XP_WC_LOC_ERR, XP_WC_RECV);
+	for (unsigned int i = 1; i < NRECV; i++)
+		expect_wc(&srv.ep[2], i, XP_WC_FLUSH_ERR, XP_WC_RECV);
+	assert_int_equal(xp_state(srv.ep[2].c), XP_CONN_ERROR);
+	wait_error(&cli.ep[2]);
+	while (!sends || recvs < NRECV) {
+		wc = wait_wc(&cli.ep[2]);
+		if (wc.opcode == XP_WC_RECV) {
+			assert_int_equal(wc.status, XP_WC_FLUSH_ERR);
+			recvs++;
+			continue;
+		}
+		assert_int_equal(wc.wr_id, 30);
+		sends++;
+	}
+	check_dead(&cli, &cli.ep[2]);
+	check_dead(&srv, &srv.ep[2]);
+	check_alive(3);
 }
 
 /*
@@ -1047,6 +1154,7 @@ static void test_region_of_other_group(void **state)
 					     XP_ACCESS_REMOTE_WRITE,
 					 &mr),
 			 0);
+	assert_int_not_equal(mr->rkey, srv.mr->rkey);
 	fill(cli.mem + 64 * 1024, 4096, 15);
 	expect_refused_chain(0, XP_WR_RDMA_WRITE, va(buf), mr->rkey, 4096);
 	expect_refused(2, XP_WR_RDMA_READ, va(buf), mr->rkey, 64);
@@ -1206,6 +1314,8 @@ static void test_rnr(void **state)
 	}
 	drain_flushes(&cli.ep[3]);
 	wait_error(&srv.ep[3]);
+	check_dead(&cli, &cli.ep[3]);
+	check_dead(&srv, &srv.ep[3]);
 	check_alive(0);
 }
 
@@ -1288,10 +1398,15 @@ int main(int argc, char **argv)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_write_then_send, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_read_chain, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_large, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_region_of_other_group, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_region_out_of_bounds, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_region_no_remote_write, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_recv_too_small, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_disconnect, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_send_queue_full, setup,
