@@ -198,10 +198,13 @@ $(BUILD)/tests/rblk_rawclient: tests/e2e/rblk_rawclient.c $(XPORT_OBJ) $(COMMON_
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(XPORT_OBJ) $(COMMON_OBJ) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
-# Protocol constants for the Python test tools (tests/e2e/rblk_raw.py),
-# printed by a program compiled against the C sources themselves (proto.h,
-# the tcp transport's framing in tcp_internal.h): nothing is copied by hand.
-CONST_SRC := common/proto.h transport/tcp_internal.h
+# Protocol constants for the Python test tools (tests/e2e/rblk_raw.py,
+# rblk_abuse.py, tests/fuzz/gen-corpus.py), printed by a program compiled
+# against the C sources themselves (proto.h, the tcp transport's framing in
+# tcp_internal.h, the completion statuses of transport.h, the target's
+# login limit in worker_int.h): nothing is copied by hand.
+CONST_SRC := common/proto.h transport/tcp_internal.h transport/transport.h \
+	target/worker_int.h
 $(BUILD)/gen/rblk_const.py: tests/gen/gen-const.sh $(CONST_SRC) \
 		$(XPORT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -7,6 +7,17 @@
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires python3
+build=${RBLK_BUILD}
+# the committed seeds are what gen-corpus.py writes (with the constants
+# generated from the C headers), with or without a fuzzer to run them
+[ -f "$build/gen/rblk_const.py" ] ||
+	fail "$build/gen/rblk_const.py missing: run make check-e2e"
+RBLK_BUILD=$build python3 tests/fuzz/gen-corpus.py "$TEST_DIR/corpus" \
+	>/dev/null || fail "gen-corpus.py failed"
+for d in proto login; do
+	diff -r "$TEST_DIR/corpus/$d" "tests/fuzz/corpus/$d" ||
+		fail "tests/fuzz/corpus/$d is stale: run tests/fuzz/gen-corpus.py"
+done
 cc=$(command -v clang || command -v clang-14 || true)
 [ -n "$cc" ] || skip "clang not found"
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' \
@@ -15,15 +26,8 @@ echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' 
 	"$TEST_DIR/probe.c" >/dev/null 2>&1 || skip "no libFuzzer runtime ($cc)"
 
 secs=${RBLK_FUZZ_TIME:-20}
-build=${RBLK_BUILD}
 tmo 300 make -s --no-print-directory BUILD="$build" FUZZ_CC="$cc" fuzz-build ||
 	fail "building the harnesses failed"
-# the committed seeds are what gen-corpus.py writes
-python3 tests/fuzz/gen-corpus.py "$TEST_DIR/corpus" >/dev/null
-for d in proto login; do
-	diff -r "$TEST_DIR/corpus/$d" "tests/fuzz/corpus/$d" ||
-		fail "tests/fuzz/corpus/$d is stale: run tests/fuzz/gen-corpus.py"
-done
 tmo $((secs * 2 + 120)) env BUILD="$build" tests/fuzz/run.sh "$secs" \
 	fuzz_proto fuzz_login | tee "$TEST_DIR/out" || fail "a harness found something"
 [ "$(grep -c ' execs in .*no findings$' "$TEST_DIR/out")" -eq 2 ] ||

@@ -32,7 +32,6 @@ import rblk_raw as R  # noqa: E402
 
 CASE = sys.argv[5]
 ARGS = sys.argv[6:]
-FL_ACK = 1
 
 
 def reset(n):
@@ -62,7 +61,7 @@ def ackflood():
     c = R.Conn().connect().login(host="abuse")
     c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     addr, rkey = R.grant(c)  # a WRITE's window: valid until WRITE_DATA
-    w = R.frame(R.F_WRITE, length=0, addr=addr, rkey=rkey, flags=FL_ACK)
+    w = R.frame(R.F_WRITE, length=0, addr=addr, rkey=rkey, flags=R.FL_ACK)
     batch = w * 4096
     sent = 0
     end = time.time() + 60

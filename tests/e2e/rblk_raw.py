@@ -30,9 +30,10 @@ EXPORT = sys.argv[2]
 RO_EXPORT = sys.argv[3]
 TARGET_PID = int(sys.argv[4])
 
-# Protocol constants, generated from common/proto.h and
-# transport/tcp_internal.h at build time ($RBLK_BUILD/gen/rblk_const.py,
-# tests/gen/gen-const.sh): nothing here is copied by hand.
+# Protocol constants, generated from common/proto.h,
+# transport/tcp_internal.h, transport/transport.h and target/worker_int.h
+# at build time ($RBLK_BUILD/gen/rblk_const.py, tests/gen/gen-const.sh):
+# nothing here is copied by hand.
 _ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(os.environ.get("RBLK_BUILD",
                                 os.path.join(_ROOT, "build")), "gen"))
@@ -43,10 +44,10 @@ F_SEND, F_WRITE, F_WRITE_ACK = C.TCP_F_SEND, C.TCP_F_WRITE, C.TCP_F_WRITE_ACK
 F_READ_REQ, F_READ_RESP, F_ERROR = (C.TCP_F_READ_REQ, C.TCP_F_READ_RESP,
                                     C.TCP_F_ERROR)
 F_SEND_INV = C.TCP_F_SEND_INV
-TCP_MAGIC = C.TCP_MAGIC
-WC_REM_ACCESS_ERR = 2  # enum xp_wc_status (transport/transport.h)
+TCP_MAGIC, TCP_VERSION, FL_ACK = C.TCP_MAGIC, C.TCP_VERSION, C.TCP_FL_ACK
+WC_REM_ACCESS_ERR = C.XP_WC_REM_ACCESS_ERR  # an ERROR frame's aux
 HANDSHAKE_S = C.TCP_HANDSHAKE_MS // 1000
-LOGIN_S = 10  # LOGIN_TIMEOUT_MS in target/worker.c
+LOGIN_S = C.LOGIN_TIMEOUT_MS // 1000
 
 MAGIC, VERSION = C.RBLK_MAGIC, C.RBLK_PROTO_VERSION
 HELLO, LOGIN, CMD, RESP = (C.RBLK_MSG_HELLO, C.RBLK_MSG_LOGIN, C.RBLK_MSG_CMD,
@@ -165,7 +166,7 @@ class Conn:
         return p
 
     def connect(self, qd=32):
-        self.raw(frame(F_CONNECT, cm_req(qd), aux=1))
+        self.raw(frame(F_CONNECT, cm_req(qd), aux=TCP_VERSION))
         t, _, _, _, _, p = self.frame()
         assert t == F_ACCEPT, "CONNECT answered with frame %d" % t
         return self
@@ -266,7 +267,7 @@ def reject_case(name, priv, status):
     @case(name, "REJECT %s, disconnect" % SNAME[status])
     def fn():
         c = Conn()
-        c.raw(frame(F_CONNECT, priv, aux=1))
+        c.raw(frame(F_CONNECT, priv, aux=TCP_VERSION))
         t, _, _, _, _, p = c.frame()
         if t != F_REJECT:
             return "frame type %d, not REJECT" % t
@@ -388,13 +389,13 @@ QUICK = [
     # transport handshake
     drop_case("tcp: random bytes", os.urandom(65536)),
     drop_case("tcp: bad frame magic",
-              frame(F_CONNECT, cm_req(), aux=1, magic=0x1234)),
+              frame(F_CONNECT, cm_req(), aux=TCP_VERSION, magic=0x1234)),
     drop_case("tcp: frame flags set",
-              frame(F_CONNECT, cm_req(), aux=1, flags=1)),
-    drop_case("tcp: CONNECT, transport version 2",
-              frame(F_CONNECT, cm_req(), aux=2)),
+              frame(F_CONNECT, cm_req(), aux=TCP_VERSION, flags=FL_ACK)),
+    drop_case("tcp: CONNECT, transport version %d" % (TCP_VERSION + 1),
+              frame(F_CONNECT, cm_req(), aux=TCP_VERSION + 1)),
     drop_case("tcp: CONNECT with a 4 GiB payload",
-              frame(F_CONNECT, length=0xFFFFFFFF, aux=1)),
+              frame(F_CONNECT, length=0xFFFFFFFF, aux=TCP_VERSION)),
     drop_case("tcp: SEND before CONNECT", frame(F_SEND, hello())),
     drop_case("tcp: unknown frame type 99", frame(99, b"x" * 16)),
     reject_case("cm: empty private data", b"", S["INVALID"]),
@@ -515,7 +516,7 @@ QUICK += [
                 S["INVALID"]),
     status_case("cmd: WRITE on a read-only login",
                 lambda l: cmd(op=WRITE), S["READ_ONLY"], export=RO_EXPORT,
-                flags=1),
+                flags=C.RBLK_HELLO_F_READ_ONLY),
     # after login: the connection goes
     live_drop_case("cmd: bad magic", lambda c: with_seq(c, cmd(magic=1))),
     live_drop_case("cmd: bad version",
@@ -568,7 +569,7 @@ QUICK += [
                                                  ident=99, rkey=k))(
                                                      *grant(c))),
     live_drop_case("CONNECT frame on a live connection",
-                   lambda c: frame(F_CONNECT, cm_req(), aux=1)),
+                   lambda c: frame(F_CONNECT, cm_req(), aux=TCP_VERSION)),
 ]
 
 
@@ -597,7 +598,8 @@ def dribble(c, data, limit):
 @case("slow-loris: CONNECT at 1 byte/s",
       "dropped by the %d s handshake limit" % HANDSHAKE_S)
 def loris_connect():
-    took = dribble(Conn(), frame(F_CONNECT, cm_req(), aux=1), HANDSHAKE_S + 5)
+    took = dribble(Conn(), frame(F_CONNECT, cm_req(), aux=TCP_VERSION),
+                   HANDSHAKE_S + 5)
     if took is None:
         return "still connected after %d s" % (HANDSHAKE_S + 5)
     return took >= HANDSHAKE_S - 1 or "dropped after %.1f s" % took

@@ -7,7 +7,9 @@
 OUTDIR/proto/*: single messages, valid and edge cases (fuzz_proto).
 OUTDIR/login/*: [cm_qd u16][max_io sel u8] + [len u16][message]... sessions
 (fuzz_login), auth-* with an AUTH_RESPONSE after the HELLO, MACs made with
-fuzz_login's fixed secrets and challenge nonce. The layouts follow common/proto.h; keep them in step.
+fuzz_login's fixed secrets and challenge nonce. The layouts follow
+common/proto.h (keep them in step); its constants come from there, through
+$RBLK_BUILD/gen/rblk_const.py (make build/gen/rblk_const.py).
 """
 import hashlib
 import hmac
@@ -15,15 +17,31 @@ import os
 import struct
 import sys
 
-MAGIC = 0x4B4C4252
-HELLO, LOGIN, CMD, RESP = 1, 2, 3, 4
-AUTH_RESPONSE = 6
-HELLO_RO, HELLO_AUTH = 1, 4
-READ, WRITE, FLUSH, TRIM, WZ, DISC, KA = range(1, 8)
-FUA, PUSH = 1, 2
+_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+_GEN = os.path.join(os.environ.get("RBLK_BUILD", os.path.join(_ROOT, "build")),
+                    "gen")
+if not os.path.exists(os.path.join(_GEN, "rblk_const.py")):
+    sys.exit("gen-corpus.py: %s/rblk_const.py missing: run make "
+             "build/gen/rblk_const.py (or set RBLK_BUILD)" % _GEN)
+sys.path.insert(0, _GEN)
+import rblk_const as C  # noqa: E402
+
+MAGIC, VERSION = C.RBLK_MAGIC, C.RBLK_PROTO_VERSION
+HELLO, LOGIN, CMD, RESP = (C.RBLK_MSG_HELLO, C.RBLK_MSG_LOGIN, C.RBLK_MSG_CMD,
+                           C.RBLK_MSG_RESP)
+AUTH_RESPONSE = C.RBLK_MSG_AUTH_RESPONSE
+GRANT, READ_DONE, WRITE_DATA = (C.RBLK_MSG_GRANT, C.RBLK_MSG_READ_DONE,
+                                C.RBLK_MSG_WRITE_DATA)
+HELLO_RO, HELLO_AUTH = C.RBLK_HELLO_F_READ_ONLY, C.RBLK_HELLO_F_AUTH
+READ, WRITE, FLUSH, TRIM = (C.RBLK_OP_READ, C.RBLK_OP_WRITE, C.RBLK_OP_FLUSH,
+                            C.RBLK_OP_TRIM)
+WZ, DISC, KA = C.RBLK_OP_WRITE_ZEROES, C.RBLK_OP_DISCONNECT, C.RBLK_OP_KEEPALIVE
+FUA, PUSH, INLINE = C.RBLK_CMD_F_FUA, C.RBLK_CMD_F_PUSH, C.RBLK_CMD_F_INLINE
+RESP_F_PULL = C.RBLK_RESP_F_PULL
+CMD_SIZE = C.RBLK_CMD_SIZE
 
 
-def hdr(typ, length, magic=MAGIC, version=2):
+def hdr(typ, length, magic=MAGIC, version=VERSION):
     return struct.pack("<IBBH", magic, version, typ, length)
 
 
@@ -47,7 +65,7 @@ def login(status=0, qd=64, max_io=1 << 20, bs=4096, size=1 << 30,
 
 
 def cmd(tag=0, op=READ, flags=0, length=4096, offset=0, addr=0, rkey=0,
-        reserved=(0,) * 7, hlen=64, **h):
+        reserved=(0,) * 7, hlen=CMD_SIZE, **h):
     return (hdr(CMD, hlen, **h) + struct.pack("<HBBIQQI", tag, op, flags,
             length, offset, addr, rkey) + struct.pack("<7I", *reserved))
 
@@ -58,10 +76,11 @@ def resp(tag=0, status=0, length=4096, flags=0, rkey=0, addr=0):
 
 
 def grant(tag=0, rkey=0x1234, length=4096, addr=0x7F0000001000):
-    return hdr(11, 32) + struct.pack("<HHIIIQ", tag, 0, rkey, length, 0, addr)
+    return hdr(GRANT, 32) + struct.pack("<HHIIIQ", tag, 0, rkey, length, 0,
+                                        addr)
 
 
-def done(typ=12, tag=0, rkey=0x1234):
+def done(typ=READ_DONE, tag=0, rkey=0x1234):
     return hdr(typ, 16) + struct.pack("<HHI", tag, 0, rkey)
 
 
@@ -90,18 +109,18 @@ def auth_ok(host="fuzzhost", export="secure", inonce=bytes(range(1, 33))):
                                           inonce))
 
 
-def cm_req(qd=64, version=2):
+def cm_req(qd=64, version=VERSION):
     return struct.pack("<IBBHII", MAGIC, version, 0, qd, 0, 0)
 
 
 def cm_rej(status=3):
-    return struct.pack("<IBBHI", MAGIC, 2, 0, 0, status)
+    return struct.pack("<IBBHI", MAGIC, VERSION, 0, 0, status)
 
 
 U64 = (1 << 64) - 1
 proto = {
     "hello": hello(),
-    "hello-ro": hello(flags=1, export="ro", host=""),
+    "hello-ro": hello(flags=HELLO_RO, export="ro", host=""),
     "hello-qd-max": hello(qd=1024, max_io=8 << 20),
     "hello-qd-zero": hello(qd=0),
     "hello-maxio-odd": hello(max_io=12288),
@@ -114,10 +133,10 @@ proto = {
     "login-refusal": login(status=3),
     "login-volwrap": login(features=0x7e, rkey=1, addr=U64 - 100,
                            vol_len=1 << 30),
-    "resp-pull": resp(flags=1, rkey=0x1234, addr=0x7F0000001000),
+    "resp-pull": resp(flags=RESP_F_PULL, rkey=0x1234, addr=0x7F0000001000),
     "grant": grant(),
-    "read-done": done(12),
-    "write-data": done(13),
+    "read-done": done(READ_DONE),
+    "write-data": done(WRITE_DATA),
     "cmd-read": cmd(),
     "cmd-write-fua": cmd(op=WRITE, flags=FUA, tag=7, offset=8192),
     "cmd-push": cmd(op=READ, flags=PUSH, addr=0x1000, rkey=5),
@@ -133,10 +152,10 @@ proto = {
     "cmd-bad-op": cmd(op=99),
     "cmd-bad-tag": cmd(tag=0xFFFF),
     "cmd-reserved": cmd(reserved=(0, 0, 0, 1, 0, 0, 0)),
-    "cmd-inline": cmd(op=WRITE, flags=0x04, length=4096,
-                      hlen=64 + 4096) + bytes(range(256)) * 16,
-    "cmd-inline-short": cmd(op=WRITE, flags=0x04, length=4096,
-                            hlen=64 + 4096) + bytes(512),
+    "cmd-inline": cmd(op=WRITE, flags=INLINE, length=4096,
+                      hlen=CMD_SIZE + 4096) + bytes(range(256)) * 16,
+    "cmd-inline-short": cmd(op=WRITE, flags=INLINE, length=4096,
+                            hlen=CMD_SIZE + 4096) + bytes(512),
     "resp": resp(),
     "resp-err": resp(tag=3, status=5, length=0),
     "cm-req": cm_req(),
@@ -159,7 +178,7 @@ login_seeds = {
     "hello-only": session(hello()),
     "hello-io": session(hello(), cmd(), cmd(op=WRITE, tag=1, offset=4096),
                         cmd(op=FLUSH, length=0, tag=2), cmd(op=DISC, length=0)),
-    "hello-ro-write": session(hello(export="ro", flags=1),
+    "hello-ro-write": session(hello(export="ro", flags=HELLO_RO),
                               cmd(op=WRITE, length=512)),
     "hello-ram-edge": session(hello(export="ram", max_io=4096),
                               cmd(offset=0, length=4096),

@@ -43,7 +43,7 @@
 #define WAIT_MS 20000
 #define STASH 1024
 #define NCONN 4
-#define MEM (1u << 20)
+#define MEM (16u << 20)
 #define POOL (1u << 20)
 #define MSG 256u
 #define NRECV 16u
@@ -327,6 +327,29 @@ static void post(struct ep *e, struct xp_send_wr *wr)
 	assert_int_equal(xp_post_send(e->c, wr, &bad), 0);
 }
 
+/*
+ * e's connection failed and everything it had outstanding was reaped:
+ * posts are refused with -ENOTCONN and nothing more completes for it.
+ */
+static void check_dead(struct side *s, struct ep *e)
+{
+	struct xp_send_wr wr = {.wr_id = 99,
+				.opcode = XP_WR_SEND,
+				.flags = XP_SEND_SIGNALED},
+			  *bad = NULL;
+	struct xp_sge sge = {.addr = recv_buf(s, e, 0),
+			     .length = MSG,
+			     .mr = s->mr};
+
+	assert_int_equal(xp_state(e->c), XP_CONN_ERROR);
+	assert_int_equal(xp_post_send(e->c, &wr, &bad), -ENOTCONN);
+	assert_ptr_equal(bad, &wr);
+	assert_int_equal(xp_post_recv(e->c, 99, &sge), -ENOTCONN);
+	for (int i = 0; i < 5; i++)
+		pump(10);
+	assert_int_equal(e->n, 0);
+}
+
 static void fill(void *buf, size_t len, uint32_t seed)
 {
 	uint8_t *p = buf;
@@ -400,18 +423,26 @@ static uint32_t grant(unsigned int i, struct xp_mw *mw, size_t off,
 	return key;
 }
 
+/* A signaled RDMA READ/WRITE between sge and raddr/rkey. */
+static struct xp_send_wr rdma_wr(uint64_t id, enum xp_wr_opcode op,
+				 struct xp_sge sge, uint64_t raddr,
+				 uint32_t rkey)
+{
+	return (struct xp_send_wr){.wr_id = id,
+				   .opcode = op,
+				   .flags = XP_SEND_SIGNALED,
+				   .sge = sge,
+				   .remote_addr = raddr,
+				   .rkey = rkey};
+}
+
 /* Client: one RDMA READ/WRITE of len bytes at raddr/rkey. */
 static struct xp_wc one_sided(unsigned int i, enum xp_wr_opcode op,
 			      uint64_t raddr, uint32_t rkey, uint32_t len)
 {
-	struct xp_send_wr wr = {
-	    .wr_id = 7,
-	    .opcode = op,
-	    .flags = XP_SEND_SIGNALED,
-	    .sge = {cli.mem + 64 * 1024, len, cli.mr},
-	    .remote_addr = raddr,
-	    .rkey = rkey,
-	};
+	struct xp_send_wr wr = rdma_wr(
+	    7, op, (struct xp_sge){cli.mem + 64 * 1024, len, cli.mr}, raddr,
+	    rkey);
 
 	post(&cli.ep[i], &wr);
 	return wait_wc(&cli.ep[i]);
@@ -435,6 +466,53 @@ static void expect_refused(unsigned int i, enum xp_wr_opcode op,
 	assert_int_equal(xp_state(cli.ep[i].c), XP_CONN_ERROR);
 	drain_flushes(&cli.ep[i]);
 	drain_flushes(&srv.ep[i]);
+}
+
+/*
+ * expect_refused() with a SEND queued behind the refused request: the
+ * SEND is flushed, not executed (the peer's receives all flush too), and
+ * both ends then refuse posts and stay quiet.
+ */
+static void expect_refused_chain(unsigned int i, enum xp_wr_opcode op,
+				 uint64_t raddr, uint32_t rkey, uint32_t len)
+{
+	struct ep *ce = &cli.ep[i];
+	struct xp_send_wr wr[2];
+	uint64_t deadline = now_ms() + WAIT_MS;
+	unsigned int sq = 0, rq = 0;
+
+	wr[0] = rdma_wr(7, op,
+			(struct xp_sge){cli.mem + 64 * 1024, len, cli.mr},
+			raddr, rkey);
+	wr[1] = send_wr(&cli, i, 8, "late", 4);
+	wr[0].next = &wr[1];
+	post(ce, wr);
+	while (sq < 2 || rq < NRECV) {
+		struct xp_wc wc = wait_wc(ce);
+
+		assert_true(now_ms() < deadline);
+		if (wc.opcode == XP_WC_RECV) {
+			assert_int_equal(wc.status, XP_WC_FLUSH_ERR);
+			rq++;
+			continue;
+		}
+		/* the send queue completes in order */
+		assert_int_equal(wc.wr_id, 7 + sq);
+		if (sq++ == 0) {
+			if (wc.status != XP_WC_REM_ACCESS_ERR &&
+			    !(X == &xp_rdma_ops &&
+			      wc.status == XP_WC_FLUSH_ERR))
+				fail_msg("expected a remote access error, "
+					 "got %s",
+					 xp_wc_status_str(wc.status));
+		} else {
+			assert_int_equal(wc.opcode, XP_WC_SEND);
+			assert_int_equal(wc.status, XP_WC_FLUSH_ERR);
+		}
+	}
+	drain_flushes(&srv.ep[i]);
+	check_dead(&cli, ce);
+	check_dead(&srv, &srv.ep[i]);
 }
 
 /* Connection i still moves verified data both ways. */
@@ -864,6 +942,7 @@ static void test_destroy_drops_windows(void **state)
 	memset(&srv.ep[2], 0, sizeof(srv.ep[2]));
 	wait_error(&cli.ep[2]);
 	drain_flushes(&cli.ep[2]);
+	check_dead(&cli, &cli.ep[2]);
 	/* the window is free: it can be bound again elsewhere */
 	key = grant(3, mw, 0, 4096, XP_ACCESS_REMOTE_READ);
 	assert_int_equal(one_sided(3, XP_WR_RDMA_READ, va(srv.pool), key, 64)
@@ -873,39 +952,149 @@ static void test_destroy_drops_windows(void **state)
 	xp_dealloc_mw(mw);
 }
 
-/* RC ordering: the WRITE's data is placed before the SEND after it. */
+/*
+ * RC ordering: the WRITE's data is placed before the SEND after it, in
+ * every round (checked when the RECV completes).
+ */
 static void test_write_then_send(void **state)
 {
 	const uint32_t len = 256 * 1024;
 	struct xp_send_wr wr[2];
-	uint8_t got[8];
+	char msg[16], got[16];
 
-	fill(cli.mem + 64 * 1024, len, 11);
-	wr[0] = (struct xp_send_wr){
-	    .wr_id = 10,
-	    .opcode = XP_WR_RDMA_WRITE,
-	    .sge = {cli.mem + 64 * 1024, len, cli.mr},
-	    .remote_addr = va(srv.mem + 64 * 1024),
-	    .rkey = srv.mr->rkey,
-	};
-	wr[1] = send_wr(&cli, 0, 11, "capsule", 7);
-	wr[0].next = &wr[1];
-	post(&cli.ep[0], wr);
-	recv_msg(&srv, &srv.ep[0], got, 7);
-	assert_memory_equal(got, "capsule", 7);
-	assert_memory_equal(srv.mem + 64 * 1024, cli.mem + 64 * 1024, len);
-	/* the unsignaled WRITE completes silently with the SEND */
-	expect_wc(&cli.ep[0], 11, XP_WC_SUCCESS, XP_WC_SEND);
+	for (uint32_t round = 0; round < 4; round++) {
+		fill(cli.mem + 64 * 1024, len, 11 + round);
+		snprintf(msg, sizeof(msg), "capsule %u", round);
+		wr[0] = rdma_wr(
+		    10, XP_WR_RDMA_WRITE,
+		    (struct xp_sge){cli.mem + 64 * 1024, len, cli.mr},
+		    va(srv.mem + 64 * 1024), srv.mr->rkey);
+		wr[0].flags = 0;
+		wr[1] = send_wr(&cli, 0, 11, msg, sizeof(msg));
+		wr[0].next = &wr[1];
+		post(&cli.ep[0], wr);
+		recv_msg(&srv, &srv.ep[0], got, sizeof(got));
+		assert_memory_equal(srv.mem + 64 * 1024, cli.mem + 64 * 1024,
+				    len);
+		assert_string_equal(got, msg);
+		/* the unsignaled WRITE completes silently with the SEND */
+		expect_wc(&cli.ep[0], 11, XP_WC_SUCCESS, XP_WC_SEND);
+	}
 }
 
-/* 512 KiB each way, and the target side writing into the initiator. */
+/*
+ * A chain of READs from a region that grants REMOTE_READ only: unsignaled
+ * ones (a zero-length one among them) retire with the signaled last; the
+ * passive side reports nothing.
+ */
+static void test_read_chain(void **state)
+{
+	const uint32_t len = 65536;
+	uint8_t *src = aligned_alloc(4096, len), *dst = cli.mem + 64 * 1024;
+	struct xp_send_wr wr[3];
+	struct xp_mr *mr;
+	struct xp_wc wc;
+
+	assert_non_null(src);
+	fill(src, len, 7);
+	memset(dst, 0, len);
+	assert_int_equal(
+	    xp_group_reg_mr(srv.g, src, len, XP_ACCESS_REMOTE_READ, &mr), 0);
+	wr[0] = rdma_wr(1, XP_WR_RDMA_READ, (struct xp_sge){dst, 1000, cli.mr},
+			va(src), mr->rkey);
+	wr[1] = rdma_wr(2, XP_WR_RDMA_READ,
+			(struct xp_sge){dst + 1000, 0, cli.mr}, va(src + 1000),
+			mr->rkey);
+	wr[2] = rdma_wr(3, XP_WR_RDMA_READ,
+			(struct xp_sge){dst + 1000, len - 1000, cli.mr},
+			va(src + 1000), mr->rkey);
+	wr[0].flags = wr[1].flags = 0;
+	wr[0].next = &wr[1];
+	wr[1].next = &wr[2];
+	post(&cli.ep[1], wr);
+	wc = expect_wc(&cli.ep[1], 3, XP_WC_SUCCESS, XP_WC_RDMA_READ);
+	assert_int_equal(wc.byte_len, len - 1000);
+	assert_memory_equal(dst, src, len);
+	for (int i = 0; i < 5; i++)
+		pump(10);
+	assert_int_equal(cli.ep[1].n, 0);
+	assert_int_equal(srv.ep[1].n, 0);
+	check_alive(1);
+	xp_dereg_mr(mr);
+	free(src);
+}
+
+/* A region without REMOTE_WRITE: a WRITE into it is refused, not done. */
+static void test_region_no_remote_write(void **state)
+{
+	struct xp_mr *mr;
+	uint8_t *buf = aligned_alloc(4096, 8192);
+
+	assert_non_null(buf);
+	memset(buf, 0x5a, 8192);
+	assert_int_equal(xp_group_reg_mr(srv.g, buf, 8192,
+					 XP_ACCESS_LOCAL_WRITE |
+					     XP_ACCESS_REMOTE_READ,
+					 &mr),
+			 0);
+	fill(cli.mem + 64 * 1024, 4096, 17);
+	expect_refused_chain(3, XP_WR_RDMA_WRITE, va(buf + 4096), mr->rkey,
+			     4096);
+	for (size_t i = 0; i < 8192; i++)
+		assert_int_equal(buf[i], 0x5a);
+	/* what it grants still works elsewhere */
+	assert_int_equal(
+	    one_sided(0, XP_WR_RDMA_READ, va(buf), mr->rkey, 4096).status,
+	    XP_WC_SUCCESS);
+	assert_memory_equal(cli.mem + 64 * 1024, buf, 4096);
+	check_alive(1);
+	xp_dereg_mr(mr);
+	free(buf);
+}
+
+/*
+ * A SEND larger than the receive it lands in: that RECV fails with
+ * LOC_ERR, the other receives flush, and both ends fail (the issuer's
+ * SEND may have completed first on tcp, as in test_rnr).
+ */
+static void test_recv_too_small(void **state)
+{
+	struct xp_send_wr wr = send_wr(&cli, 2, 30, cli.mem, MSG + 44);
+	unsigned int sends = 0, recvs = 0;
+	struct xp_wc wc;
+
+	post(&cli.ep[2], &wr);
+	expect_wc(&srv.ep[2], 0, XP_WC_LOC_ERR, XP_WC_RECV);
+	for (unsigned int i = 1; i < NRECV; i++)
+		expect_wc(&srv.ep[2], i, XP_WC_FLUSH_ERR, XP_WC_RECV);
+	assert_int_equal(xp_state(srv.ep[2].c), XP_CONN_ERROR);
+	wait_error(&cli.ep[2]);
+	while (!sends || recvs < NRECV) {
+		wc = wait_wc(&cli.ep[2]);
+		if (wc.opcode == XP_WC_RECV) {
+			assert_int_equal(wc.status, XP_WC_FLUSH_ERR);
+			recvs++;
+			continue;
+		}
+		assert_int_equal(wc.wr_id, 30);
+		sends++;
+	}
+	check_dead(&cli, &cli.ep[2]);
+	check_dead(&srv, &srv.ep[2]);
+	check_alive(3);
+}
+
+/*
+ * 4 MiB each way, in both directions: the client WRITEs then READs back
+ * in one chain (RC ordering: the READ sees the WRITE), the server WRITEs
+ * into the client's region and READs it back.
+ */
 static void test_large(void **state)
 {
-	const uint32_t len = 512 * 1024;
+	const uint32_t len = 4u << 20;
 	uint8_t *c = cli.mem + 64 * 1024, *t = srv.mem + 64 * 1024;
-	struct xp_send_wr wr = {.wr_id = 5,
-				.opcode = XP_WR_RDMA_WRITE,
-				.flags = XP_SEND_SIGNALED};
+	uint8_t *back = cli.mem + 64 * 1024 + len;
+	struct xp_send_wr wr[2];
 	struct xp_wc wc;
 
 	fill(c, len, 12);
@@ -917,13 +1106,36 @@ static void test_large(void **state)
 	assert_int_equal(wc.status, XP_WC_SUCCESS);
 	assert_int_equal(wc.byte_len, len);
 	assert_memory_equal(c, t, len);
-	fill(t, len, 14);
-	wr.sge = (struct xp_sge){t, len, srv.mr};
-	wr.remote_addr = va(c);
-	wr.rkey = cli.mr->rkey;
-	post(&srv.ep[1], &wr);
+
+	/* WRITE, then READ of the same bytes into another buffer, chained */
+	fill(c, len, 14);
+	memset(back, 0, len);
+	wr[0] = rdma_wr(1, XP_WR_RDMA_WRITE, (struct xp_sge){c, len, cli.mr},
+			va(t), srv.mr->rkey);
+	wr[1] = rdma_wr(2, XP_WR_RDMA_READ, (struct xp_sge){back, len, cli.mr},
+			va(t), srv.mr->rkey);
+	wr[0].next = &wr[1];
+	post(&cli.ep[1], wr);
+	expect_wc(&cli.ep[1], 1, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
+	expect_wc(&cli.ep[1], 2, XP_WC_SUCCESS, XP_WC_RDMA_READ);
+	assert_memory_equal(t, c, len);
+	assert_memory_equal(back, c, len);
+
+	/* the target side: WRITE into the initiator, READ it back */
+	fill(t, len, 15);
+	wr[0] = rdma_wr(5, XP_WR_RDMA_WRITE, (struct xp_sge){t, len, srv.mr},
+			va(c), cli.mr->rkey);
+	post(&srv.ep[1], &wr[0]);
 	expect_wc(&srv.ep[1], 5, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
 	assert_memory_equal(c, t, len);
+	fill(c, len, 16);
+	wr[0].wr_id = 6;
+	wr[0].opcode = XP_WR_RDMA_READ;
+	post(&srv.ep[1], &wr[0]);
+	wc = expect_wc(&srv.ep[1], 6, XP_WC_SUCCESS, XP_WC_RDMA_READ);
+	assert_int_equal(wc.byte_len, len);
+	assert_memory_equal(t, c, len);
+	check_alive(1);
 }
 
 /* A region of another group: its key means nothing here. */
@@ -942,8 +1154,10 @@ static void test_region_of_other_group(void **state)
 					     XP_ACCESS_REMOTE_WRITE,
 					 &mr),
 			 0);
+	assert_int_not_equal(mr->rkey, srv.mr->rkey);
 	fill(cli.mem + 64 * 1024, 4096, 15);
-	expect_refused(0, XP_WR_RDMA_WRITE, va(buf), mr->rkey, 4096);
+	expect_refused_chain(0, XP_WR_RDMA_WRITE, va(buf), mr->rkey, 4096);
+	expect_refused(2, XP_WR_RDMA_READ, va(buf), mr->rkey, 64);
 	for (size_t i = 0; i < 65536; i++)
 		assert_int_equal(buf[i], 0x5a);
 	check_alive(1);
@@ -952,17 +1166,33 @@ static void test_region_of_other_group(void **state)
 	free(buf);
 }
 
-/* The last 4 KiB of a region plus 4 KiB beyond it. */
+/*
+ * The last 4 KiB of a region plus 4 KiB beyond it, a byte before its
+ * start, and a range whose end wraps around the address space.
+ */
 static void test_region_out_of_bounds(void **state)
 {
 	expect_refused(2, XP_WR_RDMA_READ, va(srv.mem + MEM - 4096),
 		       srv.mr->rkey, 8192);
+	expect_refused(0, XP_WR_RDMA_READ, va(srv.mem) - 1, srv.mr->rkey, 16);
+	expect_refused(1, XP_WR_RDMA_READ, UINT64_MAX - 16, srv.mr->rkey, 64);
 	check_alive(3);
 }
 
-/* A disconnect flushes both ends; it is idempotent. */
+/*
+ * A disconnect flushes both ends; it is idempotent. A READ of the peer in
+ * flight when the passive side disconnects completes once, without its
+ * data on tcp (the passive side never served it); rdma's HCA may have
+ * answered it before the disconnect.
+ */
 static void test_disconnect(void **state)
 {
+	struct xp_send_wr rd = rdma_wr(
+	    20, XP_WR_RDMA_READ,
+	    (struct xp_sge){cli.mem + 64 * 1024, 65536, cli.mr},
+	    va(srv.mem + 8192), srv.mr->rkey);
+	unsigned int reads = 0, recvs = 0;
+
 	xp_disconnect(cli.ep[0].c);
 	xp_disconnect(cli.ep[0].c);
 	assert_int_equal(xp_state(cli.ep[0].c), XP_CONN_ERROR);
@@ -974,6 +1204,33 @@ static void test_disconnect(void **state)
 		assert_int_equal(wc.wr_id, i);
 	}
 	drain_flushes(&srv.ep[0]);
+	check_dead(&cli, &cli.ep[0]);
+	check_dead(&srv, &srv.ep[0]);
+
+	post(&cli.ep[2], &rd);
+	xp_disconnect(srv.ep[2].c);
+	xp_disconnect(srv.ep[2].c);
+	assert_int_equal(xp_state(srv.ep[2].c), XP_CONN_ERROR);
+	drain_flushes(&srv.ep[2]);
+	while (!reads || recvs < NRECV) {
+		struct xp_wc wc = wait_wc(&cli.ep[2]);
+
+		if (wc.opcode == XP_WC_RECV) {
+			assert_int_equal(wc.status, XP_WC_FLUSH_ERR);
+			recvs++;
+			continue;
+		}
+		assert_int_equal(wc.wr_id, 20);
+		assert_int_equal(wc.opcode, XP_WC_RDMA_READ);
+		reads++;
+		if (wc.status != XP_WC_FLUSH_ERR && wc.status != XP_WC_FATAL &&
+		    !(X == &xp_rdma_ops && wc.status == XP_WC_SUCCESS))
+			fail_msg("READ at disconnect: got %s",
+				 xp_wc_status_str(wc.status));
+	}
+	wait_error(&cli.ep[2]);
+	check_dead(&cli, &cli.ep[2]);
+	check_dead(&srv, &srv.ep[2]);
 	check_alive(1);
 }
 
@@ -997,10 +1254,24 @@ static void test_send_queue_full(void **state)
 	fill(cli.mem + 64 * 1024, n * 64, 16);
 	assert_int_equal(xp_post_send(cli.ep[2].c, wr, &bad), -ENOMEM);
 	assert_ptr_equal(bad, &wr[attr.max_send_wr]);
+	/* full until the signaled completion is reaped, done or not */
+	bad = NULL;
+	assert_int_equal(xp_post_send(cli.ep[2].c, &wr[attr.max_send_wr],
+				      &bad),
+			 -ENOMEM);
+	assert_ptr_equal(bad, &wr[attr.max_send_wr]);
 	expect_wc(&cli.ep[2], 100 + attr.max_send_wr - 1, XP_WC_SUCCESS,
 		  XP_WC_RDMA_WRITE);
 	assert_memory_equal(srv.mem + 64 * 1024, cli.mem + 64 * 1024,
 			    attr.max_send_wr * 64);
+	/* its reaping retired the unsignaled ones: the whole queue is free */
+	wr[attr.max_send_wr - 1].flags = 0;
+	wr[n - 1].flags = XP_SEND_SIGNALED;
+	assert_int_equal(xp_post_send(cli.ep[2].c, &wr[n - attr.max_send_wr],
+				      &bad),
+			 0);
+	expect_wc(&cli.ep[2], 100 + n - 1, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
+	assert_memory_equal(srv.mem + 64 * 1024, cli.mem + 64 * 1024, n * 64);
 	free(wr);
 	check_alive(2);
 }
@@ -1043,6 +1314,8 @@ static void test_rnr(void **state)
 	}
 	drain_flushes(&cli.ep[3]);
 	wait_error(&srv.ep[3]);
+	check_dead(&cli, &cli.ep[3]);
+	check_dead(&srv, &srv.ep[3]);
 	check_alive(0);
 }
 
@@ -1125,10 +1398,15 @@ int main(int argc, char **argv)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_write_then_send, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_read_chain, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_large, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_region_of_other_group, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_region_out_of_bounds, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_region_no_remote_write, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_recv_too_small, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_disconnect, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_send_queue_full, setup,

@@ -4,9 +4,12 @@
 #     private data, no listener, the wildcard listener, an unreachable
 #     address (private groups, the compatibility path);
 #   - tests/unit/test_xp.c rdma: the transport contract shared with tcp
-#     (poll groups, watched fds, the sleep protocol, RC ordering, 512 KiB
-#     each way, another group's key and out-of-bounds access failing only
-#     the offending connection, disconnect, a full send queue, RNR, type-2
+#     (poll groups, watched fds, the sleep protocol, RC ordering, a chain
+#     of unsignaled READs, 4 MiB each way, another group's key,
+#     out-of-bounds access and a WRITE into a region without REMOTE_WRITE
+#     failing only the offending connection with what was queued behind it
+#     flushed and later posts refused, disconnect with a READ in flight, a
+#     full send queue and its accounting, RNR, a receive too small, type-2
 #     memory windows: bind, range, access, LOCAL_INV, SEND_WITH_INV,
 #     another connection's window, a bind-only region's own rkey, fenced
 #     SEND_WITH_INV after RDMA READ, 10,000 bind/invalidate cycles).
