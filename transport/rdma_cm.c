@@ -523,6 +523,117 @@ void xr_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
 /* ---- active side (caller's thread) ------------------------------------ */
 
 /*
+ * rdma_get_cm_event() found nothing (errno says why): sleep on the
+ * group's CM channel until it is readable or deadline (ms) has passed.
+ * 0 (read again), or -errno (-ETIMEDOUT at the deadline).
+ */
+static int xr_cm_sleep(struct xr_conn *c, enum rdma_cm_event_type want,
+		       uint64_t deadline)
+{
+	struct pollfd pfd = {.fd = c->g->ch->fd, .events = POLLIN};
+	uint64_t now = now_ms();
+	int ret;
+
+	if (errno != EAGAIN && errno != EWOULDBLOCK) {
+		ret = neg_errno();
+		log_err("%s: rdma_get_cm_event: %s", c->name, strerror(-ret));
+		return ret;
+	}
+	if (now >= deadline) {
+		log_err("%s: connect timed out (at %s)", c->name,
+			rdma_event_str(want));
+		return -ETIMEDOUT;
+	}
+	ret = poll(&pfd, 1, (int)MIN(deadline - now, INT32_MAX));
+	if (ret < 0 && errno != EINTR) {
+		ret = neg_errno();
+		log_err("%s: poll: %s", c->name, strerror(-ret));
+		return ret;
+	}
+	return 0;
+}
+
+/*
+ * A REJECTED event: the peer's private data into rej (when the reject is
+ * the consumer's own), the reason logged. -ECONNREFUSED.
+ */
+static int xr_rejected(struct xr_conn *c, const struct rdma_cm_event *ev,
+		       void *rej, size_t *rej_len)
+{
+	const struct rdma_conn_param *cp = &ev->param.conn;
+	int status = ev->status;
+	bool consumer;
+
+	/*
+	 * IB/RoCE: only the consumer-defined reason carries the peer's data
+	 * (the REJ always has a private data area). iWARP: an MPA reject
+	 * has data, a TCP RST not.
+	 */
+	if (c->id->verbs &&
+	    c->id->verbs->device->transport_type == IBV_TRANSPORT_IB)
+		consumer = status == XR_IB_CM_REJ_CONSUMER_DEFINED;
+	else
+		consumer = cp->private_data_len > 0;
+	if (consumer && cp->private_data && rej && rej_len) {
+		size_t n = MIN((size_t)cp->private_data_len,
+			       (size_t)XP_PRIV_MAX);
+
+		memcpy(rej, cp->private_data, n);
+		*rej_len = n;
+	}
+	if (consumer)
+		log_info("%s: connection rejected by the peer", c->name);
+	else if (status == XR_IB_CM_REJ_INVALID_SERVICE_ID)
+		log_warn("%s: connection refused: nothing listens on that port",
+			 c->name);
+	else
+		log_warn("%s: connection refused (reason %d)", c->name,
+			 status);
+	return -ECONNREFUSED;
+}
+
+/*
+ * The -errno for an event of c's own that ends its connect (logged), or
+ * 0 for one to ignore (ADDR_CHANGE).
+ */
+static int xr_connect_failed(struct xr_conn *c, const struct rdma_cm_event *ev,
+			     enum rdma_cm_event_type want, void *rej,
+			     size_t *rej_len)
+{
+	int status = ev->status;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_ERROR:
+		log_err("%s: address resolution failed: %s", c->name,
+			strerror(status < 0 ? -status : EHOSTUNREACH));
+		return -EHOSTUNREACH;
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		log_err("%s: route resolution failed: %s", c->name,
+			strerror(status < 0 ? -status : ENETUNREACH));
+		return -ENETUNREACH;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		log_err("%s: peer unreachable: %s", c->name,
+			strerror(status < 0 ? -status : EHOSTUNREACH));
+		return -EHOSTUNREACH;
+	case RDMA_CM_EVENT_REJECTED:
+		return xr_rejected(c, ev, rej, rej_len);
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		log_err("%s: connection failed: status %d", c->name, status);
+		return -ECONNABORTED;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		log_err("%s: RDMA device removed", c->name);
+		return -ENODEV;
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+		return 0;
+	default:
+		log_err("%s: unexpected %s (status %d) waiting for %s", c->name,
+			rdma_event_str(ev->event), status,
+			rdma_event_str(want));
+		return -EPROTO;
+	}
+}
+
+/*
  * Wait on c->ch for the event that completes the current step of
  * connect(). Other outcomes become the errors transport.h lists.
  */
@@ -530,118 +641,31 @@ static int xr_wait_event(struct xr_conn *c, enum rdma_cm_event_type want,
 			 uint64_t deadline, void *rej, size_t *rej_len)
 {
 	struct rdma_cm_event *ev;
-	struct pollfd pfd = {.fd = c->g->ch->fd, .events = POLLIN};
-	int ret, status;
+	int ret;
 
 	for (;;) {
 		if (rdma_get_cm_event(c->g->ch, &ev)) {
-			uint64_t now = now_ms();
-
-			if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				ret = neg_errno();
-				log_err("%s: rdma_get_cm_event: %s", c->name,
-					strerror(-ret));
+			ret = xr_cm_sleep(c, want, deadline);
+			if (ret)
 				return ret;
-			}
-			if (now >= deadline) {
-				log_err("%s: connect timed out (at %s)",
-					c->name, rdma_event_str(want));
-				return -ETIMEDOUT;
-			}
-			ret =
-			    poll(&pfd, 1, (int)MIN(deadline - now, INT32_MAX));
-			if (ret < 0 && errno != EINTR) {
-				ret = neg_errno();
-				log_err("%s: poll: %s", c->name,
-					strerror(-ret));
-				return ret;
-			}
 			continue;
 		}
-		status = ev->status;
 		if (ev->id != c->id) {
 			/* another connection of the group: its owner is us */
 			enum rdma_cm_event_type type = ev->event;
 			struct xr_conn *o = ev->id->context;
+			int status = ev->status;
 
 			rdma_ack_cm_event(ev);
 			xr_cm_event(o, type, status);
 			continue;
 		}
-		if (ev->event == want) {
-			rdma_ack_cm_event(ev);
-			return 0;
-		}
-		switch (ev->event) {
-		case RDMA_CM_EVENT_ADDR_ERROR:
-			log_err("%s: address resolution failed: %s", c->name,
-				strerror(status < 0 ? -status : EHOSTUNREACH));
-			ret = -EHOSTUNREACH;
-			break;
-		case RDMA_CM_EVENT_ROUTE_ERROR:
-			log_err("%s: route resolution failed: %s", c->name,
-				strerror(status < 0 ? -status : ENETUNREACH));
-			ret = -ENETUNREACH;
-			break;
-		case RDMA_CM_EVENT_UNREACHABLE:
-			log_err("%s: peer unreachable: %s", c->name,
-				strerror(status < 0 ? -status : EHOSTUNREACH));
-			ret = -EHOSTUNREACH;
-			break;
-		case RDMA_CM_EVENT_REJECTED: {
-			const struct rdma_conn_param *cp = &ev->param.conn;
-			bool consumer;
-
-			/*
-			 * IB/RoCE: only the consumer-defined reason carries
-			 * the peer's data (the REJ always has a private data
-			 * area). iWARP: an MPA reject has data, a TCP RST not.
-			 */
-			if (c->id->verbs &&
-			    c->id->verbs->device->transport_type ==
-				IBV_TRANSPORT_IB)
-				consumer =
-				    status == XR_IB_CM_REJ_CONSUMER_DEFINED;
-			else
-				consumer = cp->private_data_len > 0;
-			if (consumer && cp->private_data && rej && rej_len) {
-				size_t n = MIN((size_t)cp->private_data_len,
-					       (size_t)XP_PRIV_MAX);
-
-				memcpy(rej, cp->private_data, n);
-				*rej_len = n;
-			}
-			if (consumer)
-				log_info("%s: connection rejected by the peer",
-					 c->name);
-			else if (status == XR_IB_CM_REJ_INVALID_SERVICE_ID)
-				log_warn("%s: connection refused: nothing "
-					 "listens on that port",
-					 c->name);
-			else
-				log_warn("%s: connection refused (reason %d)",
-					 c->name, status);
-			ret = -ECONNREFUSED;
-			break;
-		}
-		case RDMA_CM_EVENT_CONNECT_ERROR:
-			log_err("%s: connection failed: status %d", c->name,
-				status);
-			ret = -ECONNABORTED;
-			break;
-		case RDMA_CM_EVENT_DEVICE_REMOVAL:
-			log_err("%s: RDMA device removed", c->name);
-			ret = -ENODEV;
-			break;
-		case RDMA_CM_EVENT_ADDR_CHANGE:
-			rdma_ack_cm_event(ev);
+		ret = ev->event == want ?
+			      0 :
+			      xr_connect_failed(c, ev, want, rej, rej_len);
+		if (!ret && ev->event != want) {
+			rdma_ack_cm_event(ev); /* ADDR_CHANGE: wait on */
 			continue;
-		default:
-			log_err("%s: unexpected %s (status %d) waiting for %s",
-				c->name, rdma_event_str(ev->event), status,
-				rdma_event_str(want));
-			ret = -EPROTO;
-			break;
 		}
 		rdma_ack_cm_event(ev);
 		return ret;
@@ -655,6 +679,65 @@ static int remaining_ms(uint64_t deadline)
 	return now >= deadline ? 1 : (int)MIN(deadline - now, INT32_MAX);
 }
 
+/* Resolve c's address and route to dst (its id made). 0 or -errno. */
+static int xr_resolve_path(struct xr_conn *c, struct sockaddr_storage *dst,
+			   uint64_t deadline)
+{
+	int ret;
+
+	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)dst,
+			      remaining_ms(deadline))) {
+		ret = neg_errno();
+		log_err("%s: rdma_resolve_addr: %s", c->name, strerror(-ret));
+		if (ret == -ENODEV || ret == -EADDRNOTAVAIL)
+			ret = -EHOSTUNREACH;
+		return ret;
+	}
+	ret =
+	    xr_wait_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, NULL, NULL);
+	if (ret)
+		return ret;
+	if (rdma_resolve_route(c->id, remaining_ms(deadline))) {
+		ret = neg_errno();
+		log_err("%s: rdma_resolve_route: %s", c->name, strerror(-ret));
+		return ret;
+	}
+	ret = xr_wait_event(c, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, NULL,
+			    NULL);
+	if (ret)
+		return ret;
+	/* the resolved peer address (port included) names it from now on */
+	fmt_sockaddr(rdma_get_peer_addr(c->id), c->name, sizeof(c->name));
+	return 0;
+}
+
+/*
+ * Connect c (its queue set up) with priv as the request's private data,
+ * and wait for ESTABLISHED. 0 or -errno (a reject's data in rej).
+ */
+static int xr_cm_connect(struct xr_conn *c, const void *priv, size_t priv_len,
+			 uint64_t deadline, void *rej, size_t *rej_len)
+{
+	struct rdma_conn_param p;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	p.private_data = priv_len ? priv : NULL;
+	p.private_data_len = (uint8_t)priv_len;
+	p.responder_resources = c->rd_atom;
+	p.initiator_depth = c->init_depth;
+	p.retry_count = XR_RETRY_COUNT;
+	p.rnr_retry_count = XR_RNR_RETRY;
+	if (rdma_connect(c->id, &p)) {
+		ret = neg_errno();
+		log_err("%s: rdma_connect: %s", c->name, strerror(-ret));
+		return ret;
+	}
+	/* librdmacm moves the QP to RTR/RTS when it reads the reply */
+	return xr_wait_event(c, RDMA_CM_EVENT_ESTABLISHED, deadline, rej,
+			     rej_len);
+}
+
 int xr_group_connect(struct xp_group *xg, const char *host, uint16_t port,
 		     const struct xp_conn_attr *attr, const void *priv,
 		     size_t priv_len, int timeout_ms, struct xp_conn **out,
@@ -662,7 +745,6 @@ int xr_group_connect(struct xp_group *xg, const char *host, uint16_t port,
 {
 	struct xr_group *g = xg ? to_xr_group(xg) : NULL, *own = NULL;
 	struct sockaddr_storage dst;
-	struct rdma_conn_param p;
 	struct xr_conn *c;
 	uint64_t deadline;
 	int ret;
@@ -704,29 +786,9 @@ int xr_group_connect(struct xp_group *xg, const char *host, uint16_t port,
 		log_err("%s: rdma_create_id: %s", c->name, strerror(-ret));
 		goto out_leave_group;
 	}
-	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst,
-			      remaining_ms(deadline))) {
-		ret = neg_errno();
-		log_err("%s: rdma_resolve_addr: %s", c->name, strerror(-ret));
-		if (ret == -ENODEV || ret == -EADDRNOTAVAIL)
-			ret = -EHOSTUNREACH;
-		goto out_destroy_id;
-	}
-	ret =
-	    xr_wait_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, NULL, NULL);
+	ret = xr_resolve_path(c, &dst, deadline);
 	if (ret)
 		goto out_destroy_id;
-	if (rdma_resolve_route(c->id, remaining_ms(deadline))) {
-		ret = neg_errno();
-		log_err("%s: rdma_resolve_route: %s", c->name, strerror(-ret));
-		goto out_destroy_id;
-	}
-	ret = xr_wait_event(c, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, NULL,
-			    NULL);
-	if (ret)
-		goto out_destroy_id;
-	/* the resolved peer address (port included) names it from now on */
-	fmt_sockaddr(rdma_get_peer_addr(c->id), c->name, sizeof(c->name));
 
 	ret = xr_group_bind_device(g, c->id->verbs,
 				   attr->max_send_wr + attr->max_recv_wr);
@@ -736,21 +798,7 @@ int xr_group_connect(struct xp_group *xg, const char *host, uint16_t port,
 	if (ret)
 		goto out_destroy_id;
 
-	memset(&p, 0, sizeof(p));
-	p.private_data = priv_len ? priv : NULL;
-	p.private_data_len = (uint8_t)priv_len;
-	p.responder_resources = c->rd_atom;
-	p.initiator_depth = c->init_depth;
-	p.retry_count = XR_RETRY_COUNT;
-	p.rnr_retry_count = XR_RNR_RETRY;
-	if (rdma_connect(c->id, &p)) {
-		ret = neg_errno();
-		log_err("%s: rdma_connect: %s", c->name, strerror(-ret));
-		goto out_teardown_queue;
-	}
-	/* librdmacm moves the QP to RTR/RTS when it reads the reply */
-	ret =
-	    xr_wait_event(c, RDMA_CM_EVENT_ESTABLISHED, deadline, rej, rej_len);
+	ret = xr_cm_connect(c, priv, priv_len, deadline, rej, rej_len);
 	if (ret)
 		goto out_teardown_queue;
 	c->cm_connected = true;

@@ -600,6 +600,45 @@ static void tcp_rx_read_req(struct tcp_conn *c, const struct tcp_hdr *h)
 		tcp_fail_io(c, -ENOMEM);
 }
 
+/*
+ * A SEND (or SEND_WITH_INV) header: invalidate its window, then the
+ * receive it lands in. NULL when the connection failed (the window was
+ * not ours, no receive posted, or one too small).
+ */
+static struct tcp_rwr *tcp_rx_recv_wr(struct tcp_conn *c,
+				      const struct tcp_hdr *h)
+{
+	struct tcp_rwr *r;
+
+	/* the window goes before the receive completes */
+	if (h->type == TCP_F_SEND_INV && tcp_mw_inv(c, h->rkey)) {
+		log_ratelimited(LOG_WARN,
+				"%s: SEND_WITH_INV refused: 0x%x is not a "
+				"window bound on this connection",
+				c->peer, h->rkey);
+		tcp_fail(c, XP_WC_REM_ACCESS_ERR, h->id);
+		return NULL;
+	}
+	if (c->rq_cons == c->rq_tail) {
+		log_ratelimited(LOG_WARN,
+				"%s: SEND of %u bytes with no receive posted "
+				"(RNR)",
+				c->peer, h->len);
+		tcp_fail(c, XP_WC_RNR_ERR, h->id);
+		return NULL;
+	}
+	r = tcp_rwr(c, c->rq_cons);
+	if (h->len > r->len) {
+		log_ratelimited(LOG_WARN,
+				"%s: SEND of %u bytes into a %u-byte receive",
+				c->peer, h->len, r->len);
+		r->status = XP_WC_LOC_ERR;
+		tcp_fail(c, XP_WC_FATAL, h->id);
+		return NULL;
+	}
+	return r;
+}
+
 /* A complete header has arrived: decide where its payload goes. */
 static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 {
@@ -616,35 +655,10 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 	}
 	switch (h->type) {
 	case TCP_F_SEND_INV:
-		/* the window goes before the receive completes */
-		if (tcp_mw_inv(c, h->rkey)) {
-			log_ratelimited(LOG_WARN,
-					"%s: SEND_WITH_INV refused: 0x%x is "
-					"not a window bound on this connection",
-					c->peer, h->rkey);
-			tcp_fail(c, XP_WC_REM_ACCESS_ERR, h->id);
-			return;
-		}
-		/* fall through */
 	case TCP_F_SEND:
-		if (c->rq_cons == c->rq_tail) {
-			log_ratelimited(LOG_WARN,
-					"%s: SEND of %u bytes with no receive "
-					"posted (RNR)",
-					c->peer, h->len);
-			tcp_fail(c, XP_WC_RNR_ERR, h->id);
+		r = tcp_rx_recv_wr(c, h);
+		if (!r)
 			return;
-		}
-		r = tcp_rwr(c, c->rq_cons);
-		if (h->len > r->len) {
-			log_ratelimited(LOG_WARN,
-					"%s: SEND of %u bytes into a %u-byte "
-					"receive",
-					c->peer, h->len, r->len);
-			r->status = XP_WC_LOC_ERR;
-			tcp_fail(c, XP_WC_FATAL, h->id);
-			return;
-		}
 		tcp_rx_payload(c, r->addr, r->mr);
 		break;
 	case TCP_F_WRITE:
@@ -706,6 +720,71 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 }
 
 /*
+ * Parse what is staged in c->sbuf: payload to its destination, headers
+ * to tcp_rx_header(). False when the run must stop (the connection
+ * failed, or cq_limit completions are waiting to be reaped).
+ */
+static inline bool tcp_rx_parse(struct tcp_conn *c, uint32_t cq_limit)
+{
+	while (c->s_head < c->s_tail) {
+		size_t avail = c->s_tail - c->s_head;
+
+		if (c->cq_count >= cq_limit)
+			return false;
+		if (c->rx.in_payload) {
+			size_t k = MIN(avail, (size_t)c->rx.left);
+
+			if (c->rx.dst) {
+				memcpy(c->rx.dst, c->sbuf + c->s_head, k);
+				c->rx.dst += k;
+			}
+			c->s_head += k;
+			c->rx.left -= (uint32_t)k;
+			if (!c->rx.left)
+				tcp_rx_finish(c);
+			continue;
+		}
+		if (avail < TCP_HDR_LEN)
+			break;
+		c->s_head += TCP_HDR_LEN;
+		tcp_rx_header(c, (uint8_t *)c->sbuf + c->s_head - TCP_HDR_LEN);
+		if (c->state != XP_CONN_CONNECTED)
+			return false;
+	}
+	if (c->s_head == c->s_tail)
+		c->s_head = c->s_tail = 0;
+	return true;
+}
+
+/*
+ * Where the next read goes: straight to the destination of a payload
+ * that nothing staged precedes (direct, what follows it staged), else
+ * the staging buffer's free end (its unparsed bytes moved to the front).
+ * Returns the iovec count.
+ */
+static inline int tcp_rx_iov(struct tcp_conn *c, struct iovec iov[2],
+			     bool direct)
+{
+	if (direct) {
+		iov[0].iov_base = c->rx.dst;
+		iov[0].iov_len = c->rx.left;
+		iov[1].iov_base = c->sbuf;
+		iov[1].iov_len = c->rx_large ? TCP_SMALL_READ : TCP_SBUF_SIZE;
+		return 2;
+	}
+	if (c->s_head) {
+		memmove(c->sbuf, c->sbuf + c->s_head, c->s_tail - c->s_head);
+		c->s_tail -= c->s_head;
+		c->s_head = 0;
+	}
+	iov[0].iov_base = c->sbuf + c->s_tail;
+	iov[0].iov_len = TCP_SBUF_SIZE - c->s_tail;
+	if (c->rx_large)
+		iov[0].iov_len = MIN(iov[0].iov_len, (size_t)TCP_SMALL_READ);
+	return 1;
+}
+
+/*
  * Read and parse until the socket is drained, the byte budget is spent or
  * cq_limit completions are queued. Everything read is parsed before
  * returning unless cq_limit stopped it (then poll() returns > 0).
@@ -727,62 +806,14 @@ static void tcp_rx_run(struct tcp_conn *c, uint32_t cq_limit)
 		/* a finished frame may have failed it (a send, a limit) */
 		if (c->state != XP_CONN_CONNECTED)
 			return;
-		while (c->s_head < c->s_tail) {
-			size_t avail = c->s_tail - c->s_head;
-
-			if (c->cq_count >= cq_limit)
-				return;
-			if (c->rx.in_payload) {
-				size_t k = MIN(avail, (size_t)c->rx.left);
-
-				if (c->rx.dst) {
-					memcpy(c->rx.dst, c->sbuf + c->s_head,
-					       k);
-					c->rx.dst += k;
-				}
-				c->s_head += k;
-				c->rx.left -= (uint32_t)k;
-				if (!c->rx.left)
-					tcp_rx_finish(c);
-				continue;
-			}
-			if (avail < TCP_HDR_LEN)
-				break;
-			c->s_head += TCP_HDR_LEN;
-			tcp_rx_header(c, (uint8_t *)c->sbuf + c->s_head -
-					     TCP_HDR_LEN);
-			if (c->state != XP_CONN_CONNECTED)
-				return;
-		}
-		if (c->s_head == c->s_tail)
-			c->s_head = c->s_tail = 0;
+		if (!tcp_rx_parse(c, cq_limit))
+			return;
 		if (drained || !budget || c->cq_count >= cq_limit)
 			return;
 
 		direct =
 		    c->rx.in_payload && c->rx.dst && c->s_head == c->s_tail;
-		if (direct) {
-			/* payload to its destination, what follows staged */
-			iov[0].iov_base = c->rx.dst;
-			iov[0].iov_len = c->rx.left;
-			iov[1].iov_base = c->sbuf;
-			iov[1].iov_len =
-			    c->rx_large ? TCP_SMALL_READ : TCP_SBUF_SIZE;
-			n = 2;
-		} else {
-			if (c->s_head) {
-				memmove(c->sbuf, c->sbuf + c->s_head,
-					c->s_tail - c->s_head);
-				c->s_tail -= c->s_head;
-				c->s_head = 0;
-			}
-			iov[0].iov_base = c->sbuf + c->s_tail;
-			iov[0].iov_len = TCP_SBUF_SIZE - c->s_tail;
-			if (c->rx_large)
-				iov[0].iov_len =
-				    MIN(iov[0].iov_len, (size_t)TCP_SMALL_READ);
-			n = 1;
-		}
+		n = tcp_rx_iov(c, iov, direct);
 		want = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
 		r = readv(c->sock, iov, n);
 		if (r < 0) {
