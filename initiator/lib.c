@@ -69,6 +69,8 @@ void rblk_opts_init(struct rblk_opts *o)
 	o->failback_ms = 5000;
 }
 
+/* ---- sessions ------------------------------------------------------------ */
+
 static void queue_destroy(struct rblk_queue *q)
 {
 	lib_queue_drop_conn(q);
@@ -127,118 +129,156 @@ static int open_secret(struct rblk *r, const struct rblk_opts *o)
 	return 0;
 }
 
-int rblk_open(const char *url, const struct rblk_opts *user_opts,
-	      struct rblk **out)
+/*
+ * Fill o from rblk_opts_init() and the caller's user_opts (NULL: the
+ * defaults) and check it: 0, or -EINVAL with the error set.
+ */
+static int open_opts(const struct rblk_opts *user_opts, struct rblk_opts *o)
 {
-	struct rblk_opts o;
-	struct rblk *r;
-	char err[256];
-	unsigned int i;
-	int ret;
-
-	last_error[0] = 0;
-	rblk_opts_init(&o);
+	rblk_opts_init(o);
 	if (user_opts) {
 		if (user_opts->opts_size < offsetof(struct rblk_opts, flags) ||
-		    user_opts->opts_size > sizeof(o))
+		    user_opts->opts_size > sizeof(*o))
 			return set_error(-EINVAL,
 					 "rblk_opts: bad opts_size (use rblk_opts_init)");
-		memcpy(&o, user_opts, user_opts->opts_size);
+		memcpy(o, user_opts, user_opts->opts_size);
 	}
-	if (!o.queues || o.queues > 256)
+	if (!o->queues || o->queues > 256)
 		return set_error(-EINVAL, "queues must be 1..256");
-	if ((o.flags & RBLK_OPEN_PUSH_READS) && (o.flags & RBLK_OPEN_PULL_READS))
+	if ((o->flags & RBLK_OPEN_PUSH_READS) &&
+	    (o->flags & RBLK_OPEN_PULL_READS))
 		return set_error(-EINVAL,
 				 "RBLK_OPEN_PUSH_READS and RBLK_OPEN_PULL_READS exclude each other");
-	if (!o.queue_depth || o.queue_depth > RBLK_MAX_QD)
+	if (!o->queue_depth || o->queue_depth > RBLK_MAX_QD)
 		return set_error(-EINVAL, "queue depth must be 1..%d",
 				 RBLK_MAX_QD);
-	if (o.max_io < RBLK_MIN_MAX_IO || o.max_io > RBLK_MAX_MAX_IO ||
-	    !IS_POW2(o.max_io))
+	if (o->max_io < RBLK_MIN_MAX_IO || o->max_io > RBLK_MAX_MAX_IO ||
+	    !IS_POW2(o->max_io))
 		return set_error(-EINVAL,
 				 "max I/O must be a power of two in 4K..8M");
-	if (o.timeout_ms <= 0)
-		o.timeout_ms = 10000;
-	if (o.direct < RBLK_DIRECT_AUTO || o.direct > RBLK_DIRECT_OFF)
+	if (o->timeout_ms <= 0)
+		o->timeout_ms = 10000;
+	if (o->direct < RBLK_DIRECT_AUTO || o->direct > RBLK_DIRECT_OFF)
 		return set_error(-EINVAL, "direct must be RBLK_DIRECT_AUTO, _ON or _OFF");
-	if (o.max_queued > RBLK_MAX_QUEUED)
+	if (o->max_queued > RBLK_MAX_QUEUED)
 		return set_error(-EINVAL, "max_queued must be 0..%d",
 				 RBLK_MAX_QUEUED);
-	if (o.reconnect_delay_ms < 0 || o.ctrl_loss_timeout_s < -1 ||
-	    o.keepalive_ms < 0)
+	if (o->reconnect_delay_ms < 0 || o->ctrl_loss_timeout_s < -1 ||
+	    o->keepalive_ms < 0)
 		return set_error(-EINVAL,
 				 "reconnect delay and keep-alive must be >= 0, ctrl-loss timeout >= -1");
+	return 0;
+}
 
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return set_error(-ENOMEM, "out of memory");
-	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &r->url, err, sizeof(err))) {
-		ret = set_error(-EINVAL, "%s", err);
-		goto out_free;
-	}
-	if (!r->url.export_name[0]) {
-		ret = set_error(-EINVAL, "'%s': no export name (want %s://HOST[:PORT]/EXPORT)",
-				url, r->url.scheme);
-		goto out_free;
-	}
+/* Parse url into r->url and find its transport: 0, or -errno, set. */
+static int open_url(struct rblk *r, const char *url)
+{
+	char err[256];
+
+	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &r->url, err, sizeof(err)))
+		return set_error(-EINVAL, "%s", err);
+	if (!r->url.export_name[0])
+		return set_error(-EINVAL, "'%s': no export name (want %s://HOST[:PORT]/EXPORT)",
+				 url, r->url.scheme);
 	r->ops = xp_find(r->url.scheme);
-	if (!r->ops) {
-		ret = set_error(-EPROTONOSUPPORT,
-				"'%s': unknown transport '%s' (tcp, rdma)", url,
-				r->url.scheme);
-		goto out_free;
-	}
-	ret = lib_path_setup(r, url, &o);
+	if (!r->ops)
+		return set_error(-EPROTONOSUPPORT,
+				 "'%s': unknown transport '%s' (tcp, rdma)", url,
+				 r->url.scheme);
+	return 0;
+}
+
+/*
+ * The session, before any queue connects: URL, paths, host name, secret,
+ * the queue array, the info that does not come from the target, and the
+ * options kept for reconnects (o's strings are r's from then on). On
+ * failure the caller frees r's paths and r.
+ */
+static int open_session(struct rblk *r, const char *url, struct rblk_opts *o)
+{
+	int ret;
+
+	ret = open_url(r, url);
 	if (ret)
-		goto out_free;
-	if (o.host_name)
-		snprintf(r->host_name, sizeof(r->host_name), "%s", o.host_name);
+		return ret;
+	ret = lib_path_setup(r, url, o);
+	if (ret)
+		return ret;
+	if (o->host_name)
+		snprintf(r->host_name, sizeof(r->host_name), "%s", o->host_name);
 	else if (gethostname(r->host_name, sizeof(r->host_name) - 1))
 		snprintf(r->host_name, sizeof(r->host_name), "unknown");
-	ret = open_secret(r, &o);
+	ret = open_secret(r, o);
 	if (ret)
-		goto out_free;
-	r->poll_spin_us = o.poll_spin_us;
-	r->queues = calloc(o.queues, sizeof(*r->queues));
-	if (!r->queues) {
-		ret = set_error(-ENOMEM, "out of memory");
-		goto out_free;
-	}
+		return ret;
+	r->poll_spin_us = o->poll_spin_us;
+	r->queues = calloc(o->queues, sizeof(*r->queues));
+	if (!r->queues)
+		return set_error(-ENOMEM, "out of memory");
 	r->info.transport = r->ops->name;
 	r->info.export_name = r->url.export_name;
 	r->info.host = r->url.host;
 	r->info.port = r->url.port;
-	r->info.queues = o.queues;
-	o.host_name = NULL; /* r->host_name holds it */
-	o.key_file = NULL; /* r->secret holds it */
-	o.paths = NULL; /* r->paths holds them */
-	r->opts = o;
-	for (i = 0; i < o.queues; i++) {
+	r->info.queues = o->queues;
+	o->host_name = NULL; /* r->host_name holds it */
+	o->key_file = NULL; /* r->secret holds it */
+	o->paths = NULL; /* r->paths holds them */
+	r->opts = *o;
+	return 0;
+}
+
+/*
+ * Open every queue in turn: its poll group and timer, its first
+ * connection, its data path; then check the paths agree. On failure the
+ * caller closes r (nr_queues counts those to destroy).
+ */
+static int open_queues(struct rblk *r, const struct rblk_opts *o)
+{
+	int ret;
+
+	for (unsigned int i = 0; i < o->queues; i++) {
 		r->queues[i].r = r;
 		r->queues[i].index = i;
 		r->queues[i].timer_fd = -1;
 		r->nr_queues = i + 1;
 		ret = queue_init(&r->queues[i]);
 		if (!ret)
-			ret = lib_path_open_queue(&r->queues[i], &o);
+			ret = lib_path_open_queue(&r->queues[i], o);
 		if (!ret)
 			ret = lib_queue_setup(&r->queues[i]);
 		if (ret)
-			goto out_close;
+			return ret;
 	}
-	ret = lib_path_verify(r);
+	return lib_path_verify(r);
+}
+
+int rblk_open(const char *url, const struct rblk_opts *user_opts,
+	      struct rblk **out)
+{
+	struct rblk_opts o;
+	struct rblk *r;
+	int ret;
+
+	last_error[0] = 0;
+	ret = open_opts(user_opts, &o);
 	if (ret)
-		goto out_close;
+		return ret;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return set_error(-ENOMEM, "out of memory");
+	ret = open_session(r, url, &o);
+	if (ret) {
+		lib_path_free(r);
+		free(r);
+		return ret;
+	}
+	ret = open_queues(r, &o);
+	if (ret) {
+		rblk_close(r);
+		return ret;
+	}
 	*out = r;
 	return 0;
-
-out_close:
-	rblk_close(r);
-	return ret;
-out_free:
-	lib_path_free(r);
-	free(r);
-	return ret;
 }
 
 void rblk_close(struct rblk *r)

@@ -214,23 +214,22 @@ static uint32_t inline_ask(const struct rblk *r, const struct rblk_opts *o)
 	return (uint32_t)MIN(o->inline_data, RBLK_INLINE_MAX);
 }
 
-static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
-			      const struct rblk_opts *o)
+/*
+ * Connect q on its path and set up the connection's message buffers: a
+ * command buffer per tag asked for (with room for ask in-capsule bytes),
+ * the HELLO's, and a READ_DONE / WRITE_DATA buffer per tag.
+ */
+static int queue_dial(struct rblk *r, struct rblk_queue *q,
+		      const struct rblk_opts *o, uint32_t ask)
 {
 	struct xp_conn_attr attr;
-	struct rblk_hello hello = { 0 };
-	struct rblk_login login;
-	const struct rblk_url *u = lib_path_url(q);
-	const char *url_host = u->host;
 	uint16_t qd = (uint16_t)o->queue_depth;
-	uint32_t ask = inline_ask(r, o);
-	bool err_set = false;
 	int ret;
 
 	attr.max_recv_wr = qd + 2u;
 	attr.max_send_wr = 3u * qd + 4u;
-	ret = lib_connect(r->ops, q->g, u, &attr, qd, o->timeout_ms,
-			  &q->xc);
+	ret = lib_connect(r->ops, q->g, lib_path_url(q), &attr, qd,
+			  o->timeout_ms, &q->xc);
 	if (ret)
 		return ret;
 
@@ -243,8 +242,17 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	if (ret)
 		return set_error(ret, "setting up message buffers: %s",
 				 strerror(-ret));
+	return 0;
+}
 
-	hello.queue_depth = qd;
+/* Ask for the export: the HELLO, asking for ask in-capsule bytes. */
+static int send_hello(struct rblk *r, struct rblk_queue *q,
+		      const struct rblk_opts *o, uint32_t ask)
+{
+	struct rblk_hello hello = { 0 };
+	int ret;
+
+	hello.queue_depth = (uint16_t)o->queue_depth;
 	hello.queue_id = (uint16_t)q->index;
 	hello.max_io = o->max_io;
 	hello.inline_data = ask;
@@ -253,97 +261,167 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	if (r->secret_len)
 		hello.flags |= RBLK_HELLO_F_AUTH;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
-		 u->export_name);
+		 lib_path_url(q)->export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
 	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
 			  (uint32_t)rblk_hello_encode(hello_buf(q), &hello));
 	if (ret)
 		return set_error(ret, "sending HELLO: %s", strerror(-ret));
+	return 0;
+}
 
-	ret = wait_login(q, o->timeout_ms, &login, &err_set);
+/* Wait for the LOGIN (wait_login()): 0, or -errno with the error set. */
+static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
+		       struct rblk_login *login)
+{
+	const struct rblk_url *u = lib_path_url(q);
+	bool err_set = false;
+	int ret;
+
+	ret = wait_login(q, o->timeout_ms, login, &err_set);
 	if (ret && err_set)
 		return ret;
 	if (ret == -ETIMEDOUT)
 		return set_error(ret, "%s://%s:%u: no login answer within %d ms",
-				 u->scheme, url_host, u->port,
-				 o->timeout_ms);
+				 u->scheme, u->host, u->port, o->timeout_ms);
 	if (ret == -EPROTO)
 		return set_error(ret, "%s://%s:%u: malformed login answer",
-				 u->scheme, url_host, u->port);
+				 u->scheme, u->host, u->port);
 	if (ret)
 		return set_error(ret, "%s://%s:%u: connection lost during login",
-				 u->scheme, url_host, u->port);
-	if (login.status != RBLK_S_OK) {
-		ret = rblk_status_to_errno((int)login.status);
-		if (login_auth_error(r, (int)login.status))
-			return ret;
-		if (login.status == RBLK_S_NO_EXPORT)
-			return set_error(ret, "export '%s' not found on %s://%s:%u",
-					 u->export_name, u->scheme,
-					 url_host, u->port);
-		if (login.status == RBLK_S_INVALID && ask) {
-			r->inline_refused = true;
-			return set_error(-EPROTO,
-					 "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
-					 u->export_name, ask);
-		}
-		return set_error(ret, "login to '%s' refused: %s",
-				 u->export_name,
-				 rblk_status_str((int)login.status));
+				 u->scheme, u->host, u->port);
+	return 0;
+}
+
+/*
+ * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
+ * set. A HELLO asking for ask in-capsule bytes refused as malformed sets
+ * r->inline_refused (see lib_queue_connect()).
+ */
+static int login_refused(struct rblk *r, struct rblk_queue *q,
+			 const struct rblk_login *login, uint32_t ask)
+{
+	const struct rblk_url *u = lib_path_url(q);
+	int ret = rblk_status_to_errno((int)login->status);
+
+	if (login_auth_error(r, (int)login->status))
+		return ret;
+	if (login->status == RBLK_S_NO_EXPORT)
+		return set_error(ret, "export '%s' not found on %s://%s:%u",
+				 u->export_name, u->scheme, u->host, u->port);
+	if (login->status == RBLK_S_INVALID && ask) {
+		r->inline_refused = true;
+		return set_error(-EPROTO,
+				 "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
+				 u->export_name, ask);
 	}
+	return set_error(ret, "login to '%s' refused: %s", u->export_name,
+			 rblk_status_str((int)login->status));
+}
+
+/*
+ * Check an accepted LOGIN: the target authenticated itself if it had to,
+ * granted no more than was asked for, and on a reconnect is still the
+ * same volume with the same geometry and grants.
+ */
+static int login_check(struct rblk *r, struct rblk_queue *q,
+		       const struct rblk_opts *o,
+		       const struct rblk_login *login, uint32_t ask)
+{
+	const struct rblk_url *u = lib_path_url(q);
+
 	if (r->mutual && !q->authed)
 		return set_error(-EACCES,
 				 "target did not authenticate itself and mutual authentication was required (is host '%s' configured on the target?)",
 				 r->host_name);
-	if (login.queue_depth > qd || login.max_io > o->max_io ||
-	    login.inline_data > ask)
+	if (login->queue_depth > (uint16_t)o->queue_depth ||
+	    login->max_io > o->max_io || login->inline_data > ask)
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
-	if (q->connected_once && memcmp(login.vol_id, q->vol_id,
-					sizeof(q->vol_id)))
-		return lib_path_vol_mismatch(q, login.vol_id);
-	if (q->connected_once &&
-	    (login.size != r->info.size ||
-	     login.block_size != r->info.block_size ||
-	     login.max_io != q->max_io || login.queue_depth != q->qd ||
-	     login.features != q->features))
+	if (!q->connected_once)
+		return 0;
+	if (memcmp(login->vol_id, q->vol_id, sizeof(q->vol_id)))
+		return lib_path_vol_mismatch(q, login->vol_id);
+	if (login->size != r->info.size ||
+	    login->block_size != r->info.block_size ||
+	    login->max_io != q->max_io || login->queue_depth != q->qd ||
+	    login->features != q->features)
 		return set_error(-EPROTO,
 				 "%s://%s:%u/%s changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
-				 u->scheme, url_host, u->port,
-				 u->export_name,
+				 u->scheme, u->host, u->port, u->export_name,
 				 (unsigned long long)r->info.size,
 				 r->info.block_size, q->max_io, q->qd,
-				 q->features, (unsigned long long)login.size,
-				 login.block_size, login.max_io,
-				 login.queue_depth, login.features);
-	q->qd = login.queue_depth;
-	q->max_io = login.max_io;
-	q->inline_max = login.inline_data;
-	memcpy(q->vol_id, login.vol_id, sizeof(q->vol_id));
-	q->features = login.features;
-	ret = queue_use_direct(r, q, o, &login);
+				 q->features, (unsigned long long)login->size,
+				 login->block_size, login->max_io,
+				 login->queue_depth, login->features);
+	return 0;
+}
+
+/*
+ * Take the grants of a checked LOGIN into q. The first login of queue 0
+ * fills the session's info (less the features the open turned down);
+ * every other must match its geometry.
+ */
+static int login_apply(struct rblk *r, struct rblk_queue *q,
+		       const struct rblk_opts *o,
+		       const struct rblk_login *login)
+{
+	int ret;
+
+	q->qd = login->queue_depth;
+	q->max_io = login->max_io;
+	q->inline_max = login->inline_data;
+	memcpy(q->vol_id, login->vol_id, sizeof(q->vol_id));
+	q->features = login->features;
+	ret = queue_use_direct(r, q, o, login);
 	if (ret)
 		return ret;
 	if (q->index == 0 && !q->connected_once) {
-		r->info.size = login.size;
-		r->info.block_size = login.block_size;
-		r->info.max_io = login.max_io;
-		r->info.queue_depth = login.queue_depth;
-		r->info.features = login.features;
-		memcpy(r->info.vol_id, login.vol_id, sizeof(r->info.vol_id));
+		r->info.size = login->size;
+		r->info.block_size = login->block_size;
+		r->info.max_io = login->max_io;
+		r->info.queue_depth = login->queue_depth;
+		r->info.features = login->features;
+		memcpy(r->info.vol_id, login->vol_id, sizeof(r->info.vol_id));
 		if (!want_push_reads(r, o))
 			r->info.features &= ~RBLK_F_PUSH;
 		if (!q->direct)
 			r->info.features &= ~RBLK_F_DIRECT;
-	} else if (login.size != r->info.size ||
-		   login.block_size != r->info.block_size ||
-		   login.max_io != r->info.max_io ||
-		   login.queue_depth != r->info.queue_depth) {
+	} else if (login->size != r->info.size ||
+		   login->block_size != r->info.block_size ||
+		   login->max_io != r->info.max_io ||
+		   login->queue_depth != r->info.queue_depth) {
 		return set_error(-EPROTO,
 				 "queue %u got a different volume geometry than queue 0",
 				 q->index);
 	}
 	return 0;
+}
+
+/*
+ * One connection of q and its login: 0, or -errno with the error set (the
+ * connection, if made, is left for the caller to drop).
+ */
+static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
+			      const struct rblk_opts *o)
+{
+	struct rblk_login login;
+	uint32_t ask = inline_ask(r, o);
+	int ret;
+
+	ret = queue_dial(r, q, o, ask);
+	if (!ret)
+		ret = send_hello(r, q, o, ask);
+	if (!ret)
+		ret = await_login(q, o, &login);
+	if (ret)
+		return ret;
+	if (login.status != RBLK_S_OK)
+		return login_refused(r, q, &login, ask);
+	ret = login_check(r, q, o, &login, ask);
+	if (!ret)
+		ret = login_apply(r, q, o, &login);
+	return ret;
 }
 
 /*
