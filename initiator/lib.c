@@ -1,37 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * librblk: sessions, queues, submit/poll, login. See include/rblk/rblk.h.
- * Keep-alive and reconnect are in lib_reconnect.c, the structures in
- * lib_queue.h.
- *
- * Each queue is one transport connection with granted queue depth QD. Tag i
- * owns the target's slot i (slot_addr + i * max_io) from the moment we post
- * its command until we post the next command with that tag: no release
- * message is needed.
- *
- *   WRITE: RDMA WRITE (our buffer -> slot) and the command SEND, chained in
- *          one post; RC ordering places the data before the command.
- *   READ (pull, default): command SEND; on the response, RDMA READ
- *          (slot -> our buffer); the part completes with the READ.
- *   READ (push): the command carries our buffer's address and rkey; the
- *          target RDMA WRITEs it before sending the response.
- *   DIRECT (the volume offers RBLK_F_DIRECT and opts.direct allows it):
- *          READ and WRITE are one RDMA READ/WRITE against the registered
- *          volume (vol_addr + offset) and complete with that work
- *          completion; no command, no response. See issue_direct_part().
- *
- * A user I/O (struct io) larger than max_io is split into parts, one tag
- * each; parts waiting for a tag sit on the queue's pending list in order.
- * The queue owns the backlog: nr_ios (opts.max_queued) I/Os may be
- * submitted and not reaped, however few tags there are; rblk_submit()
- * refuses only past that (-EAGAIN).
+ * librblk: sessions. rblk_open() (its options, URL, paths, host name and
+ * secret, then each queue: poll group and timer, first connection, data
+ * path setup), rblk_close(), the session's accessors, and the thread's
+ * last error. See include/rblk/rblk.h. Queues log in in lib_login.c, the
+ * data path is lib_io.c's, keep-alive and reconnect are lib_reconnect.c's,
+ * multipath is lib_path.c's; the structures are in lib_queue.h.
  */
 #include <rblk/rblk.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,39 +20,11 @@
 #include <unistd.h>
 
 #include "../common/auth.h"
-#include "../common/freelist.h"
-#include "../common/log.h"
-#include "../common/proto.h"
-#include "../common/qp.h"
 #include "../common/url.h"
 #include "../common/util.h"
 #include "../transport/transport.h"
 #include "lib_internal.h"
 #include "lib_queue.h"
-
-#define POLL_BATCH 32
-/* TRIM / WRITE_ZEROES carry a 32-bit length: split them at 1 GiB */
-#define NODATA_SPLIT (1u << 30)
-
-_Static_assert(RBLK_CMD_SIZE <= CMD_BUF_SIZE, "command fits its buffer");
-_Static_assert(RBLK_DEFAULT_INLINE == RBLK_INLINE_DEFAULT &&
-		       RBLK_DEFAULT_INLINE <= RBLK_INLINE_MAX,
-	       "librblk asks what a target grants by default");
-_Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
-_Static_assert((int)RBLK_IO_READ == RBLK_OP_READ &&
-		       (int)RBLK_IO_WRITE == RBLK_OP_WRITE &&
-		       (int)RBLK_IO_FLUSH == RBLK_OP_FLUSH &&
-		       (int)RBLK_IO_TRIM == RBLK_OP_TRIM &&
-		       (int)RBLK_IO_WRITE_ZEROES == RBLK_OP_WRITE_ZEROES,
-	       "public opcodes are the wire opcodes");
-_Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
-		       RBLK_FEAT_FLUSH == RBLK_F_FLUSH &&
-		       RBLK_FEAT_FUA == RBLK_F_FUA &&
-		       RBLK_FEAT_TRIM == RBLK_F_TRIM &&
-		       RBLK_FEAT_ZEROES == RBLK_F_ZEROES &&
-		       RBLK_FEAT_PUSH == RBLK_F_PUSH &&
-		       RBLK_FEAT_DIRECT == RBLK_F_DIRECT,
-	       "public feature bits are the wire bits");
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -100,21 +53,6 @@ void lib_clear_error(void)
 	last_error[0] = 0;
 }
 
-static void *hello_buf(struct rblk_queue *q)
-{
-	return cmd_buf(q, q->cmd_bufs);
-}
-
-/*
- * READ_DONE / WRITE_DATA of a tag: not in its command buffer, since a pull
- * READ's part completes (and its tag may carry a new command) before its
- * READ_DONE has necessarily left.
- */
-static void *done_buf(struct rblk_queue *q, unsigned int tag)
-{
-	return (char *)hello_buf(q) + RBLK_MSG_MAX + (size_t)tag * RBLK_DONE_SIZE;
-}
-
 /* ---- options ----------------------------------------------------------------- */
 
 void rblk_opts_init(struct rblk_opts *o)
@@ -131,981 +69,7 @@ void rblk_opts_init(struct rblk_opts *o)
 	o->failback_ms = 5000;
 }
 
-/* ---- user buffer registrations ------------------------------------------------ */
-
-static struct xp_mr *umr_find(struct rblk_queue *q, const char *addr,
-			      uint32_t len)
-{
-	unsigned int lo = 0, hi = q->nr_umrs;
-
-	while (lo < hi) {
-		unsigned int mid = (lo + hi) / 2;
-		struct user_mr *u = &q->umrs[mid];
-
-		if (addr < u->addr) {
-			hi = mid;
-		} else if (addr >= u->addr + u->len) {
-			lo = mid + 1;
-		} else {
-			return (size_t)(addr - u->addr) + len <= u->len ?
-				       u->mr :
-				       NULL;
-		}
-	}
-	return NULL;
-}
-
-/* Push reads when asked to, or by default where the transport prefers it. */
-static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
-{
-	if (o->flags & RBLK_OPEN_PUSH_READS)
-		return true;
-	if (o->flags & RBLK_OPEN_PULL_READS)
-		return false;
-	return r->ops->read_costs_peer_cpu;
-}
-
-/* Reads are pushed when the target offers it and the open chose it. */
-static bool push_reads(const struct rblk_queue *q)
-{
-	return (q->features & RBLK_F_PUSH) &&
-	       (q->r->info.features & RBLK_F_PUSH);
-}
-
-static int mr_access(struct rblk_queue *q)
-{
-	/* push reads need the target to RDMA WRITE into our memory */
-	return XP_ACCESS_LOCAL_WRITE |
-	       (push_reads(q) ? XP_ACCESS_REMOTE_WRITE : 0);
-}
-
-int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
-{
-	struct xp_mr *mr;
-	unsigned int i;
-	int ret;
-
-	if (!addr || !len)
-		return set_error(-EINVAL, "register: empty buffer");
-	if (q->failed)
-		return set_error(-ENOTCONN, "register: queue %u is disconnected",
-				 q->index);
-	for (i = 0; i < q->nr_umrs; i++) {
-		struct user_mr *u = &q->umrs[i];
-
-		if ((char *)addr < u->addr + u->len &&
-		    u->addr < (char *)addr + len)
-			return set_error(-EEXIST,
-					 "register: buffer overlaps one already registered");
-	}
-	if (q->nr_umrs == q->cap_umrs) {
-		unsigned int cap = q->cap_umrs ? q->cap_umrs * 2 : 16;
-		struct user_mr *n = realloc(q->umrs, cap * sizeof(*n));
-
-		if (!n)
-			return set_error(-ENOMEM, "register: out of memory");
-		q->umrs = n;
-		q->cap_umrs = cap;
-	}
-	/* on the group: valid on every connection of the queue, reconnecting too */
-	ret = xp_group_reg_mr(q->g, addr, len, mr_access(q), &mr);
-	if (ret)
-		return set_error(ret, "register: memory registration failed: %s",
-				 strerror(-ret));
-	for (i = q->nr_umrs; i > 0 && q->umrs[i - 1].addr > (char *)addr; i--)
-		q->umrs[i] = q->umrs[i - 1];
-	q->umrs[i] = (struct user_mr){ .addr = addr, .len = len, .mr = mr };
-	q->nr_umrs++;
-	return 0;
-}
-
-int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
-{
-	for (unsigned int i = 0; i < q->nr_umrs; i++) {
-		if (q->umrs[i].addr != addr)
-			continue;
-		for (unsigned int t = 0; t < q->qd; t++) {
-			const struct ireq *rq = &q->reqs[t];
-
-			if (rq->state != IREQ_FREE && rq->io && rq->buf &&
-			    rq->buf >= q->umrs[i].addr &&
-			    rq->buf < q->umrs[i].addr + q->umrs[i].len)
-				return set_error(-EBUSY,
-						 "unregister: buffer has I/O in flight");
-		}
-		xp_dereg_mr(q->umrs[i].mr);
-		memmove(&q->umrs[i], &q->umrs[i + 1],
-			(q->nr_umrs - i - 1) * sizeof(*q->umrs));
-		q->nr_umrs--;
-		return 0;
-	}
-	return set_error(-ENOENT, "unregister: buffer not registered");
-}
-
-/* ---- completion of parts and ios ------------------------------------------------ */
-
-void lib_io_complete(struct rblk_queue *q, struct io *io)
-{
-	unsigned int slot = (q->done_head + q->done_count) % q->nr_ios;
-
-	q->done[slot].user_data = io->user_data;
-	q->done[slot].result = io->result;
-	q->done_count++;
-	FREELIST_PUSH(q->free_ios, io, next);
-}
-
-static void pump_pending(struct rblk_queue *q);
-
-/* A part finished with result res (0 or -errno): free its tag. */
-void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res)
-{
-	struct io *io = rq->io;
-
-	if (res == 0 && rq->op == RBLK_OP_READ && !rq->mr)
-		memcpy(rq->buf, (char *)q->bounce + (size_t)rq->tag * q->max_io,
-		       rq->len);
-	if (res && !io->result)
-		io->result = res;
-	rq->state = IREQ_FREE;
-	rq->io = NULL;
-	FREELIST_PUSH(q->free_tags, rq, next);
-	io->parts_inflight--;
-	if (!io->parts_inflight && io->next_off >= io->end)
-		lib_io_complete(q, io);
-}
-
-/*
- * Forget the transport connection and its message buffers. The group and
- * the regions registered on it (bounce slots, user buffers) stay.
- */
-void lib_queue_drop_conn(struct rblk_queue *q)
-{
-	xp_destroy(q->xc);
-	q->xc = NULL;
-	xp_dereg_mr(q->qp.msg_mr); /* a shared group keeps it otherwise */
-	qp_fini(&q->qp);
-}
-
-/* ---- posting --------------------------------------------------------------- */
-
-/* Post the batch; a failure loses the connection. */
-int lib_batch_flush(struct rblk_queue *q)
-{
-	int ret = qp_flush(&q->qp);
-
-	if (ret)
-		lib_queue_lost(q, "posting work requests failed");
-	return ret;
-}
-
-static void batch_done_adding(struct rblk_queue *q)
-{
-	if (!q->plugged)
-		lib_batch_flush(q);
-}
-
-/*
- * The SEND that ends a window: WRITE_DATA behind a WRITE's data, or a pull
- * READ's READ_DONE once its RDMA READ completed. SEND_WITH_INV of the
- * window's key, so the key is dead before the target sees the message.
- * The caller took its credit.
- */
-static void add_done(struct rblk_queue *q, struct ireq *rq)
-{
-	struct rblk_done d = {
-		.type = rq->op == RBLK_OP_READ ? RBLK_MSG_READ_DONE :
-						 RBLK_MSG_WRITE_DATA,
-		.tag = rq->tag,
-		.rkey = rq->rkey,
-	};
-	void *db = done_buf(q, rq->tag);
-	struct xp_send_wr *wr;
-
-	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), db,
-		    (uint32_t)rblk_done_encode(db, &d));
-	wr = &q->qp.batch[q->qp.nr_batch - 1];
-	wr->opcode = XP_WR_SEND_WITH_INV;
-	wr->invalidate_rkey = rq->rkey;
-}
-
-/*
- * The second half of a data command, once the target lent its window
- * (rq->raddr/rkey), by rq's state:
- *   IREQ_NEED_READ  the RDMA READ of the window; the part completes when it
- *                   does, after READ_DONE is posted (below).
- *   IREQ_NEED_DONE  the READ completed: READ_DONE, then the part is done.
- *                   Not chained behind the READ with a fence: a fenced
- *                   SEND would hold every later command of the queue until
- *                   the READ is back. Posted in the same batch as the
- *                   commands that follow, so it costs no doorbell, and RC
- *                   ordering still delivers it before the tag's next
- *                   command.
- *   IREQ_NEED_DATA  a WRITE's RDMA WRITE and WRITE_DATA in one chain (RC
- *                   places the data first); the part completes with RESP.
- * -EAGAIN without the send credits.
- */
-static int post_data(struct rblk_queue *q, struct ireq *rq)
-{
-	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-
-	switch (rq->state) {
-	case IREQ_NEED_READ:
-		if (!qp_take(&q->qp, 1))
-			return -EAGAIN;
-		qp_add_rdma(&q->qp, XP_WR_RDMA_READ,
-			    qp_wrid(WRID_READ, 1, rq->tag), XP_SEND_SIGNALED,
-			    rq->mr ? rq->buf : slot_local, rq->len,
-			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
-			    rq->rkey);
-		rq->state = IREQ_READ;
-		break;
-	case IREQ_NEED_DONE:
-		if (!qp_take(&q->qp, 1))
-			return -EAGAIN;
-		add_done(q, rq);
-		lib_part_done(q, rq, 0);
-		break;
-	default: /* IREQ_NEED_DATA */
-		if (!qp_take(&q->qp, 2))
-			return -EAGAIN;
-		if (!rq->mr)
-			memcpy(slot_local, rq->buf, rq->len);
-		qp_add_rdma(&q->qp, XP_WR_RDMA_WRITE, 0, 0,
-			    rq->mr ? rq->buf : slot_local, rq->len,
-			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
-			    rq->rkey);
-		add_done(q, rq);
-		q->qp.batch[q->qp.nr_batch - 1].wr_id =
-			qp_wrid(WRID_CMD, 2, rq->tag);
-		rq->state = IREQ_CMD;
-		break;
-	}
-	batch_done_adding(q);
-	return 0;
-}
-
-/* rq waits for send credits (in order, behind any already waiting). */
-static void wait_credits(struct rblk_queue *q, struct ireq *rq)
-{
-	rq->next = NULL;
-	if (q->wait_tail)
-		q->wait_tail->next = rq;
-	else
-		q->wait_head = rq;
-	q->wait_tail = rq;
-}
-
-/*
- * Direct access serves READ and WRITE. FUA where the target would refuse
- * it (on a READ, or on a volume without FUA) takes the slot path, so the
- * target answers exactly as it always has.
- */
-static bool direct_io(const struct rblk_queue *q, const struct io *io)
-{
-	if (!q->direct)
-		return false;
-	if (io->flags & RBLK_IO_FUA)
-		return io->op == RBLK_OP_WRITE && (q->features & RBLK_F_FUA);
-	return io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE;
-}
-
-/*
- * Post part rq (fields filled in, rq->direct set) as one RDMA READ/WRITE
- * against the volume. With rq->direct_fua (the last part of a FUA write)
- * a FLUSH command on its tag follows in the same chained post: RC ordering
- * places this data (and every earlier part's, posted before on this
- * connection) before the target sees the FLUSH, and the part completes
- * with the FLUSH's response; otherwise with the work completion. The
- * caller checked for two send credits. Also the reissue after a reconnect,
- * against the new connection's volume registration.
- */
-static void post_direct(struct rblk_queue *q, struct ireq *rq)
-{
-	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-	enum xp_wr_opcode op = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
-							XP_WR_RDMA_WRITE;
-	void *local = rq->mr ? rq->buf : slot_local;
-	struct xp_mr *mr = rq->mr ? rq->mr : q->bounce_mr;
-	uint64_t raddr = q->vol_addr + rq->offset;
-
-	if (rq->op == RBLK_OP_WRITE && !rq->mr)
-		memcpy(slot_local, rq->buf, rq->len);
-	if (rq->direct_fua) {
-		struct rblk_cmd cmd = { .tag = rq->tag,
-					.opcode = RBLK_OP_FLUSH };
-		void *cb = cmd_buf(q, rq->tag);
-
-		qp_take(&q->qp, 2);
-		qp_add_rdma(&q->qp, op, 0, 0, local, rq->len, mr, raddr,
-			    q->vol_rkey);
-		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 2, rq->tag), cb,
-			    (uint32_t)rblk_cmd_encode(cb, &cmd));
-		rq->state = IREQ_CMD;
-	} else {
-		qp_take(&q->qp, 1);
-		qp_add_rdma(&q->qp, op, qp_wrid(WRID_DIRECT, 1, rq->tag),
-			    XP_SEND_SIGNALED, local, rq->len, mr, raddr,
-			    q->vol_rkey);
-		rq->state = IREQ_DIRECT;
-	}
-	batch_done_adding(q);
-}
-
-/*
- * Issue the next part of io by direct access, tracked by a free tag (its
- * bounce slot stands in for an unregistered user buffer). -EAGAIN: no tag
- * or credits. 0 even if posting lost the connection (see issue_part()).
- */
-static int issue_direct_part(struct rblk_queue *q, struct io *io)
-{
-	struct ireq *rq;
-	uint32_t len;
-
-	if (!q->free_tags || q->qp.sq_free < 2)
-		return -EAGAIN;
-	rq = FREELIST_POP(q->free_tags, next);
-	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
-	rq->io = io;
-	rq->op = io->op;
-	rq->offset = io->next_off;
-	rq->len = len;
-	rq->cmd_flags = 0;
-	rq->direct = true;
-	rq->direct_fua = io->op == RBLK_OP_WRITE && (io->flags & RBLK_IO_FUA) &&
-			 io->next_off + len >= io->end;
-	rq->buf = io->buf;
-	rq->mr = umr_find(q, rq->buf, len);
-	io->parts_inflight++;
-	io->next_off += len;
-	io->buf += len;
-	post_direct(q, rq);
-	return 0;
-}
-
-/*
- * Post the command of part rq (its fields filled in). A WRITE of at most
- * the granted inline size carries its data in the capsule (copied into
- * the tag's command buffer, which stays untouched until the RESP: the
- * target has received the SEND by then); a larger one's data follows
- * once the target grants a window (post_data()). The caller checked for
- * send credits. Also the reissue after a reconnect, which decides inline
- * or granted anew by the new connection's grant.
- */
-static void post_cmd(struct rblk_queue *q, struct ireq *rq)
-{
-	struct rblk_cmd cmd = { 0 };
-	void *cb = cmd_buf(q, rq->tag);
-	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
-
-	cmd.tag = rq->tag;
-	cmd.opcode = rq->op;
-	cmd.offset = rq->offset;
-	cmd.length = rq->len;
-	cmd.flags = rq->cmd_flags;
-	rq->inl = rq->op == RBLK_OP_WRITE && rq->len <= q->inline_max;
-	if (rq->inl) {
-		cmd.flags |= RBLK_CMD_F_INLINE;
-		cmd.data = rq->buf;
-	}
-	if (rq->op == RBLK_OP_READ && push_reads(q)) {
-		cmd.flags |= RBLK_CMD_F_PUSH;
-		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
-		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
-	}
-	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
-		    (uint32_t)rblk_cmd_encode(cb, &cmd));
-	qp_take(&q->qp, 1);
-	rq->state = IREQ_CMD;
-	batch_done_adding(q);
-}
-
-/* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
-static int issue_part(struct rblk_queue *q, struct io *io)
-{
-	struct ireq *rq;
-	uint32_t split, len;
-
-	if (direct_io(q, io))
-		return issue_direct_part(q, io);
-	if (!q->free_tags || q->qp.sq_free < 2)
-		return -EAGAIN;
-	rq = FREELIST_POP(q->free_tags, next);
-	rq->direct = rq->direct_fua = false;
-	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
-			q->max_io :
-			NODATA_SPLIT;
-	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)split);
-	rq->io = io;
-	rq->op = io->op;
-	rq->offset = io->op == RBLK_OP_FLUSH ? 0 : io->next_off;
-	rq->len = io->op == RBLK_OP_FLUSH ? 0 : len;
-	rq->cmd_flags = (io->flags & RBLK_IO_FUA) ? RBLK_CMD_F_FUA : 0;
-	rq->buf = io->buf; /* advanced past earlier parts */
-	rq->mr = io->buf ? umr_find(q, rq->buf, rq->len) : NULL;
-	io->parts_inflight++;
-	io->next_off += rq->len;
-	if (io->op == RBLK_OP_FLUSH)
-		io->next_off = io->end;
-	if (io->buf)
-		io->buf += rq->len;
-	/*
-	 * 0 even if posting lost the connection: the part is accounted for
-	 * (kept for reissue), so the caller must still take a finished io
-	 * off the pending list, or it would be issued again from its end.
-	 */
-	post_cmd(q, rq);
-	return 0;
-}
-
-/* Issue parts of pending ios, in order, while tags and credits last. */
-static void pump_pending(struct rblk_queue *q)
-{
-	struct io *io;
-	int ret;
-
-	while ((io = q->pend_head) && !q->dead && !q->draining) {
-		ret = issue_part(q, io);
-		if (ret)
-			return; /* -EAGAIN: wait for completions */
-		if (io->next_off >= io->end) {
-			q->pend_head = io->next;
-			if (!q->pend_head)
-				q->pend_tail = NULL;
-		}
-	}
-}
-
-static void retry_reads(struct rblk_queue *q)
-{
-	struct ireq *rq;
-	int ret;
-
-	while ((rq = q->wait_head) && !q->dead) {
-		ret = post_data(q, rq);
-		if (ret == -EAGAIN)
-			return;
-		q->wait_head = rq->next;
-		if (!q->wait_head)
-			q->wait_tail = NULL;
-	}
-}
-
-/* ---- completions --------------------------------------------------------------- */
-
-/* rq's window arrived: post its data half now, or wait for credits. */
-static void data_ready(struct rblk_queue *q, struct ireq *rq, uint64_t addr,
-		       uint32_t rkey)
-{
-	rq->raddr = addr;
-	rq->rkey = rkey;
-	rq->state = rq->op == RBLK_OP_READ ? IREQ_NEED_READ : IREQ_NEED_DATA;
-	if (!q->wait_head && !post_data(q, rq))
-		return;
-	wait_credits(q, rq);
-}
-
-static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
-{
-	struct rblk_grant g;
-	struct ireq *rq;
-
-	if (rblk_grant_decode(buf, len, q->qd, q->max_io, &g)) {
-		lib_queue_lost(q, "malformed GRANT from the target");
-		return;
-	}
-	rq = &q->reqs[g.tag];
-	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE || rq->inl ||
-	    g.length != rq->len || rq == q->ka) {
-		lib_queue_lost(q, "GRANT for a tag with no WRITE waiting for one");
-		return;
-	}
-	data_ready(q, rq, g.addr, g.rkey);
-}
-
-static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
-{
-	struct rblk_resp resp;
-	struct ireq *rq;
-	bool pull;
-	int st;
-
-	if (rblk_msg_type(buf, len) == RBLK_MSG_GRANT) {
-		handle_grant(q, buf, len);
-		return;
-	}
-	st = rblk_resp_decode(buf, len, q->qd, &resp);
-	if (st) {
-		lib_queue_lost(q, "malformed response from the target");
-		return;
-	}
-	rq = &q->reqs[resp.tag];
-	pull = resp.flags & RBLK_RESP_F_PULL;
-	if (rq == q->ka && !pull) {
-		lib_ka_free(q);
-		return;
-	}
-	if (rq->state != IREQ_CMD ||
-	    (pull && (rq->op != RBLK_OP_READ || resp.length != rq->len))) {
-		lib_queue_lost(q, "response for a tag with no command");
-		return;
-	}
-	if (resp.status != RBLK_S_OK) {
-		log_debug("queue %u: tag %u: %s", q->index, resp.tag,
-			  rblk_status_str((int)resp.status));
-		lib_part_done(q, rq, rblk_status_to_errno((int)resp.status));
-		return;
-	}
-	if (!pull) {
-		if (rq->op == RBLK_OP_READ && !push_reads(q)) {
-			lib_queue_lost(q, "READ answered without its data");
-			return;
-		}
-		lib_part_done(q, rq, 0);
-		return;
-	}
-	data_ready(q, rq, resp.addr, resp.rkey); /* fetch it from the window */
-}
-
-static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
-{
-	uint32_t tag = qp_wrid_val(wc->wr_id);
-
-	if (wc->opcode == XP_WC_FD_READY) {
-		lib_timer_drain(q); /* the tick runs once lib_timer_due() sees it */
-		return;
-	}
-	if (q->dead) /* the rest of a batch reaped from a lost connection */
-		return;
-	if (wc->status != XP_WC_SUCCESS) {
-		char why[128];
-
-		snprintf(why, sizeof(why), "connection failed (%s)",
-			 xp_wc_status_str(wc->status));
-		lib_queue_lost(q, why);
-		return;
-	}
-	if (qp_wrid_kind(wc->wr_id) != QP_WRID_RECV)
-		qp_send_done(&q->qp, wc->wr_id);
-	switch (qp_wrid_kind(wc->wr_id)) {
-	case QP_WRID_RECV:
-		if (tag >= q->qp.nr_recv) {
-			lib_queue_lost(q, "transport returned a bad receive id");
-			break;
-		}
-		q->rx_seen = true;
-		handle_response(q, qp_recv_buf(&q->qp, tag), wc->byte_len);
-		if (!q->dead && qp_post_recv(&q->qp, tag))
-			lib_queue_lost(q, "reposting a receive failed");
-		break;
-	case WRID_READ:
-		/* the data is in: READ_DONE frees the window, then the tag */
-		if (tag < q->qd && q->reqs[tag].state == IREQ_READ) {
-			struct ireq *rq = &q->reqs[tag];
-
-			rq->state = IREQ_NEED_DONE;
-			q->plugged++; /* with whatever else this poll posts */
-			if (q->wait_head || post_data(q, rq))
-				wait_credits(q, rq);
-			q->plugged--;
-		}
-		break;
-	case WRID_DIRECT:
-		if (tag < q->qd && q->reqs[tag].state == IREQ_DIRECT)
-			lib_part_done(q, &q->reqs[tag], 0);
-		break;
-	}
-}
-
-/* Reap transport completions until none are left. */
-static int progress(struct rblk_queue *q)
-{
-	struct xp_wc wc[POLL_BATCH];
-	int n, total = 0;
-
-	q->plugged++; /* RDMA READs and new commands go out in one post */
-	do {
-		n = xp_group_poll(q->g, wc, POLL_BATCH);
-		if (n < 0) {
-			lib_queue_lost(q, "transport poll failed");
-			break;
-		}
-		for (int i = 0; i < n; i++)
-			handle_wc(q, &wc[i]);
-		total += n;
-	} while (n == POLL_BATCH && !q->dead);
-	if (total && !q->dead) {
-		retry_reads(q);
-		pump_pending(q);
-	}
-	q->plugged--;
-	if (!q->plugged && !q->dead)
-		lib_batch_flush(q);
-	return n < 0 ? n : total;
-}
-
-/* ---- public I/O API ------------------------------------------------------------- */
-
-int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
-		uint64_t offset, uint64_t len, unsigned int flags,
-		void *user_data)
-{
-	const struct rblk_info *info = &q->r->info;
-	struct io *io;
-
-	/* while reconnecting, I/O queues up (at most nr_ios of it) */
-	if (q->failed)
-		return set_error(-ENOTCONN, "queue %u is disconnected",
-				 q->index);
-	if (op < RBLK_IO_READ || op > RBLK_IO_WRITE_ZEROES)
-		return set_error(-EINVAL, "submit: unknown operation %d", op);
-	if (flags & ~RBLK_IO_FUA)
-		return set_error(-EINVAL, "submit: unknown flags 0x%x", flags);
-	if (op != RBLK_IO_FLUSH) {
-		if (!len || offset % info->block_size || len % info->block_size)
-			return set_error(-EINVAL,
-					 "submit: offset %llu / length %llu not multiples of the block size %u",
-					 (unsigned long long)offset,
-					 (unsigned long long)len,
-					 info->block_size);
-		if (offset > info->size || len > info->size - offset)
-			return set_error(-ERANGE,
-					 "submit: %llu+%llu is beyond the end of the volume (%llu bytes)",
-					 (unsigned long long)offset,
-					 (unsigned long long)len,
-					 (unsigned long long)info->size);
-		if ((op == RBLK_IO_READ || op == RBLK_IO_WRITE) && !buf)
-			return set_error(-EINVAL, "submit: no buffer");
-	}
-	if (op != RBLK_IO_READ && op != RBLK_IO_FLUSH &&
-	    (info->features & RBLK_FEAT_READ_ONLY))
-		return set_error(-EROFS, "submit: volume is read-only");
-	if (q->inflight >= q->nr_ios)
-		return set_error(-EAGAIN,
-				 "submit: %u I/Os already queued (max_queued)",
-				 q->nr_ios);
-	io = FREELIST_POP(q->free_ios, next);
-	io->user_data = user_data;
-	io->op = (uint8_t)op;
-	io->flags = flags;
-	io->buf = (op == RBLK_IO_READ || op == RBLK_IO_WRITE) ? buf : NULL;
-	io->next_off = op == RBLK_IO_FLUSH ? 0 : offset;
-	io->end = op == RBLK_IO_FLUSH ? 1 : offset + len;
-	io->parts_inflight = 0;
-	io->result = 0;
-	io->next = NULL;
-	if (q->pend_tail)
-		q->pend_tail->next = io;
-	else
-		q->pend_head = io;
-	q->pend_tail = io;
-	q->inflight++;
-	pump_pending(q);
-	return 0;
-}
-
-void rblk_queue_plug(struct rblk_queue *q)
-{
-	q->plugged++;
-}
-
-int rblk_queue_unplug(struct rblk_queue *q)
-{
-	if (q->plugged && --q->plugged)
-		return 0;
-	if (q->failed)
-		return set_error(-ENOTCONN, "queue %u is disconnected",
-				 q->index);
-	if (q->dead)
-		return 0; /* held until the connection is back */
-	if (lib_batch_flush(q))
-		return set_error(-ENOTCONN, "queue %u: posting failed",
-				 q->index);
-	return 0;
-}
-
-static int take_done(struct rblk_queue *q, struct rblk_completion *c, int max)
-{
-	int n = 0;
-
-	while (n < max && q->done_count) {
-		c[n++] = q->done[q->done_head];
-		q->done_head = (q->done_head + 1) % q->nr_ios;
-		q->done_count--;
-		q->inflight--;
-	}
-	return n;
-}
-
-int rblk_queue_arm(struct rblk_queue *q)
-{
-	if (q->done_count || q->failed || lib_timer_due(q))
-		return 1;
-	if (q->dead)
-		return 0; /* the timer wakes the fd for the next attempt */
-	return xp_group_arm(q->g) > 0 || progress(q) > 0 || q->done_count;
-}
-
-int rblk_queue_fd(struct rblk_queue *q)
-{
-	return xp_group_fd(q->g);
-}
-
-unsigned int rblk_queue_inflight(const struct rblk_queue *q)
-{
-	return q->inflight;
-}
-
-/*
- * Adaptive polling: reap without sleeping for up to spin_us, or until a
- * completion is ready or the queue fails. Returns true if one is ready.
- */
-static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
-{
-	uint64_t end = now_ns() + (uint64_t)spin_us * 1000;
-
-	do {
-		progress(q);
-		if (q->done_count || q->dead)
-			return true;
-	} while (now_ns() < end);
-	return false;
-}
-
-int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
-	      int timeout_ms)
-{
-	uint64_t deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
-	bool spun = false;
-
-	if (max <= 0)
-		return set_error(-EINVAL, "poll: max must be positive");
-	if (!q->dead)
-		lib_batch_flush(q); /* nothing plugged may wait while we sleep */
-	for (;;) {
-		struct pollfd pfd;
-		int wait;
-
-		if (lib_timer_due(q))
-			lib_queue_tick(q);
-		if (!q->dead)
-			progress(q);
-		if (q->done_count)
-			return take_done(q, c, max);
-		if (q->failed)
-			return set_error(-ENOTCONN, "queue %u is disconnected",
-					 q->index);
-		if (timeout_ms == 0)
-			return 0;
-		if (!spun && q->r->poll_spin_us && q->inflight) {
-			spun = true;
-			if (spin_poll(q, q->r->poll_spin_us))
-				continue;
-		}
-		if (rblk_queue_arm(q))
-			continue;
-		wait = -1;
-		if (timeout_ms > 0) {
-			uint64_t now = now_ms();
-
-			if (now >= deadline)
-				return 0;
-			wait = (int)(deadline - now);
-		}
-		pfd.fd = xp_group_fd(q->g);
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
-			return set_error(-errno, "poll: %s", strerror(errno));
-	}
-}
-
-int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
-		  uint64_t offset, uint64_t len, unsigned int flags)
-{
-	struct rblk_completion c;
-	int ret;
-
-	if (q->inflight)
-		return set_error(-EBUSY,
-				 "synchronous I/O on a queue with I/O in flight");
-	ret = rblk_submit(q, op, buf, offset, len, flags, NULL);
-	if (ret)
-		return ret;
-	do {
-		ret = rblk_poll(q, &c, 1, -1);
-	} while (ret == 0);
-	if (ret < 0)
-		return ret;
-	if (c.result)
-		return set_error(c.result, "%s at %llu+%llu: %s",
-				 rblk_opcode_str(op),
-				 (unsigned long long)offset,
-				 (unsigned long long)len, strerror(-c.result));
-	return 0;
-}
-
-int rblk_pread(struct rblk *r, void *buf, uint64_t len, uint64_t offset)
-{
-	return rblk_queue_io(&r->queues[0], RBLK_IO_READ, buf, offset, len, 0);
-}
-
-int rblk_pwrite(struct rblk *r, const void *buf, uint64_t len, uint64_t offset,
-		unsigned int flags)
-{
-	return rblk_queue_io(&r->queues[0], RBLK_IO_WRITE, (void *)buf, offset,
-			     len, flags);
-}
-
-int rblk_flush(struct rblk *r)
-{
-	return rblk_queue_io(&r->queues[0], RBLK_IO_FLUSH, NULL, 0, 0, 0);
-}
-
-int rblk_trim(struct rblk *r, uint64_t len, uint64_t offset)
-{
-	return rblk_queue_io(&r->queues[0], RBLK_IO_TRIM, NULL, offset, len, 0);
-}
-
-int rblk_write_zeroes(struct rblk *r, uint64_t len, uint64_t offset,
-		      unsigned int flags)
-{
-	return rblk_queue_io(&r->queues[0], RBLK_IO_WRITE_ZEROES, NULL, offset,
-			     len, flags);
-}
-
-/* ---- connecting -------------------------------------------------------------------- */
-
-/*
- * One authentication message during login (docs/PROTOCOL.md). Answers
- * AUTH_CHALLENGE with AUTH_RESPONSE (sent from the HELLO buffer: the
- * target has the HELLO already) and checks AUTH_RESULT, the target's MAC.
- * Returns 0 to keep waiting for LOGIN, or -errno with the error set.
- */
-static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
-			   bool *challenged, const void *buf, uint32_t len)
-{
-	struct rblk *r = q->r;
-	struct rblk_auth_challenge ch;
-	struct rblk_auth_response resp;
-	struct rblk_auth_result res;
-	int ret;
-
-	if (rblk_msg_type(buf, len) == RBLK_MSG_AUTH_RESULT) {
-		if (!*challenged || q->authed ||
-		    rblk_auth_result_decode(buf, len, &res))
-			return set_error(-EPROTO,
-					 "target sent a malformed or unexpected AUTH_RESULT");
-		if (rblk_auth_verify(r->secret, r->secret_len,
-				     RBLK_AUTH_ROLE_TARGET, ctx, res.mac))
-			return set_error(-EACCES,
-					 "authentication failed: target '%s' does not hold our secret (mutual authentication)",
-					 ctx->target_name);
-		q->authed = true;
-		return 0;
-	}
-	if (!r->secret_len)
-		return set_error(-ENOKEY,
-				 "target requires authentication; give --key-file");
-	if (*challenged || rblk_auth_challenge_decode(buf, len, &ch))
-		return set_error(-EPROTO,
-				 "target sent a malformed or repeated AUTH_CHALLENGE");
-	*challenged = true;
-	memcpy(ctx->target_nonce, ch.nonce, sizeof(ctx->target_nonce));
-	memcpy(ctx->target_name, ch.target_name, sizeof(ctx->target_name));
-	snprintf(ctx->host_name, sizeof(ctx->host_name), "%s", r->host_name);
-	snprintf(ctx->export_name, sizeof(ctx->export_name), "%s",
-		 r->url.export_name);
-	do
-		rblk_auth_nonce(ctx->initiator_nonce);
-	while (rblk_auth_check_nonces(ctx));
-	memcpy(resp.nonce, ctx->initiator_nonce, sizeof(resp.nonce));
-	rblk_auth_mac(r->secret, r->secret_len, RBLK_AUTH_ROLE_INITIATOR, ctx,
-		      resp.mac);
-	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
-			  (uint32_t)rblk_auth_response_encode(hello_buf(q),
-							      &resp));
-	if (ret == -EAGAIN)
-		return set_error(-EPROTO, "no send credit for AUTH_RESPONSE");
-	if (ret)
-		return set_error(ret, "sending AUTH_RESPONSE: %s",
-				 strerror(-ret));
-	return 0;
-}
-
-/*
- * Wait for the LOGIN within timeout_ms, answering authentication messages
- * on the way. -EACCES, -ENOKEY and -EPROTO from authentication come with
- * the error already set (*err_set).
- */
-static int wait_login(struct rblk_queue *q, int timeout_ms,
-		      struct rblk_login *login, bool *err_set)
-{
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	struct rblk_auth_ctx ctx = { 0 };
-	bool challenged = false;
-	struct xp_wc wc;
-	const void *buf;
-	int n, st, type;
-
-	for (;;) {
-		n = lib_wait_wc(q->xc, &wc, deadline);
-		if (n)
-			return n;
-		if (wc.status != XP_WC_SUCCESS)
-			return -ECONNRESET;
-		if (qp_wrid_kind(wc.wr_id) != QP_WRID_RECV) {
-			qp_send_done(&q->qp, wc.wr_id);
-			continue;
-		}
-		buf = qp_recv_of(&q->qp, wc.wr_id);
-		if (!buf)
-			return -EPROTO;
-		type = rblk_msg_type(buf, wc.byte_len);
-		if (type == RBLK_MSG_AUTH_CHALLENGE ||
-		    type == RBLK_MSG_AUTH_RESULT) {
-			st = login_auth_step(q, &ctx, &challenged, buf,
-					     wc.byte_len);
-			if (st) {
-				*err_set = true;
-				return st;
-			}
-			if (qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)))
-				return -ECONNRESET;
-			continue;
-		}
-		st = rblk_login_decode(buf, wc.byte_len, login);
-		if (st)
-			return -EPROTO;
-		if (login->status == RBLK_S_OK && challenged && !q->authed) {
-			*err_set = true;
-			return set_error(-EPROTO,
-					 "target logged us in without AUTH_RESULT");
-		}
-		return qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)) ? -ECONNRESET :
-								      0;
-	}
-}
-
-/* Sets the error for a login refused for an authentication reason. */
-static bool login_auth_error(struct rblk *r, int status)
-{
-	switch (status) {
-	case RBLK_S_AUTH_FAILED:
-		set_error(-EACCES,
-			  "authentication failed: wrong secret or unknown host '%s'",
-			  r->host_name);
-		return true;
-	case RBLK_S_AUTH_REQUIRED:
-		set_error(-ENOKEY,
-			  "target requires authentication for host '%s'; give --key-file",
-			  r->host_name);
-		return true;
-	case RBLK_S_ACCESS_DENIED:
-		set_error(-EACCES, "host '%s' is not allowed to use export '%s'",
-			  r->host_name, r->url.export_name);
-		return true;
-	}
-	return false;
-}
+/* ---- sessions ------------------------------------------------------------ */
 
 static void queue_destroy(struct rblk_queue *q)
 {
@@ -1118,221 +82,6 @@ static void queue_destroy(struct rblk_queue *q)
 	free(q->ios);
 	free(q->done);
 	free(q->umrs);
-}
-
-/*
- * Decide whether q moves READ/WRITE by direct volume access: the target
- * offers it (the LOGIN carries the volume's region) and opts.direct is
- * AUTO or ON; ON without the offer is an error.
- */
-static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
-			    const struct rblk_opts *o,
-			    const struct rblk_login *login)
-{
-	bool offered = login->features & RBLK_F_DIRECT;
-
-	if (o->direct == RBLK_DIRECT_ON && !offered)
-		return set_error(-EOPNOTSUPP,
-				 "export '%s' does not offer direct access",
-				 r->url.export_name);
-	q->direct = offered && o->direct != RBLK_DIRECT_OFF;
-	q->vol_rkey = login->vol_rkey;
-	q->vol_addr = login->vol_addr;
-	return 0;
-}
-
-/* In-capsule bytes to ask for (rblk_opts.inline_data). */
-static uint32_t inline_ask(const struct rblk *r, const struct rblk_opts *o)
-{
-	if (r->inline_refused || o->inline_data < 0)
-		return 0;
-	if (!o->inline_data)
-		return RBLK_DEFAULT_INLINE;
-	return (uint32_t)MIN(o->inline_data, RBLK_INLINE_MAX);
-}
-
-static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
-			      const struct rblk_opts *o)
-{
-	struct xp_conn_attr attr;
-	struct rblk_hello hello = { 0 };
-	struct rblk_login login;
-	const struct rblk_url *u = lib_path_url(q);
-	const char *url_host = u->host;
-	uint16_t qd = (uint16_t)o->queue_depth;
-	uint32_t ask = inline_ask(r, o);
-	bool err_set = false;
-	int ret;
-
-	attr.max_recv_wr = qd + 2u;
-	attr.max_send_wr = 3u * qd + 4u;
-	ret = lib_connect(r->ops, q->g, u, &attr, qd, o->timeout_ms,
-			  &q->xc);
-	if (ret)
-		return ret;
-
-	q->cmd_bufs = qd;
-	q->cmd_size = ALIGN_UP(CMD_BUF_SIZE + ask, 64u);
-	q->inline_max = 0;
-	ret = qp_init(&q->qp, q->xc, &attr, 0,
-		      (size_t)qd * q->cmd_size + RBLK_MSG_MAX +
-			      (size_t)qd * RBLK_DONE_SIZE);
-	if (ret)
-		return set_error(ret, "setting up message buffers: %s",
-				 strerror(-ret));
-
-	hello.queue_depth = qd;
-	hello.queue_id = (uint16_t)q->index;
-	hello.max_io = o->max_io;
-	hello.inline_data = ask;
-	hello.flags = (o->flags & RBLK_OPEN_READ_ONLY) ? RBLK_HELLO_F_READ_ONLY :
-							  0;
-	if (r->secret_len)
-		hello.flags |= RBLK_HELLO_F_AUTH;
-	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
-		 u->export_name);
-	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
-	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
-			  (uint32_t)rblk_hello_encode(hello_buf(q), &hello));
-	if (ret)
-		return set_error(ret, "sending HELLO: %s", strerror(-ret));
-
-	ret = wait_login(q, o->timeout_ms, &login, &err_set);
-	if (ret && err_set)
-		return ret;
-	if (ret == -ETIMEDOUT)
-		return set_error(ret, "%s://%s:%u: no login answer within %d ms",
-				 u->scheme, url_host, u->port,
-				 o->timeout_ms);
-	if (ret == -EPROTO)
-		return set_error(ret, "%s://%s:%u: malformed login answer",
-				 u->scheme, url_host, u->port);
-	if (ret)
-		return set_error(ret, "%s://%s:%u: connection lost during login",
-				 u->scheme, url_host, u->port);
-	if (login.status != RBLK_S_OK) {
-		ret = rblk_status_to_errno((int)login.status);
-		if (login_auth_error(r, (int)login.status))
-			return ret;
-		if (login.status == RBLK_S_NO_EXPORT)
-			return set_error(ret, "export '%s' not found on %s://%s:%u",
-					 u->export_name, u->scheme,
-					 url_host, u->port);
-		if (login.status == RBLK_S_INVALID && ask) {
-			r->inline_refused = true;
-			return set_error(-EPROTO,
-					 "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
-					 u->export_name, ask);
-		}
-		return set_error(ret, "login to '%s' refused: %s",
-				 u->export_name,
-				 rblk_status_str((int)login.status));
-	}
-	if (r->mutual && !q->authed)
-		return set_error(-EACCES,
-				 "target did not authenticate itself and mutual authentication was required (is host '%s' configured on the target?)",
-				 r->host_name);
-	if (login.queue_depth > qd || login.max_io > o->max_io ||
-	    login.inline_data > ask)
-		return set_error(-EPROTO,
-				 "target granted more than was asked for");
-	if (q->connected_once && memcmp(login.vol_id, q->vol_id,
-					sizeof(q->vol_id)))
-		return lib_path_vol_mismatch(q, login.vol_id);
-	if (q->connected_once &&
-	    (login.size != r->info.size ||
-	     login.block_size != r->info.block_size ||
-	     login.max_io != q->max_io || login.queue_depth != q->qd ||
-	     login.features != q->features))
-		return set_error(-EPROTO,
-				 "%s://%s:%u/%s changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
-				 u->scheme, url_host, u->port,
-				 u->export_name,
-				 (unsigned long long)r->info.size,
-				 r->info.block_size, q->max_io, q->qd,
-				 q->features, (unsigned long long)login.size,
-				 login.block_size, login.max_io,
-				 login.queue_depth, login.features);
-	q->qd = login.queue_depth;
-	q->max_io = login.max_io;
-	q->inline_max = login.inline_data;
-	memcpy(q->vol_id, login.vol_id, sizeof(q->vol_id));
-	q->features = login.features;
-	ret = queue_use_direct(r, q, o, &login);
-	if (ret)
-		return ret;
-	if (q->index == 0 && !q->connected_once) {
-		r->info.size = login.size;
-		r->info.block_size = login.block_size;
-		r->info.max_io = login.max_io;
-		r->info.queue_depth = login.queue_depth;
-		r->info.features = login.features;
-		memcpy(r->info.vol_id, login.vol_id, sizeof(r->info.vol_id));
-		if (!want_push_reads(r, o))
-			r->info.features &= ~RBLK_F_PUSH;
-		if (!q->direct)
-			r->info.features &= ~RBLK_F_DIRECT;
-	} else if (login.size != r->info.size ||
-		   login.block_size != r->info.block_size ||
-		   login.max_io != r->info.max_io ||
-		   login.queue_depth != r->info.queue_depth) {
-		return set_error(-EPROTO,
-				 "queue %u got a different volume geometry than queue 0",
-				 q->index);
-	}
-	return 0;
-}
-
-/*
- * A target that predates in-capsule data refuses a HELLO asking for it as
- * malformed (its field was reserved, zero): then the queue connects once
- * more asking for none, and the session asks for none from then on.
- */
-int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
-		      const struct rblk_opts *o)
-{
-	bool refused = r->inline_refused;
-	int ret = queue_connect_once(r, q, o);
-
-	if (!ret || refused || !r->inline_refused)
-		return ret;
-	log_info("queue %u: %s; connecting again without in-capsule data",
-		 q->index, rblk_last_error());
-	lib_queue_drop_conn(q);
-	return queue_connect_once(r, q, o);
-}
-
-/*
- * After lib_queue_connect() succeeded: resend every part kept from a lost
- * connection (on its own tag and with its own region: the granted queue
- * depth and the features are the same, the regions are the group's) and
- * start keep-alive.
- */
-int lib_queue_attach(struct rblk_queue *q)
-{
-	q->dead = false;
-	q->connected_once = true;
-	q->rx_seen = false;
-	q->stalled_ticks = 0;
-	q->plugged++;
-	for (unsigned int t = 0; t < q->qd; t++) {
-		struct ireq *rq = &q->reqs[t];
-
-		if (rq->state != IREQ_REISSUE)
-			continue;
-		if (rq->direct)
-			post_direct(q, rq);
-		else
-			post_cmd(q, rq);
-	}
-	pump_pending(q);
-	q->plugged--;
-	if (!q->plugged)
-		lib_batch_flush(q);
-	if (q->dead) /* lost again at once: the timer is set */
-		return 0;
-	lib_timer_set(q, lib_tick_next(q, now_ms()));
-	return 0;
 }
 
 /*
@@ -1355,38 +104,6 @@ static int queue_init(struct rblk_queue *q)
 	if (ret)
 		return set_error(ret, "watching the timer: %s", strerror(-ret));
 	return 0;
-}
-
-/* Once per queue, after its first login: tags, I/Os, bounce slots. */
-static int queue_setup(struct rblk_queue *q)
-{
-	int ret;
-
-	if (posix_memalign(&q->bounce, 4096, (size_t)q->qd * q->max_io)) {
-		q->bounce = NULL;
-		return set_error(-ENOMEM, "out of memory for bounce buffers");
-	}
-	q->nr_ios = q->r->opts.max_queued ?
-			    MAX(q->r->opts.max_queued, (unsigned int)q->qd) :
-			    RBLK_DEFAULT_QUEUED_FACTOR * q->qd;
-	q->reqs = calloc(q->qd, sizeof(*q->reqs));
-	q->ios = calloc(q->nr_ios, sizeof(*q->ios));
-	q->done = calloc(q->nr_ios, sizeof(*q->done));
-	if (!q->reqs || !q->ios || !q->done)
-		return set_error(-ENOMEM, "out of memory");
-	for (int t = q->qd - 1; t >= 0; t--) {
-		q->reqs[t].tag = (uint16_t)t;
-		FREELIST_PUSH(q->free_tags, &q->reqs[t], next);
-	}
-	for (unsigned int i = q->nr_ios; i-- > 0;) {
-		FREELIST_PUSH(q->free_ios, &q->ios[i], next);
-	}
-	ret = xp_group_reg_mr(q->g, q->bounce, (size_t)q->qd * q->max_io,
-			      mr_access(q), &q->bounce_mr);
-	if (ret)
-		return set_error(ret, "registering bounce buffers: %s",
-				 strerror(-ret));
-	return lib_queue_attach(q);
 }
 
 /* Load opts.key_file into r (the secret stays in r until rblk_close). */
@@ -1412,118 +129,156 @@ static int open_secret(struct rblk *r, const struct rblk_opts *o)
 	return 0;
 }
 
-int rblk_open(const char *url, const struct rblk_opts *user_opts,
-	      struct rblk **out)
+/*
+ * Fill o from rblk_opts_init() and the caller's user_opts (NULL: the
+ * defaults) and check it: 0, or -EINVAL with the error set.
+ */
+static int open_opts(const struct rblk_opts *user_opts, struct rblk_opts *o)
 {
-	struct rblk_opts o;
-	struct rblk *r;
-	char err[256];
-	unsigned int i;
-	int ret;
-
-	last_error[0] = 0;
-	rblk_opts_init(&o);
+	rblk_opts_init(o);
 	if (user_opts) {
 		if (user_opts->opts_size < offsetof(struct rblk_opts, flags) ||
-		    user_opts->opts_size > sizeof(o))
+		    user_opts->opts_size > sizeof(*o))
 			return set_error(-EINVAL,
 					 "rblk_opts: bad opts_size (use rblk_opts_init)");
-		memcpy(&o, user_opts, user_opts->opts_size);
+		memcpy(o, user_opts, user_opts->opts_size);
 	}
-	if (!o.queues || o.queues > 256)
+	if (!o->queues || o->queues > 256)
 		return set_error(-EINVAL, "queues must be 1..256");
-	if ((o.flags & RBLK_OPEN_PUSH_READS) && (o.flags & RBLK_OPEN_PULL_READS))
+	if ((o->flags & RBLK_OPEN_PUSH_READS) &&
+	    (o->flags & RBLK_OPEN_PULL_READS))
 		return set_error(-EINVAL,
 				 "RBLK_OPEN_PUSH_READS and RBLK_OPEN_PULL_READS exclude each other");
-	if (!o.queue_depth || o.queue_depth > RBLK_MAX_QD)
+	if (!o->queue_depth || o->queue_depth > RBLK_MAX_QD)
 		return set_error(-EINVAL, "queue depth must be 1..%d",
 				 RBLK_MAX_QD);
-	if (o.max_io < RBLK_MIN_MAX_IO || o.max_io > RBLK_MAX_MAX_IO ||
-	    !IS_POW2(o.max_io))
+	if (o->max_io < RBLK_MIN_MAX_IO || o->max_io > RBLK_MAX_MAX_IO ||
+	    !IS_POW2(o->max_io))
 		return set_error(-EINVAL,
 				 "max I/O must be a power of two in 4K..8M");
-	if (o.timeout_ms <= 0)
-		o.timeout_ms = 10000;
-	if (o.direct < RBLK_DIRECT_AUTO || o.direct > RBLK_DIRECT_OFF)
+	if (o->timeout_ms <= 0)
+		o->timeout_ms = 10000;
+	if (o->direct < RBLK_DIRECT_AUTO || o->direct > RBLK_DIRECT_OFF)
 		return set_error(-EINVAL, "direct must be RBLK_DIRECT_AUTO, _ON or _OFF");
-	if (o.max_queued > RBLK_MAX_QUEUED)
+	if (o->max_queued > RBLK_MAX_QUEUED)
 		return set_error(-EINVAL, "max_queued must be 0..%d",
 				 RBLK_MAX_QUEUED);
-	if (o.reconnect_delay_ms < 0 || o.ctrl_loss_timeout_s < -1 ||
-	    o.keepalive_ms < 0)
+	if (o->reconnect_delay_ms < 0 || o->ctrl_loss_timeout_s < -1 ||
+	    o->keepalive_ms < 0)
 		return set_error(-EINVAL,
 				 "reconnect delay and keep-alive must be >= 0, ctrl-loss timeout >= -1");
+	return 0;
+}
 
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return set_error(-ENOMEM, "out of memory");
-	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &r->url, err, sizeof(err))) {
-		ret = set_error(-EINVAL, "%s", err);
-		goto out_free;
-	}
-	if (!r->url.export_name[0]) {
-		ret = set_error(-EINVAL, "'%s': no export name (want %s://HOST[:PORT]/EXPORT)",
-				url, r->url.scheme);
-		goto out_free;
-	}
+/* Parse url into r->url and find its transport: 0, or -errno, set. */
+static int open_url(struct rblk *r, const char *url)
+{
+	char err[256];
+
+	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &r->url, err, sizeof(err)))
+		return set_error(-EINVAL, "%s", err);
+	if (!r->url.export_name[0])
+		return set_error(-EINVAL, "'%s': no export name (want %s://HOST[:PORT]/EXPORT)",
+				 url, r->url.scheme);
 	r->ops = xp_find(r->url.scheme);
-	if (!r->ops) {
-		ret = set_error(-EPROTONOSUPPORT,
-				"'%s': unknown transport '%s' (tcp, rdma)", url,
-				r->url.scheme);
-		goto out_free;
-	}
-	ret = lib_path_setup(r, url, &o);
+	if (!r->ops)
+		return set_error(-EPROTONOSUPPORT,
+				 "'%s': unknown transport '%s' (tcp, rdma)", url,
+				 r->url.scheme);
+	return 0;
+}
+
+/*
+ * The session, before any queue connects: URL, paths, host name, secret,
+ * the queue array, the info that does not come from the target, and the
+ * options kept for reconnects (o's strings are r's from then on). On
+ * failure the caller frees r's paths and r.
+ */
+static int open_session(struct rblk *r, const char *url, struct rblk_opts *o)
+{
+	int ret;
+
+	ret = open_url(r, url);
 	if (ret)
-		goto out_free;
-	if (o.host_name)
-		snprintf(r->host_name, sizeof(r->host_name), "%s", o.host_name);
+		return ret;
+	ret = lib_path_setup(r, url, o);
+	if (ret)
+		return ret;
+	if (o->host_name)
+		snprintf(r->host_name, sizeof(r->host_name), "%s", o->host_name);
 	else if (gethostname(r->host_name, sizeof(r->host_name) - 1))
 		snprintf(r->host_name, sizeof(r->host_name), "unknown");
-	ret = open_secret(r, &o);
+	ret = open_secret(r, o);
 	if (ret)
-		goto out_free;
-	r->poll_spin_us = o.poll_spin_us;
-	r->queues = calloc(o.queues, sizeof(*r->queues));
-	if (!r->queues) {
-		ret = set_error(-ENOMEM, "out of memory");
-		goto out_free;
-	}
+		return ret;
+	r->poll_spin_us = o->poll_spin_us;
+	r->queues = calloc(o->queues, sizeof(*r->queues));
+	if (!r->queues)
+		return set_error(-ENOMEM, "out of memory");
 	r->info.transport = r->ops->name;
 	r->info.export_name = r->url.export_name;
 	r->info.host = r->url.host;
 	r->info.port = r->url.port;
-	r->info.queues = o.queues;
-	o.host_name = NULL; /* r->host_name holds it */
-	o.key_file = NULL; /* r->secret holds it */
-	o.paths = NULL; /* r->paths holds them */
-	r->opts = o;
-	for (i = 0; i < o.queues; i++) {
+	r->info.queues = o->queues;
+	o->host_name = NULL; /* r->host_name holds it */
+	o->key_file = NULL; /* r->secret holds it */
+	o->paths = NULL; /* r->paths holds them */
+	r->opts = *o;
+	return 0;
+}
+
+/*
+ * Open every queue in turn: its poll group and timer, its first
+ * connection, its data path; then check the paths agree. On failure the
+ * caller closes r (nr_queues counts those to destroy).
+ */
+static int open_queues(struct rblk *r, const struct rblk_opts *o)
+{
+	int ret;
+
+	for (unsigned int i = 0; i < o->queues; i++) {
 		r->queues[i].r = r;
 		r->queues[i].index = i;
 		r->queues[i].timer_fd = -1;
 		r->nr_queues = i + 1;
 		ret = queue_init(&r->queues[i]);
 		if (!ret)
-			ret = lib_path_open_queue(&r->queues[i], &o);
+			ret = lib_path_open_queue(&r->queues[i], o);
 		if (!ret)
-			ret = queue_setup(&r->queues[i]);
+			ret = lib_queue_setup(&r->queues[i]);
 		if (ret)
-			goto out_close;
+			return ret;
 	}
-	ret = lib_path_verify(r);
+	return lib_path_verify(r);
+}
+
+int rblk_open(const char *url, const struct rblk_opts *user_opts,
+	      struct rblk **out)
+{
+	struct rblk_opts o;
+	struct rblk *r;
+	int ret;
+
+	last_error[0] = 0;
+	ret = open_opts(user_opts, &o);
 	if (ret)
-		goto out_close;
+		return ret;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return set_error(-ENOMEM, "out of memory");
+	ret = open_session(r, url, &o);
+	if (ret) {
+		lib_path_free(r);
+		free(r);
+		return ret;
+	}
+	ret = open_queues(r, &o);
+	if (ret) {
+		rblk_close(r);
+		return ret;
+	}
 	*out = r;
 	return 0;
-
-out_close:
-	rblk_close(r);
-	return ret;
-out_free:
-	lib_path_free(r);
-	free(r);
-	return ret;
 }
 
 void rblk_close(struct rblk *r)

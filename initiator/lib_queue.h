@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * librblk's session and queue structures, shared by its I/O and login code
- * (lib.c) and its keep-alive and reconnect code (lib_reconnect.c). Not
- * exported (the version script keeps every symbol but rblk_* local).
+ * librblk's session and queue structures, shared by its sessions (lib.c),
+ * data path (lib_io.c), login (lib_login.c), keep-alive and reconnect
+ * (lib_reconnect.c) and multipath (lib_path.c) code, and what each offers
+ * the others. Not exported (the version script keeps every symbol but
+ * rblk_* local).
  */
 #ifndef RBLK_INITIATOR_LIB_QUEUE_H
 #define RBLK_INITIATOR_LIB_QUEUE_H
@@ -21,6 +23,7 @@
 #include "../transport/transport.h"
 
 #define CMD_BUF_SIZE 64
+_Static_assert(RBLK_CMD_SIZE <= CMD_BUF_SIZE, "command fits its buffer");
 /* wr_id of the XP_WC_FD_READY completions of the queue's timer_fd */
 #define TIMER_COOKIE 0
 
@@ -213,21 +216,32 @@ static inline void *cmd_buf(struct rblk_queue *q, unsigned int tag)
 	return (char *)qp_send_area(&q->qp) + (size_t)tag * q->cmd_size;
 }
 
-/* ---- lib.c --------------------------------------------------------------- */
+/* HELLO and AUTH_RESPONSE go from here, behind the command buffers. */
+static inline void *hello_buf(struct rblk_queue *q)
+{
+	return cmd_buf(q, q->cmd_bufs);
+}
+
+/* ---- lib_io.c: the data path ---------------------------------------------- */
 
 /* An io is done: queue its completion for rblk_poll(), free it. */
 void lib_io_complete(struct rblk_queue *q, struct io *io);
 /* A part finished with result res (0 or -errno): free its tag. */
 void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res);
-/* Forget the connection and its message buffers; the group stays. */
-void lib_queue_drop_conn(struct rblk_queue *q);
 /* Post the built batch: 0, or -errno with the queue lost. */
 int lib_batch_flush(struct rblk_queue *q);
+/* Once, after q's first login: tags, I/Os, bounce slots; then attach. */
+int lib_queue_setup(struct rblk_queue *q);
+/* After lib_queue_connect(): resend kept parts, start keep-alive. */
+int lib_queue_attach(struct rblk_queue *q);
+
+/* ---- lib_login.c: a queue's connection and login --------------------------- */
+
 /* Connect q and log in (HELLO/LOGIN, authentication): 0 or -errno, set. */
 int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		      const struct rblk_opts *o);
-/* After lib_queue_connect(): resend kept parts, start keep-alive. */
-int lib_queue_attach(struct rblk_queue *q);
+/* Forget the connection and its message buffers; the group stays. */
+void lib_queue_drop_conn(struct rblk_queue *q);
 
 /* ---- lib_reconnect.c: keep-alive, reconnect, the queue's timer ------------ */
 

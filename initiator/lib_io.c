@@ -1,0 +1,954 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librblk's data path: user buffer registrations, rblk_submit() and the
+ * synchronous calls on it, splitting an I/O into parts, issuing them,
+ * their completions, the pending backlog, rblk_poll(); and, once per
+ * queue, its tags, I/Os and bounce slots, and the reissue of kept parts
+ * after a reconnect (lib_queue_attach()). Sessions are opened in lib.c,
+ * queues log in in lib_login.c, the structures are in lib_queue.h.
+ *
+ * Each queue is one transport connection with granted queue depth QD. Tag i
+ * owns the target's slot i (slot_addr + i * max_io) from the moment we post
+ * its command until we post the next command with that tag: no release
+ * message is needed.
+ *
+ *   WRITE: RDMA WRITE (our buffer -> slot) and the command SEND, chained in
+ *          one post; RC ordering places the data before the command.
+ *   READ (pull, default): command SEND; on the response, RDMA READ
+ *          (slot -> our buffer); the part completes with the READ.
+ *   READ (push): the command carries our buffer's address and rkey; the
+ *          target RDMA WRITEs it before sending the response.
+ *   DIRECT (the volume offers RBLK_F_DIRECT and opts.direct allows it):
+ *          READ and WRITE are one RDMA READ/WRITE against the registered
+ *          volume (vol_addr + offset) and complete with that work
+ *          completion; no command, no response. See issue_direct_part().
+ *
+ * A user I/O (struct io) larger than max_io is split into parts, one tag
+ * each; parts waiting for a tag sit on the queue's pending list in order.
+ * The queue owns the backlog: nr_ios (opts.max_queued) I/Os may be
+ * submitted and not reaped, however few tags there are; rblk_submit()
+ * refuses only past that (-EAGAIN).
+ */
+#include <rblk/rblk.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/freelist.h"
+#include "../common/log.h"
+#include "../common/proto.h"
+#include "../common/qp.h"
+#include "../common/util.h"
+#include "../transport/transport.h"
+#include "lib_internal.h"
+#include "lib_queue.h"
+
+#define set_error lib_set_error
+
+#define POLL_BATCH 32
+/* TRIM / WRITE_ZEROES carry a 32-bit length: split them at 1 GiB */
+#define NODATA_SPLIT (1u << 30)
+
+_Static_assert((int)RBLK_IO_READ == RBLK_OP_READ &&
+		       (int)RBLK_IO_WRITE == RBLK_OP_WRITE &&
+		       (int)RBLK_IO_FLUSH == RBLK_OP_FLUSH &&
+		       (int)RBLK_IO_TRIM == RBLK_OP_TRIM &&
+		       (int)RBLK_IO_WRITE_ZEROES == RBLK_OP_WRITE_ZEROES,
+	       "public opcodes are the wire opcodes");
+
+/*
+ * READ_DONE / WRITE_DATA of a tag: not in its command buffer, since a pull
+ * READ's part completes (and its tag may carry a new command) before its
+ * READ_DONE has necessarily left.
+ */
+static void *done_buf(struct rblk_queue *q, unsigned int tag)
+{
+	return (char *)hello_buf(q) + RBLK_MSG_MAX + (size_t)tag * RBLK_DONE_SIZE;
+}
+
+/* ---- user buffer registrations ------------------------------------------------ */
+
+static struct xp_mr *umr_find(struct rblk_queue *q, const char *addr,
+			      uint32_t len)
+{
+	unsigned int lo = 0, hi = q->nr_umrs;
+
+	while (lo < hi) {
+		unsigned int mid = (lo + hi) / 2;
+		struct user_mr *u = &q->umrs[mid];
+
+		if (addr < u->addr) {
+			hi = mid;
+		} else if (addr >= u->addr + u->len) {
+			lo = mid + 1;
+		} else {
+			return (size_t)(addr - u->addr) + len <= u->len ?
+				       u->mr :
+				       NULL;
+		}
+	}
+	return NULL;
+}
+
+/* Reads are pushed when the target offers it and the open chose it. */
+static bool push_reads(const struct rblk_queue *q)
+{
+	return (q->features & RBLK_F_PUSH) &&
+	       (q->r->info.features & RBLK_F_PUSH);
+}
+
+static int mr_access(struct rblk_queue *q)
+{
+	/* push reads need the target to RDMA WRITE into our memory */
+	return XP_ACCESS_LOCAL_WRITE |
+	       (push_reads(q) ? XP_ACCESS_REMOTE_WRITE : 0);
+}
+
+int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
+{
+	struct xp_mr *mr;
+	unsigned int i;
+	int ret;
+
+	if (!addr || !len)
+		return set_error(-EINVAL, "register: empty buffer");
+	if (q->failed)
+		return set_error(-ENOTCONN, "register: queue %u is disconnected",
+				 q->index);
+	for (i = 0; i < q->nr_umrs; i++) {
+		struct user_mr *u = &q->umrs[i];
+
+		if ((char *)addr < u->addr + u->len &&
+		    u->addr < (char *)addr + len)
+			return set_error(-EEXIST,
+					 "register: buffer overlaps one already registered");
+	}
+	if (q->nr_umrs == q->cap_umrs) {
+		unsigned int cap = q->cap_umrs ? q->cap_umrs * 2 : 16;
+		struct user_mr *n = realloc(q->umrs, cap * sizeof(*n));
+
+		if (!n)
+			return set_error(-ENOMEM, "register: out of memory");
+		q->umrs = n;
+		q->cap_umrs = cap;
+	}
+	/* on the group: valid on every connection of the queue, reconnecting too */
+	ret = xp_group_reg_mr(q->g, addr, len, mr_access(q), &mr);
+	if (ret)
+		return set_error(ret, "register: memory registration failed: %s",
+				 strerror(-ret));
+	for (i = q->nr_umrs; i > 0 && q->umrs[i - 1].addr > (char *)addr; i--)
+		q->umrs[i] = q->umrs[i - 1];
+	q->umrs[i] = (struct user_mr){ .addr = addr, .len = len, .mr = mr };
+	q->nr_umrs++;
+	return 0;
+}
+
+int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
+{
+	for (unsigned int i = 0; i < q->nr_umrs; i++) {
+		if (q->umrs[i].addr != addr)
+			continue;
+		for (unsigned int t = 0; t < q->qd; t++) {
+			const struct ireq *rq = &q->reqs[t];
+
+			if (rq->state != IREQ_FREE && rq->io && rq->buf &&
+			    rq->buf >= q->umrs[i].addr &&
+			    rq->buf < q->umrs[i].addr + q->umrs[i].len)
+				return set_error(-EBUSY,
+						 "unregister: buffer has I/O in flight");
+		}
+		xp_dereg_mr(q->umrs[i].mr);
+		memmove(&q->umrs[i], &q->umrs[i + 1],
+			(q->nr_umrs - i - 1) * sizeof(*q->umrs));
+		q->nr_umrs--;
+		return 0;
+	}
+	return set_error(-ENOENT, "unregister: buffer not registered");
+}
+
+/* ---- completion of parts and ios ------------------------------------------------ */
+
+void lib_io_complete(struct rblk_queue *q, struct io *io)
+{
+	unsigned int slot = (q->done_head + q->done_count) % q->nr_ios;
+
+	q->done[slot].user_data = io->user_data;
+	q->done[slot].result = io->result;
+	q->done_count++;
+	FREELIST_PUSH(q->free_ios, io, next);
+}
+
+
+/* A part finished with result res (0 or -errno): free its tag. */
+void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res)
+{
+	struct io *io = rq->io;
+
+	if (res == 0 && rq->op == RBLK_OP_READ && !rq->mr)
+		memcpy(rq->buf, (char *)q->bounce + (size_t)rq->tag * q->max_io,
+		       rq->len);
+	if (res && !io->result)
+		io->result = res;
+	rq->state = IREQ_FREE;
+	rq->io = NULL;
+	FREELIST_PUSH(q->free_tags, rq, next);
+	io->parts_inflight--;
+	if (!io->parts_inflight && io->next_off >= io->end)
+		lib_io_complete(q, io);
+}
+
+/* ---- posting --------------------------------------------------------------- */
+
+/* Post the batch; a failure loses the connection. */
+int lib_batch_flush(struct rblk_queue *q)
+{
+	int ret = qp_flush(&q->qp);
+
+	if (ret)
+		lib_queue_lost(q, "posting work requests failed");
+	return ret;
+}
+
+static void batch_done_adding(struct rblk_queue *q)
+{
+	if (!q->plugged)
+		lib_batch_flush(q);
+}
+
+/*
+ * The SEND that ends a window: WRITE_DATA behind a WRITE's data, or a pull
+ * READ's READ_DONE once its RDMA READ completed. SEND_WITH_INV of the
+ * window's key, so the key is dead before the target sees the message.
+ * The caller took its credit.
+ */
+static void add_done(struct rblk_queue *q, struct ireq *rq)
+{
+	struct rblk_done d = {
+		.type = rq->op == RBLK_OP_READ ? RBLK_MSG_READ_DONE :
+						 RBLK_MSG_WRITE_DATA,
+		.tag = rq->tag,
+		.rkey = rq->rkey,
+	};
+	void *db = done_buf(q, rq->tag);
+	struct xp_send_wr *wr;
+
+	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), db,
+		    (uint32_t)rblk_done_encode(db, &d));
+	wr = &q->qp.batch[q->qp.nr_batch - 1];
+	wr->opcode = XP_WR_SEND_WITH_INV;
+	wr->invalidate_rkey = rq->rkey;
+}
+
+/*
+ * The second half of a data command, once the target lent its window
+ * (rq->raddr/rkey), by rq's state:
+ *   IREQ_NEED_READ  the RDMA READ of the window; the part completes when it
+ *                   does, after READ_DONE is posted (below).
+ *   IREQ_NEED_DONE  the READ completed: READ_DONE, then the part is done.
+ *                   Not chained behind the READ with a fence: a fenced
+ *                   SEND would hold every later command of the queue until
+ *                   the READ is back. Posted in the same batch as the
+ *                   commands that follow, so it costs no doorbell, and RC
+ *                   ordering still delivers it before the tag's next
+ *                   command.
+ *   IREQ_NEED_DATA  a WRITE's RDMA WRITE and WRITE_DATA in one chain (RC
+ *                   places the data first); the part completes with RESP.
+ * -EAGAIN without the send credits.
+ */
+static int post_data(struct rblk_queue *q, struct ireq *rq)
+{
+	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+
+	switch (rq->state) {
+	case IREQ_NEED_READ:
+		if (!qp_take(&q->qp, 1))
+			return -EAGAIN;
+		qp_add_rdma(&q->qp, XP_WR_RDMA_READ,
+			    qp_wrid(WRID_READ, 1, rq->tag), XP_SEND_SIGNALED,
+			    rq->mr ? rq->buf : slot_local, rq->len,
+			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+			    rq->rkey);
+		rq->state = IREQ_READ;
+		break;
+	case IREQ_NEED_DONE:
+		if (!qp_take(&q->qp, 1))
+			return -EAGAIN;
+		add_done(q, rq);
+		lib_part_done(q, rq, 0);
+		break;
+	default: /* IREQ_NEED_DATA */
+		if (!qp_take(&q->qp, 2))
+			return -EAGAIN;
+		if (!rq->mr)
+			memcpy(slot_local, rq->buf, rq->len);
+		qp_add_rdma(&q->qp, XP_WR_RDMA_WRITE, 0, 0,
+			    rq->mr ? rq->buf : slot_local, rq->len,
+			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+			    rq->rkey);
+		add_done(q, rq);
+		q->qp.batch[q->qp.nr_batch - 1].wr_id =
+			qp_wrid(WRID_CMD, 2, rq->tag);
+		rq->state = IREQ_CMD;
+		break;
+	}
+	batch_done_adding(q);
+	return 0;
+}
+
+/* rq waits for send credits (in order, behind any already waiting). */
+static void wait_credits(struct rblk_queue *q, struct ireq *rq)
+{
+	rq->next = NULL;
+	if (q->wait_tail)
+		q->wait_tail->next = rq;
+	else
+		q->wait_head = rq;
+	q->wait_tail = rq;
+}
+
+/*
+ * Direct access serves READ and WRITE. FUA where the target would refuse
+ * it (on a READ, or on a volume without FUA) takes the slot path, so the
+ * target answers exactly as it always has.
+ */
+static bool direct_io(const struct rblk_queue *q, const struct io *io)
+{
+	if (!q->direct)
+		return false;
+	if (io->flags & RBLK_IO_FUA)
+		return io->op == RBLK_OP_WRITE && (q->features & RBLK_F_FUA);
+	return io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE;
+}
+
+/*
+ * Post part rq (fields filled in, rq->direct set) as one RDMA READ/WRITE
+ * against the volume. With rq->direct_fua (the last part of a FUA write)
+ * a FLUSH command on its tag follows in the same chained post: RC ordering
+ * places this data (and every earlier part's, posted before on this
+ * connection) before the target sees the FLUSH, and the part completes
+ * with the FLUSH's response; otherwise with the work completion. The
+ * caller checked for two send credits. Also the reissue after a reconnect,
+ * against the new connection's volume registration.
+ */
+static void post_direct(struct rblk_queue *q, struct ireq *rq)
+{
+	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+	enum xp_wr_opcode op = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
+							XP_WR_RDMA_WRITE;
+	void *local = rq->mr ? rq->buf : slot_local;
+	struct xp_mr *mr = rq->mr ? rq->mr : q->bounce_mr;
+	uint64_t raddr = q->vol_addr + rq->offset;
+
+	if (rq->op == RBLK_OP_WRITE && !rq->mr)
+		memcpy(slot_local, rq->buf, rq->len);
+	if (rq->direct_fua) {
+		struct rblk_cmd cmd = { .tag = rq->tag,
+					.opcode = RBLK_OP_FLUSH };
+		void *cb = cmd_buf(q, rq->tag);
+
+		qp_take(&q->qp, 2);
+		qp_add_rdma(&q->qp, op, 0, 0, local, rq->len, mr, raddr,
+			    q->vol_rkey);
+		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 2, rq->tag), cb,
+			    (uint32_t)rblk_cmd_encode(cb, &cmd));
+		rq->state = IREQ_CMD;
+	} else {
+		qp_take(&q->qp, 1);
+		qp_add_rdma(&q->qp, op, qp_wrid(WRID_DIRECT, 1, rq->tag),
+			    XP_SEND_SIGNALED, local, rq->len, mr, raddr,
+			    q->vol_rkey);
+		rq->state = IREQ_DIRECT;
+	}
+	batch_done_adding(q);
+}
+
+/*
+ * Issue the next part of io by direct access, tracked by a free tag (its
+ * bounce slot stands in for an unregistered user buffer). -EAGAIN: no tag
+ * or credits. 0 even if posting lost the connection (see issue_part()).
+ */
+static int issue_direct_part(struct rblk_queue *q, struct io *io)
+{
+	struct ireq *rq;
+	uint32_t len;
+
+	if (!q->free_tags || q->qp.sq_free < 2)
+		return -EAGAIN;
+	rq = FREELIST_POP(q->free_tags, next);
+	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
+	rq->io = io;
+	rq->op = io->op;
+	rq->offset = io->next_off;
+	rq->len = len;
+	rq->cmd_flags = 0;
+	rq->direct = true;
+	rq->direct_fua = io->op == RBLK_OP_WRITE && (io->flags & RBLK_IO_FUA) &&
+			 io->next_off + len >= io->end;
+	rq->buf = io->buf;
+	rq->mr = umr_find(q, rq->buf, len);
+	io->parts_inflight++;
+	io->next_off += len;
+	io->buf += len;
+	post_direct(q, rq);
+	return 0;
+}
+
+/*
+ * Post the command of part rq (its fields filled in). A WRITE of at most
+ * the granted inline size carries its data in the capsule (copied into
+ * the tag's command buffer, which stays untouched until the RESP: the
+ * target has received the SEND by then); a larger one's data follows
+ * once the target grants a window (post_data()). The caller checked for
+ * send credits. Also the reissue after a reconnect, which decides inline
+ * or granted anew by the new connection's grant.
+ */
+static void post_cmd(struct rblk_queue *q, struct ireq *rq)
+{
+	struct rblk_cmd cmd = { 0 };
+	void *cb = cmd_buf(q, rq->tag);
+	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+
+	cmd.tag = rq->tag;
+	cmd.opcode = rq->op;
+	cmd.offset = rq->offset;
+	cmd.length = rq->len;
+	cmd.flags = rq->cmd_flags;
+	rq->inl = rq->op == RBLK_OP_WRITE && rq->len <= q->inline_max;
+	if (rq->inl) {
+		cmd.flags |= RBLK_CMD_F_INLINE;
+		cmd.data = rq->buf;
+	}
+	if (rq->op == RBLK_OP_READ && push_reads(q)) {
+		cmd.flags |= RBLK_CMD_F_PUSH;
+		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
+		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
+	}
+	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
+		    (uint32_t)rblk_cmd_encode(cb, &cmd));
+	qp_take(&q->qp, 1);
+	rq->state = IREQ_CMD;
+	batch_done_adding(q);
+}
+
+/* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
+static int issue_part(struct rblk_queue *q, struct io *io)
+{
+	struct ireq *rq;
+	uint32_t split, len;
+
+	if (direct_io(q, io))
+		return issue_direct_part(q, io);
+	if (!q->free_tags || q->qp.sq_free < 2)
+		return -EAGAIN;
+	rq = FREELIST_POP(q->free_tags, next);
+	rq->direct = rq->direct_fua = false;
+	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
+			q->max_io :
+			NODATA_SPLIT;
+	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)split);
+	rq->io = io;
+	rq->op = io->op;
+	rq->offset = io->op == RBLK_OP_FLUSH ? 0 : io->next_off;
+	rq->len = io->op == RBLK_OP_FLUSH ? 0 : len;
+	rq->cmd_flags = (io->flags & RBLK_IO_FUA) ? RBLK_CMD_F_FUA : 0;
+	rq->buf = io->buf; /* advanced past earlier parts */
+	rq->mr = io->buf ? umr_find(q, rq->buf, rq->len) : NULL;
+	io->parts_inflight++;
+	io->next_off += rq->len;
+	if (io->op == RBLK_OP_FLUSH)
+		io->next_off = io->end;
+	if (io->buf)
+		io->buf += rq->len;
+	/*
+	 * 0 even if posting lost the connection: the part is accounted for
+	 * (kept for reissue), so the caller must still take a finished io
+	 * off the pending list, or it would be issued again from its end.
+	 */
+	post_cmd(q, rq);
+	return 0;
+}
+
+/* Issue parts of pending ios, in order, while tags and credits last. */
+static void pump_pending(struct rblk_queue *q)
+{
+	struct io *io;
+	int ret;
+
+	while ((io = q->pend_head) && !q->dead && !q->draining) {
+		ret = issue_part(q, io);
+		if (ret)
+			return; /* -EAGAIN: wait for completions */
+		if (io->next_off >= io->end) {
+			q->pend_head = io->next;
+			if (!q->pend_head)
+				q->pend_tail = NULL;
+		}
+	}
+}
+
+static void retry_reads(struct rblk_queue *q)
+{
+	struct ireq *rq;
+	int ret;
+
+	while ((rq = q->wait_head) && !q->dead) {
+		ret = post_data(q, rq);
+		if (ret == -EAGAIN)
+			return;
+		q->wait_head = rq->next;
+		if (!q->wait_head)
+			q->wait_tail = NULL;
+	}
+}
+
+/* ---- completions --------------------------------------------------------------- */
+
+/* rq's window arrived: post its data half now, or wait for credits. */
+static void data_ready(struct rblk_queue *q, struct ireq *rq, uint64_t addr,
+		       uint32_t rkey)
+{
+	rq->raddr = addr;
+	rq->rkey = rkey;
+	rq->state = rq->op == RBLK_OP_READ ? IREQ_NEED_READ : IREQ_NEED_DATA;
+	if (!q->wait_head && !post_data(q, rq))
+		return;
+	wait_credits(q, rq);
+}
+
+static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
+{
+	struct rblk_grant g;
+	struct ireq *rq;
+
+	if (rblk_grant_decode(buf, len, q->qd, q->max_io, &g)) {
+		lib_queue_lost(q, "malformed GRANT from the target");
+		return;
+	}
+	rq = &q->reqs[g.tag];
+	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE || rq->inl ||
+	    g.length != rq->len || rq == q->ka) {
+		lib_queue_lost(q, "GRANT for a tag with no WRITE waiting for one");
+		return;
+	}
+	data_ready(q, rq, g.addr, g.rkey);
+}
+
+static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
+{
+	struct rblk_resp resp;
+	struct ireq *rq;
+	bool pull;
+	int st;
+
+	if (rblk_msg_type(buf, len) == RBLK_MSG_GRANT) {
+		handle_grant(q, buf, len);
+		return;
+	}
+	st = rblk_resp_decode(buf, len, q->qd, &resp);
+	if (st) {
+		lib_queue_lost(q, "malformed response from the target");
+		return;
+	}
+	rq = &q->reqs[resp.tag];
+	pull = resp.flags & RBLK_RESP_F_PULL;
+	if (rq == q->ka && !pull) {
+		lib_ka_free(q);
+		return;
+	}
+	if (rq->state != IREQ_CMD ||
+	    (pull && (rq->op != RBLK_OP_READ || resp.length != rq->len))) {
+		lib_queue_lost(q, "response for a tag with no command");
+		return;
+	}
+	if (resp.status != RBLK_S_OK) {
+		log_debug("queue %u: tag %u: %s", q->index, resp.tag,
+			  rblk_status_str((int)resp.status));
+		lib_part_done(q, rq, rblk_status_to_errno((int)resp.status));
+		return;
+	}
+	if (!pull) {
+		if (rq->op == RBLK_OP_READ && !push_reads(q)) {
+			lib_queue_lost(q, "READ answered without its data");
+			return;
+		}
+		lib_part_done(q, rq, 0);
+		return;
+	}
+	data_ready(q, rq, resp.addr, resp.rkey); /* fetch it from the window */
+}
+
+static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
+{
+	uint32_t tag = qp_wrid_val(wc->wr_id);
+
+	if (wc->opcode == XP_WC_FD_READY) {
+		lib_timer_drain(q); /* the tick runs once lib_timer_due() sees it */
+		return;
+	}
+	if (q->dead) /* the rest of a batch reaped from a lost connection */
+		return;
+	if (wc->status != XP_WC_SUCCESS) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "connection failed (%s)",
+			 xp_wc_status_str(wc->status));
+		lib_queue_lost(q, why);
+		return;
+	}
+	if (qp_wrid_kind(wc->wr_id) != QP_WRID_RECV)
+		qp_send_done(&q->qp, wc->wr_id);
+	switch (qp_wrid_kind(wc->wr_id)) {
+	case QP_WRID_RECV:
+		if (tag >= q->qp.nr_recv) {
+			lib_queue_lost(q, "transport returned a bad receive id");
+			break;
+		}
+		q->rx_seen = true;
+		handle_response(q, qp_recv_buf(&q->qp, tag), wc->byte_len);
+		if (!q->dead && qp_post_recv(&q->qp, tag))
+			lib_queue_lost(q, "reposting a receive failed");
+		break;
+	case WRID_READ:
+		/* the data is in: READ_DONE frees the window, then the tag */
+		if (tag < q->qd && q->reqs[tag].state == IREQ_READ) {
+			struct ireq *rq = &q->reqs[tag];
+
+			rq->state = IREQ_NEED_DONE;
+			q->plugged++; /* with whatever else this poll posts */
+			if (q->wait_head || post_data(q, rq))
+				wait_credits(q, rq);
+			q->plugged--;
+		}
+		break;
+	case WRID_DIRECT:
+		if (tag < q->qd && q->reqs[tag].state == IREQ_DIRECT)
+			lib_part_done(q, &q->reqs[tag], 0);
+		break;
+	}
+}
+
+/* Reap transport completions until none are left. */
+static int progress(struct rblk_queue *q)
+{
+	struct xp_wc wc[POLL_BATCH];
+	int n, total = 0;
+
+	q->plugged++; /* RDMA READs and new commands go out in one post */
+	do {
+		n = xp_group_poll(q->g, wc, POLL_BATCH);
+		if (n < 0) {
+			lib_queue_lost(q, "transport poll failed");
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			handle_wc(q, &wc[i]);
+		total += n;
+	} while (n == POLL_BATCH && !q->dead);
+	if (total && !q->dead) {
+		retry_reads(q);
+		pump_pending(q);
+	}
+	q->plugged--;
+	if (!q->plugged && !q->dead)
+		lib_batch_flush(q);
+	return n < 0 ? n : total;
+}
+
+/* ---- public I/O API ------------------------------------------------------------- */
+
+int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
+		uint64_t offset, uint64_t len, unsigned int flags,
+		void *user_data)
+{
+	const struct rblk_info *info = &q->r->info;
+	struct io *io;
+
+	/* while reconnecting, I/O queues up (at most nr_ios of it) */
+	if (q->failed)
+		return set_error(-ENOTCONN, "queue %u is disconnected",
+				 q->index);
+	if (op < RBLK_IO_READ || op > RBLK_IO_WRITE_ZEROES)
+		return set_error(-EINVAL, "submit: unknown operation %d", op);
+	if (flags & ~RBLK_IO_FUA)
+		return set_error(-EINVAL, "submit: unknown flags 0x%x", flags);
+	if (op != RBLK_IO_FLUSH) {
+		if (!len || offset % info->block_size || len % info->block_size)
+			return set_error(-EINVAL,
+					 "submit: offset %llu / length %llu not multiples of the block size %u",
+					 (unsigned long long)offset,
+					 (unsigned long long)len,
+					 info->block_size);
+		if (offset > info->size || len > info->size - offset)
+			return set_error(-ERANGE,
+					 "submit: %llu+%llu is beyond the end of the volume (%llu bytes)",
+					 (unsigned long long)offset,
+					 (unsigned long long)len,
+					 (unsigned long long)info->size);
+		if ((op == RBLK_IO_READ || op == RBLK_IO_WRITE) && !buf)
+			return set_error(-EINVAL, "submit: no buffer");
+	}
+	if (op != RBLK_IO_READ && op != RBLK_IO_FLUSH &&
+	    (info->features & RBLK_FEAT_READ_ONLY))
+		return set_error(-EROFS, "submit: volume is read-only");
+	if (q->inflight >= q->nr_ios)
+		return set_error(-EAGAIN,
+				 "submit: %u I/Os already queued (max_queued)",
+				 q->nr_ios);
+	io = FREELIST_POP(q->free_ios, next);
+	io->user_data = user_data;
+	io->op = (uint8_t)op;
+	io->flags = flags;
+	io->buf = (op == RBLK_IO_READ || op == RBLK_IO_WRITE) ? buf : NULL;
+	io->next_off = op == RBLK_IO_FLUSH ? 0 : offset;
+	io->end = op == RBLK_IO_FLUSH ? 1 : offset + len;
+	io->parts_inflight = 0;
+	io->result = 0;
+	io->next = NULL;
+	if (q->pend_tail)
+		q->pend_tail->next = io;
+	else
+		q->pend_head = io;
+	q->pend_tail = io;
+	q->inflight++;
+	pump_pending(q);
+	return 0;
+}
+
+void rblk_queue_plug(struct rblk_queue *q)
+{
+	q->plugged++;
+}
+
+int rblk_queue_unplug(struct rblk_queue *q)
+{
+	if (q->plugged && --q->plugged)
+		return 0;
+	if (q->failed)
+		return set_error(-ENOTCONN, "queue %u is disconnected",
+				 q->index);
+	if (q->dead)
+		return 0; /* held until the connection is back */
+	if (lib_batch_flush(q))
+		return set_error(-ENOTCONN, "queue %u: posting failed",
+				 q->index);
+	return 0;
+}
+
+static int take_done(struct rblk_queue *q, struct rblk_completion *c, int max)
+{
+	int n = 0;
+
+	while (n < max && q->done_count) {
+		c[n++] = q->done[q->done_head];
+		q->done_head = (q->done_head + 1) % q->nr_ios;
+		q->done_count--;
+		q->inflight--;
+	}
+	return n;
+}
+
+int rblk_queue_arm(struct rblk_queue *q)
+{
+	if (q->done_count || q->failed || lib_timer_due(q))
+		return 1;
+	if (q->dead)
+		return 0; /* the timer wakes the fd for the next attempt */
+	return xp_group_arm(q->g) > 0 || progress(q) > 0 || q->done_count;
+}
+
+int rblk_queue_fd(struct rblk_queue *q)
+{
+	return xp_group_fd(q->g);
+}
+
+unsigned int rblk_queue_inflight(const struct rblk_queue *q)
+{
+	return q->inflight;
+}
+
+/*
+ * Adaptive polling: reap without sleeping for up to spin_us, or until a
+ * completion is ready or the queue fails. Returns true if one is ready.
+ */
+static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
+{
+	uint64_t end = now_ns() + (uint64_t)spin_us * 1000;
+
+	do {
+		progress(q);
+		if (q->done_count || q->dead)
+			return true;
+	} while (now_ns() < end);
+	return false;
+}
+
+int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
+	      int timeout_ms)
+{
+	uint64_t deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+	bool spun = false;
+
+	if (max <= 0)
+		return set_error(-EINVAL, "poll: max must be positive");
+	if (!q->dead)
+		lib_batch_flush(q); /* nothing plugged may wait while we sleep */
+	for (;;) {
+		struct pollfd pfd;
+		int wait;
+
+		if (lib_timer_due(q))
+			lib_queue_tick(q);
+		if (!q->dead)
+			progress(q);
+		if (q->done_count)
+			return take_done(q, c, max);
+		if (q->failed)
+			return set_error(-ENOTCONN, "queue %u is disconnected",
+					 q->index);
+		if (timeout_ms == 0)
+			return 0;
+		if (!spun && q->r->poll_spin_us && q->inflight) {
+			spun = true;
+			if (spin_poll(q, q->r->poll_spin_us))
+				continue;
+		}
+		if (rblk_queue_arm(q))
+			continue;
+		wait = -1;
+		if (timeout_ms > 0) {
+			uint64_t now = now_ms();
+
+			if (now >= deadline)
+				return 0;
+			wait = (int)(deadline - now);
+		}
+		pfd.fd = xp_group_fd(q->g);
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, wait) < 0 && errno != EINTR)
+			return set_error(-errno, "poll: %s", strerror(errno));
+	}
+}
+
+int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
+		  uint64_t offset, uint64_t len, unsigned int flags)
+{
+	struct rblk_completion c;
+	int ret;
+
+	if (q->inflight)
+		return set_error(-EBUSY,
+				 "synchronous I/O on a queue with I/O in flight");
+	ret = rblk_submit(q, op, buf, offset, len, flags, NULL);
+	if (ret)
+		return ret;
+	do {
+		ret = rblk_poll(q, &c, 1, -1);
+	} while (ret == 0);
+	if (ret < 0)
+		return ret;
+	if (c.result)
+		return set_error(c.result, "%s at %llu+%llu: %s",
+				 rblk_opcode_str(op),
+				 (unsigned long long)offset,
+				 (unsigned long long)len, strerror(-c.result));
+	return 0;
+}
+
+int rblk_pread(struct rblk *r, void *buf, uint64_t len, uint64_t offset)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_READ, buf, offset, len, 0);
+}
+
+int rblk_pwrite(struct rblk *r, const void *buf, uint64_t len, uint64_t offset,
+		unsigned int flags)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_WRITE, (void *)buf, offset,
+			     len, flags);
+}
+
+int rblk_flush(struct rblk *r)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_FLUSH, NULL, 0, 0, 0);
+}
+
+int rblk_trim(struct rblk *r, uint64_t len, uint64_t offset)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_TRIM, NULL, offset, len, 0);
+}
+
+int rblk_write_zeroes(struct rblk *r, uint64_t len, uint64_t offset,
+		      unsigned int flags)
+{
+	return rblk_queue_io(&r->queues[0], RBLK_IO_WRITE_ZEROES, NULL, offset,
+			     len, flags);
+}
+
+/*
+ * After lib_queue_connect() succeeded: resend every part kept from a lost
+ * connection (on its own tag and with its own region: the granted queue
+ * depth and the features are the same, the regions are the group's) and
+ * start keep-alive.
+ */
+int lib_queue_attach(struct rblk_queue *q)
+{
+	q->dead = false;
+	q->connected_once = true;
+	q->rx_seen = false;
+	q->stalled_ticks = 0;
+	q->plugged++;
+	for (unsigned int t = 0; t < q->qd; t++) {
+		struct ireq *rq = &q->reqs[t];
+
+		if (rq->state != IREQ_REISSUE)
+			continue;
+		if (rq->direct)
+			post_direct(q, rq);
+		else
+			post_cmd(q, rq);
+	}
+	pump_pending(q);
+	q->plugged--;
+	if (!q->plugged)
+		lib_batch_flush(q);
+	if (q->dead) /* lost again at once: the timer is set */
+		return 0;
+	lib_timer_set(q, lib_tick_next(q, now_ms()));
+	return 0;
+}
+
+/* Once per queue, after its first login: tags, I/Os, bounce slots. */
+int lib_queue_setup(struct rblk_queue *q)
+{
+	int ret;
+
+	if (posix_memalign(&q->bounce, 4096, (size_t)q->qd * q->max_io)) {
+		q->bounce = NULL;
+		return set_error(-ENOMEM, "out of memory for bounce buffers");
+	}
+	q->nr_ios = q->r->opts.max_queued ?
+			    MAX(q->r->opts.max_queued, (unsigned int)q->qd) :
+			    RBLK_DEFAULT_QUEUED_FACTOR * q->qd;
+	q->reqs = calloc(q->qd, sizeof(*q->reqs));
+	q->ios = calloc(q->nr_ios, sizeof(*q->ios));
+	q->done = calloc(q->nr_ios, sizeof(*q->done));
+	if (!q->reqs || !q->ios || !q->done)
+		return set_error(-ENOMEM, "out of memory");
+	for (int t = q->qd - 1; t >= 0; t--) {
+		q->reqs[t].tag = (uint16_t)t;
+		FREELIST_PUSH(q->free_tags, &q->reqs[t], next);
+	}
+	for (unsigned int i = q->nr_ios; i-- > 0;) {
+		FREELIST_PUSH(q->free_ios, &q->ios[i], next);
+	}
+	ret = xp_group_reg_mr(q->g, q->bounce, (size_t)q->qd * q->max_io,
+			      mr_access(q), &q->bounce_mr);
+	if (ret)
+		return set_error(ret, "registering bounce buffers: %s",
+				 strerror(-ret));
+	return lib_queue_attach(q);
+}

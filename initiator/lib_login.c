@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * librblk: connecting a queue and logging in. One connection of a queue
+ * (lib_queue_connect()): the transport connection and its message
+ * buffers, the HELLO, authentication (docs/PROTOCOL.md) while waiting for
+ * the LOGIN, then the LOGIN's checks (against what was asked for, and
+ * against the session's other queues and earlier connections) and what the
+ * queue and the session take from it. lib_queue_drop_conn() undoes one
+ * connection. Sessions are opened in lib.c, the data path is lib_io.c's.
+ */
+#include <rblk/rblk.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../common/auth.h"
+#include "../common/log.h"
+#include "../common/proto.h"
+#include "../common/qp.h"
+#include "../common/url.h"
+#include "../common/util.h"
+#include "../transport/transport.h"
+#include "lib_internal.h"
+#include "lib_queue.h"
+
+#define set_error lib_set_error
+
+_Static_assert(RBLK_DEFAULT_INLINE == RBLK_INLINE_DEFAULT &&
+		       RBLK_DEFAULT_INLINE <= RBLK_INLINE_MAX,
+	       "librblk asks what a target grants by default");
+_Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
+_Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
+		       RBLK_FEAT_FLUSH == RBLK_F_FLUSH &&
+		       RBLK_FEAT_FUA == RBLK_F_FUA &&
+		       RBLK_FEAT_TRIM == RBLK_F_TRIM &&
+		       RBLK_FEAT_ZEROES == RBLK_F_ZEROES &&
+		       RBLK_FEAT_PUSH == RBLK_F_PUSH &&
+		       RBLK_FEAT_DIRECT == RBLK_F_DIRECT,
+	       "public feature bits are the wire bits");
+
+/* Push reads when asked to, or by default where the transport prefers it. */
+static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
+{
+	if (o->flags & RBLK_OPEN_PUSH_READS)
+		return true;
+	if (o->flags & RBLK_OPEN_PULL_READS)
+		return false;
+	return r->ops->read_costs_peer_cpu;
+}
+
+/*
+ * One authentication message during login (docs/PROTOCOL.md). Answers
+ * AUTH_CHALLENGE with AUTH_RESPONSE (sent from the HELLO buffer: the
+ * target has the HELLO already) and checks AUTH_RESULT, the target's MAC.
+ * Returns 0 to keep waiting for LOGIN, or -errno with the error set.
+ */
+static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
+			   bool *challenged, const void *buf, uint32_t len)
+{
+	struct rblk *r = q->r;
+	struct rblk_auth_challenge ch;
+	struct rblk_auth_response resp;
+	struct rblk_auth_result res;
+	int ret;
+
+	if (rblk_msg_type(buf, len) == RBLK_MSG_AUTH_RESULT) {
+		if (!*challenged || q->authed ||
+		    rblk_auth_result_decode(buf, len, &res))
+			return set_error(-EPROTO,
+					 "target sent a malformed or unexpected AUTH_RESULT");
+		if (rblk_auth_verify(r->secret, r->secret_len,
+				     RBLK_AUTH_ROLE_TARGET, ctx, res.mac))
+			return set_error(-EACCES,
+					 "authentication failed: target '%s' does not hold our secret (mutual authentication)",
+					 ctx->target_name);
+		q->authed = true;
+		return 0;
+	}
+	if (!r->secret_len)
+		return set_error(-ENOKEY,
+				 "target requires authentication; give --key-file");
+	if (*challenged || rblk_auth_challenge_decode(buf, len, &ch))
+		return set_error(-EPROTO,
+				 "target sent a malformed or repeated AUTH_CHALLENGE");
+	*challenged = true;
+	memcpy(ctx->target_nonce, ch.nonce, sizeof(ctx->target_nonce));
+	memcpy(ctx->target_name, ch.target_name, sizeof(ctx->target_name));
+	snprintf(ctx->host_name, sizeof(ctx->host_name), "%s", r->host_name);
+	snprintf(ctx->export_name, sizeof(ctx->export_name), "%s",
+		 r->url.export_name);
+	do
+		rblk_auth_nonce(ctx->initiator_nonce);
+	while (rblk_auth_check_nonces(ctx));
+	memcpy(resp.nonce, ctx->initiator_nonce, sizeof(resp.nonce));
+	rblk_auth_mac(r->secret, r->secret_len, RBLK_AUTH_ROLE_INITIATOR, ctx,
+		      resp.mac);
+	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
+			  (uint32_t)rblk_auth_response_encode(hello_buf(q),
+							      &resp));
+	if (ret == -EAGAIN)
+		return set_error(-EPROTO, "no send credit for AUTH_RESPONSE");
+	if (ret)
+		return set_error(ret, "sending AUTH_RESPONSE: %s",
+				 strerror(-ret));
+	return 0;
+}
+
+/*
+ * Wait for the LOGIN within timeout_ms, answering authentication messages
+ * on the way. -EACCES, -ENOKEY and -EPROTO from authentication come with
+ * the error already set (*err_set).
+ */
+static int wait_login(struct rblk_queue *q, int timeout_ms,
+		      struct rblk_login *login, bool *err_set)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	struct rblk_auth_ctx ctx = { 0 };
+	bool challenged = false;
+	struct xp_wc wc;
+	const void *buf;
+	int n, st, type;
+
+	for (;;) {
+		n = lib_wait_wc(q->xc, &wc, deadline);
+		if (n)
+			return n;
+		if (wc.status != XP_WC_SUCCESS)
+			return -ECONNRESET;
+		if (qp_wrid_kind(wc.wr_id) != QP_WRID_RECV) {
+			qp_send_done(&q->qp, wc.wr_id);
+			continue;
+		}
+		buf = qp_recv_of(&q->qp, wc.wr_id);
+		if (!buf)
+			return -EPROTO;
+		type = rblk_msg_type(buf, wc.byte_len);
+		if (type == RBLK_MSG_AUTH_CHALLENGE ||
+		    type == RBLK_MSG_AUTH_RESULT) {
+			st = login_auth_step(q, &ctx, &challenged, buf,
+					     wc.byte_len);
+			if (st) {
+				*err_set = true;
+				return st;
+			}
+			if (qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)))
+				return -ECONNRESET;
+			continue;
+		}
+		st = rblk_login_decode(buf, wc.byte_len, login);
+		if (st)
+			return -EPROTO;
+		if (login->status == RBLK_S_OK && challenged && !q->authed) {
+			*err_set = true;
+			return set_error(-EPROTO,
+					 "target logged us in without AUTH_RESULT");
+		}
+		return qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)) ? -ECONNRESET :
+								      0;
+	}
+}
+
+/* Sets the error for a login refused for an authentication reason. */
+static bool login_auth_error(struct rblk *r, int status)
+{
+	switch (status) {
+	case RBLK_S_AUTH_FAILED:
+		set_error(-EACCES,
+			  "authentication failed: wrong secret or unknown host '%s'",
+			  r->host_name);
+		return true;
+	case RBLK_S_AUTH_REQUIRED:
+		set_error(-ENOKEY,
+			  "target requires authentication for host '%s'; give --key-file",
+			  r->host_name);
+		return true;
+	case RBLK_S_ACCESS_DENIED:
+		set_error(-EACCES, "host '%s' is not allowed to use export '%s'",
+			  r->host_name, r->url.export_name);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Decide whether q moves READ/WRITE by direct volume access: the target
+ * offers it (the LOGIN carries the volume's region) and opts.direct is
+ * AUTO or ON; ON without the offer is an error.
+ */
+static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
+			    const struct rblk_opts *o,
+			    const struct rblk_login *login)
+{
+	bool offered = login->features & RBLK_F_DIRECT;
+
+	if (o->direct == RBLK_DIRECT_ON && !offered)
+		return set_error(-EOPNOTSUPP,
+				 "export '%s' does not offer direct access",
+				 r->url.export_name);
+	q->direct = offered && o->direct != RBLK_DIRECT_OFF;
+	q->vol_rkey = login->vol_rkey;
+	q->vol_addr = login->vol_addr;
+	return 0;
+}
+
+/* In-capsule bytes to ask for (rblk_opts.inline_data). */
+static uint32_t inline_ask(const struct rblk *r, const struct rblk_opts *o)
+{
+	if (r->inline_refused || o->inline_data < 0)
+		return 0;
+	if (!o->inline_data)
+		return RBLK_DEFAULT_INLINE;
+	return (uint32_t)MIN(o->inline_data, RBLK_INLINE_MAX);
+}
+
+/*
+ * Connect q on its path and set up the connection's message buffers: a
+ * command buffer per tag asked for (with room for ask in-capsule bytes),
+ * the HELLO's, and a READ_DONE / WRITE_DATA buffer per tag.
+ */
+static int queue_dial(struct rblk *r, struct rblk_queue *q,
+		      const struct rblk_opts *o, uint32_t ask)
+{
+	struct xp_conn_attr attr;
+	uint16_t qd = (uint16_t)o->queue_depth;
+	int ret;
+
+	attr.max_recv_wr = qd + 2u;
+	attr.max_send_wr = 3u * qd + 4u;
+	ret = lib_connect(r->ops, q->g, lib_path_url(q), &attr, qd,
+			  o->timeout_ms, &q->xc);
+	if (ret)
+		return ret;
+
+	q->cmd_bufs = qd;
+	q->cmd_size = ALIGN_UP(CMD_BUF_SIZE + ask, 64u);
+	q->inline_max = 0;
+	ret = qp_init(&q->qp, q->xc, &attr, 0,
+		      (size_t)qd * q->cmd_size + RBLK_MSG_MAX +
+			      (size_t)qd * RBLK_DONE_SIZE);
+	if (ret)
+		return set_error(ret, "setting up message buffers: %s",
+				 strerror(-ret));
+	return 0;
+}
+
+/* Ask for the export: the HELLO, asking for ask in-capsule bytes. */
+static int send_hello(struct rblk *r, struct rblk_queue *q,
+		      const struct rblk_opts *o, uint32_t ask)
+{
+	struct rblk_hello hello = { 0 };
+	int ret;
+
+	hello.queue_depth = (uint16_t)o->queue_depth;
+	hello.queue_id = (uint16_t)q->index;
+	hello.max_io = o->max_io;
+	hello.inline_data = ask;
+	hello.flags = (o->flags & RBLK_OPEN_READ_ONLY) ? RBLK_HELLO_F_READ_ONLY :
+							  0;
+	if (r->secret_len)
+		hello.flags |= RBLK_HELLO_F_AUTH;
+	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
+		 lib_path_url(q)->export_name);
+	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
+	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
+			  (uint32_t)rblk_hello_encode(hello_buf(q), &hello));
+	if (ret)
+		return set_error(ret, "sending HELLO: %s", strerror(-ret));
+	return 0;
+}
+
+/* Wait for the LOGIN (wait_login()): 0, or -errno with the error set. */
+static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
+		       struct rblk_login *login)
+{
+	const struct rblk_url *u = lib_path_url(q);
+	bool err_set = false;
+	int ret;
+
+	ret = wait_login(q, o->timeout_ms, login, &err_set);
+	if (ret && err_set)
+		return ret;
+	if (ret == -ETIMEDOUT)
+		return set_error(ret, "%s://%s:%u: no login answer within %d ms",
+				 u->scheme, u->host, u->port, o->timeout_ms);
+	if (ret == -EPROTO)
+		return set_error(ret, "%s://%s:%u: malformed login answer",
+				 u->scheme, u->host, u->port);
+	if (ret)
+		return set_error(ret, "%s://%s:%u: connection lost during login",
+				 u->scheme, u->host, u->port);
+	return 0;
+}
+
+/*
+ * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
+ * set. A HELLO asking for ask in-capsule bytes refused as malformed sets
+ * r->inline_refused (see lib_queue_connect()).
+ */
+static int login_refused(struct rblk *r, struct rblk_queue *q,
+			 const struct rblk_login *login, uint32_t ask)
+{
+	const struct rblk_url *u = lib_path_url(q);
+	int ret = rblk_status_to_errno((int)login->status);
+
+	if (login_auth_error(r, (int)login->status))
+		return ret;
+	if (login->status == RBLK_S_NO_EXPORT)
+		return set_error(ret, "export '%s' not found on %s://%s:%u",
+				 u->export_name, u->scheme, u->host, u->port);
+	if (login->status == RBLK_S_INVALID && ask) {
+		r->inline_refused = true;
+		return set_error(-EPROTO,
+				 "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
+				 u->export_name, ask);
+	}
+	return set_error(ret, "login to '%s' refused: %s", u->export_name,
+			 rblk_status_str((int)login->status));
+}
+
+/*
+ * Check an accepted LOGIN: the target authenticated itself if it had to,
+ * granted no more than was asked for, and on a reconnect is still the
+ * same volume with the same geometry and grants.
+ */
+static int login_check(struct rblk *r, struct rblk_queue *q,
+		       const struct rblk_opts *o,
+		       const struct rblk_login *login, uint32_t ask)
+{
+	const struct rblk_url *u = lib_path_url(q);
+
+	if (r->mutual && !q->authed)
+		return set_error(-EACCES,
+				 "target did not authenticate itself and mutual authentication was required (is host '%s' configured on the target?)",
+				 r->host_name);
+	if (login->queue_depth > (uint16_t)o->queue_depth ||
+	    login->max_io > o->max_io || login->inline_data > ask)
+		return set_error(-EPROTO,
+				 "target granted more than was asked for");
+	if (!q->connected_once)
+		return 0;
+	if (memcmp(login->vol_id, q->vol_id, sizeof(q->vol_id)))
+		return lib_path_vol_mismatch(q, login->vol_id);
+	if (login->size != r->info.size ||
+	    login->block_size != r->info.block_size ||
+	    login->max_io != q->max_io || login->queue_depth != q->qd ||
+	    login->features != q->features)
+		return set_error(-EPROTO,
+				 "%s://%s:%u/%s changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
+				 u->scheme, u->host, u->port, u->export_name,
+				 (unsigned long long)r->info.size,
+				 r->info.block_size, q->max_io, q->qd,
+				 q->features, (unsigned long long)login->size,
+				 login->block_size, login->max_io,
+				 login->queue_depth, login->features);
+	return 0;
+}
+
+/*
+ * Take the grants of a checked LOGIN into q. The first login of queue 0
+ * fills the session's info (less the features the open turned down);
+ * every other must match its geometry.
+ */
+static int login_apply(struct rblk *r, struct rblk_queue *q,
+		       const struct rblk_opts *o,
+		       const struct rblk_login *login)
+{
+	int ret;
+
+	q->qd = login->queue_depth;
+	q->max_io = login->max_io;
+	q->inline_max = login->inline_data;
+	memcpy(q->vol_id, login->vol_id, sizeof(q->vol_id));
+	q->features = login->features;
+	ret = queue_use_direct(r, q, o, login);
+	if (ret)
+		return ret;
+	if (q->index == 0 && !q->connected_once) {
+		r->info.size = login->size;
+		r->info.block_size = login->block_size;
+		r->info.max_io = login->max_io;
+		r->info.queue_depth = login->queue_depth;
+		r->info.features = login->features;
+		memcpy(r->info.vol_id, login->vol_id, sizeof(r->info.vol_id));
+		if (!want_push_reads(r, o))
+			r->info.features &= ~RBLK_F_PUSH;
+		if (!q->direct)
+			r->info.features &= ~RBLK_F_DIRECT;
+	} else if (login->size != r->info.size ||
+		   login->block_size != r->info.block_size ||
+		   login->max_io != r->info.max_io ||
+		   login->queue_depth != r->info.queue_depth) {
+		return set_error(-EPROTO,
+				 "queue %u got a different volume geometry than queue 0",
+				 q->index);
+	}
+	return 0;
+}
+
+/*
+ * One connection of q and its login: 0, or -errno with the error set (the
+ * connection, if made, is left for the caller to drop).
+ */
+static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
+			      const struct rblk_opts *o)
+{
+	struct rblk_login login;
+	uint32_t ask = inline_ask(r, o);
+	int ret;
+
+	ret = queue_dial(r, q, o, ask);
+	if (!ret)
+		ret = send_hello(r, q, o, ask);
+	if (!ret)
+		ret = await_login(q, o, &login);
+	if (ret)
+		return ret;
+	if (login.status != RBLK_S_OK)
+		return login_refused(r, q, &login, ask);
+	ret = login_check(r, q, o, &login, ask);
+	if (!ret)
+		ret = login_apply(r, q, o, &login);
+	return ret;
+}
+
+/*
+ * A target that predates in-capsule data refuses a HELLO asking for it as
+ * malformed (its field was reserved, zero): then the queue connects once
+ * more asking for none, and the session asks for none from then on.
+ */
+int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
+		      const struct rblk_opts *o)
+{
+	bool refused = r->inline_refused;
+	int ret = queue_connect_once(r, q, o);
+
+	if (!ret || refused || !r->inline_refused)
+		return ret;
+	log_info("queue %u: %s; connecting again without in-capsule data",
+		 q->index, rblk_last_error());
+	lib_queue_drop_conn(q);
+	return queue_connect_once(r, q, o);
+}
+
+/*
+ * Forget the transport connection and its message buffers. The group and
+ * the regions registered on it (bounce slots, user buffers) stay.
+ */
+void lib_queue_drop_conn(struct rblk_queue *q)
+{
+	xp_destroy(q->xc);
+	q->xc = NULL;
+	xp_dereg_mr(q->qp.msg_mr); /* a shared group keeps it otherwise */
+	qp_fini(&q->qp);
+}
