@@ -936,6 +936,53 @@ static bool seen_before(struct parse_ctx *c, int *seen, const char *key)
 	return false;
 }
 
+/*
+ * The [target] keys of the rbd backend (ceph_*, rbd_*), once target_key()
+ * has checked that key is not given twice. 1, or 0 with the error
+ * recorded (inih's convention).
+ */
+static int ceph_key(struct parse_ctx *c, int key, const char *value)
+{
+	struct cfg_ceph *ceph = &c->cfg->ceph;
+	unsigned long v;
+
+	switch (key) {
+	case KEY_CEPH_CONF:
+	case KEY_CEPH_KEYRING:
+		if (strlen(value) >= PATH_MAX)
+			return ctx_fail(c, "%s: path too long", target_keys[key]);
+		snprintf(key == KEY_CEPH_CONF ? ceph->conf : ceph->keyring,
+			 PATH_MAX, "%s", value);
+		return 1;
+	case KEY_CEPH_ID:
+		if (strlen(value) >= sizeof(ceph->id) ||
+		    strpbrk(value, " \t/"))
+			return ctx_fail(c, "ceph_id: '%s' is not a client id (e.g. admin, for client.admin)",
+					value);
+		snprintf(ceph->id, sizeof(ceph->id), "%s", value);
+		return 1;
+	case KEY_RBD_CONNS:
+		if (parse_uint(value, 1, 64, &v))
+			return ctx_fail(c, "rbd_cluster_connections: '%s' is not a number from 1 to 64",
+					value);
+		ceph->connections = (unsigned int)v;
+		return 1;
+	case KEY_RBD_TAKEOVER:
+		if (parse_bool(value, &ceph->takeover))
+			return ctx_fail(c, "rbd_takeover: '%s' is not yes/no, true/false, on/off or 1/0",
+					value);
+		return 1;
+	case KEY_RBD_TIMEOUT:
+		if (parse_uint(value, 1, 3600, &v))
+			return ctx_fail(c, "rbd_timeout: '%s' is not a number of seconds from 1 to 3600",
+					value);
+		ceph->timeout_s = (unsigned int)v;
+		return 1;
+	}
+	return ctx_fail(c, "internal error: key %d", key);
+}
+
+/* One key of [target]: 1, or 0 with the error recorded (for inih). */
 static int target_key(struct parse_ctx *c, int key, const char *value)
 {
 	struct cfg_target *cfg = c->cfg;
@@ -1012,36 +1059,11 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 		return 1;
 	case KEY_CEPH_CONF:
 	case KEY_CEPH_KEYRING:
-		if (strlen(value) >= PATH_MAX)
-			return ctx_fail(c, "%s: path too long", target_keys[key]);
-		snprintf(key == KEY_CEPH_CONF ? cfg->ceph.conf :
-						cfg->ceph.keyring,
-			 PATH_MAX, "%s", value);
-		return 1;
 	case KEY_CEPH_ID:
-		if (strlen(value) >= sizeof(cfg->ceph.id) ||
-		    strpbrk(value, " \t/"))
-			return ctx_fail(c, "ceph_id: '%s' is not a client id (e.g. admin, for client.admin)",
-					value);
-		snprintf(cfg->ceph.id, sizeof(cfg->ceph.id), "%s", value);
-		return 1;
 	case KEY_RBD_CONNS:
-		if (parse_uint(value, 1, 64, &v))
-			return ctx_fail(c, "rbd_cluster_connections: '%s' is not a number from 1 to 64",
-					value);
-		cfg->ceph.connections = (unsigned int)v;
-		return 1;
 	case KEY_RBD_TAKEOVER:
-		if (parse_bool(value, &cfg->ceph.takeover))
-			return ctx_fail(c, "rbd_takeover: '%s' is not yes/no, true/false, on/off or 1/0",
-					value);
-		return 1;
 	case KEY_RBD_TIMEOUT:
-		if (parse_uint(value, 1, 3600, &v))
-			return ctx_fail(c, "rbd_timeout: '%s' is not a number of seconds from 1 to 3600",
-					value);
-		cfg->ceph.timeout_s = (unsigned int)v;
-		return 1;
+		return ceph_key(c, key, value);
 	case KEY_ALLOW_ANY_HOST:
 		if (parse_bool(value, &b))
 			return ctx_fail(c, "allow_any_host: '%s' is not yes/no, true/false, on/off or 1/0",

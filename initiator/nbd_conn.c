@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The NBD transmission-phase engine (see nbd_conn.h for the contract).
+ * The NBD transmission-phase engine (see nbd_conn.h for the contract):
+ * requests in, the poll loop, nbd_conn_run(). Replies out are
+ * nbd_conn_tx.c; nbd_conn_internal.h holds the state both share.
  *
  * Everything here runs on the thread that called nbd_conn_run() and
  * touches only that run's socket, queue, pool and the state below: no
@@ -13,102 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "rblk/rblk.h"
-#include "common/freelist.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "initiator/nbd_conn.h"
-#include "initiator/nbd_proto.h"
+#include "initiator/nbd_conn_internal.h"
 
 #define NC_RX_BUF (64u * 1024) /* request staging buffer per socket */
-#define NC_REAP_BATCH 64
-#define NC_TX_IOV 64 /* iovecs per sendmsg */
-
-/*
- * Request life cycle:
- *   FREE -> RECV (WRITE payload arriving, or being discarded)
- *        -> INFLIGHT (submitted to the rblk queue, which holds what
- *           waits for a tag itself)
- *        -> REPLY (on the tx list) -> FREE once the reply is sent.
- * Any stage may go straight to REPLY with an error, and to FREE when the
- * socket is gone.
- */
-enum nc_req_state {
-	NC_REQ_FREE,
-	NC_REQ_RECV,
-	NC_REQ_INFLIGHT,
-	NC_REQ_REPLY,
-};
-
-struct nc_req {
-	struct nc_req *next; /* free or tx list */
-	enum nc_req_state state;
-	uint16_t type;
-	uint16_t flags;
-	uint64_t cookie;
-	uint64_t offset;
-	uint32_t len;
-	uint32_t error; /* NBD_E* for the reply, 0 on success */
-	void *buf;	/* READ/WRITE data; NULL for the others */
-	int slot; /* pool slot of buf, -1 when buf is malloc'd (or NULL) */
-	size_t heap_len; /* bytes of a malloc'd buf, counted in nc.heap_bytes */
-	unsigned char reply[NBD_SIMPLE_REPLY_SIZE];
-};
-
-struct nc_list {
-	struct nc_req *head, *tail;
-};
-
-enum nc_rx_state {
-	NC_RX_HDR,     /* waiting for a 28-byte request header */
-	NC_RX_DATA,    /* copying a WRITE payload into rx_req->buf */
-	NC_RX_DISCARD, /* skipping the payload of a WRITE that fails anyway */
-};
-
-struct nc {
-	const struct nbd_conn_opts *o;
-	struct nbd_conn_stats *st;
-	struct nc_req *reqs;
-	struct nc_req *free_reqs;
-	int *free_slots;
-	unsigned int nfree_slots;
-	struct nc_list tx;	/* replies to send, head partly sent */
-	size_t tx_off;		/* bytes of tx.head already sent */
-	unsigned int inflight;	/* submitted to rblk, not yet reaped */
-	size_t heap_bytes;	/* malloc'd request buffers held: <= o->max_buf */
-	bool rx_stalled; /* a header waits for heap_bytes to drop (max_buf) */
-	uint64_t last_io_ms; /* a byte last moved on the socket (idle_ms) */
-
-	unsigned char *rx; /* staging buffer for headers and payloads */
-	size_t rx_start, rx_end;
-	enum nc_rx_state rx_state;
-	struct nc_req *rx_req; /* NC_RX_DATA, NC_RX_DISCARD */
-	size_t rx_done;	       /* payload bytes received for rx_req */
-
-	bool rx_closed; /* read no more requests (DISC, EOF, error, abort) */
-	/*
-	 * The socket is known empty: the last read came back short, or the
-	 * last poll() asked for POLLIN and did not get it. Headers are not
-	 * read for until poll() says more came (level-triggered): no EAGAIN
-	 * recv per request.
-	 */
-	bool rx_empty;
-	/*
-	 * The queue may have completions or work: its fd was readable,
-	 * rblk_queue_arm() said so, or nothing is known yet. Only then does
-	 * the loop call rblk_poll(): each call costs an epoll_wait on tcp.
-	 */
-	bool q_ready;
-	unsigned int spin_skip;	   /* sleeps left that do not spin */
-	unsigned int spin_backoff; /* spin_skip after the next empty spin */
-	bool sock_dead; /* the socket failed: replies are dropped */
-	bool q_dead;	/* the rblk connection failed */
-	bool aborting;	/* abort_fd fired; deadline_ms applies */
-	uint64_t deadline_ms;
-};
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -137,7 +51,7 @@ uint32_t nbd_errno_to_nbd(int err, uint32_t q_lost)
 	}
 }
 
-static const char *nc_cmd_name(uint16_t type)
+const char *nc_cmd_name(uint16_t type)
 {
 	switch (type) {
 	case NBD_CMD_READ:
@@ -159,35 +73,6 @@ static const char *nc_cmd_name(uint16_t type)
 	default:
 		return "unknown";
 	}
-}
-
-static void nc_list_push(struct nc_list *l, struct nc_req *req)
-{
-	req->next = NULL;
-	if (l->tail)
-		l->tail->next = req;
-	else
-		l->head = req;
-	l->tail = req;
-}
-
-static struct nc_req *nc_list_pop(struct nc_list *l)
-{
-	struct nc_req *req = l->head;
-
-	if (req) {
-		l->head = req->next;
-		if (!l->head)
-			l->tail = NULL;
-		req->next = NULL;
-	}
-	return req;
-}
-
-/* The NBD error for requests of a lost queue, by policy. */
-static uint32_t nc_qlost_error(const struct nc *c)
-{
-	return c->o->qlost == NBD_CONN_QLOST_CLOSE ? NBD_ESHUTDOWN : NBD_EIO;
 }
 
 /* ---- request validation -------------------------------------------------- */
@@ -263,20 +148,6 @@ static struct nc_req *req_alloc(struct nc *c)
 	return req;
 }
 
-static void req_free(struct nc *c, struct nc_req *req)
-{
-	if (req->slot >= 0)
-		c->free_slots[c->nfree_slots++] = req->slot;
-	else
-		free(req->buf);
-	c->heap_bytes -= req->heap_len;
-	req->heap_len = 0;
-	req->buf = NULL;
-	req->slot = -1;
-	req->state = NC_REQ_FREE;
-	FREELIST_PUSH(c->free_reqs, req, next);
-}
-
 /* Heap bytes a READ/WRITE of len needs now: 0 when a pool slot takes it. */
 static size_t heap_need(const struct nc *c, uint32_t len)
 {
@@ -325,8 +196,7 @@ static int req_get_buf(struct nc *c, struct nc_req *req)
 	return 0;
 }
 
-/* Stop reading requests; a half-received one is dropped. */
-static void rx_close(struct nc *c)
+void nc_rx_close(struct nc *c)
 {
 	if (c->rx_closed)
 		return;
@@ -338,65 +208,15 @@ static void rx_close(struct nc *c)
 	c->rx_state = NC_RX_HDR;
 }
 
-/* The socket is unusable: drop every queued reply. */
-static void sock_fail(struct nc *c, int err)
-{
-	struct nc_req *req;
-
-	if (c->sock_dead)
-		return;
-	if (err != -EPIPE && err != -ECONNRESET && err != -ETIMEDOUT)
-		log_warn("%s: socket: %s", c->o->name, strerror(-err));
-	c->sock_dead = true;
-	rx_close(c);
-	while ((req = nc_list_pop(&c->tx)))
-		req_free(c, req);
-	c->tx_off = 0;
-}
-
 /* A protocol error from the peer: by policy, stop reading or shut down. */
 static void proto_fail(struct nc *c)
 {
 	if (c->o->checks & NBD_CONN_PROTO_ERR_SHUTDOWN) {
-		sock_fail(c, -EPROTO);
+		nc_sock_fail(c, -EPROTO);
 		shutdown(c->o->fd, SHUT_RDWR);
 	} else {
-		rx_close(c);
+		nc_rx_close(c);
 	}
-}
-
-static void queue_reply(struct nc *c, struct nc_req *req)
-{
-	if (req->error)
-		c->st->errors++;
-	if (c->sock_dead) {
-		req_free(c, req);
-		return;
-	}
-	nbd_put32(req->reply, NBD_SIMPLE_REPLY_MAGIC);
-	nbd_put32(req->reply + 4, req->error);
-	nbd_put64(req->reply + 8, req->cookie);
-	req->state = NC_REQ_REPLY;
-	nc_list_push(&c->tx, req);
-}
-
-/* The queue's rblk connection is gone: apply the qlost policy. */
-static void queue_dead(struct nc *c)
-{
-	if (!c->q_dead && c->o->queue_lost)
-		c->o->queue_lost(c->o->arg);
-	c->q_dead = true;
-	if (c->o->qlost == NBD_CONN_QLOST_CLOSE)
-		rx_close(c);
-}
-
-/* Answer req with the NBD error for ret (a -errno from rblk). */
-static void req_fail(struct nc *c, struct nc_req *req, int ret)
-{
-	req->error = nbd_errno_to_nbd(ret, nc_qlost_error(c));
-	if (ret == -ENOTCONN || ret == -ESHUTDOWN)
-		queue_dead(c);
-	queue_reply(c, req);
 }
 
 static int req_submit_one(struct nc *c, struct nc_req *req)
@@ -428,7 +248,7 @@ static void req_submit(struct nc *c, struct nc_req *req)
 
 	if (c->q_dead) {
 		req->error = nc_qlost_error(c);
-		queue_reply(c, req);
+		nc_queue_reply(c, req);
 		return;
 	}
 	ret = req_submit_one(c, req);
@@ -440,7 +260,7 @@ static void req_submit(struct nc *c, struct nc_req *req)
 	log_debug("%s: %s %u@%llu: submit: %s", c->o->name,
 		  nc_cmd_name(req->type), req->len,
 		  (unsigned long long)req->offset, strerror(-ret));
-	req_fail(c, req, ret);
+	nc_req_fail(c, req, ret);
 }
 
 /* ---- requests in --------------------------------------------------------- */
@@ -473,7 +293,7 @@ static void rx_header(struct nc *c)
 	if (req->type == NBD_CMD_DISC) {
 		log_debug("%s: NBD_CMD_DISC", c->o->name);
 		req_free(c, req);
-		rx_close(c);
+		nc_rx_close(c);
 		return;
 	}
 	if (req->type == NBD_CMD_WRITE && req->len > NBD_MAX_PAYLOAD) {
@@ -516,7 +336,7 @@ static void rx_header(struct nc *c)
 		c->rx_state = NC_RX_DISCARD;
 		return;
 	}
-	queue_reply(c, req);
+	nc_queue_reply(c, req);
 }
 
 /*
@@ -552,14 +372,14 @@ static ssize_t rx_fill(struct nc *c)
 					 c->o->name);
 			else
 				log_debug("%s: EOF", c->o->name);
-			rx_close(c);
+			nc_rx_close(c);
 			return -1;
 		}
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		sock_fail(c, -errno);
+		nc_sock_fail(c, -errno);
 		return -1;
 	}
 }
@@ -590,14 +410,14 @@ static bool rx_payload(struct nc *c, bool discard)
 			log_warn("%s: closed the connection in the middle of "
 				 "a WRITE payload",
 				 c->o->name);
-			rx_close(c);
+			nc_rx_close(c);
 			return true;
 		}
 		if (r < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK ||
 			    errno == EINTR)
 				return false;
-			sock_fail(c, -errno);
+			nc_sock_fail(c, -errno);
 			return true;
 		}
 		n = (size_t)r;
@@ -610,7 +430,7 @@ static bool rx_payload(struct nc *c, bool discard)
 		c->rx_req = NULL;
 		c->rx_state = NC_RX_HDR;
 		if (discard)
-			queue_reply(c, req);
+			nc_queue_reply(c, req);
 		else
 			req_submit(c, req);
 	}
@@ -655,131 +475,7 @@ static bool rx_process(struct nc *c)
 	return progress;
 }
 
-/* ---- completions and replies out ----------------------------------------- */
-
-/* Complete everything the queue has finished. Returns true if any. */
-static bool reap(struct nc *c)
-{
-	struct rblk_completion comp[NC_REAP_BATCH];
-	bool progress = false;
-	int n;
-
-	if (!c->inflight && !c->q_dead) {
-		/* idle: the queue's timers (keep-alive, reconnect) still run */
-		if (rblk_poll(c->o->q, comp, NC_REAP_BATCH, 0) < 0)
-			queue_dead(c);
-		return false;
-	}
-	while (c->inflight) {
-		n = rblk_poll(c->o->q, comp, NC_REAP_BATCH, 0);
-		if (n < 0) {
-			/* every I/O has completed; anything we still count
-			 * as in flight will not come back */
-			log_debug("%s: rblk_poll: %s", c->o->name,
-				  strerror(-n));
-			queue_dead(c);
-			for (unsigned int i = 0; i < c->o->nreqs; i++) {
-				struct nc_req *req = &c->reqs[i];
-
-				if (req->state != NC_REQ_INFLIGHT)
-					continue;
-				req->error = nc_qlost_error(c);
-				queue_reply(c, req);
-			}
-			c->inflight = 0;
-			return true;
-		}
-		for (int i = 0; i < n; i++) {
-			struct nc_req *req = comp[i].user_data;
-
-			c->inflight--;
-			progress = true;
-			if (!comp[i].result) {
-				queue_reply(c, req);
-				continue;
-			}
-			log_debug("%s: %s %u@%llu: %s", c->o->name,
-				  nc_cmd_name(req->type), req->len,
-				  (unsigned long long)req->offset,
-				  strerror(-comp[i].result));
-			req_fail(c, req, comp[i].result);
-		}
-		if (n < NC_REAP_BATCH)
-			break;
-	}
-	return progress;
-}
-
-static size_t reply_len(const struct nc_req *req)
-{
-	if (req->type == NBD_CMD_READ && !req->error)
-		return NBD_SIMPLE_REPLY_SIZE + req->len;
-	return NBD_SIMPLE_REPLY_SIZE;
-}
-
-/*
- * Send queued replies with as few sendmsg calls as the socket allows.
- * Returns true when at least one reply went out (its request is free).
- */
-static bool tx_flush(struct nc *c)
-{
-	bool progress = false;
-
-	while (c->tx.head && !c->sock_dead) {
-		struct iovec iov[NC_TX_IOV];
-		struct msghdr msg = {.msg_iov = iov};
-		size_t skip = c->tx_off;
-		struct nc_req *req;
-		int cnt = 0;
-		ssize_t n;
-
-		for (req = c->tx.head; req && cnt + 2 <= NC_TX_IOV;
-		     req = req->next) {
-			size_t hl = NBD_SIMPLE_REPLY_SIZE;
-			size_t dl = reply_len(req) - hl;
-
-			if (skip < hl) {
-				iov[cnt].iov_base = req->reply + skip;
-				iov[cnt++].iov_len = hl - skip;
-				skip = 0;
-			} else {
-				skip -= hl;
-			}
-			if (dl) {
-				iov[cnt].iov_base = (char *)req->buf + skip;
-				iov[cnt++].iov_len = dl - skip;
-				skip = 0;
-			}
-		}
-		msg.msg_iovlen = (size_t)cnt;
-		n = sendmsg(c->o->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				sock_fail(c, -errno);
-			break;
-		}
-		if (n > 0)
-			c->last_io_ms = now_ms();
-		while (n > 0) {
-			size_t left;
-
-			req = c->tx.head;
-			left = reply_len(req) - c->tx_off;
-			if ((size_t)n < left) {
-				c->tx_off += (size_t)n;
-				break;
-			}
-			n -= (ssize_t)left;
-			c->tx_off = 0;
-			nc_list_pop(&c->tx);
-			req_free(c, req);
-			progress = true;
-		}
-	}
-	return progress;
-}
+/* ---- the loop ----------------------------------------------------------- */
 
 #define NC_SPIN_BACKOFF_MAX 64
 
@@ -842,7 +538,7 @@ static inline int nc_timeout(struct nc *c, int *timeout)
 			log_warn("%s: no data moved for %u ms; "
 				 "disconnecting (idle timeout)",
 				 o->name, o->idle_ms);
-			sock_fail(c, -ETIMEDOUT);
+			nc_sock_fail(c, -ETIMEDOUT);
 			return 1;
 		}
 		*timeout = *timeout < 0 ? (int)(end - now) :
@@ -868,11 +564,11 @@ static inline void nc_woken(struct nc *c, const struct pollfd *p, int isock,
 		c->aborting = true;
 		c->st->aborted = true;
 		c->deadline_ms = now_ms() + c->o->drain_ms;
-		rx_close(c);
+		nc_rx_close(c);
 	}
 	if (isock >= 0 && (p[isock].revents & POLLERR) &&
 	    !(p[isock].revents & POLLIN))
-		sock_fail(c, -EPIPE);
+		nc_sock_fail(c, -EPIPE);
 }
 
 /*
@@ -902,11 +598,11 @@ static int nc_loop(struct nc *c)
 		/* a failed post shows in the next rblk_poll() */
 		(void)rblk_queue_unplug(o->q);
 		if (c->q_ready) {
-			progress |= reap(c);
+			progress |= nc_reap(c);
 			/* reap() took all there was (or the queue is dead) */
 			c->q_ready = false;
 		}
-		progress |= tx_flush(c);
+		progress |= nc_tx_flush(c);
 		if (nc_done(c))
 			return 0;
 		if (progress)

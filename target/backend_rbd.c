@@ -723,6 +723,113 @@ static void make_vol_id(struct rbd_image *img, const struct rbd_spec *s)
 	memcpy(img->vol_id, h, sizeof(img->vol_id));
 }
 
+/* Drop img's references on its pool and its cluster connection. */
+static void img_put_pool(struct rbd_image *img)
+{
+	pthread_mutex_lock(&conns_lock);
+	pool_put(img->conn, img->pool);
+	conn_put(img->conn);
+	pthread_mutex_unlock(&conns_lock);
+}
+
+/*
+ * Take a cluster connection and the pool of s, open image s (read-only,
+ * at its snapshot if any, when read_only) and read its size and features.
+ * On failure nothing is held.
+ */
+static int img_open(struct rbd_image *img, const struct rbd_spec *s,
+		    bool read_only, uint64_t *size, uint64_t *features,
+		    char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&conns_lock);
+	ret = conn_get(&img->conn, err, errlen);
+	if (!ret) {
+		ret = pool_get(img->conn, s->pool, s->nspace, &img->pool, err,
+			       errlen);
+		if (ret)
+			conn_put(img->conn);
+	}
+	pthread_mutex_unlock(&conns_lock);
+	if (ret)
+		return ret;
+
+	if (read_only)
+		ret = rbd_open_read_only(img->pool->ioctx, s->image, &img->image,
+					 s->snap[0] ? s->snap : NULL);
+	else
+		ret = rbd_open(img->pool->ioctx, s->image, &img->image, NULL);
+	if (ret) {
+		open_fail(err, errlen, ret, "rbd image %s: %s", img->spec,
+		     ret == -ENOENT ? "no such image (or snapshot)" :
+				      rados_why(ret));
+		goto out_put_pool;
+	}
+	if ((ret = rbd_get_size(img->image, size)) ||
+	    (ret = rbd_get_id(img->image, img->id, sizeof(img->id))) ||
+	    (ret = rbd_get_features(img->image, features))) {
+		open_fail(err, errlen, ret, "rbd image %s: reading its header: %s",
+		     img->spec, strerror(-ret));
+		goto out_close_image;
+	}
+	return 0;
+
+out_close_image:
+	rbd_close(img->image);
+out_put_pool:
+	img_put_pool(img);
+	return ret;
+}
+
+/*
+ * Fencing: a writable image with the exclusive-lock feature gets the lock
+ * thread (which takes the lock on first write); otherwise no lock is
+ * used. On failure img's mutex and condition are destroyed again.
+ */
+static int img_lock_setup(struct export *e, struct rbd_image *img,
+			  uint64_t features, char *err, size_t errlen)
+{
+	int ret;
+
+	if (e->read_only) {
+		atomic_init(&img->lock_state, LOCK_NONE);
+	} else if (!(features & RBD_FEATURE_EXCLUSIVE_LOCK)) {
+		atomic_init(&img->lock_state, LOCK_NONE);
+		log_warn("export %s: rbd %s has no exclusive-lock feature: no fencing against another gateway (rbd feature enable %s exclusive-lock)",
+			 e->name, img->spec, img->spec);
+	} else {
+		atomic_init(&img->lock_state, LOCK_UNLOCKED);
+	}
+	pthread_mutex_init(&img->mu, NULL);
+	pthread_cond_init(&img->cond, NULL);
+	if (atomic_load(&img->lock_state) == LOCK_NONE)
+		return 0;
+	ret = -pthread_create(&img->lock_thread, NULL, lock_thread_main, img);
+	if (ret) {
+		open_fail(err, errlen, ret, "pthread_create: %s",
+		     strerror(-ret));
+		pthread_cond_destroy(&img->cond);
+		pthread_mutex_destroy(&img->mu);
+		return ret;
+	}
+	img->lock_thread_started = true;
+	return 0;
+}
+
+/* Notice resizes through a header watch; best effort. */
+static void img_watch(struct export *e, struct rbd_image *img)
+{
+	int ret = rbd_update_watch(img->image, &img->watch_handle, update_cb,
+				   img);
+
+	if (ret)
+		log_warn("export %s: rbd_update_watch: %s (resizes will not be noticed)",
+			 e->name, strerror(-ret));
+	else
+		img->watching = true;
+}
+
 static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 			   char *err, size_t errlen)
 {
@@ -747,33 +854,9 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	if (s.snap[0])
 		e->read_only = true;
 
-	pthread_mutex_lock(&conns_lock);
-	ret = conn_get(&img->conn, err, errlen);
+	ret = img_open(img, &s, e->read_only, &size, &features, err, errlen);
 	if (ret)
-		goto out_unlock;
-	ret = pool_get(img->conn, s.pool, s.nspace, &img->pool, err, errlen);
-	if (ret)
-		goto out_put_conn;
-	pthread_mutex_unlock(&conns_lock);
-
-	if (e->read_only)
-		ret = rbd_open_read_only(img->pool->ioctx, s.image, &img->image,
-					 s.snap[0] ? s.snap : NULL);
-	else
-		ret = rbd_open(img->pool->ioctx, s.image, &img->image, NULL);
-	if (ret) {
-		open_fail(err, errlen, ret, "rbd image %s: %s", img->spec,
-		     ret == -ENOENT ? "no such image (or snapshot)" :
-				      rados_why(ret));
-		goto out_put_pool;
-	}
-	if ((ret = rbd_get_size(img->image, &size)) ||
-	    (ret = rbd_get_id(img->image, img->id, sizeof(img->id))) ||
-	    (ret = rbd_get_features(img->image, &features))) {
-		open_fail(err, errlen, ret, "rbd image %s: reading its header: %s",
-		     img->spec, strerror(-ret));
-		goto out_close_image;
-	}
+		goto out_free;
 	e->kind = EXPORT_RBD;
 	e->block_size = cfg->block_size ? cfg->block_size : 512;
 	e->size = size - size % e->block_size;
@@ -789,34 +872,11 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 					     RBLK_F_ZEROES;
 	make_vol_id(img, &s);
 
-	if (e->read_only) {
-		atomic_init(&img->lock_state, LOCK_NONE);
-	} else if (!(features & RBD_FEATURE_EXCLUSIVE_LOCK)) {
-		atomic_init(&img->lock_state, LOCK_NONE);
-		log_warn("export %s: rbd %s has no exclusive-lock feature: no fencing against another gateway (rbd feature enable %s exclusive-lock)",
-			 e->name, img->spec, img->spec);
-	} else {
-		atomic_init(&img->lock_state, LOCK_UNLOCKED);
-	}
-	pthread_mutex_init(&img->mu, NULL);
-	pthread_cond_init(&img->cond, NULL);
-	if (atomic_load(&img->lock_state) != LOCK_NONE) {
-		ret = -pthread_create(&img->lock_thread, NULL, lock_thread_main,
-				      img);
-		if (ret) {
-			open_fail(err, errlen, ret, "pthread_create: %s",
-			     strerror(-ret));
-			goto out_destroy_sync;
-		}
-		img->lock_thread_started = true;
-	}
-	e->priv = img;
-	ret = rbd_update_watch(img->image, &img->watch_handle, update_cb, img);
+	ret = img_lock_setup(e, img, features, err, errlen);
 	if (ret)
-		log_warn("export %s: rbd_update_watch: %s (resizes will not be noticed)",
-			 e->name, strerror(-ret));
-	else
-		img->watching = true;
+		goto out_close_image;
+	e->priv = img;
+	img_watch(e, img);
 	log_info("export %s: rbd image %s, id %s, %s", e->name, img->spec,
 		 img->id,
 		 atomic_load(&img->lock_state) == LOCK_NONE ?
@@ -826,18 +886,10 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 			 "exclusive lock on first write, never taken over");
 	return 0;
 
-out_destroy_sync:
-	pthread_cond_destroy(&img->cond);
-	pthread_mutex_destroy(&img->mu);
 out_close_image:
 	rbd_close(img->image);
-out_put_pool:
-	pthread_mutex_lock(&conns_lock);
-	pool_put(img->conn, img->pool);
-out_put_conn:
-	conn_put(img->conn);
-out_unlock:
-	pthread_mutex_unlock(&conns_lock);
+	img_put_pool(img);
+out_free:
 	free(img);
 	return ret;
 }
@@ -865,10 +917,7 @@ static void rbd_close_export(struct export *e)
 	rbd_close(img->image);
 	pthread_cond_destroy(&img->cond);
 	pthread_mutex_destroy(&img->mu);
-	pthread_mutex_lock(&conns_lock);
-	pool_put(img->conn, img->pool);
-	conn_put(img->conn);
-	pthread_mutex_unlock(&conns_lock);
+	img_put_pool(img);
 	free(img);
 	e->priv = NULL;
 }

@@ -54,72 +54,72 @@ static uint32_t probe_dio_align(int fd, const char *path)
 	return DEFAULT_BLOCK_SIZE;
 }
 
-static int file_open(struct export *e, const struct cfg_export *cfg,
-		     char *err, size_t errlen)
+/*
+ * What e->fd (described by st) is: its kind, size, block size and
+ * O_DIRECT alignment. Returns 0, or -errno with err written.
+ */
+static int file_geometry(struct export *e, const struct cfg_export *cfg,
+			 const struct stat *st, char *err, size_t errlen)
 {
-	int flags = e->read_only ? O_RDONLY : O_RDWR;
-	struct stat st;
-	int ret;
-
-	/* a FIFO must not make us wait for its writer: refused below */
-	e->fd = open_user_path(cfg->path, flags, &st);
-	if (e->fd < 0)
-		return open_fail(err, errlen, e->fd, "open %s: %s", cfg->path,
-				 strerror(-e->fd));
 	e->block_size = cfg->block_size ? cfg->block_size : DEFAULT_BLOCK_SIZE;
-	if (S_ISBLK(st.st_mode)) {
+	if (S_ISBLK(st->st_mode)) {
 		int lbs = 0;
 
 		e->kind = EXPORT_BDEV;
 		if (ioctl(e->fd, BLKGETSIZE64, &e->size) ||
-		    ioctl(e->fd, BLKSSZGET, &lbs)) {
-			ret = open_fail(err, errlen, -errno,
-					"ioctl(BLKGETSIZE64/BLKSSZGET) %s: %s",
-					cfg->path, strerror(errno));
-			goto out_close_fd;
-		}
+		    ioctl(e->fd, BLKSSZGET, &lbs))
+			return open_fail(err, errlen, -errno,
+					 "ioctl(BLKGETSIZE64/BLKSSZGET) %s: %s",
+					 cfg->path, strerror(errno));
 		if ((uint32_t)lbs > e->block_size) {
-			if (cfg->block_size) {
-				ret = open_fail(err, errlen, -EINVAL,
-						"block size %u is below the logical block size %d of %s",
-						cfg->block_size, lbs, cfg->path);
-				goto out_close_fd;
-			}
+			if (cfg->block_size)
+				return open_fail(err, errlen, -EINVAL,
+						 "block size %u is below the logical block size %d of %s",
+						 cfg->block_size, lbs, cfg->path);
 			e->block_size = (uint32_t)lbs;
 		}
 		e->dio_align = e->block_size;
-	} else if (S_ISREG(st.st_mode)) {
+	} else if (S_ISREG(st->st_mode)) {
 		struct statfs sfs;
 
 		e->kind = EXPORT_FILE;
-		e->size = (uint64_t)st.st_size;
+		e->size = (uint64_t)st->st_size;
 		e->dio_align = probe_dio_align(e->fd, cfg->path);
 		e->mem_fs = !fstatfs(e->fd, &sfs) &&
 			    ((unsigned long)sfs.f_type == TMPFS_MAGIC ||
 			     (unsigned long)sfs.f_type == RAMFS_MAGIC);
 	} else {
-		ret = open_fail(err, errlen,
-				S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
-				"%s is %s, not a regular file or a block device",
-				cfg->path,
-				S_ISDIR(st.st_mode)  ? "a directory" :
-				S_ISFIFO(st.st_mode) ? "a FIFO" :
-				S_ISCHR(st.st_mode)  ? "a character device" :
-				S_ISSOCK(st.st_mode) ? "a socket" :
-						       "something else");
-		goto out_close_fd;
+		return open_fail(err, errlen,
+				 S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL,
+				 "%s is %s, not a regular file or a block device",
+				 cfg->path,
+				 S_ISDIR(st->st_mode)  ? "a directory" :
+				 S_ISFIFO(st->st_mode) ? "a FIFO" :
+				 S_ISCHR(st->st_mode)  ? "a character device" :
+				 S_ISSOCK(st->st_mode) ? "a socket" :
+						        "something else");
 	}
 	if (e->size % e->block_size) {
 		log_warn("export %s: size %llu is not a multiple of the block size %u; the tail is not exported",
 			 e->name, (unsigned long long)e->size, e->block_size);
 		e->size -= e->size % e->block_size;
 	}
-	if (e->size == 0) {
-		ret = open_fail(err, errlen, -EINVAL,
-				"%s is empty (or smaller than the block size %u)",
-				cfg->path, e->block_size);
-		goto out_close_fd;
-	}
+	if (e->size == 0)
+		return open_fail(err, errlen, -EINVAL,
+				 "%s is empty (or smaller than the block size %u)",
+				 cfg->path, e->block_size);
+	return 0;
+}
+
+/*
+ * How e's I/O goes: through the page cache (cache=buffered, with
+ * read-ahead) or, where the alignment allows, on a second descriptor of
+ * the same inode opened with O_DIRECT (e->fd_odirect; -1 when none).
+ */
+static void file_cache_mode(struct export *e, const struct cfg_export *cfg,
+			    int flags, const struct stat *st)
+{
+	int ret;
 
 	e->fd_odirect = -1;
 	if (cfg->cache_buffered) {
@@ -141,8 +141,8 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 
 		/* the path may name something else by now: same inode only */
 		e->fd_odirect = open_user_path(cfg->path, flags | O_DIRECT, &st2);
-		if (e->fd_odirect >= 0 && (st2.st_dev != st.st_dev ||
-					  st2.st_ino != st.st_ino)) {
+		if (e->fd_odirect >= 0 && (st2.st_dev != st->st_dev ||
+					  st2.st_ino != st->st_ino)) {
 			close(e->fd_odirect);
 			e->fd_odirect = -ESTALE;
 		}
@@ -155,13 +155,29 @@ static int file_open(struct export *e, const struct cfg_export *cfg,
 		log_info("export %s: O_DIRECT alignment %u unsuitable for block size %u; using buffered I/O",
 			 e->name, e->dio_align, e->block_size);
 	}
+}
+
+static int file_open(struct export *e, const struct cfg_export *cfg,
+		     char *err, size_t errlen)
+{
+	int flags = e->read_only ? O_RDONLY : O_RDWR;
+	struct stat st;
+	int ret;
+
+	/* a FIFO must not make us wait for its writer: refused below */
+	e->fd = open_user_path(cfg->path, flags, &st);
+	if (e->fd < 0)
+		return open_fail(err, errlen, e->fd, "open %s: %s", cfg->path,
+				 strerror(-e->fd));
+	ret = file_geometry(e, cfg, &st, err, errlen);
+	if (ret) {
+		close(e->fd);
+		e->fd = -1;
+		return ret;
+	}
+	file_cache_mode(e, cfg, flags, &st);
 	e->features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES;
 	return 0;
-
-out_close_fd:
-	close(e->fd);
-	e->fd = -1;
-	return ret;
 }
 
 static void file_close(struct export *e)
