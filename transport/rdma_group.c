@@ -3,6 +3,7 @@
  * rdma_group.c - the verbs transport: poll groups (PD, CQ, channels, the
  * epoll set), queue pairs in them, and polling (see rdma_internal.h).
  */
+#include "../common/dlist.h"
 #include "rdma_internal.h"
 
 /* epoll data of the group's own fds (even: see XP_WATCH_TAG) */
@@ -246,11 +247,7 @@ int xr_conn_join(struct xr_group *g, struct xr_conn *c)
 	c->idx = idx;
 	c->gen = g->ctab[idx].gen;
 	c->g = g;
-	c->gnext = g->conns;
-	c->gprev = NULL;
-	if (g->conns)
-		g->conns->gprev = c;
-	g->conns = c;
+	DLIST_PUSH(g->conns, c, gprev, gnext);
 	return 0;
 }
 
@@ -261,12 +258,7 @@ void xr_conn_leave(struct xr_conn *c)
 	g->ctab[c->idx].conn = NULL;
 	g->ctab[c->idx].next_free = g->ctab_free;
 	g->ctab_free = c->idx + 1;
-	if (c->gprev)
-		c->gprev->gnext = c->gnext;
-	else
-		g->conns = c->gnext;
-	if (c->gnext)
-		c->gnext->gprev = c->gprev;
+	DLIST_UNLINK(g->conns, c, gprev, gnext);
 }
 
 /* Room in the shared CQ for need more entries (resized as needed). */

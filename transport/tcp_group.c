@@ -14,6 +14,7 @@
  * fds skips epoll_wait altogether: its one connection is polled the way
  * the per-connection transport always did (rx_skip, see tcp_conn).
  */
+#include "../common/dlist.h"
 #include "tcp_internal.h"
 
 int tcp_group_create(struct xp_group **out)
@@ -68,22 +69,14 @@ int tcp_group_add(struct tcp_group *g, struct tcp_conn *c)
 		return ret;
 	}
 	c->in_epoll = true;
-	c->gnext = g->conns;
-	if (g->conns)
-		g->conns->gprev = c;
-	g->conns = c;
+	DLIST_PUSH(g->conns, c, gprev, gnext);
 	return 0;
 }
 
 void tcp_group_remove(struct tcp_group *g, struct tcp_conn *c)
 {
 	tcp_epoll_del(c);
-	if (c->gprev)
-		c->gprev->gnext = c->gnext;
-	else
-		g->conns = c->gnext;
-	if (c->gnext)
-		c->gnext->gprev = c->gprev;
+	DLIST_UNLINK(g->conns, c, gprev, gnext);
 	if (c->on_ready) {
 		struct tcp_conn **pp = &g->ready, *prev = NULL;
 
