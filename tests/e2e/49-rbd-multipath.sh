@@ -30,11 +30,13 @@ rbd_target_conf "$conf" rbd_timeout=10 rbd_takeover=yes
 mp_start_targets --config "$conf" --export vol0=rbd:rbd/mp
 
 fio_job=(--name=mp --ioengine=external:"$RBLK_FIO_ENGINE"
-	--uri="$URL_A" --path="$URL_B" --rw=randwrite --bs=4k --size=24M
+	--uri="$URL_A" --path="$URL_B" --rw=randwrite --bs=4k --size=48M
 	--iodepth=8 --verify=crc32c --verify_fatal=1 --randrepeat=1
 	--failback=0 --keepalive=1)
 
-mp_fio_start "$TEST_DIR/fio.out" "${fio_job[@]}" --rate_iops=250
+# writes at 250/s (48M: about 50 s, so the SIGSTOP below still finds
+# writes on their way to B after the 5 kill cycles), verify reads unpaced
+mp_fio_start "$TEST_DIR/fio.out" "${fio_job[@]}" --rate_iops=,250
 fio_pid=$MP_FIO_PID
 sleep 2
 
