@@ -272,7 +272,7 @@ static void pump_due(uint64_t deadline)
 	 * same is a notification the device lost: rxe under TCG has been
 	 * seen to (its CQE logged by the kernel at once, the channel never
 	 * readable). The target's workers poll their groups at least once a
-	 * second and librblk's queue timer (keep-alive) wakes its owner, so
+	 * second and librblk's keep-alive timer (5 s) wakes its owner, so
 	 * a lost notification costs them a tick, not a hang: say it and go
 	 * on. tcp's notifications are our own: never tolerated.
 	 */
