@@ -98,6 +98,21 @@ static void post_recv(struct rc *c, unsigned int i)
 		DIE("post_recv failed");
 }
 
+/*
+ * Give a consumed receive back. The peer may already have closed the
+ * connection after the message just read (a refusal is sent, then the
+ * connection dropped): then the repost is refused with -ENOTCONN, which
+ * is no error here; the next completion says the connection is gone.
+ */
+static void repost_recv(struct rc *c, unsigned int i)
+{
+	struct xp_sge sge = { recv_buf(c, i), RBLK_MSG_MAX, c->mr };
+	int ret = xp_post_recv(c->xc, 100 + i, &sge);
+
+	if (ret && ret != -ENOTCONN)
+		DIE("post_recv failed: %s", strerror(-ret));
+}
+
 static void rc_connect(struct rc *c)
 {
 	struct xp_conn_attr attr = { .max_send_wr = 8, .max_recv_wr = NR_RECV };
@@ -176,7 +191,7 @@ static enum xp_wc_status next_wc(struct rc *c, struct xp_wc *wc, void *copy,
 				memcpy(copy, recv_buf(c, (unsigned)wc->wr_id - 100),
 				       wc->byte_len);
 				*len = wc->byte_len;
-				post_recv(c, (unsigned)wc->wr_id - 100);
+				repost_recv(c, (unsigned)wc->wr_id - 100);
 			}
 			return wc->status;
 		}
