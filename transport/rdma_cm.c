@@ -660,15 +660,16 @@ static int xr_wait_event(struct xr_conn *c, enum rdma_cm_event_type want,
 			xr_cm_event(o, type, status);
 			continue;
 		}
-		ret = ev->event == want ?
-			      0 :
-			      xr_connect_failed(c, ev, want, rej, rej_len);
-		if (!ret && ev->event != want) {
-			rdma_ack_cm_event(ev); /* ADDR_CHANGE: wait on */
-			continue;
+		if (ev->event == want) {
+			rdma_ack_cm_event(ev);
+			return 0;
 		}
+		/* before the ack: a REJECTED event's private data is read */
+		ret = xr_connect_failed(c, ev, want, rej, rej_len);
 		rdma_ack_cm_event(ev);
-		return ret;
+		if (ret)
+			return ret;
+		/* ADDR_CHANGE: wait on */
 	}
 }
 
