@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/fifo.h"
 #include "../common/freelist.h"
 #include "../common/log.h"
 #include "../common/proto.h"
@@ -303,12 +304,7 @@ static int post_data(struct rblk_queue *q, struct ireq *rq)
 /* rq waits for send credits (in order, behind any already waiting). */
 static void wait_credits(struct rblk_queue *q, struct ireq *rq)
 {
-	rq->next = NULL;
-	if (q->wait_tail)
-		q->wait_tail->next = rq;
-	else
-		q->wait_head = rq;
-	q->wait_tail = rq;
+	FIFO_PUSH(q->wait_head, q->wait_tail, rq, next);
 }
 
 /*
@@ -483,11 +479,8 @@ static void pump_pending(struct rblk_queue *q)
 		ret = issue_part(q, io);
 		if (ret)
 			return; /* -EAGAIN: wait for completions */
-		if (io->next_off >= io->end) {
-			q->pend_head = io->next;
-			if (!q->pend_head)
-				q->pend_tail = NULL;
-		}
+		if (io->next_off >= io->end)
+			(void)FIFO_POP(q->pend_head, q->pend_tail, next);
 	}
 }
 
@@ -500,9 +493,7 @@ static void retry_reads(struct rblk_queue *q)
 		ret = post_data(q, rq);
 		if (ret == -EAGAIN)
 			return;
-		q->wait_head = rq->next;
-		if (!q->wait_head)
-			q->wait_tail = NULL;
+		(void)FIFO_POP(q->wait_head, q->wait_tail, next);
 	}
 }
 
@@ -708,12 +699,7 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	io->end = op == RBLK_IO_FLUSH ? 1 : offset + len;
 	io->parts_inflight = 0;
 	io->result = 0;
-	io->next = NULL;
-	if (q->pend_tail)
-		q->pend_tail->next = io;
-	else
-		q->pend_head = io;
-	q->pend_tail = io;
+	FIFO_PUSH(q->pend_head, q->pend_tail, io, next);
 	q->inflight++;
 	pump_pending(q);
 	return 0;

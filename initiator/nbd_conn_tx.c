@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 
 #include "rblk/rblk.h"
+#include "common/fifo.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "initiator/nbd_conn_internal.h"
@@ -22,24 +23,15 @@
 
 static void nc_list_push(struct nc_list *l, struct nc_req *req)
 {
-	req->next = NULL;
-	if (l->tail)
-		l->tail->next = req;
-	else
-		l->head = req;
-	l->tail = req;
+	FIFO_PUSH(l->head, l->tail, req, next);
 }
 
 static struct nc_req *nc_list_pop(struct nc_list *l)
 {
-	struct nc_req *req = l->head;
+	struct nc_req *req = FIFO_POP(l->head, l->tail, next);
 
-	if (req) {
-		l->head = req->next;
-		if (!l->head)
-			l->tail = NULL;
+	if (req)
 		req->next = NULL;
-	}
 	return req;
 }
 

@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "../common/fifo.h"
 #include "../common/freelist.h"
 #include "../common/log.h"
 
@@ -154,12 +155,7 @@ static int aio_queue_fdatasync(struct worker *w, struct treq *r, int fd)
 		return -EBUSY;
 	op->r = r;
 	op->res = fdatasync(fd) ? -errno : 0;
-	op->next = NULL;
-	if (a->local_tail)
-		a->local_tail->next = op;
-	else
-		a->local_head = op;
-	a->local_tail = op;
+	FIFO_PUSH(a->local_head, a->local_tail, op, next);
 	if (write(a->efd, &one, sizeof(one)) < 0)
 		log_warn("worker %u: write eventfd: %s", w->index,
 			 strerror(errno));

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/fifo.h"
 #include "../common/log.h"
 #include "../common/util.h"
 
@@ -90,9 +91,7 @@ static void slot_serve(struct worker *w)
 		r->slot = slot_pool_alloc(&w->pool, r->cmd.length);
 		if (!r->slot)
 			break;
-		w->slot_wait_head = r->next_slot;
-		if (!w->slot_wait_head)
-			w->slot_wait_tail = NULL;
+		(void)FIFO_POP(w->slot_wait_head, w->slot_wait_tail, next_slot);
 		slot_got(r);
 		treq_process(r);
 	}
@@ -118,12 +117,7 @@ static void slot_get(struct worker *w, struct treq *r)
 		return;
 	}
 	r->state = TREQ_SLOT;
-	r->next_slot = NULL;
-	if (w->slot_wait_tail)
-		w->slot_wait_tail->next_slot = r;
-	else
-		w->slot_wait_head = r;
-	w->slot_wait_tail = r;
+	FIFO_PUSH(w->slot_wait_head, w->slot_wait_tail, r, next_slot);
 }
 
 void slot_wait_drop(struct worker *w, struct tconn *c)
@@ -332,12 +326,7 @@ void worker_flush_sends(struct worker *w)
 
 static void wait_credits(struct tconn *c, struct treq *r)
 {
-	r->next_wait = NULL;
-	if (c->wait_tail)
-		c->wait_tail->next_wait = r;
-	else
-		c->wait_head = r;
-	c->wait_tail = r;
+	FIFO_PUSH(c->wait_head, c->wait_tail, r, next_wait);
 }
 
 static void treq_account(struct worker *w, struct treq *r)
@@ -426,12 +415,8 @@ void treq_process(struct treq *r)
 				 * connection outlives the parked request.
 				 */
 				c->backend_inflight++;
-				r->next_wait = NULL;
-				if (w->busy_tail)
-					w->busy_tail->next_wait = r;
-				else
-					w->busy_head = r;
-				w->busy_tail = r;
+				FIFO_PUSH(w->busy_head, w->busy_tail, r,
+					  next_wait);
 				return;
 			}
 			break;
@@ -605,10 +590,8 @@ void treq_send_done(struct tconn *c, const struct xp_wc *wc)
 	if (wc->status != XP_WC_SUCCESS)
 		return;
 	qp_send_done(&c->qp, wc->wr_id);
-	while ((r = c->wait_head) && c->state != TCONN_CLOSING) {
-		c->wait_head = r->next_wait;
-		if (!c->wait_head)
-			c->wait_tail = NULL;
+	while (c->wait_head && c->state != TCONN_CLOSING) {
+		r = FIFO_POP(c->wait_head, c->wait_tail, next_wait);
 		treq_process(r);
 		if (r->state == TREQ_RESPOND || r->state == TREQ_GRANT)
 			break; /* went back on the wait list */
