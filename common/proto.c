@@ -471,6 +471,9 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 		return RBLK_S_INVALID;
 	if (out->flags & ~RBLK_CMD_F_ALL)
 		return RBLK_S_INVALID;
+	if ((out->flags & RBLK_CMD_F_DONE) &&
+	    !(lim->features & RBLK_F_CMD_DONE))
+		return RBLK_S_INVALID;
 	if ((out->flags & RBLK_CMD_F_PUSH) && out->opcode != RBLK_OP_READ)
 		return RBLK_S_INVALID;
 	if (!(out->flags & RBLK_CMD_F_PUSH) && (out->addr || out->rkey))

@@ -67,7 +67,14 @@ enum rblk_opcode {
 #define RBLK_CMD_F_PUSH 0x02u /* READ: target RDMA WRITEs into addr/rkey */
 /* WRITE: its length bytes of data follow the capsule (in-capsule data) */
 #define RBLK_CMD_F_INLINE 0x04u
-#define RBLK_CMD_F_ALL (RBLK_CMD_F_FUA | RBLK_CMD_F_PUSH | RBLK_CMD_F_INLINE)
+/*
+ * Any opcode, where LOGIN offered RBLK_F_CMD_DONE: the capsule first ends
+ * its tag's pull READ (it is that READ's READ_DONE), sent as SEND_WITH_INV
+ * of the READ's window key.
+ */
+#define RBLK_CMD_F_DONE 0x08u
+#define RBLK_CMD_F_ALL \
+	(RBLK_CMD_F_FUA | RBLK_CMD_F_PUSH | RBLK_CMD_F_INLINE | RBLK_CMD_F_DONE)
 
 /*
  * In-capsule WRITE data (docs/PROTOCOL.md, "In-capsule data"): HELLO asks
@@ -87,7 +94,13 @@ enum rblk_opcode {
 #define RBLK_F_PUSH 0x20u /* READ with RBLK_CMD_F_PUSH is accepted */
 /* the volume itself is registered: vol_addr/vol_rkey/vol_len in LOGIN */
 #define RBLK_F_DIRECT 0x40u
-#define RBLK_F_ALL 0x7fu
+/*
+ * Not a volume feature but the target's: a CMD may carry its tag's
+ * READ_DONE (RBLK_CMD_F_DONE). LOGIN only; librblk keeps it out of
+ * rblk_info.features.
+ */
+#define RBLK_F_CMD_DONE 0x80u
+#define RBLK_F_ALL 0xffu
 
 /* HELLO flags. */
 #define RBLK_HELLO_F_READ_ONLY 0x01u /* initiator asks for a read-only login */

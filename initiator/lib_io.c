@@ -185,8 +185,13 @@ void lib_io_complete(struct rblk_queue *q, struct io *io)
 }
 
 
-/* A part finished with result res (0 or -errno): free its tag. */
-void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res)
+/*
+ * A part finished with result res (0 or -errno). Its tag is free, or with
+ * hold (a pull READ whose window the target still lends) held: its next
+ * command returns the window.
+ */
+static void part_end(struct rblk_queue *q, struct ireq *rq, int res,
+		     bool hold)
 {
 	struct io *io = rq->io;
 
@@ -195,12 +200,43 @@ void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res)
 		       rq->len);
 	if (res && !io->result)
 		io->result = res;
-	rq->state = IREQ_FREE;
 	rq->io = NULL;
-	FREELIST_PUSH(q->free_tags, rq, next);
+	rq->holds_window = hold;
+	if (hold) {
+		rq->state = IREQ_HELD;
+		FREELIST_PUSH(q->held_tags, rq, next);
+	} else {
+		rq->state = IREQ_FREE;
+		FREELIST_PUSH(q->free_tags, rq, next);
+	}
 	io->parts_inflight--;
 	if (!io->parts_inflight && io->next_off >= io->end)
 		lib_io_complete(q, io);
+}
+
+void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res)
+{
+	part_end(q, rq, res, false);
+}
+
+/* ---- tags ------------------------------------------------------------------ */
+
+struct ireq *lib_tag_get(struct rblk_queue *q)
+{
+	if (q->held_tags)
+		return FREELIST_POP(q->held_tags, next);
+	return FREELIST_POP(q->free_tags, next);
+}
+
+void lib_tags_unhold(struct rblk_queue *q)
+{
+	struct ireq *rq;
+
+	while ((rq = FREELIST_POP(q->held_tags, next))) {
+		rq->holds_window = false;
+		rq->state = IREQ_FREE;
+		FREELIST_PUSH(q->free_tags, rq, next);
+	}
 }
 
 /* ---- posting --------------------------------------------------------------- */
@@ -221,6 +257,16 @@ static void batch_done_adding(struct rblk_queue *q)
 		lib_batch_flush(q);
 }
 
+/* The SEND just added invalidates rq's window: its key dies on arrival. */
+static void last_send_ends_window(struct rblk_queue *q, struct ireq *rq)
+{
+	struct xp_send_wr *wr = &q->qp.batch[q->qp.nr_batch - 1];
+
+	wr->opcode = XP_WR_SEND_WITH_INV;
+	wr->invalidate_rkey = rq->rkey;
+	rq->holds_window = false;
+}
+
 /*
  * The SEND that ends a window: WRITE_DATA behind a WRITE's data, or a pull
  * READ's READ_DONE once its RDMA READ completed. SEND_WITH_INV of the
@@ -236,13 +282,43 @@ static void add_done(struct rblk_queue *q, struct ireq *rq)
 		.rkey = rq->rkey,
 	};
 	void *db = done_buf(q, rq->tag);
-	struct xp_send_wr *wr;
 
 	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), db,
 		    (uint32_t)rblk_done_encode(db, &d));
-	wr = &q->qp.batch[q->qp.nr_batch - 1];
-	wr->opcode = XP_WR_SEND_WITH_INV;
-	wr->invalidate_rkey = rq->rkey;
+	last_send_ends_window(q, rq);
+}
+
+void lib_add_cmd(struct rblk_queue *q, struct ireq *rq, struct rblk_cmd *cmd,
+		 uint64_t wr_id)
+{
+	void *cb = cmd_buf(q, rq->tag);
+	bool ret = rq->holds_window;
+
+	if (ret)
+		cmd->flags |= RBLK_CMD_F_DONE;
+	qp_add_send(&q->qp, wr_id, cb, (uint32_t)rblk_cmd_encode(cb, cmd));
+	if (ret)
+		last_send_ends_window(q, rq);
+}
+
+/*
+ * Held tags get a READ_DONE each, as far as credits go: the queue is idle
+ * (two polls in a row found nothing, or it is about to sleep), so no
+ * command may come to return their windows soon, and the target wants
+ * its slots back. One empty poll is not idle: a caller that reaped
+ * completions polls once more before it submits the next commands (fio's
+ * getevents does), and those commands are what returns the windows.
+ */
+static void return_held(struct rblk_queue *q)
+{
+	struct ireq *rq;
+
+	while (q->held_tags && !q->dead && qp_take(&q->qp, 1)) {
+		rq = FREELIST_POP(q->held_tags, next);
+		add_done(q, rq);
+		rq->state = IREQ_FREE;
+		FREELIST_PUSH(q->free_tags, rq, next);
+	}
 }
 
 /*
@@ -345,13 +421,11 @@ static void post_direct(struct rblk_queue *q, struct ireq *rq)
 	if (rq->direct_fua) {
 		struct rblk_cmd cmd = { .tag = rq->tag,
 					.opcode = RBLK_OP_FLUSH };
-		void *cb = cmd_buf(q, rq->tag);
 
 		qp_take(&q->qp, 2);
 		qp_add_rdma(&q->qp, op, 0, 0, local, rq->len, mr, raddr,
 			    q->vol_rkey);
-		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 2, rq->tag), cb,
-			    (uint32_t)rblk_cmd_encode(cb, &cmd));
+		lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 2, rq->tag));
 		rq->state = IREQ_CMD;
 	} else {
 		qp_take(&q->qp, 1);
@@ -373,6 +447,9 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 	struct ireq *rq;
 	uint32_t len;
 
+	/* a tag holding a window: its READ_DONE first, no command follows */
+	if (!q->free_tags && q->held_tags)
+		return_held(q);
 	if (!q->free_tags || q->qp.sq_free < 2)
 		return -EAGAIN;
 	rq = FREELIST_POP(q->free_tags, next);
@@ -406,7 +483,6 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_cmd cmd = { 0 };
-	void *cb = cmd_buf(q, rq->tag);
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
 
 	cmd.tag = rq->tag;
@@ -424,8 +500,7 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
 		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
 	}
-	qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
-		    (uint32_t)rblk_cmd_encode(cb, &cmd));
+	lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
 	qp_take(&q->qp, 1);
 	rq->state = IREQ_CMD;
 	batch_done_adding(q);
@@ -439,9 +514,9 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 
 	if (direct_io(q, io))
 		return issue_direct_part(q, io);
-	if (!q->free_tags || q->qp.sq_free < 2)
+	if ((!q->free_tags && !q->held_tags) || q->qp.sq_free < 2)
 		return -EAGAIN;
-	rq = FREELIST_POP(q->free_tags, next);
+	rq = lib_tag_get(q);
 	rq->direct = rq->direct_fua = false;
 	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
 			q->max_io :
@@ -605,10 +680,17 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 			lib_queue_lost(q, "reposting a receive failed");
 		break;
 	case WRID_READ:
-		/* the data is in: READ_DONE frees the window, then the tag */
+		/*
+		 * The data is in. The window goes back with the tag's next
+		 * command where the target takes that, else by READ_DONE now.
+		 */
 		if (tag < q->qd && q->reqs[tag].state == IREQ_READ) {
 			struct ireq *rq = &q->reqs[tag];
 
+			if (q->features & RBLK_F_CMD_DONE) {
+				part_end(q, rq, 0, true);
+				break;
+			}
 			rq->state = IREQ_NEED_DONE;
 			q->plugged++; /* with whatever else this poll posts */
 			if (q->wait_head || post_data(q, rq))
@@ -641,8 +723,11 @@ static int progress(struct rblk_queue *q)
 		total += n;
 	} while (n == POLL_BATCH && !q->dead);
 	if (total && !q->dead) {
+		q->empty_polls = 0;
 		retry_reads(q);
 		pump_pending(q);
+	} else if (!total && ++q->empty_polls >= 2) {
+		return_held(q);
 	}
 	q->plugged--;
 	if (!q->plugged && !q->dead)
@@ -744,6 +829,11 @@ int rblk_queue_arm(struct rblk_queue *q)
 		return 1;
 	if (q->dead)
 		return 0; /* the timer wakes the fd for the next attempt */
+	if (q->held_tags) {
+		return_held(q); /* about to sleep */
+		if (!q->plugged)
+			lib_batch_flush(q);
+	}
 	return xp_group_arm(q->g) > 0 || progress(q) > 0 || q->done_count;
 }
 

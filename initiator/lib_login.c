@@ -345,7 +345,7 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 	if (login->size != r->info.size ||
 	    login->block_size != r->info.block_size ||
 	    login->max_io != q->max_io || login->queue_depth != q->qd ||
-	    login->features != q->features)
+	    (login->features ^ q->features) & ~RBLK_F_CMD_DONE)
 		return set_error(-EPROTO,
 				 "%s://%s:%u/%s changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
 				 u->scheme, u->host, u->port, u->export_name,
@@ -381,7 +381,8 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 		r->info.block_size = login->block_size;
 		r->info.max_io = login->max_io;
 		r->info.queue_depth = login->queue_depth;
-		r->info.features = login->features;
+		/* a protocol option, not the volume's */
+		r->info.features = login->features & ~RBLK_F_CMD_DONE;
 		memcpy(r->info.vol_id, login->vol_id, sizeof(r->info.vol_id));
 		if (!want_push_reads(r, o))
 			r->info.features &= ~RBLK_F_PUSH;

@@ -291,7 +291,8 @@ static bool parts_busy(const struct rblk_queue *q)
 {
 	for (unsigned int t = 0; t < q->qd; t++)
 		if (q->reqs[t].state != IREQ_FREE &&
-		    q->reqs[t].state != IREQ_KA)
+		    q->reqs[t].state != IREQ_KA &&
+		    q->reqs[t].state != IREQ_HELD)
 			return true;
 	return false;
 }

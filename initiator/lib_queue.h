@@ -49,6 +49,11 @@ enum ireq_state {
 	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
 	IREQ_REISSUE, /* connection lost before completion: resend it */
 	IREQ_KA, /* KEEPALIVE posted (no io) */
+	/*
+	 * Pull READ done, its window not yet returned (RBLK_F_CMD_DONE): on
+	 * held_tags; the tag's next command, or a READ_DONE, returns it.
+	 */
+	IREQ_HELD,
 };
 
 struct ireq {
@@ -64,6 +69,8 @@ struct ireq {
 	bool direct; /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
 	bool inl; /* a WRITE whose data went in its command capsule */
+	/* the window rkey is still the target's: the next SEND returns it */
+	bool holds_window;
 	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
 	uint32_t rkey;
 	struct ireq *next; /* free list or credit wait list */
@@ -111,6 +118,15 @@ struct rblk_queue {
 
 	struct ireq *reqs;
 	struct ireq *free_tags;
+	/*
+	 * Tags whose pull READ completed while the target keeps its slot
+	 * lent (IREQ_HELD): taken before free ones, so the next command
+	 * returns the window in its capsule (RBLK_CMD_F_DONE) and the
+	 * READ_DONE costs no message. Returned by READ_DONEs instead when the
+	 * queue goes idle (lib_io.c, return_held()).
+	 */
+	struct ireq *held_tags;
+	unsigned int empty_polls; /* progress() passes in a row that reaped nothing */
 	struct ireq *wait_head, *wait_tail; /* RDMA READs waiting for credits */
 
 	/*
@@ -228,6 +244,16 @@ static inline void *hello_buf(struct rblk_queue *q)
 void lib_io_complete(struct rblk_queue *q, struct io *io);
 /* A part finished with result res (0 or -errno): free its tag. */
 void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res);
+/* A tag for a new command: one holding a window first, else a free one. */
+struct ireq *lib_tag_get(struct rblk_queue *q);
+/* The connection is gone, its windows with it: held tags are free. */
+void lib_tags_unhold(struct rblk_queue *q);
+/*
+ * Add command cmd of tag rq to the batch (from the tag's command buffer),
+ * returning the tag's window if it holds one. The caller took the credit.
+ */
+void lib_add_cmd(struct rblk_queue *q, struct ireq *rq, struct rblk_cmd *cmd,
+		 uint64_t wr_id);
 /* Post the built batch: 0, or -errno with the queue lost. */
 int lib_batch_flush(struct rblk_queue *q);
 /* Once, after q's first login: tags, I/Os, bounce slots; then attach. */

@@ -75,6 +75,7 @@ void lib_queue_fail(struct rblk_queue *q, const char *why)
 	if (q->timer_fd >= 0)
 		lib_timer_set(q, 0);
 	lib_ka_free(q);
+	lib_tags_unhold(q);
 	for (unsigned int t = 0; t < q->qd; t++)
 		if (q->reqs[t].state != IREQ_FREE)
 			lib_part_done(q, &q->reqs[t], -ENOTCONN);
@@ -113,6 +114,7 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 	q->dead = true;
 	lib_queue_drop_conn(q);
 	lib_ka_free(q);
+	lib_tags_unhold(q);
 	for (unsigned int t = 0; t < q->qd; t++) {
 		struct ireq *rq = &q->reqs[t];
 
@@ -155,19 +157,16 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 			 "no answer to KEEPALIVE within %d ms", ka_ms);
 		lib_queue_lost(q, why);
 		return;
-	} else if (q->free_tags && qp_take(&q->qp, 1)) {
+	} else if ((q->free_tags || q->held_tags) && qp_take(&q->qp, 1)) {
 		struct rblk_cmd cmd = { 0 };
-		void *cb;
 
-		rq = FREELIST_POP(q->free_tags, next);
-		cb = cmd_buf(q, rq->tag);
+		rq = lib_tag_get(q);
 		rq->state = IREQ_KA;
 		rq->io = NULL;
 		q->ka = rq;
 		cmd.tag = rq->tag;
 		cmd.opcode = RBLK_OP_KEEPALIVE;
-		qp_add_send(&q->qp, qp_wrid(WRID_CMD, 1, rq->tag), cb,
-			    (uint32_t)rblk_cmd_encode(cb, &cmd));
+		lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
 		lib_batch_flush(q); /* now, even if plugged: it is a probe */
 		if (q->dead)
 			return;

@@ -7,7 +7,8 @@
  * Per command (struct treq, one per tag) treq_process() runs until the
  * state stops changing:
  *
- *   READ   SLOT -> EXEC -> BACKEND -> RESPOND -> PULLED -(READ_DONE)-> FREE
+ *   READ   SLOT -> EXEC -> BACKEND -> RESPOND -> PULLED -(READ_DONE, or
+ *          the tag's next CMD with RBLK_CMD_F_DONE)-> FREE
  *                                            \-> FREE (push: the slot goes
  *                                                when its RESP completes)
  *   WRITE  SLOT -> GRANT -> DATA -(WRITE_DATA)-> EXEC -> BACKEND -> RESPOND
@@ -19,8 +20,8 @@
  *
  * Key lifetime: a tag's window is bound in the chain that hands its key
  * out (GRANT, or a pull READ's RESP) and is invalidated by the initiator's
- * SEND_WITH_INV (WRITE_DATA, READ_DONE) before the target sees that
- * message; a connection that fails has its windows deallocated before its
+ * SEND_WITH_INV (WRITE_DATA, READ_DONE, or the tag's next CMD carrying
+ * RBLK_CMD_F_DONE) before the target sees that message; a connection that fails has its windows deallocated before its
  * slots go back to the pool (tconn_destroy()).
  */
 #include "worker_int.h"
@@ -475,28 +476,66 @@ void treq_backend_done(struct treq *r, int res)
 }
 
 /*
- * A CMD on a live connection, in receive buffer recv_idx. True when an
- * inline WRITE waiting for a slot keeps that buffer.
+ * The SEND_WITH_INV that ends a window must have killed exactly r's
+ * window: anything else (no invalidation, another key) is a protocol
+ * violation.
  */
-static bool handle_command(struct tconn *c, const void *buf, uint32_t len,
-			   unsigned int recv_idx)
+static bool killed_window(struct tconn *c, const struct treq *r,
+			  const struct xp_wc *wc)
 {
+	return (wc->flags & XP_WC_F_WITH_INV) &&
+	       wc->invalidated_rkey == c->mw[r - c->reqs]->rkey;
+}
+
+/* A pull READ's window is dead: its slot goes back, the tag is free. */
+static void pulled_done(struct tconn *c, struct treq *r)
+{
+	slot_release(c->worker, &r->slot);
+	r->state = TREQ_FREE;
+}
+
+/*
+ * A CMD on a live connection, in receive buffer recv_idx. With
+ * RBLK_CMD_F_DONE it first ends the tag's pull READ, as a READ_DONE
+ * would: decoded whatever else is wrong with it, since the command is
+ * answered on that tag. True when an inline WRITE waiting for a slot
+ * keeps that buffer.
+ */
+static bool handle_command(struct tconn *c, const void *buf,
+			   const struct xp_wc *wc)
+{
+	struct rblk_cmd cmd;
 	struct treq *r;
 	int tag, st;
 
-	tag = rblk_cmd_peek_tag(buf, len, c->lim.queue_depth);
+	tag = rblk_cmd_peek_tag(buf, wc->byte_len, c->lim.queue_depth);
 	if (tag < 0) {
 		tconn_fail(c, "malformed command capsule (header, length or tag)");
 		return false;
 	}
 	r = &c->reqs[tag];
+	st = rblk_cmd_decode(buf, wc->byte_len, &c->lim, &cmd);
+	if (cmd.flags & RBLK_CMD_F_DONE) {
+		if (r->state != TREQ_PULLED) {
+			tconn_fail(c, "command returns a read window its tag does not hold");
+			return false;
+		}
+		if (!killed_window(c, r, wc)) {
+			tconn_fail(c, "command returning a read window did not invalidate it");
+			return false;
+		}
+		pulled_done(c, r);
+	} else if (wc->flags & XP_WC_F_WITH_INV) {
+		tconn_fail(c, "command invalidated a key without returning its window");
+		return false;
+	}
 	if (r->state != TREQ_FREE || r->resp_batch > c->flushes) {
 		tconn_fail(c, "command on a tag still in use");
 		return false;
 	}
 	r->held_recv = 0;
 	r->t_recv_ns = now_ns();
-	st = rblk_cmd_decode(buf, len, &c->lim, &r->cmd);
+	r->cmd = cmd;
 	r->cmd.tag = (uint16_t)tag;
 	if (st) {
 		log_debug("conn %llu: tag %d: %s rejected: %s",
@@ -513,7 +552,7 @@ static bool handle_command(struct tconn *c, const void *buf, uint32_t len,
 	} else if (is_data(r)) {
 		slot_get(c->worker, r);
 		if (r->state == TREQ_SLOT && r->cmd.data) {
-			r->held_recv = recv_idx + 1;
+			r->held_recv = qp_wrid_val(wc->wr_id) + 1;
 			return true;
 		}
 	} else {
@@ -547,15 +586,12 @@ static void handle_done(struct tconn *c, const void *buf,
 				      "WRITE_DATA for a tag with no write window");
 		return;
 	}
-	if (!(wc->flags & XP_WC_F_WITH_INV) ||
-	    wc->invalidated_rkey != c->mw[d.tag]->rkey ||
-	    d.rkey != c->mw[d.tag]->rkey) {
+	if (!killed_window(c, r, wc) || d.rkey != c->mw[d.tag]->rkey) {
 		tconn_fail(c, "READ_DONE/WRITE_DATA did not invalidate its window");
 		return;
 	}
 	if (d.type == RBLK_MSG_READ_DONE) {
-		slot_release(c->worker, &r->slot);
-		r->state = TREQ_FREE;
+		pulled_done(c, r);
 		return;
 	}
 	r->state = TREQ_EXEC;
@@ -566,8 +602,7 @@ bool treq_recv(struct tconn *c, const void *buf, const struct xp_wc *wc)
 {
 	switch (rblk_msg_type(buf, wc->byte_len)) {
 	case RBLK_MSG_CMD:
-		return handle_command(c, buf, wc->byte_len,
-				      qp_wrid_val(wc->wr_id));
+		return handle_command(c, buf, wc);
 	case RBLK_MSG_READ_DONE:
 	case RBLK_MSG_WRITE_DATA:
 		handle_done(c, buf, wc);

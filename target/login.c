@@ -57,7 +57,8 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	}
 	p->lim.block_size = e->block_size;
 	p->lim.size = e->size;
-	p->lim.features = e->features | RBLK_F_PUSH;
+	/* every export takes push reads and READ_DONE in a command */
+	p->lim.features = e->features | RBLK_F_PUSH | RBLK_F_CMD_DONE;
 	if (p->hello.flags & RBLK_HELLO_F_READ_ONLY)
 		p->lim.features |= RBLK_F_READ_ONLY;
 	return RBLK_S_OK;

@@ -6,7 +6,10 @@
 #     A's in-flight WRITE window (A's GRANT): remote access errors, and
 #     B's bytes never reach A's data;
 #   - A's own READ key after its READ_DONE invalidated it: remote access
-#     error (a key dies with its command);
+#     error (a key dies with its command); the same when the tag's next
+#     command returned the window (RBLK_CMD_F_DONE), and a DONE that
+#     invalidates nothing, or names a tag without a window, fails the
+#     connection;
 #   - with direct access (RAM exports) B uses A's volume window, and the
 #     volume key of a connection C that has closed: remote access errors;
 #   - a sweep of 10,000 guessed keys (every key byte of the lowest key
@@ -55,6 +58,13 @@ check()
 		"$1: B's write reached A's data"
 	want "A: RDMA READ with its own key after READ_DONE with rkey 0x[0-9a-f]*: remote access error" \
 		"$1: a key outlived its command"
+	# the tag's next command returning the window (RBLK_CMD_F_DONE)
+	want "A: RDMA READ with its own key after its tag's next command with rkey 0x[0-9a-f]*: remote access error" \
+		"$1: a key outlived the command that returned it"
+	want "A: DONE without invalidating the window: connection failed (.*)" \
+		"$1: a DONE that killed no key was taken"
+	want "A: DONE on a tag that holds no window: connection failed (.*)" \
+		"$1: a DONE naming no window was taken"
 	want "connection A verifies its data (at the end)" \
 		"$1: connection A did not verify its data"
 }

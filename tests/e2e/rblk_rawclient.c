@@ -25,7 +25,11 @@
  *        not yet read) used by B: remote access error; A's WRITE window
  *        (its GRANT) used by B: remote access error, and B's bytes never
  *        land; A finishes both commands and verifies the data; A's READ
- *        window used by A after its READ_DONE: remote access error
+ *        window used by A after its READ_DONE: remote access error; where
+ *        the target takes READ_DONE in a command (RBLK_F_CMD_DONE), the
+ *        same after the tag's next command returned it, and a DONE that
+ *        does not invalidate the window or names none fails the
+ *        connection
  *   rblk_rawclient sweep URL N [HOST KEYFILE]
  *        hold a READ window open on A, then try N guessed keys (every key
  *        byte of the lowest key indexes) against that slot address, each
@@ -155,6 +159,7 @@ static int post(struct rc *c, enum xp_wr_opcode op, const void *msg,
 		memcpy(send_buf(c), msg, len);
 		wr.sge.addr = send_buf(c);
 		wr.sge.length = (uint32_t)len;
+		wr.invalidate_rkey = rkey;
 	} else {
 		wr.sge.addr = data_buf(c, blk);
 		wr.sge.length = BLK;
@@ -396,18 +401,36 @@ struct window {
 	uint32_t status; /* the RESP's status when no window came */
 };
 
-/* Send a data command on tag 0 and wait for its window (or its RESP). */
-static struct window command_start(struct rc *c, uint8_t op, uint64_t off)
+/*
+ * Send a data command on tag 0. With flags RBLK_CMD_F_DONE it returns the
+ * tag's READ window: sent as SEND_WITH_INV of inv_rkey, or as a plain SEND
+ * when inv_rkey is 0 (which the target must refuse).
+ */
+static void send_cmd(struct rc *c, uint8_t op, uint64_t off, uint8_t flags,
+		     uint32_t inv_rkey)
 {
 	struct rblk_cmd cmd = { .tag = 0, .opcode = op, .length = BLK,
-				.offset = off };
+				.offset = off, .flags = flags };
+	char b[RBLK_CMD_SIZE];
+
+	if (post(c, inv_rkey ? XP_WR_SEND_WITH_INV : XP_WR_SEND, b,
+		 rblk_cmd_encode(b, &cmd), 0, 0, inv_rkey))
+		DIE("sending a command failed");
+}
+
+/*
+ * Send a data command on tag 0 (send_cmd()) and wait for its window (or
+ * its RESP).
+ */
+static struct window command_start_ex(struct rc *c, uint8_t op, uint64_t off,
+				      uint8_t flags, uint32_t inv_rkey)
+{
 	struct window w = { 0 };
-	char b[RBLK_CMD_SIZE], msg[RBLK_MSG_MAX];
+	char msg[RBLK_MSG_MAX];
 	uint32_t len;
 	int type;
 
-	if (post(c, XP_WR_SEND, b, rblk_cmd_encode(b, &cmd), 0, 0, 0))
-		DIE("sending a command failed");
+	send_cmd(c, op, off, flags, inv_rkey);
 	type = next_msg(c, msg, &len);
 	if (type == RBLK_MSG_GRANT) {
 		struct rblk_grant g;
@@ -430,6 +453,37 @@ static struct window command_start(struct rc *c, uint8_t op, uint64_t off)
 		}
 	}
 	return w;
+}
+
+static struct window command_start(struct rc *c, uint8_t op, uint64_t off)
+{
+	return command_start_ex(c, op, off, 0, 0);
+}
+
+/* RDMA READ window w into data block 0, and nothing else. */
+static void read_window(struct rc *c, struct window w)
+{
+	memset(data_buf(c, 0), 0, BLK);
+	if (post(c, XP_WR_RDMA_READ, NULL, 0, 0, w.addr, w.rkey) ||
+	    wait_rdma(c) != XP_WC_SUCCESS)
+		DIE("reading our own window failed");
+}
+
+/* c sent what the target must refuse by failing the connection. */
+static int expect_conn_failed(struct rc *c, const char *what)
+{
+	char msg[RBLK_MSG_MAX];
+	uint32_t len;
+	struct xp_wc wc;
+	enum xp_wc_status st = next_wc(c, &wc, msg, &len);
+
+	if (st == XP_WC_SUCCESS) {
+		printf("FAIL: %s: the target went on (message type %d)\n",
+		       what, rblk_msg_type(msg, len));
+		return 1;
+	}
+	printf("%s: connection failed (%s)\n", what, xp_wc_status_str(st));
+	return 0;
 }
 
 /*
@@ -632,6 +686,56 @@ static int verify(struct rc *a, uint64_t off, const char *what)
 	return 0;
 }
 
+/*
+ * RBLK_CMD_F_DONE: the tag's next command returns its READ window. The
+ * key is dead once that command is in; a DONE that does not invalidate
+ * the window, or that names no window, fails the connection.
+ */
+static int isolation_cmd_done(void)
+{
+	struct window w, w2;
+	struct rc a;
+	int bad = 0;
+
+	login(&a);
+	pattern(&a, 3); /* what cmd_isolation() wrote at 8192 */
+	w = command_start(&a, RBLK_OP_READ, 8192);
+	if (!w.rkey)
+		DIE("A: READ got no window (status %u)", w.status);
+	read_window(&a, w);
+	if (memcmp(data_buf(&a, 0), data_buf(&a, 1), BLK)) {
+		printf("FAIL: A's READ through its window read different data\n");
+		bad = 1;
+	}
+	w2 = command_start_ex(&a, RBLK_OP_READ, 8192, RBLK_CMD_F_DONE, w.rkey);
+	if (!w2.rkey)
+		DIE("A: READ returning a window got no window (status %u)",
+		    w2.status);
+	read_window(&a, w2);
+	if (memcmp(data_buf(&a, 0), data_buf(&a, 1), BLK)) {
+		printf("FAIL: A's READ after returning a window read different data\n");
+		bad = 1;
+	}
+	bad |= foreign_access_at(&a, XP_WR_RDMA_READ,
+				 "A: RDMA READ with its own key after its tag's next command",
+				 w.addr, w.rkey);
+	rc_close(&a);
+
+	login(&a);
+	w = command_start(&a, RBLK_OP_READ, 8192);
+	if (!w.rkey)
+		DIE("A: READ got no window (status %u)", w.status);
+	send_cmd(&a, RBLK_OP_READ, 8192, RBLK_CMD_F_DONE, 0);
+	bad |= expect_conn_failed(&a, "A: DONE without invalidating the window");
+	rc_close(&a);
+
+	login(&a);
+	send_cmd(&a, RBLK_OP_READ, 8192, RBLK_CMD_F_DONE, 0);
+	bad |= expect_conn_failed(&a, "A: DONE on a tag that holds no window");
+	rc_close(&a);
+	return bad;
+}
+
 static int cmd_isolation(void)
 {
 	struct rc a, b;
@@ -690,6 +794,8 @@ static int cmd_isolation(void)
 				 "A: RDMA READ with its own key after READ_DONE",
 				 w.addr, w.rkey);
 	rc_close(&a);
+	if (a.login.features & RBLK_F_CMD_DONE)
+		bad |= isolation_cmd_done();
 
 	login(&a);
 	if (a.login.features & RBLK_F_DIRECT) {

@@ -67,6 +67,8 @@ static void check_cmd(const uint8_t *data, size_t size,
 		      (lim->features & RBLK_F_PUSH));
 	if (c.flags & RBLK_CMD_F_FUA)
 		CHECK(lim->features & RBLK_F_FUA);
+	if (c.flags & RBLK_CMD_F_DONE)
+		CHECK(lim->features & RBLK_F_CMD_DONE);
 	switch (c.opcode) {
 	case RBLK_OP_FLUSH:
 		CHECK(lim->features & RBLK_F_FLUSH);

@@ -119,9 +119,9 @@ static void test_grant(void **state)
 	assert_int_equal(p.lim.max_io, 256 << 10);
 	assert_int_equal(p.lim.block_size, 4096);
 	assert_int_equal(p.lim.size, 64ull << 20);
-	/* the export's features, and push reads always */
-	assert_int_equal(p.lim.features,
-			 RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_PUSH);
+	/* the export's features; push reads and READ_DONE in a CMD always */
+	assert_int_equal(p.lim.features, RBLK_F_FLUSH | RBLK_F_TRIM |
+						 RBLK_F_PUSH | RBLK_F_CMD_DONE);
 	assert_string_equal(p.hello.host_name, "host-a");
 
 	n = hello(buf, "open", 8, 64 << 10, 0);

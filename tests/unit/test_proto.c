@@ -577,7 +577,10 @@ static void test_cmd_opcode(void **state)
 static void test_cmd_flags(void **state)
 {
 	(void)state;
-	/* unknown flag bits (bit 2 is INLINE: test_cmd_inline_*) */
+	/*
+	 * unknown flag bits (bit 2 is INLINE: test_cmd_inline_*), and bit 3,
+	 * DONE, where the limits do not offer it (test_cmd_done)
+	 */
 	for (int bit = 3; bit < 8; bit++)
 		for (int op = 1; op <= RBLK_OP_MAX_; op++)
 			assert_int_equal(cmd_st(1, (uint8_t)op,
@@ -620,6 +623,38 @@ static void test_cmd_flags(void **state)
 	assert_int_equal(cmd_st(1, RBLK_OP_WRITE,
 				RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
 				&base_lim),
+			 RBLK_S_INVALID);
+}
+
+/* DONE: on any opcode, with any other valid flag, where offered. */
+static void test_cmd_done(void **state)
+{
+	struct rblk_limits lim = base_lim;
+	struct rblk_cmd c, out;
+
+	(void)state;
+	lim.features |= RBLK_F_CMD_DONE;
+	for (int op = 1; op <= RBLK_OP_MAX_; op++) {
+		bool data = op != RBLK_OP_FLUSH && op != RBLK_OP_KEEPALIVE &&
+			    op != RBLK_OP_DISCONNECT;
+
+		c = mkcmd(3, (uint8_t)op, RBLK_CMD_F_DONE, 0, data ? 512 : 0);
+		assert_int_equal(cmd_check(&c, &lim, &out), RBLK_S_OK);
+		assert_int_equal(out.flags, RBLK_CMD_F_DONE);
+		assert_int_equal(out.tag, 3);
+		assert_int_equal(cmd_check(&c, &base_lim, NULL),
+				 RBLK_S_INVALID);
+	}
+	assert_int_equal(cmd_st(1, RBLK_OP_READ,
+				RBLK_CMD_F_DONE | RBLK_CMD_F_PUSH, 0, 512,
+				&lim),
+			 RBLK_S_OK);
+	assert_int_equal(cmd_st(1, RBLK_OP_WRITE,
+				RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 512, &lim),
+			 RBLK_S_OK);
+	/* DONE does not make another flag valid */
+	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH,
+				RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 0, &lim),
 			 RBLK_S_INVALID);
 }
 
@@ -1928,6 +1963,7 @@ int main(void)
 		cmocka_unit_test(test_cmd_tag),
 		cmocka_unit_test(test_cmd_opcode),
 		cmocka_unit_test(test_cmd_flags),
+		cmocka_unit_test(test_cmd_done),
 		cmocka_unit_test(test_cmd_addr_rkey_without_push),
 		cmocka_unit_test(test_cmd_reserved),
 		cmocka_unit_test(test_cmd_no_data_ops),
