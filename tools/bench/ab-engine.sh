@@ -12,6 +12,7 @@
 #       [--runtime 5] [--ramp 0] [--workers 2] [--workloads "randwrite 4k 32,randread 4k 1"]
 #       [--scheme tcp|rdma] [--addr IP] [--dir TMPFS] [--cpu procs|system]
 #       [--results FILE] [--export-opts ,cache=buffered] [--drop-caches]
+#       [--fio-opts "--read_mode=pull"]
 #
 # Over rxe in the test guest (both builds under a path the guest sees, e.g.
 # /work/old, since the guest mounts the host root read-only):
@@ -24,7 +25,8 @@
 # --dir puts the volume elsewhere (a disk's file system: add --drop-caches
 # to drop the page cache before every run, as root). --export-opts is
 # appended to the export's path (e.g. ",cache=buffered"; both builds must
-# know it).
+# know it). --fio-opts adds options to every fio run (the engine's own,
+# e.g. --read_mode=pull; both builds must know them).
 #
 # --ramp S runs each job S seconds before fio starts counting (fio's
 # ramp_time): what a fresh target does once, at its first commands, stays
@@ -48,11 +50,11 @@ BENCH_NAME=ab-engine
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 a='' b='' rounds=5 runtime=5 ramp=0 workers=2 scheme=tcp addr=127.0.0.1 tmp=/dev/shm
-cpu=procs results_out='' eopts='' drop=''
+cpu=procs results_out='' eopts='' drop='' fopts=''
 workloads='randread 4k 32,read 128k 16'
 bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --ramp=ramp --workers=workers --workloads=workloads
 	--scheme=scheme --addr=addr --dir=tmp --cpu=cpu --results=results_out
-	--export-opts=eopts --drop-caches!drop" "$@"
+	--export-opts=eopts --drop-caches!drop --fio-opts=fopts" "$@"
 [ -n "$a" ] && [ -n "$b" ] || { echo "--a and --b are required" >&2; exit 2; }
 case $scheme in tcp | rdma) ;; *) echo "--scheme: tcp or rdma" >&2; exit 2 ;; esac
 case $cpu in procs | system) ;; *) echo "--cpu: procs or system" >&2; exit 2 ;; esac
@@ -96,12 +98,13 @@ run() # BUILD RW BS QD -> "IOPS CPU_US_PER_IO"
 		s0=$(sys_ticks)
 		fcpu=0
 	fi
+	# shellcheck disable=SC2086 # $fopts: split on purpose
 	fio --name=ab --ioengine=external:"$build"/rblk-fio.so \
 		--uri="$scheme://$addr:$port/v" --rw="$2" --bs="$3" \
 		--iodepth="$4" --time_based --runtime="$runtime" --size=256M \
 		--ramp_time="$ramp" \
 		--norandommap --output-format=json --output="$dir/fio.json" \
-		>/dev/null
+		$fopts >/dev/null
 	local tticks hz
 	if [ "$cpu" = procs ]; then
 		tticks=$(($(cpu_ticks "$tpid") - s0))
