@@ -34,7 +34,8 @@ mp_start_targets --export "vol0=$img,uuid=6d756c74-6970-4174-8800-000000000049"
 
 fio_job=(--name=mp --ioengine=external:"$RBLK_FIO_ENGINE"
 	--uri="$URL_A" --path="$URL_B" --rw=randwrite --bs=4k --size=28M
-	--iodepth=8 --verify=crc32c --verify_fatal=1 --randrepeat=1)
+	--iodepth=8 --verify=crc32c --verify_fatal=1 --randrepeat=1
+	--verify_state_save=0)
 
 # ---- 1: five kill -9 cycles, alternating targets --------------------------
 mp_fio_start "$TEST_DIR/fio1.out" "${fio_job[@]}" --failback=0 --rate_iops=250

@@ -34,6 +34,7 @@ mp_start_targets --config "$conf" --export vol0=rbd:rbd/mp
 fio_job=(--name=mp --ioengine=external:"$RBLK_FIO_ENGINE"
 	--uri="$URL_A" --path="$URL_B" --rw=randwrite --bs=4k --size=24M
 	--iodepth=8 --verify=crc32c --verify_fatal=1 --randrepeat=1
+	--verify_state_save=0
 	--failback=0 --keepalive=1)
 
 mp_fio_start "$TEST_DIR/fio.out" "${fio_job[@]}" --rate_iops=250
