@@ -629,6 +629,17 @@ static void test_cmd_flags(void **state)
 /* DONE: on any opcode, with any other valid flag, where offered. */
 static void test_cmd_done(void **state)
 {
+	static const struct {
+		uint8_t op, flags;
+		uint32_t len;
+		int st;
+	} with[] = {
+		{ RBLK_OP_READ, RBLK_CMD_F_DONE | RBLK_CMD_F_PUSH, 512, RBLK_S_OK },
+		{ RBLK_OP_WRITE, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 512, RBLK_S_OK },
+		/* DONE does not make another flag valid */
+		{ RBLK_OP_FLUSH, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0,
+		  RBLK_S_INVALID },
+	};
 	struct rblk_limits lim = base_lim;
 	struct rblk_cmd c, out;
 
@@ -645,17 +656,10 @@ static void test_cmd_done(void **state)
 		assert_int_equal(cmd_check(&c, &base_lim, NULL),
 				 RBLK_S_INVALID);
 	}
-	assert_int_equal(cmd_st(1, RBLK_OP_READ,
-				RBLK_CMD_F_DONE | RBLK_CMD_F_PUSH, 0, 512,
-				&lim),
-			 RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE,
-				RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 512, &lim),
-			 RBLK_S_OK);
-	/* DONE does not make another flag valid */
-	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH,
-				RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 0, &lim),
-			 RBLK_S_INVALID);
+	for (size_t i = 0; i < ARRAY_SIZE(with); i++)
+		assert_int_equal(cmd_st(1, with[i].op, with[i].flags, 0,
+					with[i].len, &lim),
+				 with[i].st);
 }
 
 static void test_cmd_addr_rkey_without_push(void **state)
