@@ -15,6 +15,10 @@
  *     submitted while it was gone and I/O in flight when it went are
  *     (re)issued on the new connection and land: every completion is 0
  *     and the volume holds the last data written.
+ *   - Pull reads: a finished READ's window stays lent (the target's pool
+ *     says so) until the tag's next command returns it (RBLK_CMD_F_DONE)
+ *     or the queue arms to sleep (READ_DONE); one held across a restart
+ *     is forgotten, and the next read on the new connection works.
  */
 #include <errno.h>
 #include <poll.h>
@@ -149,13 +153,14 @@ static uint64_t served(enum stat_op op)
 	return atomic_load(&tgt.exports->wstats[0].ops[op]);
 }
 
-static struct rblk *open_vol(unsigned int qd)
+static struct rblk *open_vol_flags(unsigned int qd, unsigned int flags)
 {
 	struct rblk_opts o;
 	struct rblk *r = NULL;
 	char url[96];
 
 	rblk_opts_init(&o);
+	o.flags |= flags;
 	o.host_name = "test-host";
 	o.queue_depth = qd;
 	o.reconnect_delay_ms = 20;
@@ -164,6 +169,11 @@ static struct rblk *open_vol(unsigned int qd)
 	snprintf(url, sizeof(url), "%s/vol", L.url);
 	assert_int_equal(rblk_open(url, &o, &r), 0);
 	return r;
+}
+
+static struct rblk *open_vol(unsigned int qd)
+{
+	return open_vol_flags(qd, 0);
 }
 
 static void fill(uint8_t *buf, size_t len, unsigned int seed)
@@ -287,12 +297,84 @@ static void test_reissue_after_restart(void **state)
 	free(back);
 }
 
+/* Pages of the worker's slot pool lent out now (read racily, polled). */
+static uint32_t pool_used(void)
+{
+	const struct slot_pool *p = &tgt.workers[0].pool;
+
+	return p->pages - __atomic_load_n(&p->free_pages, __ATOMIC_RELAXED);
+}
+
+/* Wait up to 2 s for the worker's pool to lend exactly want pages. */
+static void expect_pool_used(uint32_t want)
+{
+	for (int i = 0; i < 200 && pool_used() != want; i++)
+		usleep(10000);
+	assert_int_equal(pool_used(), want);
+}
+
+/* One 4 KiB pull READ of block i on a queue of depth 1, checked. */
+static void read_block(struct rblk_queue *q, const uint8_t *want, size_t i)
+{
+	uint8_t back[4096];
+
+	memset(back, 0, sizeof(back));
+	assert_int_equal(rblk_submit(q, RBLK_IO_READ, back, i * sizeof(back),
+				     sizeof(back), 0, NULL),
+			 0);
+	reap(q, 1);
+	assert_memory_equal(back, want + i * sizeof(back), sizeof(back));
+}
+
+static void test_pull_windows(void **state)
+{
+	const size_t n = 4;
+	uint8_t *a = malloc(n * 4096);
+	struct rblk *r = open_vol_flags(1, RBLK_OPEN_PULL_READS);
+	struct rblk_queue *q = rblk_get_queue(r, 0);
+	uint64_t conns;
+
+	fill(a, n * 4096, 9);
+	assert_int_equal(rblk_pwrite(r, a, n * 4096, 0, 0), 0);
+	expect_pool_used(0);
+	/*
+	 * A refused DONE fails the connection and the read lands on a new
+	 * one, so count the connections too.
+	 */
+	conns = atomic_load(&tgt.next_conn_id);
+	/* the read completes; its window (one page) is still lent */
+	read_block(q, a, 0);
+	expect_pool_used(1);
+	/* the next READ returns it: one page out, not two, and no error */
+	read_block(q, a, 1);
+	read_block(q, a, 2);
+	expect_pool_used(1);
+	/*
+	 * about to sleep: READ_DONE, and the pool has every page back (arm
+	 * may ask for another poll: the READ_DONE's own send completion)
+	 */
+	(void)rblk_queue_arm(q);
+	expect_pool_used(0);
+	assert_int_equal(atomic_load(&tgt.next_conn_id), conns);
+
+	/* a window held when the target goes is not returned to the next */
+	read_block(q, a, 3);
+	tgt_stop();
+	tgt_start();
+	read_block(q, a, 0);
+	(void)rblk_queue_arm(q);
+	expect_pool_used(0);
+	rblk_close(r);
+	free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_split_sync),
 		cmocka_unit_test(test_split_backlog),
 		cmocka_unit_test(test_reissue_after_restart),
+		cmocka_unit_test(test_pull_windows),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
