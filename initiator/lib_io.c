@@ -565,10 +565,18 @@ static void retry_reads(struct rblk_queue *q)
 	int ret;
 
 	while ((rq = q->wait_head) && !q->dead) {
+		/*
+		 * Unlinked only once posted, but its link read before: a
+		 * READ_DONE posted frees the tag, which reuses the link.
+		 */
+		struct ireq *next = rq->next;
+
 		ret = post_data(q, rq);
 		if (ret == -EAGAIN)
 			return;
-		(void)FIFO_POP(q->wait_head, q->wait_tail, next);
+		q->wait_head = next;
+		if (!next)
+			q->wait_tail = NULL;
 	}
 }
 
