@@ -156,6 +156,13 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 			return set_error(-EPROTO,
 					 "target logged us in without AUTH_RESULT");
 		}
+		/*
+		 * A refusal: the target disconnects right behind it, and on
+		 * rdma the disconnect can be processed in this very poll, so
+		 * reposting the receive may fail. Nothing follows a refusal.
+		 */
+		if (login->status != RBLK_S_OK)
+			return 0;
 		return qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)) ? -ECONNRESET :
 								      0;
 	}
