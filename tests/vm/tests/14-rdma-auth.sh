@@ -19,5 +19,17 @@
 source tests/vm/lib.sh
 need_cmd nbdcopy sha256sum jq
 export RBLK_SWEEP_KEYS=${RBLK_SWEEP_KEYS:-1000}
-run_host_scenario 65-auth 66-rkey-isolation
+run_host_scenario 65-auth
+# rxe under TCG at times loses the completion of a refused access (the
+# kernel logs "make_send_cqe: non-flush error status", the CQE never
+# reaches the CQ, and a later rxe_destroy_qp times out with -110; see
+# 10-rdma-transport.sh): a sweep of refused keys meets it most. Such a
+# run is reported with rxe's kernel log and the scenario run once more;
+# a second failure fails the test.
+if ! (run_host_scenario 66-rkey-isolation); then
+	echo "66-rkey-isolation over rdma failed once; rxe's kernel log:"
+	dmesg | grep -E "rxe|rdma" | tail -20
+	echo "66-rkey-isolation over rdma: second run"
+	run_host_scenario 66-rkey-isolation
+fi
 echo "PASS"
