@@ -21,8 +21,9 @@
  * Key lifetime: a tag's window is bound in the chain that hands its key
  * out (GRANT, or a pull READ's RESP) and is invalidated by the initiator's
  * SEND_WITH_INV (WRITE_DATA, READ_DONE, or the tag's next CMD carrying
- * RBLK_CMD_F_DONE) before the target sees that message; a connection that fails has its windows deallocated before its
- * slots go back to the pool (tconn_destroy()).
+ * RBLK_CMD_F_DONE) before the target sees that message; a connection
+ * that fails has its windows deallocated before its slots go back to the
+ * pool (tconn_destroy()).
  */
 #include "worker_int.h"
 
@@ -495,7 +496,7 @@ static void pulled_done(struct tconn *c, struct treq *r)
 }
 
 /*
- * A CMD on a live connection, in receive buffer recv_idx. With
+ * A CMD on a live connection, received as wc. With
  * RBLK_CMD_F_DONE it first ends the tag's pull READ, as a READ_DONE
  * would: decoded whatever else is wrong with it, since the command is
  * answered on that tag. True when an inline WRITE waiting for a slot
