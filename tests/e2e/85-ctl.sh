@@ -232,8 +232,11 @@ fio_rblk gone --rw=randread --bs=4k --iodepth=2 --time_based --runtime=30 \
 gone_pid=$!
 cleanup_fn stop_pid "$gone_pid"
 for ((i = 0; i < 100; i++)); do
+	# the job's own session (queue depth 2), not the queue-depth-1 session
+	# fio's setup opens to learn the size and closes again
 	ctl list-sessions --export gone -o json |
-		jq -e '.sessions | length == 1' >/dev/null && break
+		jq -e '.sessions | length == 1 and .[0].queue_depth == 2' \
+		>/dev/null && break
 	sleep 0.1
 done
 [ $i -lt 100 ] || fail "no session on gone"
