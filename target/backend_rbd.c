@@ -126,6 +126,17 @@ static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 		     ceph_cfg.id, strerror(-ret));
 		goto out_free;
 	}
+	/*
+	 * Defaults that ceph.conf may override. rbd_non_blocking_aio off:
+	 * rbd_aio_read/write build and send their OSD ops in the calling
+	 * worker instead of handing each to librbd's io_context_pool thread,
+	 * one thread wake-up less per I/O (the hand-off guards against
+	 * blocking in the librbd cache, which the target keeps off; the
+	 * Objecter's op budget is taken without waiting).
+	 */
+	ret = conf_set(c->rados, "rbd_non_blocking_aio", "false", err, errlen);
+	if (ret)
+		goto out_shutdown;
 	ret = rados_conf_read_file(c->rados,
 				   ceph_cfg.conf[0] ? ceph_cfg.conf : NULL);
 	if (ret) {
