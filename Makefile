@@ -25,7 +25,7 @@ PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium json-c \
 DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
 	libnl-3-dev libsodium-dev libcmocka-dev librbd-dev librados-dev \
-	libjson-c-dev libmicrohttpd-dev
+	libjson-c-dev libmicrohttpd-dev libtcmalloc-minimal4
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq curl \
 	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev \
 	ceph-mon ceph-osd ceph-mgr ceph-common
@@ -39,6 +39,16 @@ LDFLAGS += -pthread
 ifeq ($(SANITIZE),1)
 CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
+endif
+
+# rblk-target's allocator: tcmalloc, as Ceph's own daemons link it. librbd
+# and librados allocate and free several objects per I/O on the worker and
+# their messenger threads; glibc malloc spends ~10% of the target's CPU on
+# them (docs/ARCHITECTURE.md, "Libraries we build on"). Not under the
+# sanitizers, which bring their own allocator. The runtime package has no
+# unversioned .so, hence the file name.
+ifneq ($(SANITIZE),1)
+TARGET_MALLOC := -l:libtcmalloc_minimal.so.4
 endif
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -109,7 +119,7 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/rblk-target: $(TARGET_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_URING) \
 		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) $(PKG_LIBS_JSON) \
-		$(PKG_LIBS_MHD) -laio -lrbd -lrados
+		$(PKG_LIBS_MHD) -laio -lrbd -lrados $(TARGET_MALLOC)
 
 $(BUILD)/librblk.so: $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) initiator/librblk.map
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) \
