@@ -201,7 +201,6 @@ static void part_end(struct rblk_queue *q, struct ireq *rq, int res,
 	if (res && !io->result)
 		io->result = res;
 	rq->io = NULL;
-	rq->holds_window = hold;
 	if (hold) {
 		rq->state = IREQ_HELD;
 		FREELIST_PUSH(q->held_tags, rq, next);
@@ -233,7 +232,6 @@ void lib_tags_unhold(struct rblk_queue *q)
 	struct ireq *rq;
 
 	while ((rq = FREELIST_POP(q->held_tags, next))) {
-		rq->holds_window = false;
 		rq->state = IREQ_FREE;
 		FREELIST_PUSH(q->free_tags, rq, next);
 	}
@@ -264,7 +262,6 @@ static void last_send_ends_window(struct rblk_queue *q, struct ireq *rq)
 
 	wr->opcode = XP_WR_SEND_WITH_INV;
 	wr->invalidate_rkey = rq->rkey;
-	rq->holds_window = false;
 }
 
 /*
@@ -292,7 +289,8 @@ void lib_add_cmd(struct rblk_queue *q, struct ireq *rq, struct rblk_cmd *cmd,
 		 uint64_t wr_id)
 {
 	void *cb = cmd_buf(q, rq->tag);
-	bool ret = rq->holds_window;
+	/* still IREQ_HELD: the caller sets the command's state after this */
+	bool ret = rq->state == IREQ_HELD;
 
 	if (ret)
 		cmd->flags |= RBLK_CMD_F_DONE;

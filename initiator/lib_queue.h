@@ -69,8 +69,6 @@ struct ireq {
 	bool direct; /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
 	bool inl; /* a WRITE whose data went in its command capsule */
-	/* the window rkey is still the target's: the next SEND returns it */
-	bool holds_window;
 	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
 	uint32_t rkey;
 	struct ireq *next; /* free list or credit wait list */
@@ -250,7 +248,9 @@ struct ireq *lib_tag_get(struct rblk_queue *q);
 void lib_tags_unhold(struct rblk_queue *q);
 /*
  * Add command cmd of tag rq to the batch (from the tag's command buffer),
- * returning the tag's window if it holds one. The caller took the credit.
+ * returning the tag's window if it holds one (rq still IREQ_HELD, as
+ * lib_tag_get() gave it: set the command's state after this call). The
+ * caller took the credit.
  */
 void lib_add_cmd(struct rblk_queue *q, struct ireq *rq, struct rblk_cmd *cmd,
 		 uint64_t wr_id);

@@ -161,12 +161,12 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 		struct rblk_cmd cmd = { 0 };
 
 		rq = lib_tag_get(q);
-		rq->state = IREQ_KA;
 		rq->io = NULL;
 		q->ka = rq;
 		cmd.tag = rq->tag;
 		cmd.opcode = RBLK_OP_KEEPALIVE;
 		lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
+		rq->state = IREQ_KA;
 		lib_batch_flush(q); /* now, even if plugged: it is a probe */
 		if (q->dead)
 			return;
