@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/fifo.h"
 #include "../common/log.h"
 #include "../common/util.h"
 
@@ -77,6 +78,8 @@ struct rbd_conn {
 	char fsid[64];
 	unsigned int refs; /* images */
 	struct rbd_pool *pools;
+	/* librados' op budget (objecter_inflight_ops, _op_bytes): see gate */
+	uint64_t budget_ops, budget_bytes;
 };
 
 /* Guards conns[] and every pool list; taken by open and close only. */
@@ -111,6 +114,19 @@ static int conf_set(rados_t r, const char *key, const char *val, char *err,
 	return 0;
 }
 
+/* A numeric librados option, or def if it cannot be read. */
+static uint64_t conf_u64(rados_t r, const char *key, uint64_t def)
+{
+	char buf[32], *end;
+	unsigned long long v;
+
+	if (rados_conf_get(r, key, buf, sizeof(buf)))
+		return def;
+	errno = 0;
+	v = strtoull(buf, &end, 10);
+	return errno || end == buf || !v ? def : v;
+}
+
 /* Connect a new cluster handle; conns_lock held. */
 static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 {
@@ -130,9 +146,10 @@ static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 	 * Defaults that ceph.conf may override. rbd_non_blocking_aio off:
 	 * rbd_aio_read/write build and send their OSD ops in the calling
 	 * worker instead of handing each to librbd's io_context_pool thread,
-	 * one thread wake-up less per I/O (the hand-off guards against
-	 * blocking in the librbd cache, which the target keeps off; the
-	 * Objecter's op budget is taken without waiting).
+	 * one thread wake-up less per I/O. The hand-off guards against
+	 * blocking in librbd's cache, which the target keeps off, and in the
+	 * Objecter's op budget, which librados makes a blocking throttle: a
+	 * worker never submits past its share of that budget (the gate).
 	 */
 	ret = conf_set(c->rados, "rbd_non_blocking_aio", "false", err, errlen);
 	if (ret)
@@ -177,6 +194,9 @@ static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 		open_fail(err, errlen, ret, "rados_cluster_fsid: %s", strerror(-ret));
 		goto out_shutdown;
 	}
+	c->budget_ops = conf_u64(c->rados, "objecter_inflight_ops", 1024);
+	c->budget_bytes = conf_u64(c->rados, "objecter_inflight_op_bytes",
+				   100u << 20);
 	*out = c;
 	return 0;
 
@@ -198,8 +218,9 @@ static int conn_get(struct rbd_conn **out, char *err, size_t errlen)
 		ret = conn_create(&conns[i], err, errlen);
 		if (ret)
 			return ret;
-		log_info("rbd: connected to cluster %s as client.%s (connection %u of %u)",
-			 conns[i]->fsid, ceph_cfg.id, i + 1, n);
+		log_info("rbd: connected to cluster %s as client.%s (connection %u of %u, op budget %" PRIu64 " ops, %" PRIu64 " bytes)",
+			 conns[i]->fsid, ceph_cfg.id, i + 1, n,
+			 conns[i]->budget_ops, conns[i]->budget_bytes);
 	}
 	conns[i]->refs++;
 	*out = conns[i];
@@ -286,6 +307,7 @@ struct rbd_image {
 	bool watching;
 	uint8_t vol_id[EXPORT_VOL_ID_LEN];
 
+	uint64_t obj_size; /* bytes per RADOS object */
 	_Atomic int lock_state; /* enum rbd_lock_state */
 	atomic_uint inflight; /* ops in librbd */
 	/*
@@ -307,6 +329,20 @@ struct rbd_wq {
 	struct rbd_op *_Atomic head; /* pushed by librbd threads */
 	int efd; /* the worker's engine eventfd; 0: not set up yet */
 	struct worker *w;
+	/*
+	 * The gate. librados throttles its Objecter: an op submitted while
+	 * objecter_inflight_ops ops or objecter_inflight_op_bytes bytes are
+	 * in flight on the cluster connection waits in rbd_aio_*() for
+	 * earlier ones to finish (up to rbd_timeout with an unreachable
+	 * cluster). With rbd_non_blocking_aio off that would stall the
+	 * worker and everyone it serves, so each worker keeps its ops within
+	 * 1 / (2 * workers) of the budget (counted here from issue to reap,
+	 * an op weighing the objects it touches) and holds the rest in
+	 * over_head, oldest first, until its own completions make room.
+	 * Counted by any thread that issues (the lock thread too), so atomic.
+	 */
+	atomic_ullong ops, bytes;
+	struct rbd_op *over_head, *over_tail;
 };
 
 /* Lives as long as its worker thread, which drains it before exiting. */
@@ -324,6 +360,8 @@ struct rbd_op {
 	struct rbd_wq *wq;
 	enum rbd_stage stage;
 	int res;
+	/* what it counts against the gate while issued */
+	uint64_t weight_ops, weight_bytes;
 };
 
 static void wq_push(struct rbd_op *op)
@@ -361,6 +399,26 @@ static bool is_write_class(uint8_t opcode)
 	       opcode == RBLK_OP_WRITE_ZEROES || opcode == RBLK_OP_FLUSH;
 }
 
+/* The Objecter ops (objects touched) and bytes of op's stage. */
+static void op_weigh(struct rbd_op *op)
+{
+	const struct rblk_cmd *cmd = &op->r->cmd;
+	uint64_t osz = op->img->obj_size;
+
+	if (op->stage == STAGE_FUA_FLUSH || cmd->opcode == RBLK_OP_FLUSH ||
+	    !cmd->length || !osz) {
+		op->weight_ops = 1;
+		op->weight_bytes = 0;
+		return;
+	}
+	op->weight_ops = (cmd->offset + cmd->length - 1) / osz -
+			 cmd->offset / osz + 1;
+	op->weight_bytes = cmd->opcode == RBLK_OP_READ ||
+					   cmd->opcode == RBLK_OP_WRITE ?
+				   cmd->length :
+				   0;
+}
+
 /*
  * Hand op's stage to librbd; any thread. On a synchronous failure the op
  * is completed through its queue like any other.
@@ -372,6 +430,11 @@ static void op_issue(struct rbd_op *op)
 	rbd_completion_t c;
 	int ret;
 
+	op_weigh(op);
+	atomic_fetch_add_explicit(&op->wq->ops, op->weight_ops,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&op->wq->bytes, op->weight_bytes,
+				  memory_order_relaxed);
 	ret = rbd_aio_create_completion(op, op_done_cb, &c);
 	if (ret) {
 		op->res = ret;
@@ -425,11 +488,74 @@ static void lock_thread_kick(struct rbd_image *img)
 	pthread_cond_signal(&img->cond);
 }
 
+/*
+ * Start op (stage STAGE_IO) on the worker: issue it, or park it for the
+ * lock thread. False: the image is fenced, op was not started.
+ */
+static bool op_start(struct rbd_op *op)
+{
+	struct rbd_image *img = op->img;
+	int state;
+
+	state = atomic_load_explicit(&img->lock_state, memory_order_acquire);
+	if (state == LOCK_NONE || state == LOCK_HELD ||
+	    !is_write_class(op->r->cmd.opcode)) {
+		op_issue(op);
+		return true;
+	}
+	if (state == LOCK_FENCED)
+		return false;
+	/* slow path: wait for the lock thread to take the lock */
+	pthread_mutex_lock(&img->mu);
+	state = atomic_load_explicit(&img->lock_state, memory_order_acquire);
+	if (state == LOCK_HELD) {
+		pthread_mutex_unlock(&img->mu);
+		op_issue(op);
+		return true;
+	}
+	op->next = img->parked;
+	img->parked = op;
+	lock_thread_kick(img);
+	pthread_mutex_unlock(&img->mu);
+	return true;
+}
+
+/*
+ * Whether op may be issued now (the gate, see struct rbd_wq). An op alone
+ * on its worker always may, whatever it weighs: nothing else would make
+ * room for it.
+ */
+static bool gate_open(const struct rbd_wq *q, struct rbd_op *op)
+{
+	const struct rbd_conn *c = op->img->conn;
+	unsigned int share = 2 * MAX(q->w->tgt->nr_workers, 1u);
+	uint64_t ops = atomic_load_explicit(&q->ops, memory_order_relaxed);
+	uint64_t bytes = atomic_load_explicit(&q->bytes, memory_order_relaxed);
+
+	op_weigh(op);
+	return !ops || (ops + op->weight_ops <= c->budget_ops / share &&
+			bytes + op->weight_bytes <= c->budget_bytes / share);
+}
+
+/* Issue what waits at the gate while it lets ops through; worker. */
+static void gate_drain(struct rbd_wq *q)
+{
+	struct rbd_op *op;
+
+	while ((op = q->over_head) && gate_open(q, op)) {
+		(void)FIFO_POP(q->over_head, q->over_tail, next);
+		if (!op_start(op)) {
+			/* fenced meanwhile; never issued, so never counted */
+			op->weight_ops = op->weight_bytes = 0;
+			op->res = -EIO;
+			wq_push(op);
+		}
+	}
+}
+
 static int rbd_submit(struct worker *w, struct treq *r)
 {
-	struct rbd_image *img = r->conn->exp->priv;
 	struct rbd_op *op;
-	int state;
 
 	if (unlikely(!tls_wq.efd)) {
 		tls_wq.efd = w->engine->fd(w);
@@ -441,34 +567,19 @@ static int rbd_submit(struct worker *w, struct treq *r)
 		return 1;
 	}
 	op->r = r;
-	op->img = img;
+	op->img = r->conn->exp->priv;
 	op->wq = &tls_wq;
 	op->stage = STAGE_IO;
 	op->res = 0;
-	state = atomic_load_explicit(&img->lock_state, memory_order_acquire);
-	if (state == LOCK_NONE || state == LOCK_HELD ||
-	    !is_write_class(r->cmd.opcode)) {
-		op_issue(op);
+	if (tls_wq.over_head || !gate_open(&tls_wq, op)) {
+		FIFO_PUSH(tls_wq.over_head, tls_wq.over_tail, op, next);
 		return 0;
 	}
-	if (state == LOCK_FENCED) {
-		free(op);
-		r->result = -EIO;
-		return 1;
-	}
-	/* slow path: wait for the lock thread to take the lock */
-	pthread_mutex_lock(&img->mu);
-	state = atomic_load_explicit(&img->lock_state, memory_order_acquire);
-	if (state == LOCK_HELD) {
-		pthread_mutex_unlock(&img->mu);
-		op_issue(op);
+	if (op_start(op))
 		return 0;
-	}
-	op->next = img->parked;
-	img->parked = op;
-	lock_thread_kick(img);
-	pthread_mutex_unlock(&img->mu);
-	return 0;
+	free(op);
+	r->result = -EIO;
+	return 1;
 }
 
 /* A write-class op failed because the cluster refused this client. */
@@ -498,6 +609,10 @@ int backend_remote_reap(struct worker *w)
 		int res = op->res;
 
 		next = op->next;
+		atomic_fetch_sub_explicit(&tls_wq.ops, op->weight_ops,
+					  memory_order_relaxed);
+		atomic_fetch_sub_explicit(&tls_wq.bytes, op->weight_bytes,
+					  memory_order_relaxed);
 		if (res >= 0 && op->stage == STAGE_IO &&
 		    r->cmd.opcode == RBLK_OP_WRITE &&
 		    (r->cmd.flags & RBLK_CMD_F_FUA)) {
@@ -528,6 +643,7 @@ int backend_remote_reap(struct worker *w)
 		treq_backend_done(r, res);
 		n++;
 	}
+	gate_drain(&tls_wq);
 	return n;
 }
 
@@ -748,6 +864,16 @@ static void img_put_pool(struct rbd_image *img)
  * at its snapshot if any, when read_only) and read its size and features.
  * On failure nothing is held.
  */
+static int image_obj_size(struct rbd_image *img)
+{
+	rbd_image_info_t info;
+	int ret = rbd_stat(img->image, &info, sizeof(info));
+
+	if (!ret)
+		img->obj_size = info.obj_size;
+	return ret;
+}
+
 static int img_open(struct rbd_image *img, const struct rbd_spec *s,
 		    bool read_only, uint64_t *size, uint64_t *features,
 		    char *err, size_t errlen)
@@ -779,7 +905,8 @@ static int img_open(struct rbd_image *img, const struct rbd_spec *s,
 	}
 	if ((ret = rbd_get_size(img->image, size)) ||
 	    (ret = rbd_get_id(img->image, img->id, sizeof(img->id))) ||
-	    (ret = rbd_get_features(img->image, features))) {
+	    (ret = rbd_get_features(img->image, features)) ||
+	    (ret = image_obj_size(img))) {
 		open_fail(err, errlen, ret, "rbd image %s: reading its header: %s",
 		     img->spec, strerror(-ret));
 		goto out_close_image;
