@@ -343,6 +343,8 @@ struct rbd_wq {
 	 */
 	atomic_ullong ops, bytes;
 	struct rbd_op *over_head, *over_tail;
+	uint64_t waits; /* ops held at the gate since the last log line */
+	uint64_t waits_logged_ms;
 };
 
 /* Lives as long as its worker thread, which drains it before exiting. */
@@ -537,6 +539,25 @@ static bool gate_open(const struct rbd_wq *q, struct rbd_op *op)
 			bytes + op->weight_bytes <= c->budget_bytes / share);
 }
 
+/*
+ * Count an op held at the gate; say so at most once a minute per worker,
+ * so an operator learns that the budget, not the cluster, sets the pace.
+ */
+static void gate_note_wait(struct rbd_wq *q, const struct rbd_conn *c)
+{
+	unsigned int share = 2 * MAX(q->w->tgt->nr_workers, 1u);
+
+	q->waits++;
+	if (q->waits_logged_ms && q->w->now_ms - q->waits_logged_ms < 60000)
+		return;
+	log_info("rbd: worker %u: %" PRIu64 " I/O%s waited for the worker's share of the cluster connection's op budget (%" PRIu64 " ops, %" PRIu64 " bytes of objecter_inflight_ops %" PRIu64 ", objecter_inflight_op_bytes %" PRIu64 "); raise those in ceph.conf if this repeats",
+		 q->w->index, q->waits, q->waits == 1 ? "" : "s",
+		 c->budget_ops / share, c->budget_bytes / share,
+		 c->budget_ops, c->budget_bytes);
+	q->waits = 0;
+	q->waits_logged_ms = q->w->now_ms ? q->w->now_ms : 1;
+}
+
 /* Issue what waits at the gate while it lets ops through; worker. */
 static void gate_drain(struct rbd_wq *q)
 {
@@ -573,6 +594,7 @@ static int rbd_submit(struct worker *w, struct treq *r)
 	op->res = 0;
 	if (tls_wq.over_head || !gate_open(&tls_wq, op)) {
 		FIFO_PUSH(tls_wq.over_head, tls_wq.over_tail, op, next);
+		gate_note_wait(&tls_wq, op->img->conn);
 		return 0;
 	}
 	if (op_start(op))

@@ -144,8 +144,8 @@ ctl list-exports | grep -qE "^vol1 .* 50331648 " ||
 # worker (rbd_non_blocking_aio off), so the target keeps each worker within
 # its share of the budget. A second target whose ceph.conf allows 4 ops and
 # 256 KiB in flight (1 worker: 2 ops, 128 KiB) takes QD32 of mixed sizes
-# up to 512 KiB with verify: ops wait at the gate, big ones go alone, and
-# the data is right.
+# up to 512 KiB with verify: ops wait at the gate (the target logs that
+# they did), big ones go alone, and the data is right.
 cp "$CEPH_CONF" "$TEST_DIR/small.ceph.conf"
 printf '[client]\nobjecter_inflight_ops = 4\nobjecter_inflight_op_bytes = 262144\n' \
 	>>"$TEST_DIR/small.ceph.conf"
@@ -180,6 +180,8 @@ for phase in --do_verify=0 --verify_only; do
 	grep -q "err= 0" "$TEST_DIR/gate.out" ||
 		{ cat "$TEST_DIR/gate.out"; fail "fio $phase through the gate"; }
 done
+grep -q "waited for the worker's share of the cluster connection's op budget (2 ops, 131072 bytes" \
+	"$TEST_DIR/gate.log" || { cat "$TEST_DIR/gate.log"; fail "no op waited at the gate"; }
 wait "$ram_fio" || { cat "$TEST_DIR/gram.out"; fail "the RAM export beside the gate"; }
 grep -q "err= 0" "$TEST_DIR/gram.out" || { cat "$TEST_DIR/gram.out"; fail "the RAM export beside the gate"; }
 stop_pid "$gate_pid"
