@@ -422,8 +422,9 @@ static void op_weigh(struct rbd_op *op)
 }
 
 /*
- * Hand op's stage to librbd; any thread. On a synchronous failure the op
- * is completed through its queue like any other.
+ * Hand op's stage to librbd (weighed: gate_open() for STAGE_IO, the reap
+ * for the FUA flush); any thread. On a synchronous failure the op is
+ * completed through its queue like any other.
  */
 static void op_issue(struct rbd_op *op)
 {
@@ -432,7 +433,6 @@ static void op_issue(struct rbd_op *op)
 	rbd_completion_t c;
 	int ret;
 
-	op_weigh(op);
 	atomic_fetch_add_explicit(&op->wq->ops, op->weight_ops,
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&op->wq->bytes, op->weight_bytes,
@@ -522,15 +522,21 @@ static bool op_start(struct rbd_op *op)
 	return true;
 }
 
+/* The divisor of a connection's budget that gives one worker's share. */
+static unsigned int gate_share(const struct rbd_wq *q)
+{
+	return 2 * MAX(q->w->tgt->nr_workers, 1u);
+}
+
 /*
- * Whether op may be issued now (the gate, see struct rbd_wq). An op alone
+ * Whether op may be issued now (the gate, see struct rbd_wq); weighs op. An op alone
  * on its worker always may, whatever it weighs: nothing else would make
  * room for it.
  */
 static bool gate_open(const struct rbd_wq *q, struct rbd_op *op)
 {
 	const struct rbd_conn *c = op->img->conn;
-	unsigned int share = 2 * MAX(q->w->tgt->nr_workers, 1u);
+	unsigned int share = gate_share(q);
 	uint64_t ops = atomic_load_explicit(&q->ops, memory_order_relaxed);
 	uint64_t bytes = atomic_load_explicit(&q->bytes, memory_order_relaxed);
 
@@ -545,7 +551,7 @@ static bool gate_open(const struct rbd_wq *q, struct rbd_op *op)
  */
 static void gate_note_wait(struct rbd_wq *q, const struct rbd_conn *c)
 {
-	unsigned int share = 2 * MAX(q->w->tgt->nr_workers, 1u);
+	unsigned int share = gate_share(q);
 
 	q->waits++;
 	if (q->waits_logged_ms && q->w->now_ms - q->waits_logged_ms < 60000)
@@ -640,6 +646,7 @@ int backend_remote_reap(struct worker *w)
 		    (r->cmd.flags & RBLK_CMD_F_FUA)) {
 			/* FUA: durable once a flush after it returns */
 			op->stage = STAGE_FUA_FLUSH;
+			op_weigh(op);
 			op_issue(op);
 			continue;
 		}
