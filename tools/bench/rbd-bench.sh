@@ -79,12 +79,6 @@ start_target()
 start_target a "$build"
 [ -z "$compare" ] || start_target b "$compare"
 
-# utime+stime of a pid, in clock ticks
-ticks()
-{
-	awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
-
 # run PATH RW: one fio run; prints "iops fio_ticks target_ticks osd_ticks ios"
 run()
 {
@@ -96,7 +90,7 @@ run()
 	rblk) tgt=$tgt_a port=$port_a ;;
 	rblk-b) tgt=$tgt_b port=$port_b ;;
 	esac
-	t0=$(bench_ticks "$tgt") o0=$(ticks "$osd_pid")
+	t0=$(bench_ticks "$tgt") o0=$(bench_ticks "$osd_pid")
 	if [ "$tgt" != 0 ]; then
 		/usr/bin/time -f '%U %S' -o "$dir/time" fio "${args[@]}" \
 			"--ioengine=external:$engine" \
@@ -106,7 +100,7 @@ run()
 			--ioengine=rbd --clientname=admin --pool=rbd \
 			--rbdname=bench >/dev/null
 	fi
-	t1=$(bench_ticks "$tgt") o1=$(ticks "$osd_pid")
+	t1=$(bench_ticks "$tgt") o1=$(bench_ticks "$osd_pid")
 	python3 - "$out" "$dir/time" $((t1 - t0)) $((o1 - o0)) "$path" <<'EOF'
 import json, sys, os
 j = json.load(open(sys.argv[1]))["jobs"][0]
