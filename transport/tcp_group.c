@@ -159,7 +159,12 @@ static int tcp_serve_ready(struct tcp_group *g, struct xp_wc *wc, int max)
 		 */
 		c->rx_ready = c->state == XP_CONN_CONNECTED && may_read &&
 			      !c->rx_skip;
-		if (c->cq_count || c->rx_ready)
+		/*
+		 * Staged input the parser did not reach (the array filled
+		 * with queued completions first) shows on no fd: serve it
+		 * on the next poll.
+		 */
+		if (c->cq_count || c->rx_ready || tcp_rx_pending(c))
 			tcp_ready(c);
 		if (stop)
 			break;

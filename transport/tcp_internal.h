@@ -468,6 +468,19 @@ static inline struct tcp_oseg *tcp_oseg(struct tcp_conn *c, uint32_t i)
 	return &c->oq[(c->oq_head + i) % c->oq_cap];
 }
 
+/*
+ * Staged input that parsing would move (a whole header, or payload bytes):
+ * no fd shows it, so a poll that stops before parsing it must leave the
+ * connection on its group's ready list.
+ */
+static inline bool tcp_rx_pending(const struct tcp_conn *c)
+{
+	size_t staged = c->s_tail - c->s_head;
+
+	return c->state == XP_CONN_CONNECTED && staged &&
+	       (c->rx.in_payload || staged >= TCP_HDR_LEN);
+}
+
 /* PROTOTYPES */
 
 /* tcp_conn.c */
