@@ -32,14 +32,23 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define POLL_BATCH 32
 /*
  * Completions taken from one group per turn. The group delivers them in
  * arrival order, so a connection that floods gets no more than its share
  * of each turn; the rest waits for the next turn, taken at once (no sleep),
  * and the login deadlines and timers are checked between turns.
+ *
+ * Small on purpose: a turn's responses leave together at its end, and I/O
+ * that the kernel finishes inside submit (the page cache, tmpfs, brd)
+ * makes a turn that took a whole queue depth of commands answer none of
+ * them before the last is done, while the initiator, and whatever sits
+ * behind it (`rblk nbd`'s client), waits with nothing to do. Taking 16 at
+ * a time lets the first responses go while the target works on the rest:
+ * `rblk nbd` 4k randread QD32 over tcp 1.2x with 256 (docs/BENCHMARKS.md,
+ * "Turn budget"), for one more sendmsg and io_uring_enter per 16.
  */
-#define TURN_BUDGET 256
+#define TURN_BUDGET 16
+#define POLL_BATCH TURN_BUDGET
 /* A connection whose flushed sends never complete is freed after this. */
 #define CLOSE_DRAIN_MS 10000
 

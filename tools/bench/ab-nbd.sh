@@ -9,9 +9,11 @@
 #   git archive OLD | tar -x -C /tmp/old && make -C /tmp/old all
 #   tools/bench/ab-nbd.sh --a /tmp/old/build --b build [--rounds 5]
 #       [--runtime 3] [--rw randread] [--bs 4k] [--qd 1] [--dir /dev/shm]
-#       [--count 1]
+#       [--count 1] [--own-targets]
 #
-# One rblk-target (build B's) serves both `rblk nbd` processes. Per round
+# One rblk-target (build B's) serves both `rblk nbd` processes; with
+# --own-targets each side has its own build's target instead (for a
+# change in the target: B/A then compares whole server paths). Per round
 # and path: IOPS and CPU us per I/O (fio's usr+sys plus the servers'
 # utime+stime from /proc, per completed I/O). With --count 1 every cell
 # also runs the rblk nbd process under `perf stat` (syscalls and context
@@ -24,9 +26,9 @@ BENCH_NAME=ab-nbd
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 a='' b='' rounds=5 runtime=3 rw=randread bs=4k qd=1 where=${TMPDIR:-/tmp}
-count=0
+count=0 own=0
 bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --rw=rw --bs=bs
-	--qd=qd --dir=where --count=count" "$@"
+	--qd=qd --dir=where --count=count --own-targets!own" "$@"
 if [ -z "$a" ] || [ -z "$b" ]; then
 	echo "--a and --b are required" >&2
 	exit 2
@@ -37,16 +39,23 @@ BENCH_DIR_PARENT=$where
 bench_scratch
 head -c $((256 * 1024 * 1024)) /dev/urandom >"$dir/vol.img"
 
-port=$(bench_free_port)
-"$b/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host \
-	--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
-tpid=$!
-pids+=("$tpid")
-wait_for "$dir/target.log" "listening on"
-declare -A npid
+start_target() # BUILD NAME: sets tpid and port
+{
+	port=$(bench_free_port)
+	"$1/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host \
+		--ctl-socket none --export "vol0=$dir/vol.img" >"$dir/$2.log" 2>&1 &
+	tpid=$!
+	pids+=("$tpid")
+	wait_for "$dir/$2.log" "listening on"
+}
+
+start_target "$b" target
+declare -A npid tpids
 for side in A B; do
 	build=$a
 	[ $side = B ] && build=$b
+	[ "$own" = 1 ] && start_target "$build" "target-$side"
+	tpids[$side]=$tpid
 	"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/$side.sock" \
 		--queues 1 >"$dir/$side.out" 2>"$dir/$side.log" &
 	pids+=($!)
@@ -64,7 +73,7 @@ res=$dir/results
 for ((r = 1; r <= rounds; r++)); do
 	for side in A B K; do
 		servers=${npid[$side]}
-		[ $side = K ] || servers="$servers $tpid"
+		[ $side = K ] || servers="$servers ${tpids[$side]}"
 		# shellcheck disable=SC2086
 		s0=$(bench_ticks $servers)
 		spid=''
@@ -101,7 +110,7 @@ for ((r = 1; r <= rounds; r++)); do
 done
 
 echo "side round IOPS cpu_us/io | rblk nbd per I/O: recvfrom sendmsg readv poll epoll_wait cs"
-awk -v a="$a" -v b="$b" -v w="$rw $bs QD$qd" "$BENCH_AWK_MEDIAN"'
+awk -v a="$a" -v b="$b" -v own="$own" -v w="$rw $bs QD$qd" "$BENCH_AWK_MEDIAN"'
 { s = $1; k = ++cnt[s]; for (c = 3; c <= 10; c++) v[s, c, k] = $c }
 END {
 	printf "%s, medians (min-max) of %d rounds\n", w, cnt["K"]
@@ -129,5 +138,5 @@ END {
 		}
 		printf "\n"
 	}
-	printf "A = %s, B = %s, K = nbdkit file cache=none\n", a, b
+	printf "A = %s, B = %s, K = nbdkit file cache=none%s\n", a, b, own ? "; each with its own build'"'"'s rblk-target" : ""
 }' "$res"
