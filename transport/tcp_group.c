@@ -96,8 +96,8 @@ void tcp_ready(struct tcp_conn *c)
 {
 	struct tcp_group *g = c->g;
 
-	if (c->on_ready)
-		return;
+	if (c->on_ready || c->serving)
+		return; /* tcp_serve_ready() decides once it is done */
 	c->on_ready = true;
 	c->rnext = NULL;
 	if (g->ready_tail)
@@ -120,10 +120,14 @@ static struct tcp_conn *tcp_ready_pop(struct tcp_group *g)
 
 /*
  * Nothing to arm: the epoll set is level-triggered and the ready list is
- * empty whenever group_poll() returned 0. If the set was found empty by
- * that poll, the poll after this arm skips epoll_wait (the caller sleeps
- * on the fd next, which wakes at once for anything that came since), so a
- * "poll until 0, arm, poll, sleep" loop costs one epoll_wait per wake-up.
+ * empty whenever group_poll() returned 0. A poll that came back short of
+ * max with its epoll set drained (every socket epoll showed was read to
+ * the end, nothing left on the ready list) makes the next poll skip
+ * epoll_wait, and the poll after the next arm too: the caller sleeps on
+ * the fd next, which wakes at once for anything that came since. So the
+ * "poll until 0, arm, poll, sleep" of a wake-up for one socket costs one
+ * epoll_wait (it was three: the one that found the socket, the one that
+ * found the set empty, none after the arm).
  */
 int tcp_group_arm(struct xp_group *xg)
 {
@@ -150,7 +154,9 @@ static int tcp_serve_ready(struct tcp_group *g, struct xp_wc *wc, int max)
 
 		/* read only what epoll reported; staged input is parsed */
 		c->rx_skip = !may_read;
+		c->serving = true;
 		n += tcp_conn_poll(c, wc + n, max - n);
+		c->serving = false;
 		/*
 		 * Readable still only if this read stopped short of EAGAIN (a
 		 * budget, a full array). A parse-only pass learnt nothing of
@@ -176,6 +182,7 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 {
 	struct tcp_group *g = to_tcp_group(xg);
 	struct epoll_event ev[TCP_EP_EVENTS];
+	bool watched = false;
 	int n, k;
 
 	if (max < 0)
@@ -186,9 +193,8 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 	if (n == max)
 		goto out;
 	if (g->ep_skip) {
-		/* skipped once; an arm() right after must not skip again */
+		/* drained just before: see tcp_group_arm() */
 		g->ep_skip = false;
-		g->ep_arm_skip = false;
 		return n;
 	}
 	k = epoll_wait(g->base.epfd, ev, TCP_EP_EVENTS, 0);
@@ -205,6 +211,7 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 			/* level-triggered: one left out shows again */
 			if (n < max)
 				wc[n++] = xp_watch_wc(d);
+			watched = true; /* and the next poll looks */
 			continue;
 		}
 		struct tcp_conn *c = (struct tcp_conn *)(uintptr_t)d;
@@ -215,10 +222,12 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 	}
 	if (n < max)
 		n += tcp_serve_ready(g, wc + n, max - n);
-	/* the set was found empty just now: see tcp_group_arm() */
-	g->ep_arm_skip = n == 0 && k == 0 && !g->ready;
+	/* the set was drained just now: see tcp_group_arm() */
+	g->ep_skip = g->ep_arm_skip = n < max && k >= 0 &&
+				      k < TCP_EP_EVENTS && !watched &&
+				      !g->ready;
 	return n;
 out:
-	g->ep_arm_skip = false;
+	g->ep_skip = g->ep_arm_skip = false;
 	return n;
 }

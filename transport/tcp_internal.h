@@ -282,7 +282,7 @@ struct tcp_group {
 	uint32_t nkeys; /* entries in use or on the free list, index 0 too */
 	uint32_t kcap;
 	uint32_t free_head; /* 0: none */
-	/* see tcp_group_arm(): the epoll set was found empty just before */
+	/* see tcp_group_arm(): the epoll set was drained just before */
 	bool ep_skip;
 	bool ep_arm_skip;
 };
@@ -362,6 +362,7 @@ struct tcp_conn {
 	struct tcp_conn *gprev, *gnext; /* g->conns */
 	struct tcp_conn *rnext;		/* g->ready */
 	bool on_ready;
+	bool serving; /* in tcp_serve_ready(), which puts it back if need be */
 	bool rx_ready; /* shared group: epoll says there is input */
 	int sock;
 	enum xp_conn_state state;
