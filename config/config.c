@@ -419,10 +419,13 @@ int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,
 
 	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &u, why, sizeof(why)))
 		return fail(err, errlen, -EINVAL, "listen: %s", why);
-	if (strcmp(u.scheme, "tcp") && strcmp(u.scheme, "rdma"))
+	if (strcmp(u.scheme, "tcp") && strcmp(u.scheme, "rdma") &&
+	    strcmp(u.scheme, "unix"))
 		return fail(err, errlen, -EINVAL,
-			    "listen '%s': scheme must be tcp:// or rdma://", url);
-	if (u.export_name[0] || strchr(url + strlen(u.scheme) + 3, '/'))
+			    "listen '%s': scheme must be tcp://, rdma:// or unix:///?socket=PATH",
+			    url);
+	if (u.export_name[0] || (strcmp(u.scheme, "unix") &&
+				 strchr(url + strlen(u.scheme) + 3, '/')))
 		return fail(err, errlen, -EINVAL,
 			    "listen '%s': a listen URL names no export (drop the '/...')",
 			    url);

@@ -178,12 +178,12 @@ static int open_url(struct rblk *r, const char *url)
 	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &r->url, err, sizeof(err)))
 		return set_error(-EINVAL, "%s", err);
 	if (!r->url.export_name[0])
-		return set_error(-EINVAL, "'%s': no export name (want %s://HOST[:PORT]/EXPORT)",
-				 url, r->url.scheme);
+		return set_error(-EINVAL, "'%s': no export name (want %s)",
+				 url, rblk_url_form(r->url.scheme, true));
 	r->ops = xp_find(r->url.scheme);
 	if (!r->ops)
 		return set_error(-EPROTONOSUPPORT,
-				 "'%s': unknown transport '%s' (tcp, rdma)", url,
+				 "'%s': unknown transport '%s' (tcp, rdma, unix)", url,
 				 r->url.scheme);
 	return 0;
 }
@@ -215,7 +215,7 @@ static int open_session(struct rblk *r, const char *url, struct rblk_opts *o)
 	r->queues = calloc(o->queues, sizeof(*r->queues));
 	if (!r->queues)
 		return set_error(-ENOMEM, "out of memory");
-	r->info.transport = r->ops->name;
+	r->info.transport = strcmp(r->url.scheme, "unix") ? r->ops->name : "unix";
 	r->info.export_name = r->url.export_name;
 	r->info.host = r->url.host;
 	r->info.port = r->url.port;

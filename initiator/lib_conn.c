@@ -29,20 +29,20 @@ int lib_connect(const struct xp_ops *ops, struct xp_group *g,
 		st = rblk_cm_rej_decode(rej, rej_len);
 		if (st == RBLK_S_BAD_VERSION)
 			return lib_set_error(-EPROTONOSUPPORT,
-					     "%s://%s:%u speaks rblk protocol version %d, this initiator speaks %d: upgrade one side",
-					     u->scheme, u->host, u->port,
+					     "%s speaks rblk protocol version %d, this initiator speaks %d: upgrade one side",
+					     rblk_url_str(u),
 					     rblk_cm_rej_version(rej, rej_len),
 					     RBLK_PROTO_VERSION);
 		return lib_set_error(st == RBLK_S_BAD_VERSION ?
 					     -EPROTONOSUPPORT :
 					     -ECONNREFUSED,
-				     "%s://%s:%u refused the connection: %s",
-				     u->scheme, u->host, u->port,
+				     "%s refused the connection: %s",
+				     rblk_url_str(u),
 				     rblk_status_str(st));
 	}
 	if (ret)
-		return lib_set_error(ret, "cannot connect to %s://%s:%u: %s",
-				     u->scheme, u->host, u->port,
+		return lib_set_error(ret, "cannot connect to %s: %s",
+				     rblk_url_str(u),
 				     strerror(-ret));
 	return 0;
 }

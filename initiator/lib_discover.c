@@ -112,13 +112,13 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 	}
 	ret = wait_reply(xc, mem, d->timeout_ms, msg, &msg_len);
 	if (ret == -ETIMEDOUT) {
-		lib_set_error(ret, "%s://%s:%u: no discovery answer within %d ms",
-			      u->scheme, u->host, u->port, d->timeout_ms);
+		lib_set_error(ret, "%s: no discovery answer within %d ms",
+			      rblk_url_str(u), d->timeout_ms);
 		goto out_destroy;
 	}
 	if (ret) {
-		lib_set_error(ret, "%s://%s:%u: connection lost during discovery",
-			      u->scheme, u->host, u->port);
+		lib_set_error(ret, "%s: connection lost during discovery",
+			      rblk_url_str(u));
 		goto out_destroy;
 	}
 	if (rblk_msg_type(msg, msg_len) == RBLK_MSG_LOGIN &&
@@ -131,23 +131,23 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 		if (login.status == RBLK_S_INVALID ||
 		    login.status == RBLK_S_BAD_STATE) {
 			ret = lib_set_error(-EOPNOTSUPP,
-					    "%s://%s:%u: target does not support discovery (older rblk-target?): %s",
-					    u->scheme, u->host, u->port,
+					    "%s: target does not support discovery (older rblk-target?): %s",
+					    rblk_url_str(u),
 					    rblk_status_str((int)login.status));
 			goto out_destroy;
 		}
 		/* refused: denied, shutting down, ... */
 		ret = lib_set_error(rblk_status_to_errno((int)login.status),
-				    "%s://%s:%u refused discovery: %s",
-				    u->scheme, u->host, u->port,
+				    "%s refused discovery: %s",
+				    rblk_url_str(u),
 				    rblk_status_str((int)login.status));
 		goto out_destroy;
 	}
 	st = rblk_disc_reply_decode(msg, msg_len, reply);
 	if (st || reply->first != first) {
 		ret = lib_set_error(-EPROTO,
-				    "%s://%s:%u: malformed discovery answer",
-				    u->scheme, u->host, u->port);
+				    "%s: malformed discovery answer",
+				    rblk_url_str(u));
 		goto out_destroy;
 	}
 	ret = 0;
@@ -183,12 +183,12 @@ int rblk_discover(const char *url, const struct rblk_opts *opts,
 		return lib_set_error(-EINVAL, "%s", err);
 	if (u.export_name[0])
 		return lib_set_error(-EINVAL,
-				     "'%s': discovery takes no export name (want %s://HOST[:PORT])",
-				     url, u.scheme);
+				     "'%s': discovery takes no export name (want %s)",
+				     url, rblk_url_form(u.scheme, false));
 	d.ops = xp_find(u.scheme);
 	if (!d.ops)
 		return lib_set_error(-EPROTONOSUPPORT,
-				     "'%s': unknown transport '%s' (tcp, rdma)",
+				     "'%s': unknown transport '%s' (tcp, rdma, unix)",
 				     url, u.scheme);
 	if (!d.host_name) {
 		if (gethostname(host, sizeof(host) - 1))

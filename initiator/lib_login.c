@@ -289,14 +289,14 @@ static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
 	if (ret && err_set)
 		return ret;
 	if (ret == -ETIMEDOUT)
-		return set_error(ret, "%s://%s:%u: no login answer within %d ms",
-				 u->scheme, u->host, u->port, o->timeout_ms);
+		return set_error(ret, "%s: no login answer within %d ms",
+				 rblk_url_str(u), o->timeout_ms);
 	if (ret == -EPROTO)
-		return set_error(ret, "%s://%s:%u: malformed login answer",
-				 u->scheme, u->host, u->port);
+		return set_error(ret, "%s: malformed login answer",
+				 rblk_url_str(u));
 	if (ret)
-		return set_error(ret, "%s://%s:%u: connection lost during login",
-				 u->scheme, u->host, u->port);
+		return set_error(ret, "%s: connection lost during login",
+				 rblk_url_str(u));
 	return 0;
 }
 
@@ -314,8 +314,8 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 	if (login_auth_error(r, (int)login->status))
 		return ret;
 	if (login->status == RBLK_S_NO_EXPORT)
-		return set_error(ret, "export '%s' not found on %s://%s:%u",
-				 u->export_name, u->scheme, u->host, u->port);
+		return set_error(ret, "export '%s' not found on %s",
+				 u->export_name, rblk_url_str(u));
 	if (login->status == RBLK_S_INVALID && ask) {
 		r->inline_refused = true;
 		return set_error(-EPROTO,
@@ -354,8 +354,8 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 	    login->max_io != q->max_io || login->queue_depth != q->qd ||
 	    (login->features ^ q->features) & ~RBLK_F_CMD_DONE)
 		return set_error(-EPROTO,
-				 "%s://%s:%u/%s changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
-				 u->scheme, u->host, u->port, u->export_name,
+				 "%s, export %s, changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
+				 rblk_url_str(u), u->export_name,
 				 (unsigned long long)r->info.size,
 				 r->info.block_size, q->max_io, q->qd,
 				 q->features, (unsigned long long)login->size,

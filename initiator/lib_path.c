@@ -69,8 +69,8 @@ int lib_path_setup(struct rblk *r, const char *url, const struct rblk_opts *o)
 			return set_error(-EINVAL, "%s", err);
 		if (!p->url.export_name[0])
 			return set_error(-EINVAL,
-					 "'%s': no export name (want %s://HOST[:PORT]/EXPORT)",
-					 s, p->url.scheme);
+					 "'%s': no export name (want %s)",
+					 s, rblk_url_form(p->url.scheme, true));
 		/* the queues' poll groups and regions are one transport's */
 		if (strcmp(p->url.scheme, r->url.scheme))
 			return set_error(-EINVAL,

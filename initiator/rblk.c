@@ -40,7 +40,8 @@ static void usage(FILE *f)
 		fprintf(f, "  %-9s %s\n", subcommands[i].name,
 			subcommands[i].summary);
 	fprintf(f, "\nURL is tcp://HOST[:PORT]/EXPORT or rdma://HOST[:PORT]/EXPORT"
-		   " (default port 7441;\n'rblk discover' takes the URL without /EXPORT).\n"
+		   " (default port 7441;\n'rblk discover' takes the URL without /EXPORT),"
+		   " or unix:///EXPORT?socket=PATH for a\ntarget's unix socket on this host.\n"
 		   "'rblk COMMAND --help' describes each command.\n"
 		   "  -h, --help     show this help\n"
 		   "  -V, --version  show the version\n");

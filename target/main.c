@@ -364,7 +364,7 @@ static int open_listeners(struct target *t, struct listener *ls, int epfd)
 		}
 		ops = xp_find(u.scheme);
 		if (!ops) {
-			log_err("%s: unknown transport '%s' (tcp, rdma)",
+			log_err("%s: unknown transport '%s' (tcp, rdma, unix)",
 				ls[i].url, u.scheme);
 			return -EINVAL;
 		}
@@ -381,8 +381,8 @@ static int open_listeners(struct target *t, struct listener *ls, int epfd)
 			return -errno;
 		}
 		/* scripts wait for this line */
-		log_msg(LOG_INFO, "listening on %s://%s:%u", u.scheme, u.host,
-			u.port);
+		rblk_url_endpoint(&u, err, sizeof(err));
+		log_msg(LOG_INFO, "listening on %s", err);
 	}
 	return 0;
 }

@@ -191,7 +191,7 @@ int tcp_conn_create(int sock, struct xp_group *xg,
 		    const struct xp_conn_attr *attr, enum xp_conn_state state,
 		    struct tcp_conn **out)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = {0};
 	socklen_t sl = sizeof(ss);
 	struct xp_group *own = NULL;
 	struct tcp_conn *c;
@@ -235,7 +235,10 @@ int tcp_conn_create(int sock, struct xp_group *xg,
 		tcp_format_addr(&ss, c->peer, sizeof(c->peer));
 	else
 		snprintf(c->peer, sizeof(c->peer), "tcp ?");
-	if (setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+	if (ss.ss_family == AF_UNIX)
+		tcp_format_unix_peer(sock, &ss, c->peer, sizeof(c->peer));
+	else if (setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one,
+			    sizeof(one)) < 0)
 		log_warn("%s: setsockopt(TCP_NODELAY): %s", c->peer,
 			 strerror(errno));
 	ret = tcp_group_add(c->g, c);

@@ -135,14 +135,17 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -437,6 +440,7 @@ struct tcp_listener {
 	unsigned int backoff_ms; /* accept failing for lack of fds */
 	unsigned int npend;
 	struct tcp_pending pend[TCP_PENDING_MAX];
+	char unix_path[108]; /* a unix socket's file, unlinked at the end */
 };
 
 static inline struct tcp_conn *to_tcp(struct xp_conn *c)
@@ -536,6 +540,8 @@ void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit);
 /* tcp_listen.c */
 void tcp_format_addr(const struct sockaddr_storage *ss, char *buf,
 			    size_t size);
+void tcp_format_unix_peer(int sock, const struct sockaddr_storage *ss,
+			  char *buf, size_t size);
 
 /* tcp_mem.c */
 char *tcp_mr_check(struct tcp_conn *c, const struct tcp_hdr *h, int access,

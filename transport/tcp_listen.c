@@ -31,6 +31,48 @@ void tcp_format_addr(const struct sockaddr_storage *ss, char *buf,
 	}
 }
 
+/*
+ * A unix stream socket's peer: the path it connected to, or for an
+ * accepted one (unnamed) the peer process's credentials.
+ */
+void tcp_format_unix_peer(int sock, const struct sockaddr_storage *ss,
+			  char *buf, size_t size)
+{
+	const struct sockaddr_un *sun = (const struct sockaddr_un *)ss;
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+
+	if (sun->sun_path[0])
+		snprintf(buf, size, "unix %.*s", (int)sizeof(sun->sun_path),
+			 sun->sun_path);
+	else if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+		snprintf(buf, size, "unix pid %d uid %u", (int)cr.pid,
+			 (unsigned int)cr.uid);
+	else
+		snprintf(buf, size, "unix ?");
+}
+
+/* An absolute path names a unix socket (url.h: unix:///?socket=PATH). */
+static bool tcp_is_unix(const char *host)
+{
+	return host && host[0] == '/';
+}
+
+/* sockaddr_un for path; false if it does not fit. */
+static bool tcp_unix_addr(const char *path, struct sockaddr_un *sun,
+			  socklen_t *sl)
+{
+	size_t n = strlen(path);
+
+	if (n >= sizeof(sun->sun_path))
+		return false;
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	memcpy(sun->sun_path, path, n);
+	*sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	return true;
+}
+
 static int tcp_resolve(const char *host, uint16_t port, bool passive,
 		       struct addrinfo **res)
 {
@@ -180,19 +222,36 @@ static int tcp_group_connect(struct xp_group *g, const char *host,
 	ret = tcp_attr_check(attr);
 	if (ret)
 		return ret;
-	ret = tcp_resolve(host, port, false, &res);
-	if (ret)
-		return ret;
-	ret = -EHOSTUNREACH;
-	for (ai = res; ai; ai = ai->ai_next) {
-		ret = tcp_connect_one(ai, deadline, &fd);
-		if (!ret || ret == -ETIMEDOUT)
-			break;
-	}
-	freeaddrinfo(res);
-	if (ret) {
-		log_err("tcp: connect(%s:%u): %s", host, port, strerror(-ret));
-		return ret;
+	if (tcp_is_unix(host)) {
+		struct sockaddr_un sun;
+		struct addrinfo uai = {.ai_family = AF_UNIX,
+				       .ai_socktype = SOCK_STREAM,
+				       .ai_addr = (struct sockaddr *)&sun};
+
+		ret = tcp_unix_addr(host, &sun, &uai.ai_addrlen)
+			  ? tcp_connect_one(&uai, deadline, &fd)
+			  : -ENAMETOOLONG;
+		if (ret) {
+			log_err("tcp: connect(unix %s): %s", host,
+				strerror(-ret));
+			return ret;
+		}
+	} else {
+		ret = tcp_resolve(host, port, false, &res);
+		if (ret)
+			return ret;
+		ret = -EHOSTUNREACH;
+		for (ai = res; ai; ai = ai->ai_next) {
+			ret = tcp_connect_one(ai, deadline, &fd);
+			if (!ret || ret == -ETIMEDOUT)
+				break;
+		}
+		freeaddrinfo(res);
+		if (ret) {
+			log_err("tcp: connect(%s:%u): %s", host, port,
+				strerror(-ret));
+			return ret;
+		}
 	}
 	ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
 	if (ret)
@@ -267,13 +326,55 @@ out_close_socket:
 	return -err;
 }
 
+/*
+ * Listen on the unix socket path. A socket file left by a process that
+ * is gone (connect() refused) is replaced; one that a live process
+ * serves is not. The file is made with the process's umask: a root
+ * target's socket takes connections from root only unless the operator
+ * opens it (chmod/chgrp, or a systemd socket directory).
+ */
+static int tcp_listen_unix(const char *path)
+{
+	struct sockaddr_un sun;
+	struct stat st;
+	socklen_t sl;
+	int fd, probe, ret;
+
+	if (!tcp_unix_addr(path, &sun, &sl))
+		return -ENAMETOOLONG;
+	fd = tcp_listen_one(AF_UNIX, (struct sockaddr *)&sun, sl, false);
+	if (fd != -EADDRINUSE)
+		return fd;
+	/* never remove what is not a socket (a mistyped volume path) */
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		log_err("tcp: %s exists and is not a socket", path);
+		return -EEXIST;
+	}
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe < 0)
+		return -errno;
+	ret = connect(probe, (struct sockaddr *)&sun, sl) ? -errno : 0;
+	close(probe);
+	if (ret != -ECONNREFUSED) {
+		log_err("tcp: unix socket %s is in use by another process",
+			path);
+		return -EADDRINUSE;
+	}
+	log_info("tcp: replacing stale unix socket %s", path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	return tcp_listen_one(AF_UNIX, (struct sockaddr *)&sun, sl, false);
+}
+
 static int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 	struct tcp_listener *l;
 	int fd = -EAFNOSUPPORT, ret;
 
-	if (!host || !*host || !strcmp(host, "0.0.0.0") ||
+	if (tcp_is_unix(host)) {
+		fd = tcp_listen_unix(host);
+	} else if (!host || !*host || !strcmp(host, "0.0.0.0") ||
 	    !strcmp(host, "::")) {
 		/* any: dual-stack IPv6 socket, IPv4 where there is no IPv6 */
 		struct sockaddr_in6 sin6 = {
@@ -307,8 +408,12 @@ static int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)
 		freeaddrinfo(res);
 	}
 	if (fd < 0) {
-		log_err("tcp: listen(%s:%u): %s", host ? host : "*", port,
-			strerror(-fd));
+		if (tcp_is_unix(host))
+			log_err("tcp: listen(unix %s): %s", host,
+				strerror(-fd));
+		else
+			log_err("tcp: listen(%s:%u): %s", host ? host : "*",
+				port, strerror(-fd));
 		return fd;
 	}
 	l = calloc(1, sizeof(*l));
@@ -319,6 +424,8 @@ static int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)
 	}
 	l->base.ops = &xp_tcp_ops;
 	l->lfd = fd;
+	if (tcp_is_unix(host))
+		snprintf(l->unix_path, sizeof(l->unix_path), "%s", host);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->epfd < 0) {
 		ret = -errno;
@@ -355,6 +462,8 @@ out_free_listener:
 	free(l);
 out_close_socket:
 	close(fd);
+	if (tcp_is_unix(host))
+		unlink(host);
 	return ret;
 }
 
@@ -377,6 +486,8 @@ static void tcp_listener_destroy(struct xp_listener *xl)
 	close(l->tfd);
 	close(l->epfd);
 	close(l->lfd);
+	if (l->unix_path[0])
+		unlink(l->unix_path); /* ours: made by tcp_listen_unix() */
 	free(l);
 }
 

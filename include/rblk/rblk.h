@@ -197,7 +197,7 @@ struct rblk_info {
 	uint32_t queue_depth; /* granted, per queue */
 	uint32_t queues;
 	uint32_t features; /* RBLK_FEAT_* */
-	const char *transport; /* "tcp" or "rdma" */
+	const char *transport; /* "tcp", "rdma" or "unix" */
 	const char *export_name;
 	const char *host; /* target host as given in the URL */
 	uint16_t port;

@@ -178,6 +178,45 @@ static void test_url_trailing_garbage(void **state)
 	url_bad("tcp://[::1]]", "unexpected");
 }
 
+/* A unix socket on this host, named as NBD URIs name one. */
+static void test_url_unix(void **state)
+{
+	char url[300], path[200], out[300];
+	struct rblk_url u;
+
+	(void)state;
+	url_ok("unix:///vol0?socket=/run/rblk/data.sock", "unix",
+	       "/run/rblk/data.sock", 0, "vol0");
+	url_ok("unix:///?socket=/tmp/t.sock", "unix", "/tmp/t.sock", 0, "");
+	url_bad("unix://vol0?socket=/tmp/t.sock", "unix:///");
+	url_bad("unix:///vol0", "socket path");
+	url_bad("unix:///vol0?sock=/tmp/t", "socket path");
+	url_bad("unix:///vol0?socket=tmp/t.sock", "absolute");
+	url_bad("unix:///vol0?socket=", "absolute");
+	url_bad("unix:///a/b?socket=/tmp/t.sock", "bad character");
+	/* sun_path holds 107 bytes and the NUL */
+	memset(path, 'p', sizeof(path));
+	path[0] = '/';
+	path[107] = 0;
+	snprintf(url, sizeof(url), "unix:///v?socket=%s", path);
+	url_ok(url, "unix", path, 0, "v");
+	path[107] = 'p';
+	path[108] = 0;
+	snprintf(url, sizeof(url), "unix:///v?socket=%s", path);
+	url_bad(url, "longer than 107");
+	/* for messages */
+	assert_int_equal(rblk_url_parse("unix:///v?socket=/s", 1, &u, NULL, 0),
+			 0);
+	rblk_url_endpoint(&u, out, sizeof(out));
+	assert_string_equal(out, "unix:///?socket=/s");
+	assert_int_equal(rblk_url_parse("tcp://[::1]:9/v", 1, &u, NULL, 0), 0);
+	rblk_url_endpoint(&u, out, sizeof(out));
+	assert_string_equal(out, "tcp://[::1]:9");
+	assert_int_equal(rblk_url_parse("rdma://h/v", 7441, &u, NULL, 0), 0);
+	rblk_url_endpoint(&u, out, sizeof(out));
+	assert_string_equal(out, "rdma://h:7441");
+}
+
 /* ---- parse_size ---------------------------------------------------------- */
 
 static void size_ok(const char *s, uint64_t want)
@@ -334,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_url_bad_port),
 		cmocka_unit_test(test_url_export_name),
 		cmocka_unit_test(test_url_trailing_garbage),
+		cmocka_unit_test(test_url_unix),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_parse_uint),
 		cmocka_unit_test(test_parse_seconds_ms),

@@ -4,7 +4,9 @@
  * on either transport: poll groups, watched fds, the sleep protocol,
  * memory windows and their isolation.
  *
- *   build/tests/test_xp            tcp over 127.0.0.1 (make check-unit)
+ *   build/tests/test_xp            tcp over 127.0.0.1, then over a unix
+ *                                  socket (make check-unit; or name one:
+ *                                  test_xp tcp, test_xp unix)
  *   RBLK_TEST_RDMA_ADDR=192.0.2.1 build/tests/test_xp rdma
  *                                  rdma (the guest: tests/vm/tests/10-*)
  *
@@ -1525,28 +1527,39 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_small_polls, setup,
 					    teardown),
 	};
-	const char *name = argc > 1 ? argv[1] : "tcp";
 	const char *lvl = getenv("RBLK_TEST_LOG");
+	char upath[64];
+	int failed = 0;
 
 	if (lvl && log_parse_level(lvl) >= 0)
 		log_set_level(log_parse_level(lvl));
 	else
 		log_set_level(LOG_ERR);
-	X = xp_find(name);
-	if (!X) {
-		fprintf(stderr, "usage: %s [tcp|rdma]\n", argv[0]);
-		return 1;
-	}
-	if (X == &xp_rdma_ops) {
-		addr = getenv("RBLK_TEST_RDMA_ADDR");
-		if (!addr || !*addr) {
-			printf("skip: RBLK_TEST_RDMA_ADDR is not set (an IP "
-			       "address on an RDMA device)\n");
-			return 77;
+	/* no argument: tcp on 127.0.0.1, then the same over a unix socket */
+	for (int i = 1; i < (argc > 1 ? 2 : 3); i++) {
+		const char *name = argc > 1 ? argv[1] : i == 1 ? "tcp" : "unix";
+
+		X = xp_find(name);
+		if (!X) {
+			fprintf(stderr, "usage: %s [tcp|unix|rdma]\n",
+				argv[0]);
+			return 1;
 		}
+		addr = "127.0.0.1";
+		if (!strcmp(name, "unix")) {
+			snprintf(upath, sizeof(upath), "/tmp/rblk-test-xp.%d.sock",
+				 (int)getpid());
+			addr = upath;
+		} else if (X == &xp_rdma_ops) {
+			addr = getenv("RBLK_TEST_RDMA_ADDR");
+			if (!addr || !*addr) {
+				printf("skip: RBLK_TEST_RDMA_ADDR is not set (an "
+				       "IP address on an RDMA device)\n");
+				return 77;
+			}
+		}
+		failed |= cmocka_run_group_tests_name(name, tests, group_setup,
+						      group_teardown);
 	}
-	return cmocka_run_group_tests_name(name, tests, group_setup,
-					   group_teardown)
-		   ? 1
-		   : 0;
+	return failed ? 1 : 0;
 }

@@ -8,6 +8,9 @@
 #   engine           fio rblk ioengine (build/rblk-fio.so) -> rblk-target,
 #                    tcp transport on loopback; default settings (push
 #                    reads, the tcp transport's preference), event completions
+#   engine-unix      the same over a unix socket (unix:///vol0?socket=...),
+#                    the socket family nbdkit-unix is measured on (not in
+#                    the default list)
 #   engine-pull      the same, --read_mode=pull
 #   engine-buffered  the same against the file exported cache=buffered
 #                    (page cache and read-ahead instead of O_DIRECT)
@@ -15,6 +18,8 @@
 #   engine-adaptive  the same, --poll=adaptive --poll_spin_us=50 (librblk
 #                    spins 50 us before it sleeps)
 #   rblk-nbd         fio nbd engine -> `rblk nbd` (unix socket) -> rblk-target
+#   rblk-nbd-unix    the same, `rblk nbd` connected to the target's unix
+#                    socket (not in the default list)
 #   rblk-nbd-spin    the same, `rblk nbd --poll-spin-us 50` (spins 50 us
 #                    before it sleeps; not in the default list)
 #   nbdkit-unix      fio nbd engine -> `nbdkit file cache=none`, unix socket
@@ -85,11 +90,13 @@ fio --enghelp=nbd >/dev/null 2>&1 || { echo "host-bench: this fio has no nbd eng
 bench_workloads "$only"
 # report.py: path:label:peer ('~' = space)
 REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
+	engine-unix:engine,~unix~socket:nbdkit-unix
 	engine-pull:engine,~pull~reads:engine
 	engine-buffered:engine,~cache=buffered~export:nbdkit-unix
 	engine-busy:engine,~busy~poll:engine
 	engine-adaptive:engine,~adaptive~poll~50~us:engine
 	rblk-nbd:rblk~nbd~(fio~nbd~engine):nbdkit-unix
+	rblk-nbd-unix:rblk~nbd~to~a~unix~socket:nbdkit-unix
 	rblk-nbd-spin:rblk~nbd~--poll-spin-us~50:nbdkit-unix
 	nbdkit-unix:nbdkit~file,~unix~socket:io_uring
 	nbdkit-tcp:nbdkit~file,~TCP:nbdkit-unix
@@ -124,15 +131,26 @@ declare -A spid # path -> server pids (for CPU time)
 needs() { [[ " $paths " == *" $1 "* ]]; }
 
 if needs engine || needs engine-pull || needs engine-buffered || needs engine-busy ||
-	needs engine-adaptive || needs rblk-nbd || needs rblk-nbd-spin; then
+	needs engine-adaptive || needs rblk-nbd || needs rblk-nbd-spin ||
+	needs engine-unix || needs rblk-nbd-unix; then
 	port=$(bench_free_port)
 	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
+		--listen "unix:///?socket=$dir/target.sock" --ctl-socket none \
 		--export "vol0=$dir/vol.img" --export "vol1=$dir/vol.img,cache=buffered" \
 		>"$dir/target.log" 2>&1 &
 	tpid=$!
 	pids+=("$tpid")
-	wait_for "$dir/target.log" "listening on"
-	for p in engine engine-pull engine-buffered engine-busy engine-adaptive; do spid[$p]=$tpid; done
+	wait_for "$dir/target.log" "listening on unix"
+	for p in engine engine-pull engine-buffered engine-busy engine-adaptive engine-unix; do
+		spid[$p]=$tpid
+	done
+fi
+if needs rblk-nbd-unix; then
+	"$build/rblk" nbd "unix:///vol0?socket=$dir/target.sock" --socket "$dir/rblk-unix.sock" \
+		--queues "$jobs" >"$dir/nbd-unix.out" 2>"$dir/nbd-unix.log" &
+	pids+=($!)
+	spid[rblk-nbd-unix]="$tpid $!"
+	wait_for "$dir/nbd-unix.out" "^ready "
 fi
 if needs rblk-nbd; then
 	"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk.sock" \
@@ -168,11 +186,13 @@ fi
 declare -A pargs
 e="--ioengine=external:$engine --uri=tcp://127.0.0.1:${port:-0}/vol0"
 pargs[engine]="$e"
+pargs[engine-unix]="--ioengine=external:$engine --uri=unix:///vol0?socket=$dir/target.sock"
 pargs[engine-pull]="$e --read_mode=pull"
 pargs[engine-buffered]="${e%/vol0}/vol1"
 pargs[engine-busy]="$e --poll=busy"
 pargs[engine-adaptive]="$e --poll=adaptive --poll_spin_us=50"
 pargs[rblk-nbd]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk.sock"
+pargs[rblk-nbd-unix]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-unix.sock"
 pargs[rblk-nbd-spin]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-spin.sock"
 pargs[nbdkit-unix]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/nbdkit.sock"
 pargs[nbdkit-tcp]="--ioengine=nbd --uri=nbd://127.0.0.1:${nport:-0}/"
@@ -252,9 +272,9 @@ fstype=$(stat -f -c %T "$where")
 		echo "- $p: \`$a\`"
 	done
 	echo
-	echo "Servers: \`rblk-target --listen tcp://127.0.0.1:PORT --export vol0=\$DIR/vol.img --export vol1=\$DIR/vol.img,cache=buffered\`;" \
+	echo "Servers: \`rblk-target --listen tcp://127.0.0.1:PORT --listen unix:///?socket=\$DIR/target.sock --export vol0=\$DIR/vol.img --export vol1=\$DIR/vol.img,cache=buffered\`;" \
 		"\`rblk nbd tcp://127.0.0.1:PORT/vol0 --socket \$DIR/rblk.sock --queues $jobs\`" \
-		"$(needs rblk-nbd-spin && echo "(and the same with --socket \$DIR/rblk-spin.sock --poll-spin-us 50)");" \
+		"$(needs rblk-nbd-unix && echo "(and \`rblk nbd unix:///vol0?socket=\$DIR/target.sock --socket \$DIR/rblk-unix.sock\`)")$(needs rblk-nbd-spin && echo " (and the same with --socket \$DIR/rblk-spin.sock --poll-spin-us 50)");" \
 		"\`nbdkit -f -U \$DIR/nbdkit.sock file \$DIR/vol.img cache=none\` and" \
 		"\`nbdkit -f -i 127.0.0.1 -p NPORT file \$DIR/vol.img cache=none\`."
 	echo "CPU us/IO: fio's usr+sys plus the servers' CPU time during the cell, per I/O." \
