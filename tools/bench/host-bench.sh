@@ -114,6 +114,13 @@ target "rblk fio engine vs nbdkit unix, 4k randread QD1" engine "4k randread QD1
 target "rblk nbd vs nbdkit unix, 4k randread QD1" rblk-nbd "4k randread QD1" nbdkit-unix iops 0.8
 target "rblk nbd vs nbdkit unix, 4k randread QD32" rblk-nbd "4k randread QD32" nbdkit-unix iops 1.0
 target "rblk fio engine vs nbdkit unix, 128k seq read QD16" engine "128k seq read QD16" nbdkit-unix mbs 1.0
+# the same cells with rblk on a unix socket too, the socket family of nbdkit-unix
+target "engine over a unix socket vs nbdkit unix, 4k randread QD32" engine-unix "4k randread QD32" nbdkit-unix iops 1.5
+target "engine over a unix socket vs nbdkit unix, 4k randread QD32, CPU us per I/O" engine-unix "4k randread QD32" nbdkit-unix cpu 0.67
+target "engine over a unix socket vs nbdkit unix, 4k randwrite QD32" engine-unix "4k randwrite QD32" nbdkit-unix iops 1.3
+target "engine over a unix socket vs nbdkit unix, 4k randread QD1" engine-unix "4k randread QD1" nbdkit-unix iops 1.0
+target "rblk nbd to a unix socket vs nbdkit unix, 4k randread QD1" rblk-nbd-unix "4k randread QD1" nbdkit-unix iops 0.8
+target "rblk nbd to a unix socket vs nbdkit unix, 4k randread QD32" rblk-nbd-unix "4k randread QD32" nbdkit-unix iops 1.0
 target "rblk fio engine, cache=buffered export, vs nbdkit unix, 128k seq read QD16" engine-buffered "128k seq read QD16" nbdkit-unix mbs 1.0
 
 BENCH_DIR_PARENT="$where"

@@ -140,8 +140,11 @@ def main():
     if a.target:
         out.append("| target | measured | goal | |")
         out.append("|---|---:|---:|---|")
+        ran = {k[0] for k in res}
         for t in a.target:
             label, p, w, q, qw, metric, goal = t.split("|")
+            if p not in ran:  # a path this run left out: no row
+                continue
             r = ratio(res.get((p, w)), res.get((q, qw)), metric)
             g = float(goal)
             lower = metric == "cpu"  # CPU per I/O: lower is better
