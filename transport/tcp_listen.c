@@ -350,7 +350,8 @@ static int tcp_listen_unix(const char *path)
 		log_err("tcp: %s exists and is not a socket", path);
 		return -EEXIST;
 	}
-	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* non-blocking: a live listener with a full backlog says EAGAIN */
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (probe < 0)
 		return -errno;
 	ret = connect(probe, (struct sockaddr *)&sun, sl) ? -errno : 0;
