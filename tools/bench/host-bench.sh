@@ -9,8 +9,7 @@
 #                    tcp transport on loopback; default settings (push
 #                    reads, the tcp transport's preference), event completions
 #   engine-unix      the same over a unix socket (unix:///vol0?socket=...),
-#                    the socket family nbdkit-unix is measured on (not in
-#                    the default list)
+#                    the socket family nbdkit-unix is measured on
 #   engine-pull      the same, --read_mode=pull
 #   engine-buffered  the same against the file exported cache=buffered
 #                    (page cache and read-ahead instead of O_DIRECT)
@@ -72,7 +71,7 @@ source "$(dirname "$0")/lib.sh"
 runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
 jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
 marker=host-bench repeat=${BENCH_ROUNDS:-5}
-paths="engine engine-pull engine-buffered engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
+paths="engine engine-unix engine-pull engine-buffered engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
 [ -n "$runtime" ] || runtime=5
 bench_args "--runtime=runtime --ramp=ramp --size=size --jobs=jobs
 	--paths=paths --dir=where --only=only --doc=doc --chart=chart
