@@ -44,8 +44,9 @@
  * them before the last is done, while the initiator, and whatever sits
  * behind it (`rblk nbd`'s client), waits with nothing to do. Taking 16 at
  * a time lets the first responses go while the target works on the rest:
- * `rblk nbd` 4k randread QD32 over tcp 1.2x with 256 (docs/BENCHMARKS.md,
- * "Turn budget"), for one more sendmsg and io_uring_enter per 16.
+ * `rblk nbd` 4k randread QD32 over tcp 1.15x what it did with 256
+ * (docs/BENCHMARKS.md, "the turn budget"), for one more sendmsg and
+ * io_uring_enter per 16.
  */
 #define TURN_BUDGET 16
 #define POLL_BATCH TURN_BUDGET

@@ -232,13 +232,11 @@ int tcp_conn_create(int sock, struct xp_group *xg,
 		goto out_free_conn;
 	}
 	if (getpeername(sock, (struct sockaddr *)&ss, &sl) == 0)
-		tcp_format_addr(&ss, c->peer, sizeof(c->peer));
+		tcp_format_addr(sock, &ss, c->peer, sizeof(c->peer));
 	else
 		snprintf(c->peer, sizeof(c->peer), "tcp ?");
-	if (ss.ss_family == AF_UNIX)
-		tcp_format_unix_peer(sock, &ss, c->peer, sizeof(c->peer));
-	else if (setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one,
-			    sizeof(one)) < 0)
+	if (ss.ss_family != AF_UNIX &&
+	    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
 		log_warn("%s: setsockopt(TCP_NODELAY): %s", c->peer,
 			 strerror(errno));
 	ret = tcp_group_add(c->g, c);

@@ -440,7 +440,8 @@ struct tcp_listener {
 	unsigned int backoff_ms; /* accept failing for lack of fds */
 	unsigned int npend;
 	struct tcp_pending pend[TCP_PENDING_MAX];
-	char unix_path[108]; /* a unix socket's file, unlinked at the end */
+	/* a unix socket's file, unlinked at the end ("": none) */
+	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
 static inline struct tcp_conn *to_tcp(struct xp_conn *c)
@@ -538,10 +539,8 @@ void tcp_rx_finish(struct tcp_conn *c);
 void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit);
 
 /* tcp_listen.c */
-void tcp_format_addr(const struct sockaddr_storage *ss, char *buf,
-			    size_t size);
-void tcp_format_unix_peer(int sock, const struct sockaddr_storage *ss,
-			  char *buf, size_t size);
+void tcp_format_addr(int sock, const struct sockaddr_storage *ss, char *buf,
+		     size_t size);
 
 /* tcp_mem.c */
 char *tcp_mr_check(struct tcp_conn *c, const struct tcp_hdr *h, int access,

@@ -7,12 +7,20 @@
 
 /* ---- addresses --------------------------------------------------------- */
 
-void tcp_format_addr(const struct sockaddr_storage *ss, char *buf,
-			    size_t size)
+/*
+ * A connected socket's peer, for messages: "tcp HOST:PORT"; for a unix
+ * socket the path it connected to, or for an accepted one (unnamed) the
+ * peer process's credentials.
+ */
+void tcp_format_addr(int sock, const struct sockaddr_storage *ss, char *buf,
+		     size_t size)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 	const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
 	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+	const struct sockaddr_un *sun = (const struct sockaddr_un *)ss;
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
 
 	if (ss->ss_family == AF_INET) {
 		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
@@ -26,30 +34,17 @@ void tcp_format_addr(const struct sockaddr_storage *ss, char *buf,
 		inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
 		snprintf(buf, size, "tcp [%s]:%u", host,
 			 ntohs(sin6->sin6_port));
-	} else {
-		snprintf(buf, size, "tcp ?");
-	}
-}
-
-/*
- * A unix stream socket's peer: the path it connected to, or for an
- * accepted one (unnamed) the peer process's credentials.
- */
-void tcp_format_unix_peer(int sock, const struct sockaddr_storage *ss,
-			  char *buf, size_t size)
-{
-	const struct sockaddr_un *sun = (const struct sockaddr_un *)ss;
-	struct ucred cr;
-	socklen_t cl = sizeof(cr);
-
-	if (sun->sun_path[0])
+	} else if (ss->ss_family == AF_UNIX && sun->sun_path[0]) {
 		snprintf(buf, size, "unix %.*s", (int)sizeof(sun->sun_path),
 			 sun->sun_path);
-	else if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+	} else if (ss->ss_family == AF_UNIX &&
+		   getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0) {
 		snprintf(buf, size, "unix pid %d uid %u", (int)cr.pid,
 			 (unsigned int)cr.uid);
-	else
-		snprintf(buf, size, "unix ?");
+	} else {
+		snprintf(buf, size, "%s ?",
+			 ss->ss_family == AF_UNIX ? "unix" : "tcp");
+	}
 }
 
 /* An absolute path names a unix socket (url.h: unix:///?socket=PATH). */

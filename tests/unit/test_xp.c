@@ -1536,8 +1536,15 @@ int main(int argc, char **argv)
 	else
 		log_set_level(LOG_ERR);
 	/* no argument: tcp on 127.0.0.1, then the same over a unix socket */
-	for (int i = 1; i < (argc > 1 ? 2 : 3); i++) {
-		const char *name = argc > 1 ? argv[1] : i == 1 ? "tcp" : "unix";
+	const char *names[2] = {"tcp", "unix"};
+	int nnames = 2;
+
+	if (argc > 1) {
+		names[0] = argv[1];
+		nnames = 1;
+	}
+	for (int i = 0; i < nnames; i++) {
+		const char *name = names[i];
 
 		X = xp_find(name);
 		if (!X) {
