@@ -856,6 +856,8 @@ unsigned int rblk_queue_inflight(const struct rblk_queue *q)
 /*
  * Adaptive polling: reap without sleeping for up to spin_us, or until a
  * completion is ready or the queue fails. Returns true if one is ready.
+ * Whether rblk_poll() spins at all is up to the queue's back-off
+ * (common/spin.h): a target slower than the spin soon stops costing one.
  */
 static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
 {
@@ -895,9 +897,15 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 		if (timeout_ms == 0)
 			return 0;
 		if (!spun && q->r->poll_spin_us && q->inflight) {
-			spun = true;
-			if (spin_poll(q, q->r->poll_spin_us))
-				continue;
+			bool found;
+
+			spun = true; /* once per call: one sleep, one decision */
+			if (spin_wanted(&q->spin)) {
+				found = spin_poll(q, q->r->poll_spin_us);
+				spin_result(&q->spin, found);
+				if (found)
+					continue;
+			}
 		}
 		if (rblk_queue_arm(q))
 			continue;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../common/auth.h"
+#include "../common/spin.h"
 #include "../common/proto.h"
 #include "../common/qp.h"
 #include "../common/url.h"
@@ -149,6 +150,7 @@ struct rblk_queue {
 
 	struct rblk_completion *done; /* ring of nr_ios */
 	unsigned int done_head, done_count;
+	struct spin_backoff spin; /* rblk_poll()'s adaptive spin */
 
 	struct user_mr *umrs; /* sorted by addr */
 	unsigned int nr_umrs, cap_umrs;

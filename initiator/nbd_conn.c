@@ -477,33 +477,26 @@ static bool rx_process(struct nc *c)
 
 /* ---- the loop ----------------------------------------------------------- */
 
-#define NC_SPIN_BACKOFF_MAX 64
-
 /*
  * poll(p, np, 0) until something is ready or o->spin_us have passed:
- * what poll() returns, 0 when nothing came. An empty spin doubles the
- * count of sleeps that skip spinning; one that finds something resets it.
+ * what poll() returns, 0 when nothing came (or the back-off said not to
+ * spin this time, common/spin.h).
  */
 static int spin_poll(struct nc *c, struct pollfd *p, nfds_t np)
 {
 	uint64_t end = now_ns() + (uint64_t)c->o->spin_us * 1000;
 	int ret;
 
-	if (c->spin_skip) {
-		c->spin_skip--;
+	if (!spin_wanted(&c->spin))
 		return 0;
-	}
 	do {
 		ret = poll(p, np, 0);
 		if (ret) {
-			c->spin_backoff = 0;
+			spin_result(&c->spin, true);
 			return ret;
 		}
 	} while (now_ns() < end);
-	c->spin_backoff = c->spin_backoff ?
-			      MIN(2 * c->spin_backoff, NC_SPIN_BACKOFF_MAX) :
-			      1;
-	c->spin_skip = c->spin_backoff;
+	spin_result(&c->spin, false);
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "common/freelist.h"
+#include "common/spin.h"
 #include "initiator/nbd_conn.h"
 #include "initiator/nbd_proto.h"
 
@@ -97,8 +98,7 @@ struct nc {
 	 * the loop call rblk_poll(): each call costs an epoll_wait on tcp.
 	 */
 	bool q_ready;
-	unsigned int spin_skip;	   /* sleeps left that do not spin */
-	unsigned int spin_backoff; /* spin_skip after the next empty spin */
+	struct spin_backoff spin; /* o->spin_us: common/spin.h */
 	bool sock_dead; /* the socket failed: replies are dropped */
 	bool q_dead;	/* the rblk connection failed */
 	bool aborting;	/* abort_fd fired; deadline_ms applies */

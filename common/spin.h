@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Back-off for poll-before-sleep loops (librblk's adaptive rblk_poll(),
+ * `rblk nbd --poll-spin-us`). A spin that finds something saves a sleep
+ * and a wake-up, which on most machines cost more CPU than the spin did;
+ * a spin that finds nothing wasted its budget. So after an empty spin the
+ * next 1, 2, 4 ... SPIN_BACKOFF_MAX sleeps skip spinning, and one spin
+ * that finds something resets that: a peer slower than the budget (a
+ * disk, a loaded target) costs a spin per 64 sleeps, not one per sleep.
+ */
+#ifndef RBLK_COMMON_SPIN_H
+#define RBLK_COMMON_SPIN_H
+
+#include <stdbool.h>
+
+#define SPIN_BACKOFF_MAX 64
+
+struct spin_backoff {
+	unsigned int skip;    /* sleeps left that do not spin */
+	unsigned int backoff; /* skip after the next empty spin */
+};
+
+/* True when this sleep should spin first; false uses up one skip. */
+static inline bool spin_wanted(struct spin_backoff *s)
+{
+	if (!s->skip)
+		return true;
+	s->skip--;
+	return false;
+}
+
+/* Record how a spin went. */
+static inline void spin_result(struct spin_backoff *s, bool found)
+{
+	if (found) {
+		s->backoff = 0;
+		return;
+	}
+	s->backoff = !s->backoff ? 1 :
+		     2 * s->backoff > SPIN_BACKOFF_MAX ? SPIN_BACKOFF_MAX :
+							 2 * s->backoff;
+	s->skip = s->backoff;
+}
+
+#endif
