@@ -7,15 +7,16 @@
 #
 #   engine           fio rblk ioengine (build/rblk-fio.so) -> rblk-target,
 #                    tcp transport on loopback; default settings (push
-#                    reads, the tcp transport's preference), event completions
+#                    reads, the tcp transport's preference; adaptive polling,
+#                    50 us)
 #   engine-unix      the same over a unix socket (unix:///vol0?socket=...),
 #                    the socket family nbdkit-unix is measured on
 #   engine-pull      the same, --read_mode=pull
 #   engine-buffered  the same against the file exported cache=buffered
 #                    (page cache and read-ahead instead of O_DIRECT)
 #   engine-busy      the same, --poll=busy (getevents never sleeps)
-#   engine-adaptive  the same, --poll=adaptive --poll_spin_us=50 (librblk
-#                    spins 50 us before it sleeps)
+#   engine-event     the same, --poll=event (getevents sleeps at once; the
+#                    default before 2026-11-27)
 #   rblk-nbd         fio nbd engine -> `rblk nbd` (unix socket) -> rblk-target
 #   rblk-nbd-unix    the same, `rblk nbd` connected to the target's unix
 #                    socket (not in the default list)
@@ -71,7 +72,7 @@ source "$(dirname "$0")/lib.sh"
 runtime=${BENCH_RUNTIME:-5} ramp=${BENCH_RAMP:-1} size=${BENCH_SIZE:-256}
 jobs=${BENCH_JOBS:-1} where=${TMPDIR:-/tmp} doc='' chart='' only=''
 marker=host-bench repeat=${BENCH_ROUNDS:-5}
-paths="engine engine-unix engine-pull engine-buffered engine-busy engine-adaptive rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
+paths="engine engine-unix engine-pull engine-buffered engine-busy engine-event rblk-nbd nbdkit-unix nbdkit-tcp io_uring"
 [ -n "$runtime" ] || runtime=5
 bench_args "--runtime=runtime --ramp=ramp --size=size --jobs=jobs
 	--paths=paths --dir=where --only=only --doc=doc --chart=chart
@@ -93,7 +94,7 @@ REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
 	engine-pull:engine,~pull~reads:engine
 	engine-buffered:engine,~cache=buffered~export:nbdkit-unix
 	engine-busy:engine,~busy~poll:engine
-	engine-adaptive:engine,~adaptive~poll~50~us:engine
+	engine-event:engine,~event~poll~(no~spin):engine
 	rblk-nbd:rblk~nbd~(fio~nbd~engine):nbdkit-unix
 	rblk-nbd-unix:rblk~nbd~to~a~unix~socket:nbdkit-unix
 	rblk-nbd-spin:rblk~nbd~--poll-spin-us~50:nbdkit-unix
@@ -137,7 +138,7 @@ declare -A spid # path -> server pids (for CPU time)
 needs() { [[ " $paths " == *" $1 "* ]]; }
 
 if needs engine || needs engine-pull || needs engine-buffered || needs engine-busy ||
-	needs engine-adaptive || needs rblk-nbd || needs rblk-nbd-spin ||
+	needs engine-event || needs rblk-nbd || needs rblk-nbd-spin ||
 	needs engine-unix || needs rblk-nbd-unix; then
 	port=$(bench_free_port)
 	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
@@ -147,7 +148,7 @@ if needs engine || needs engine-pull || needs engine-buffered || needs engine-bu
 	tpid=$!
 	pids+=("$tpid")
 	wait_for "$dir/target.log" "listening on unix"
-	for p in engine engine-pull engine-buffered engine-busy engine-adaptive engine-unix; do
+	for p in engine engine-pull engine-buffered engine-busy engine-event engine-unix; do
 		spid[$p]=$tpid
 	done
 fi
@@ -196,7 +197,7 @@ pargs[engine-unix]="--ioengine=external:$engine --uri=unix:///vol0?socket=$dir/t
 pargs[engine-pull]="$e --read_mode=pull"
 pargs[engine-buffered]="${e%/vol0}/vol1"
 pargs[engine-busy]="$e --poll=busy"
-pargs[engine-adaptive]="$e --poll=adaptive --poll_spin_us=50"
+pargs[engine-event]="$e --poll=event"
 pargs[rblk-nbd]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk.sock"
 pargs[rblk-nbd-unix]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-unix.sock"
 pargs[rblk-nbd-spin]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-spin.sock"

@@ -5,10 +5,11 @@
 # rdma_rxe on d0 = 192.0.2.1): fio on the same backing store through
 #
 #   engine           fio's rblk ioengine ($BUILD/rblk-fio.so) -> rblk-target
-#                    (pull reads, event-driven completions)
+#                    (pull reads, adaptive polling: spin 50 us, then sleep)
 #   engine-push      the same with --read_mode=push (target RDMA WRITEs)
 #   engine-busy      the same with --poll=busy (never sleeps)
-#   engine-adaptive  the same with --poll=adaptive (spin 50 us, then sleep)
+#   engine-event     the same with --poll=event (sleep at once; the default
+#                    before 2026-11-27)
 #   ublk     /dev/ublkbN from `rblk map --ublk --queues 2`, libaio, direct
 #   nbd      /dev/nbdN   from `rblk map --nbd --queues 2`, libaio, direct
 #   nvme     the kernel's nvme-rdma -> nvmet-rdma (configfs), libaio, direct
@@ -29,7 +30,7 @@
 #                                        docs/BENCHMARKS.md)
 #   BUILD=build tests/vm/run-vm.sh --out /tmp/vmbench --timeout 1500 -- \
 #       tools/bench/vm-bench.sh [--runtime S] [--ramp S] [--size MiB]
-#       [--paths "engine engine-push engine-busy engine-adaptive ublk nbd
+#       [--paths "engine engine-push engine-busy engine-event ublk nbd
 #       nvme wire"] [--backing brd|file] [--rounds N] [--only REGEX]
 #
 #   tools/bench/vm-bench.sh --dry-run   on the host: check tools, print plan
@@ -59,7 +60,7 @@ BENCH_NAME=vm-bench
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 runtime=${VMB_RUNTIME:-4} ramp=${VMB_RAMP:-1} size=${VMB_SIZE:-512}
-paths=${VMB_PATHS:-"engine engine-push engine-busy engine-adaptive ublk nbd nvme wire"}
+paths=${VMB_PATHS:-"engine engine-push engine-busy engine-event ublk nbd nvme wire"}
 rounds=${VMB_ROUNDS:-5} only=
 backing=${VMB_BACKING:-brd}
 dry=0 report='' chart='' doc=''
@@ -80,7 +81,7 @@ bench_workloads "$only"
 # report.py: path:label:peer (label '~' = space), and the issue's targets
 VMB_REPORT_PATHS="engine:rblk~fio~engine:nvme engine-push:engine,~push~reads:engine
 	engine-busy:engine,~busy~poll:engine
-	engine-adaptive:engine,~adaptive~poll~50~us:engine
+	engine-event:engine,~event~poll~(no~spin):engine
 	ublk:rblk~ublk:nvme nbd:rblk~nbd:nvme nvme:nvme-rdma~(kernel):
 	wire-read-bw:wire~ib_read_bw~-R~128~KiB: wire-write-bw:wire~ib_write_bw~-R~128~KiB:
 	wire-read-lat:wire~ib_read_lat~-R~4~KiB~(typical):"
@@ -318,7 +319,7 @@ setup_engine()
 	case $path in
 	engine-push) extra=' --read_mode=push' ;;
 	engine-busy) extra=' --poll=busy' ;;
-	engine-adaptive) extra=' --poll=adaptive --poll_spin_us=50' ;;
+	engine-event) extra=' --poll=event' ;;
 	esac
 	log "path $path: fio ioengine external:rblk-fio.so$extra -> rdma://$ADDR:$PORT/vol"
 	start_target || { failed_all "$path" "rblk-target did not start"; return; }
@@ -459,7 +460,7 @@ md=$OUT/vm-bench.md
 		"--numjobs=1 --size=${size}M --time_based --runtime=$runtime --ramp_time=$ramp" \
 		"--norandommap --randrepeat=0 --group_reporting --output-format=json\` with PATH-ARGS" \
 		"\`--ioengine=external:build/rblk-fio.so --uri=rdma://$ADDR:$PORT/vol\`" \
-		"(engine; plus \`--read_mode=push\`, \`--poll=busy\`, \`--poll=adaptive --poll_spin_us=50\`)" \
+		"(engine; plus \`--read_mode=push\`, \`--poll=busy\`, \`--poll=event\`)" \
 		"or \`--ioengine=libaio --direct=1 --filename=/dev/ublkbN|/dev/nbdN|/dev/nvmeXnY\`." \
 		"Servers: \`rblk-target --listen rdma://$ADDR:$PORT --export vol=$BACK\`;" \
 		"\`rblk map rdma://$ADDR:$PORT/vol --ublk|--nbd --queues 2\`;" \
