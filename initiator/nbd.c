@@ -31,8 +31,9 @@ static void usage(FILE *f)
 	    "                [--poll-spin-us N] [--reconnect-delay SEC]\n"
 	    "                [--ctrl-loss-timeout SEC] [--log-level L] [--help]\n"
 	    "\n"
-	    "Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT or\n"
-	    "rdma://HOST[:PORT]/EXPORT) to NBD clients: qemu-img, qemu-io, nbdcopy,\n"
+	    "Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT,\n"
+	    "rdma://HOST[:PORT]/EXPORT or unix:///EXPORT?socket=PATH) to NBD\n"
+	    "clients: qemu-img, qemu-io, nbdcopy,\n"
 	    "nbdinfo, nbdfuse, fio --ioengine=nbd, nbd-client.\n"
 	    "\n"
 	    "  --socket PATH         listen on a unix socket (created mode 0600; a stale\n"
@@ -70,7 +71,7 @@ static void usage(FILE *f)
 	    "                        queue for up to N microseconds (no sleep and\n"
 	    "                        wake-up when the reply or the next request comes\n"
 	    "                        within it; backs off while spins find nothing);\n"
-	    "                        for a host with a core to spare; default 0\n"
+	    "                        0: sleep at once; default %u\n"
 	    "  --reconnect-delay SEC first wait between reconnect attempts when a\n"
 	    "                        queue's connection is lost (doubles up to 10 s),\n"
 	    "                        default 1; clients' requests wait meanwhile\n"
@@ -95,7 +96,8 @@ static void usage(FILE *f)
 	    "Exit status: 0 after a clean shutdown, 1 on errors, 2 on usage errors.\n",
 	    NBD_DEFAULT_PORT, NBD_DEFAULT_QUEUES, NBD_DEFAULT_MAX_CONNS,
 	    NBD_DEFAULT_HANDSHAKE_MS / 1000.0,
-	    (unsigned long long)(NBD_DEFAULT_CLIENT_BUFFER >> 20));
+	    (unsigned long long)(NBD_DEFAULT_CLIENT_BUFFER >> 20),
+	    NBD_DEFAULT_SPIN_US);
 }
 
 static int usage_error(const char *fmt, ...)
@@ -377,6 +379,7 @@ static int parse_args(int argc, char **argv, struct nbd_args *a)
 	a->paths.failback_ms = -1;
 	a->handshake_ms = NBD_DEFAULT_HANDSHAKE_MS;
 	a->max_client_buf = NBD_DEFAULT_CLIENT_BUFFER;
+	a->spin_us = NBD_DEFAULT_SPIN_US;
 	build_getopt(lo);
 	optind = 1;
 	opterr = 0;
