@@ -624,6 +624,8 @@ int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
 		  1000000 },
 		{ "idle_timeout", offsetof(struct cfg_target, idle_timeout), 0,
 		  86400 },
+		{ "poll_spin_us", offsetof(struct cfg_target, poll_spin_us), 0,
+		  1000 },
 	};
 	unsigned long v;
 

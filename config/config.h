@@ -101,6 +101,12 @@ struct cfg_target {
 	unsigned int max_pending, max_pending_per_host;
 	unsigned int max_sessions, max_sessions_per_host;
 	unsigned int idle_timeout;
+	/*
+	 * A worker whose sessions all went quiet polls them for this long
+	 * (microseconds, 0..1000) before it sleeps, so a command that comes
+	 * within it costs no wake-up; 0 (default): sleep at once.
+	 */
+	unsigned int poll_spin_us;
 	/* control socket: a unix socket path, or "none" */
 	char ctl_socket[108];
 	bool ctl_socket_set; /* given explicitly: failing to create it is fatal */
@@ -225,9 +231,10 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
  * tcp://127.0.0.1:PORT; -EINVAL with reason.
  */
 /*
- * A limit key (max_pending, max_pending_per_host, max_sessions,
- * max_sessions_per_host, idle_timeout) by name: 1..1000000 (idle_timeout
- * 0..86400). 0, -ENOENT for another key, or -EINVAL with err set.
+ * A numeric key (max_pending, max_pending_per_host, max_sessions,
+ * max_sessions_per_host, idle_timeout, poll_spin_us) by name: 1..1000000
+ * (idle_timeout 0..86400, poll_spin_us 0..1000). 0, -ENOENT for another
+ * key, or -EINVAL with err set.
  */
 int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
 		  char *err, size_t errlen);

@@ -61,6 +61,10 @@ static void usage(FILE *f)
 		"      --max-sessions-per-host N ... from one address (default 2048)\n"
 		"      --idle-timeout SEC    drop a session silent this long (default 300,\n"
 		"                            0: never)\n"
+		"      --poll-spin-us N      a worker whose sessions went quiet polls\n"
+		"                            them N us (0..1000) before sleeping: lower\n"
+		"                            latency at low queue depth for CPU (default\n"
+		"                            0: sleep at once)\n"
 		"      --slot-pool SIZE      registered memory for command data, shared\n"
 		"                            by all sessions, split over the workers\n"
 		"                            (default 256M)\n"
@@ -215,6 +219,7 @@ static const struct target_opt {
 	{ "max-sessions-per-host", required_argument, 0, NULL,
 	  "max_sessions_per_host" },
 	{ "idle-timeout", required_argument, 0, NULL, "idle_timeout" },
+	{ "poll-spin-us", required_argument, 0, NULL, "poll_spin_us" },
 	{ "ctl-socket", required_argument, 0, cfg_set_ctl_socket, NULL },
 	{ "ctl-socket-mode", required_argument, 0, cfg_set_ctl_socket_mode,
 	  NULL },

@@ -23,6 +23,7 @@
 #include "../common/proto.h"
 #include "../common/qp.h"
 #include "../common/slot_pool.h"
+#include "../common/spin.h"
 #include "../config/config.h"
 #include "../transport/transport.h"
 #include "stats.h"
@@ -419,6 +420,8 @@ struct worker {
 	void *engine_priv;
 	struct treq *busy_head, *busy_tail; /* waiting for engine room */
 	struct tconn *flush_head; /* connections with a batch to post */
+	unsigned int spin_us; /* poll before sleeping (0: sleep at once) */
+	struct spin_backoff spin;
 	uint64_t now_ms; /* at the start of this turn */
 };
 

@@ -413,6 +413,34 @@ static void worker_turn(struct worker *w, struct epoll_event *evs, int n,
 	}
 }
 
+/*
+ * --poll-spin-us: before sleeping, poll the groups and the engine for up
+ * to w->spin_us (or until the main thread wants the turn lock), unless
+ * the back-off (common/spin.h) says to skip it. True when something came:
+ * take a turn instead of sleeping. At QD1 the next command comes a few
+ * microseconds after the response left, and catching it here saves a
+ * sleep and a cross-CPU wake-up (docs/BENCHMARKS.md, "Polling before
+ * sleeping").
+ */
+static bool worker_spin(struct worker *w, bool *closing)
+{
+	uint64_t end = now_ns() + (uint64_t)w->spin_us * 1000;
+	bool found = false;
+
+	if (!w->spin_us || !w->nr_conns || !spin_wanted(&w->spin))
+		return false;
+	do {
+		for (unsigned int i = 0; i < w->nr_groups; i++)
+			if (group_progress(w, &w->groups[i], closing))
+				found = true;
+		if (w->engine->ready && w->engine->ready(w))
+			found = true;
+	} while (!found && !atomic_load(&w->lock_wanted) &&
+		 now_ns() < end);
+	spin_result(&w->spin, found);
+	return found;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -429,7 +457,8 @@ static void *worker_main(void *arg)
 		int n = 0;
 
 		/* sleep only when every group is armed and empty */
-		if (!more && groups_armed(w, &closing) && !closing) {
+		if (!more && groups_armed(w, &closing) && !closing &&
+		    !worker_spin(w, &closing)) {
 			pthread_mutex_unlock(&w->turn_lock);
 			n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs), 1000);
 			pthread_mutex_lock(&w->turn_lock);
@@ -534,6 +563,7 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	memset(w, 0, sizeof(*w));
 	w->tgt = t;
 	w->index = index;
+	w->spin_us = t->cfg.poll_spin_us;
 	w->engine = t->engine;
 	w->pool_buf_index = POOL_BUF_UNTRIED;
 	pthread_mutex_init(&w->mailbox_lock, NULL);

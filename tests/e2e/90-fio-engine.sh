@@ -3,11 +3,14 @@
 # test 11): two jobs =
 # two rblk sessions of one queue each, QD16, random writes of 4k..64k with
 # crc32c headers, then a verify-only pass; the same with read_mode=push,
-# and verify-only passes with poll=busy and poll=adaptive; a queue depth
+# and verify-only passes with poll=busy and poll=event (the others use the
+# default, adaptive); a queue depth
 # of 2 under iodepth 16 (librblk's backlog, and FIO_Q_BUSY at max_queued). A
 # verify-only pass with fio's own psync engine on the exported file itself
 # proves the data landed at the right offsets, not only that the engine
-# reads back what it wrote.
+# reads back what it wrote. The target polls 50 us before it sleeps
+# (--poll-spin-us; every other test runs it sleeping at once), and a
+# value past its range is refused.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires truncate
@@ -17,7 +20,13 @@ engine=$RBLK_FIO_ENGINE
 
 img=$TEST_DIR/export.img
 truncate -s 64M "$img"
-start_target --export "vol0=$img"
+if "$RBLK_TARGET_BIN" --listen tcp://127.0.0.1:1 --poll-spin-us 1001 \
+	--export "vol0=$img" >"$TEST_DIR/spin.out" 2>&1; then
+	cat "$TEST_DIR/spin.out"; fail "rblk-target took --poll-spin-us 1001"
+fi
+grep -q "poll_spin_us: '1001' is not a number from 0 to 1000" \
+	"$TEST_DIR/spin.out" || { cat "$TEST_DIR/spin.out"; fail "no clear error for --poll-spin-us 1001"; }
+start_target --export "vol0=$img" --poll-spin-us 50
 url=$RBLK_TARGET_URL/vol0
 
 # each job owns its own 32 MiB region (offset_increment), so verification
@@ -54,8 +63,8 @@ for mode in pull push; do
 		{ cat "$TEST_DIR/$mode.file.out"; fail "$img does not hold what the $mode run wrote"; }
 done
 
-# busy and adaptive completion polling read back what the pull run wrote
-for poll in busy adaptive; do
+# busy and event completion polling read back what the pull run wrote
+for poll in busy event; do
 	run wpull "$TEST_DIR/poll-$poll.out" --poll="$poll" --poll_spin_us=20 \
 		--randseed=4242 --verify_only
 done

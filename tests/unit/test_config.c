@@ -116,6 +116,7 @@ static const char full[] =
 	"log_level = debug ; inline comment\n"
 	"max_queue_depth = 256\n"
 	"max_io = 2M\n"
+	"poll_spin_us = 50\n"
 	"\n"
 	"[export vol0]\n"
 	"path = /srv/vol0.img\n"
@@ -142,6 +143,7 @@ static void test_defaults(void **state)
 	assert_int_equal(cfg->log_level, -1);
 	assert_int_equal(cfg->max_queue_depth, 128);
 	assert_int_equal(cfg->max_io, 1u << 20);
+	assert_int_equal(cfg->poll_spin_us, 0);
 	free(cfg);
 }
 
@@ -160,6 +162,7 @@ static void test_load_full(void **state)
 	assert_int_equal(cfg->log_level, LOG_DEBUG);
 	assert_int_equal(cfg->max_queue_depth, 256);
 	assert_int_equal(cfg->max_io, 2u << 20);
+	assert_int_equal(cfg->poll_spin_us, 50);
 	assert_int_equal(cfg->nr_exports, 3);
 	assert_string_equal(cfg->exports[0].name, "vol0");
 	assert_string_equal(cfg->exports[0].path, "/srv/vol0.img");
@@ -301,6 +304,9 @@ static void test_load_bad_values(void **state)
 	load_bad("[target]\nworkers = 1025\n", 2, "workers");
 	load_bad("[target]\nengine = aio\n", 2, "engine");
 	load_bad("[target]\nengine = IO_URING\n", 2, "engine");
+	load_bad("[target]\npoll_spin_us = 1001\n", 2,
+		 "poll_spin_us: '1001' is not a number from 0 to 1000");
+	load_bad("[target]\npoll_spin_us = -1\n", 2, "poll_spin_us");
 	load_bad("[target]\nlog_level = verbose\n", 2, "log_level");
 	load_bad("[target]\nmax_queue_depth = 0\n", 2, "max_queue_depth");
 	load_bad("[target]\nmax_queue_depth = 1025\n", 2, "max_queue_depth");
