@@ -867,6 +867,7 @@ static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
 		progress(q);
 		if (q->done_count || q->dead)
 			return true;
+		spin_relax();
 	} while (now_ns() < end);
 	return false;
 }

@@ -495,6 +495,7 @@ static int spin_poll(struct nc *c, struct pollfd *p, nfds_t np)
 			spin_result(&c->spin, true);
 			return ret;
 		}
+		spin_relax();
 	} while (now_ns() < end);
 	spin_result(&c->spin, false);
 	return 0;

@@ -435,6 +435,8 @@ static bool worker_spin(struct worker *w, bool *closing)
 				found = true;
 		if (w->engine->ready && w->engine->ready(w))
 			found = true;
+		if (!found)
+			spin_relax();
 	} while (!found && !atomic_load(&w->lock_wanted) &&
 		 now_ns() < end);
 	spin_result(&w->spin, found);
