@@ -13,8 +13,9 @@
  * produce what we wait for, when three processes share two CPUs - it runs
  * at once instead of waiting for our spin to end, and where none is the
  * yield returns at once. Without it, `rblk nbd`'s spin cost 15% more CPU
- * per request at QD32 for no more IOPS; with it, 1.2x the IOPS at less
- * CPU than not spinning (docs/BENCHMARKS.md, "Polling before sleeping").
+ * per request at QD32 for no more IOPS; with it, 1.06x the IOPS of the
+ * spin without it, at less CPU per request (docs/BENCHMARKS.md,
+ * "Polling before sleeping").
  */
 #ifndef RBLK_COMMON_SPIN_H
 #define RBLK_COMMON_SPIN_H

@@ -16,9 +16,9 @@
 #include <stdint.h>
 
 #include "../common/auth.h"
-#include "../common/spin.h"
 #include "../common/proto.h"
 #include "../common/qp.h"
+#include "../common/spin.h"
 #include "../common/url.h"
 #include "../common/util.h"
 #include "../transport/transport.h"

@@ -25,9 +25,9 @@
 #define NBD_DEFAULT_CLIENT_BUFFER (2ull * NBD_MAX_PAYLOAD) /* heap, per client */
 /*
  * --poll-spin-us: at QD1 a spin replaces two sleeps and wake-ups per
- * request (1.4-1.6x the IOPS at the same CPU per I/O on the 2-CPU bench
- * host); at QD32 it costs ~15% more CPU per I/O for the same IOPS
- * (docs/BENCHMARKS.md, "Polling before sleeping, by default").
+ * request (1.4-1.6x the IOPS at the same CPU per request on the 2-CPU
+ * bench host); at QD32, yielding while it spins, it costs no IOPS and no
+ * CPU (docs/BENCHMARKS.md, "Polling before sleeping, by default").
  */
 #define NBD_DEFAULT_SPIN_US 50u
 
