@@ -20,8 +20,12 @@
 #   rblk-nbd         fio nbd engine -> `rblk nbd` (unix socket) -> rblk-target
 #   rblk-nbd-unix    the same, `rblk nbd` connected to the target's unix
 #                    socket (not in the default list)
-#   rblk-nbd-spin    the same, `rblk nbd --poll-spin-us 50` (spins 50 us
-#                    before it sleeps; not in the default list)
+#   rblk-nbd-nospin  the same, `rblk nbd --poll-spin-us 0` (sleeps at once;
+#                    the default before 2026-11-27; not in the default list)
+#   engine-tspin     engine-unix to a second rblk-target that spins before
+#                    it sleeps (--poll-spin-us 50; not in the default list)
+#   rblk-nbd-tspin   rblk-nbd-unix to that spinning target (not in the
+#                    default list)
 #   nbdkit-unix      fio nbd engine -> `nbdkit file cache=none`, unix socket
 #   nbdkit-tcp       fio nbd engine -> `nbdkit file cache=none`, TCP loopback
 #   io_uring         fio io_uring engine, O_DIRECT, on the file itself (the
@@ -97,7 +101,9 @@ REPORT_PATHS="engine:rblk~fio~engine:nbdkit-unix
 	engine-event:engine,~event~poll~(no~spin):engine
 	rblk-nbd:rblk~nbd~(fio~nbd~engine):nbdkit-unix
 	rblk-nbd-unix:rblk~nbd~to~a~unix~socket:nbdkit-unix
-	rblk-nbd-spin:rblk~nbd~--poll-spin-us~50:nbdkit-unix
+	rblk-nbd-nospin:rblk~nbd~--poll-spin-us~0:rblk-nbd
+	engine-tspin:engine,~unix,~target~--poll-spin-us~50:engine-unix
+	rblk-nbd-tspin:rblk~nbd~unix,~target~--poll-spin-us~50:rblk-nbd-unix
 	nbdkit-unix:nbdkit~file,~unix~socket:io_uring
 	nbdkit-tcp:nbdkit~file,~TCP:nbdkit-unix
 	io_uring:fio~io_uring~on~the~file~(ceiling):"
@@ -138,7 +144,7 @@ declare -A spid # path -> server pids (for CPU time)
 needs() { [[ " $paths " == *" $1 "* ]]; }
 
 if needs engine || needs engine-pull || needs engine-buffered || needs engine-busy ||
-	needs engine-event || needs rblk-nbd || needs rblk-nbd-spin ||
+	needs engine-event || needs rblk-nbd || needs rblk-nbd-nospin ||
 	needs engine-unix || needs rblk-nbd-unix; then
 	port=$(bench_free_port)
 	"$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level info \
@@ -166,12 +172,29 @@ if needs rblk-nbd; then
 	spid[rblk-nbd]="$tpid $!"
 	wait_for "$dir/nbd.out" "^ready "
 fi
-if needs rblk-nbd-spin; then
-	"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk-spin.sock" \
-		--queues "$jobs" --poll-spin-us 50 >"$dir/nbd-spin.out" 2>"$dir/nbd-spin.log" &
+if needs rblk-nbd-nospin; then
+	"$build/rblk" nbd "tcp://127.0.0.1:$port/vol0" --socket "$dir/rblk-nospin.sock" \
+		--queues "$jobs" --poll-spin-us 0 >"$dir/nbd-nospin.out" 2>"$dir/nbd-nospin.log" &
 	pids+=($!)
-	spid[rblk-nbd-spin]="$tpid $!"
-	wait_for "$dir/nbd-spin.out" "^ready "
+	spid[rblk-nbd-nospin]="$tpid $!"
+	wait_for "$dir/nbd-nospin.out" "^ready "
+fi
+if needs engine-tspin || needs rblk-nbd-tspin; then
+	"$build/rblk-target" --listen "unix:///?socket=$dir/target-spin.sock" \
+		--poll-spin-us 50 --allow-any-host --log-level info --ctl-socket none \
+		--export "vol0=$dir/vol.img" >"$dir/target-spin.log" 2>&1 &
+	t2pid=$!
+	pids+=("$t2pid")
+	wait_for "$dir/target-spin.log" "listening on unix"
+	spid[engine-tspin]=$t2pid
+fi
+if needs rblk-nbd-tspin; then
+	"$build/rblk" nbd "unix:///vol0?socket=$dir/target-spin.sock" \
+		--socket "$dir/rblk-tspin.sock" --queues "$jobs" \
+		>"$dir/nbd-tspin.out" 2>"$dir/nbd-tspin.log" &
+	pids+=($!)
+	spid[rblk-nbd-tspin]="$t2pid $!"
+	wait_for "$dir/nbd-tspin.out" "^ready "
 fi
 if needs nbdkit-unix; then
 	bench_nbdkit "$dir/vol.img" "$dir/nbdkit.sock" "$dir/nbdkit-unix.log"
@@ -200,7 +223,9 @@ pargs[engine-busy]="$e --poll=busy"
 pargs[engine-event]="$e --poll=event"
 pargs[rblk-nbd]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk.sock"
 pargs[rblk-nbd-unix]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-unix.sock"
-pargs[rblk-nbd-spin]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-spin.sock"
+pargs[rblk-nbd-nospin]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-nospin.sock"
+pargs[engine-tspin]="--ioengine=external:$engine --uri=unix:///vol0?socket=$dir/target-spin.sock"
+pargs[rblk-nbd-tspin]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/rblk-tspin.sock"
 pargs[nbdkit-unix]="--ioengine=nbd --uri=nbd+unix:///?socket=$dir/nbdkit.sock"
 pargs[nbdkit-tcp]="--ioengine=nbd --uri=nbd://127.0.0.1:${nport:-0}/"
 pargs[io_uring]="--ioengine=io_uring --direct=1 --filename=$dir/vol.img"
@@ -281,7 +306,7 @@ fstype=$(stat -f -c %T "$where")
 	echo
 	echo "Servers: \`rblk-target --listen tcp://127.0.0.1:PORT --listen unix:///?socket=\$DIR/target.sock --export vol0=\$DIR/vol.img --export vol1=\$DIR/vol.img,cache=buffered\`;" \
 		"\`rblk nbd tcp://127.0.0.1:PORT/vol0 --socket \$DIR/rblk.sock --queues $jobs\`" \
-		"$(needs rblk-nbd-unix && echo "(and \`rblk nbd unix:///vol0?socket=\$DIR/target.sock --socket \$DIR/rblk-unix.sock\`)")$(needs rblk-nbd-spin && echo " (and the same with --socket \$DIR/rblk-spin.sock --poll-spin-us 50)");" \
+		"$(needs rblk-nbd-unix && echo "(and \`rblk nbd unix:///vol0?socket=\$DIR/target.sock --socket \$DIR/rblk-unix.sock\`)")$(needs rblk-nbd-nospin && echo " (and the same with --socket \$DIR/rblk-nospin.sock --poll-spin-us 0)")$(needs engine-tspin && echo " (and a second target, \`rblk-target --listen unix:///?socket=\$DIR/target-spin.sock --poll-spin-us 50 --export vol0=\$DIR/vol.img\`, with \`rblk nbd\` to it on \$DIR/rblk-tspin.sock)");" \
 		"\`nbdkit -f -U \$DIR/nbdkit.sock file \$DIR/vol.img cache=none\` and" \
 		"\`nbdkit -f -i 127.0.0.1 -p NPORT file \$DIR/vol.img cache=none\`."
 	echo "CPU us/IO: fio's usr+sys plus the servers' CPU time during the cell, per I/O." \
