@@ -848,6 +848,11 @@ int rblk_queue_fd(struct rblk_queue *q)
 	return xp_group_fd(q->g);
 }
 
+unsigned int rblk_queue_ready(const struct rblk_queue *q)
+{
+	return q->done_count;
+}
+
 unsigned int rblk_queue_inflight(const struct rblk_queue *q)
 {
 	return q->inflight;
@@ -880,6 +885,14 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 
 	if (max <= 0)
 		return set_error(-EINVAL, "poll: max must be positive");
+	/*
+	 * Enough is ready: no post and no transport poll. A caller that
+	 * reaps one completion and submits one I/O per call (fio's default)
+	 * keeps its plug across these calls (rblk_queue_ready()), so the
+	 * I/Os go out together when the ready ones run out.
+	 */
+	if (q->done_count >= (unsigned int)max)
+		return take_done(q, c, max);
 	if (!q->dead)
 		lib_batch_flush(q); /* nothing plugged may wait while we sleep */
 	for (;;) {

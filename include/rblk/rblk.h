@@ -305,7 +305,9 @@ int rblk_queue_unplug(struct rblk_queue *q);
  * Reap up to max completions, waiting up to timeout_ms (0: do not wait,
  * -1: forever) for the first. Returns the count (0 on timeout) or -ENOTCONN
  * once the queue has failed for good and every I/O has been completed.
- * While the queue reconnects it waits (and returns 0 on timeout).
+ * While the queue reconnects it waits (and returns 0 on timeout). When
+ * rblk_queue_ready() already covers max, those are returned at once: no
+ * post, no transport poll (a plug stays held).
  */
 int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 	      int timeout_ms);
@@ -320,6 +322,15 @@ int rblk_queue_fd(struct rblk_queue *q);
 int rblk_queue_arm(struct rblk_queue *q);
 /* I/Os submitted and not yet reaped. */
 unsigned int rblk_queue_inflight(const struct rblk_queue *q);
+/*
+ * Completions already reaped from the transport: rblk_poll() returns up to
+ * this many at once without a system call. A caller that submits one I/O
+ * per completion it takes (fio's default) can stay plugged while this is
+ * non-zero and unplug when it reaches 0: the commands then go out in one
+ * post instead of one each, and none waits on more than the caller's own
+ * work, since rblk_poll() posts them before it touches the transport.
+ */
+unsigned int rblk_queue_ready(const struct rblk_queue *q);
 
 /* ---- synchronous helpers -------------------------------------------- */
 

@@ -752,7 +752,24 @@ static enum fio_q_status rblk_fio_queue(struct thread_data *td,
 	return FIO_Q_QUEUED;
 }
 
-/* The whole batch goes out in one post: one doorbell / one sendmsg. */
+/* Post what queue() held: one doorbell / one sendmsg for the lot. */
+static void unplug(struct rblk_fio *d)
+{
+	if (d->plugged) {
+		d->plugged = false;
+		rblk_queue_unplug(d->q);
+	}
+}
+
+/*
+ * The batch goes out in one post - but not yet while completions already
+ * reaped wait for getevents(). fio by default reaps one completion and
+ * commits one I/O per round (iodepth_batch and iodepth_batch_complete_max
+ * are 1), which would cost a post per I/O; holding the plug until the
+ * ready completions run out sends the I/Os queued meanwhile together. None
+ * waits on more than fio's own work: getevents() unplugs before it polls
+ * or sleeps, and fio reaps before it sleeps (thinktime, rate) or stops.
+ */
 static int rblk_fio_commit(struct thread_data *td)
 {
 	struct rblk_fio *d = td->io_ops_data;
@@ -760,10 +777,8 @@ static int rblk_fio_commit(struct thread_data *td)
 	if (d->nr_submitted)
 		io_u_mark_submit(td, d->nr_submitted);
 	d->nr_submitted = 0;
-	if (d->plugged) {
-		d->plugged = false;
-		rblk_queue_unplug(d->q);
-	}
+	if (!rblk_queue_ready(d->q))
+		unplug(d);
 	return 0;
 }
 
@@ -825,6 +840,8 @@ static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
 				w = (int)((deadline - now + 999999) / 1000000);
 			}
 		}
+		if (rblk_queue_ready(d->q) < max - n)
+			unplug(d); /* rblk_poll() will post and poll */
 		/*
 		 * poll=busy: the same loop, but rblk_poll() never sleeps;
 		 * w != 0 keeps us looping until min or the deadline.
