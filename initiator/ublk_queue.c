@@ -419,6 +419,8 @@ static int uq_run(struct uq *q)
 				strerror(-ret));
 			return ret;
 		}
+		/* every request of this wake-up goes to the target in one post */
+		rblk_queue_plug(q->rq);
 		n = 0;
 		io_uring_for_each_cqe(&q->ring, head, cqe)
 		{
@@ -426,6 +428,8 @@ static int uq_run(struct uq *q)
 			n++;
 		}
 		io_uring_cq_advance(&q->ring, n);
+		/* a failed post shows in the next rblk_poll() */
+		(void)rblk_queue_unplug(q->rq);
 		if (q->stopping && !q->expired && now_ms() >= q->stop_deadline)
 			uq_expire(q);
 	}
