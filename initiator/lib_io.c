@@ -860,21 +860,25 @@ unsigned int rblk_queue_inflight(const struct rblk_queue *q)
 
 /*
  * Adaptive polling: reap without sleeping for up to spin_us, or until a
- * completion is ready or the queue fails. Returns true if one is ready.
- * Whether rblk_poll() spins at all is up to the queue's back-off
+ * completion is ready or the queue fails. Returns true if one is ready;
+ * false also when the queue's back-off says not to spin this time
  * (common/spin.h): a target slower than the spin soon stops costing one.
  */
 static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
 {
 	uint64_t end = now_ns() + (uint64_t)spin_us * 1000;
+	bool found = false;
 
+	if (!spin_wanted(&q->spin))
+		return false;
 	do {
 		progress(q);
-		if (q->done_count || q->dead)
-			return true;
-		spin_relax();
-	} while (now_ns() < end);
-	return false;
+		found = q->done_count || q->dead;
+		if (!found)
+			spin_relax();
+	} while (!found && now_ns() < end);
+	spin_result(&q->spin, found);
+	return found;
 }
 
 int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
@@ -911,15 +915,9 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 		if (timeout_ms == 0)
 			return 0;
 		if (!spun && q->r->poll_spin_us && q->inflight) {
-			bool found;
-
 			spun = true; /* once per call: one sleep, one decision */
-			if (spin_wanted(&q->spin)) {
-				found = spin_poll(q, q->r->poll_spin_us);
-				spin_result(&q->spin, found);
-				if (found)
-					continue;
-			}
+			if (spin_poll(q, q->r->poll_spin_us))
+				continue;
 		}
 		if (rblk_queue_arm(q))
 			continue;
