@@ -10,9 +10,16 @@
 #       all fio-engine
 #   tools/bench/ab-engine.sh --a /tmp/old/build-old --b build [--rounds 5]
 #       [--runtime 5] [--ramp 0] [--workers 2] [--workloads "randwrite 4k 32,randread 4k 1"]
-#       [--scheme tcp|rdma] [--addr IP] [--dir TMPFS] [--cpu procs|system]
+#       [--scheme tcp|unix|rdma] [--addr IP] [--dir TMPFS] [--cpu procs|system]
 #       [--results FILE] [--export-opts ,cache=buffered] [--drop-caches]
-#       [--fio-opts "--read_mode=pull"]
+#       [--fio-opts "--read_mode=pull"] [--a-opts OPTS] [--b-opts OPTS]
+#
+# One build, two settings: --a and --b the same build, --a-opts / --b-opts
+# the fio options of one side only, e.g. the engine's default polling
+# against --poll=event at two depths:
+#
+#   tools/bench/ab-engine.sh --a build --b build --b-opts --poll=event \
+#       --workloads "randread 4k 8,randread 4k 32" --rounds 7 --ramp 1 --runtime 4
 #
 # Over rxe in the test guest (both builds under a path the guest sees, e.g.
 # /work/old, since the guest mounts the host root read-only):
@@ -50,13 +57,13 @@ BENCH_NAME=ab-engine
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 a='' b='' rounds=5 runtime=5 ramp=0 workers=2 scheme=tcp addr=127.0.0.1 tmp=/dev/shm
-cpu=procs results_out='' eopts='' drop='' fopts=''
+cpu=procs results_out='' eopts='' drop='' fopts='' aopts='' bopts=''
 workloads='randread 4k 32,read 128k 16'
 bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --ramp=ramp --workers=workers --workloads=workloads
 	--scheme=scheme --addr=addr --dir=tmp --cpu=cpu --results=results_out
-	--export-opts=eopts --drop-caches!drop --fio-opts=fopts" "$@"
+	--export-opts=eopts --drop-caches!drop --fio-opts=fopts --a-opts=aopts --b-opts=bopts" "$@"
 [ -n "$a" ] && [ -n "$b" ] || { echo "--a and --b are required" >&2; exit 2; }
-case $scheme in tcp | rdma) ;; *) echo "--scheme: tcp or rdma" >&2; exit 2 ;; esac
+case $scheme in tcp | unix | rdma) ;; *) echo "--scheme: tcp, unix or rdma" >&2; exit 2 ;; esac
 case $cpu in procs | system) ;; *) echo "--cpu: procs or system" >&2; exit 2 ;; esac
 dir=$(mktemp -d "$tmp/rblk-ab.XXXXXX")
 file=$dir/vol.img
@@ -73,13 +80,18 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # the whole machine's busy clock ticks (user nice system irq softirq)
 sys_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 
-run() # BUILD RW BS QD -> "IOPS CPU_US_PER_IO"
+run() # BUILD SIDE-OPTS RW BS QD -> "IOPS CPU_US_PER_IO"
 {
-	local build=$1 port=$((20000 + RANDOM % 20000)) open=() s0=0 fcpu=1
+	local build=$1 sopts=$2 port=$((20000 + RANDOM % 20000)) open=() s0=0 fcpu=1
+	local listen=$scheme://$addr:$port uri=$scheme://$addr:$port/v
+	if [ "$scheme" = unix ]; then
+		listen="unix:///?socket=$dir/t.sock" uri="unix:///v?socket=$dir/t.sock"
+		rm -f "$dir/t.sock"
+	fi
 	# builds since exports became closed by default need the opt-in
 	"$build"/rblk-target --help 2>&1 | grep -q -- --allow-any-host &&
 		open=(--allow-any-host)
-	"$build"/rblk-target --listen "$scheme://$addr:$port" \
+	"$build"/rblk-target --listen "$listen" \
 		--workers "$workers" --ctl-socket none "${open[@]}" \
 		--export "v=$file$eopts" >"$dir/target.log" 2>&1 &
 	tpid=$!
@@ -98,13 +110,13 @@ run() # BUILD RW BS QD -> "IOPS CPU_US_PER_IO"
 		s0=$(sys_ticks)
 		fcpu=0
 	fi
-	# shellcheck disable=SC2086 # $fopts: split on purpose
+	# shellcheck disable=SC2086 # $fopts, $sopts: split on purpose
 	fio --name=ab --ioengine=external:"$build"/rblk-fio.so \
-		--uri="$scheme://$addr:$port/v" --rw="$2" --bs="$3" \
-		--iodepth="$4" --time_based --runtime="$runtime" --size=256M \
+		--uri="$uri" --rw="$3" --bs="$4" \
+		--iodepth="$5" --time_based --runtime="$runtime" --size=256M \
 		--ramp_time="$ramp" \
 		--norandommap --output-format=json --output="$dir/fio.json" \
-		$fopts >/dev/null
+		$fopts $sopts >/dev/null
 	local tticks hz
 	if [ "$cpu" = procs ]; then
 		tticks=$(($(cpu_ticks "$tpid") - s0))
@@ -131,11 +143,11 @@ for ((r = 1; r <= rounds; r++)); do
 		# of a pair pays (a cold cache, a neighbour's burst) hits both
 		# shellcheck disable=SC2086 # split on purpose
 		if ((r % 2)); then
-			read -r ia ca <<<"$(run "$a" $w)"
-			read -r ib cb <<<"$(run "$b" $w)"
+			read -r ia ca <<<"$(run "$a" "$aopts" $w)"
+			read -r ib cb <<<"$(run "$b" "$bopts" $w)"
 		else
-			read -r ib cb <<<"$(run "$b" $w)"
-			read -r ia ca <<<"$(run "$a" $w)"
+			read -r ib cb <<<"$(run "$b" "$bopts" $w)"
+			read -r ia ca <<<"$(run "$a" "$aopts" $w)"
 		fi
 		echo "round $r ${w// /_} A $ia B $ib cpuA $ca cpuB $cb" |
 			tee -a "$results"
@@ -159,5 +171,5 @@ END {
 			mu, u[1], u[n[w]], mv, v[1], v[n[w]], n[w]
 	}
 }' "$results"
-echo "A = $a, B = $b, $scheme://$addr, CPU: $cpu"
+echo "A = $a${aopts:+ $aopts}, B = $b${bopts:+ $bopts}, $scheme://$addr, CPU: $cpu"
 [ -z "$results_out" ] || cp "$results" "$results_out"
