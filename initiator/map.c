@@ -168,7 +168,7 @@ static void map_usage(FILE *f)
 	    "                    [--direct | --no-direct]\n"
 	    "                    [--device-id N | --recover N] [--timeout SEC]\n"
 	    "                    [--reconnect-delay SEC] [--ctrl-loss-timeout SEC]\n"
-	    "                    [--path URL]... [--failback SEC]\n"
+	    "                    [--poll-spin-us N] [--path URL]... [--failback SEC]\n"
 	    "                    [--foreground] [--log-level L] [--help]\n"
 	    "Present the rblk volume URL (rdma://HOST[:PORT]/EXPORT or\n"
 	    "tcp://HOST[:PORT]/EXPORT) as a local block device and print its path.\n"
@@ -196,6 +196,11 @@ static void map_usage(FILE *f)
 	    "  --ctrl-loss-timeout SEC\n"
 	    "                     give up after SEC seconds without a connection and\n"
 	    "                     fail I/O with EIO (default 60; 0 at once; -1 never)\n"
+	    "  --poll-spin-us N   while a queue has I/O at the target, poll for the\n"
+	    "                     answers N microseconds before sleeping: no sleep\n"
+	    "                     and wake-up for an answer that comes within it\n"
+	    "                     (backs off where it finds nothing; 0 sleeps at\n"
+	    "                     once; default %u)\n"
 	    "  --foreground       do not detach: log to stderr, stop on SIGINT/SIGTERM\n"
 	    "  --log-level L      error, warn, info (default) or debug\n"
 	    CLI_PATH_HELP
@@ -206,7 +211,7 @@ static void map_usage(FILE *f)
 	    "Exit status: 0 with the device path on stdout; 1 on errors; 2 on usage\n"
 	    "errors.\n",
 	    MAP_MAX_QUEUES, MAP_MAX_DEFAULT_QUEUES, MAP_DEFAULT_DEPTH,
-	    MAP_DEFAULT_RUN_DIR);
+	    MAP_DEFAULT_SPIN_US, MAP_DEFAULT_RUN_DIR);
 }
 
 static unsigned int default_queues(void)
@@ -280,6 +285,7 @@ enum {
 	OPT_NO_DIRECT,
 	OPT_RECONNECT_DELAY,
 	OPT_CTRL_LOSS,
+	OPT_SPIN,
 };
 
 /*
@@ -364,6 +370,11 @@ static int map_opt(struct map_ctx *ctx, struct map_args *a, int ch,
 				arg);
 		o->ctrl_loss_timeout_s = ms < 0 ? -1 : (ms + 999) / 1000;
 		break;
+	case OPT_SPIN:
+		ret = num_opt("poll-spin-us", arg, 0, 1000000,
+			      "a number of microseconds from 0 to 1000000", &v);
+		o->poll_spin_us = (unsigned int)v;
+		break;
 	case OPT_LOGLEVEL:
 		return cli_parse_log_level("map", arg) ? 2 : 0;
 	case 'h':
@@ -402,6 +413,7 @@ static int map_parse_args(int argc, char **argv, struct map_ctx *ctx,
 		{ "reconnect-delay", required_argument, NULL,
 		  OPT_RECONNECT_DELAY },
 		{ "ctrl-loss-timeout", required_argument, NULL, OPT_CTRL_LOSS },
+		{ "poll-spin-us", required_argument, NULL, OPT_SPIN },
 		{ "help", no_argument, NULL, 'h' },
 		CLI_AUTH_LONGOPTS,
 		CLI_PATH_LONGOPTS,
@@ -559,6 +571,7 @@ int cmd_map(int argc, char **argv)
 	ctx.stop_fd = -1;
 	ctx.opts.queues = default_queues();
 	ctx.opts.queue_depth = MAP_DEFAULT_DEPTH;
+	ctx.opts.poll_spin_us = MAP_DEFAULT_SPIN_US;
 	ctx.opts.dev_id = -1;
 	ctx.opts.paths.failback_ms = -1;
 	log_set_level(LOG_INFO);

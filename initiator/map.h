@@ -49,7 +49,16 @@ struct map_opts {
 	struct cli_paths paths; /* --path, --failback */
 	int reconnect_delay_ms; /* rblk_opts: what the library does when */
 	int ctrl_loss_timeout_s; /* a connection is lost (I/O waits) */
+	/*
+	 * A queue thread with I/O out at the target polls for its answers
+	 * (and for new requests) this long before it sleeps (common/spin.h
+	 * backs off where that finds nothing); 0: sleep at once.
+	 */
+	unsigned int poll_spin_us;
 };
+
+/* --poll-spin-us default: what `rblk nbd` and the fio engine spin */
+#define MAP_DEFAULT_SPIN_US 50u
 
 struct map_ctx; /* owned by map.c */
 

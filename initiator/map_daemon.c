@@ -319,9 +319,9 @@ int map_daemon(struct map_ctx *ctx)
 			goto out_remove_record;
 		goto out_report;
 	}
-	log_info("pid %d: mapping %s with the %s front end (%u queues x %u)",
+	log_info("pid %d: mapping %s with the %s front end (%u queues x %u, poll spin %u us)",
 		 (int)getpid(), ctx->opts.url, ctx->fe->name, ctx->opts.queues,
-		 ctx->opts.queue_depth);
+		 ctx->opts.queue_depth, ctx->opts.poll_spin_us);
 	r = daemon_open(ctx, msg, sizeof(msg));
 	if (!r)
 		goto out_remove_record;

@@ -464,6 +464,7 @@ static void *sock_thread(void *arg)
 	    .nslots = dev->nslots,
 	    .abort_fd = dev->abort_fd,
 	    .drain_ms = NK_DRAIN_MS,
+	    .spin_us = dev->o->poll_spin_us,
 	    .queue_lost = sock_queue_lost,
 	    .arg = s,
 	};

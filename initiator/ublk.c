@@ -500,6 +500,7 @@ static int ublk_serve(struct map_ctx *ctx, struct rblk *r,
 	d->features = info->features;
 	d->use_fua = (info->features & RBLK_FEAT_FUA) &&
 		     (info->features & RBLK_FEAT_FLUSH);
+	d->spin_us = o->poll_spin_us;
 	d->dev_id = -1;
 	d->cdev_fd = -1;
 	pthread_mutex_init(&d->lock, NULL);

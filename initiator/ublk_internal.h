@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/spin.h"
 
 #define SECTOR_SHIFT 9
 
@@ -66,6 +67,7 @@ struct uq {
 	bool expired;	   /* STOP_GRACE_MS passed: in-flight rblk I/O failed */
 	bool abandon; /* leave at once: recovery failed, the kernel keeps I/O */
 	bool broken;  /* the ring failed us: give up the queue */
+	struct spin_backoff spin; /* dev->spin_us: common/spin.h */
 	uint64_t stop_deadline;
 	int ret; /* thread result: 0 or -errno */
 };
@@ -87,6 +89,7 @@ struct udev {
 	bool io_ioctl_encode; /* I/O commands as UBLK_U_IO_* */
 	uint32_t features;    /* RBLK_FEAT_* of the volume */
 	bool use_fua;
+	unsigned int spin_us; /* map_opts.poll_spin_us */
 
 	struct uq *queues;
 	int stop_efd; /* serve -> queues: stop (or abandon) now */

@@ -116,6 +116,10 @@ expect_exit 2 "rblk unmap without a device" "missing the device" "$RBLK_BIN" unm
 expect_exit 2 "rblk map without a URL" "missing the volume URL" "$RBLK_BIN" map --nbd
 expect_exit 2 "rblk map --queues 0" "--queues" "$RBLK_BIN" map "$url" --queues 0
 expect_exit 2 "rblk map --nbd --ublk" "exclusive" "$RBLK_BIN" map "$url" --nbd --ublk
+expect_exit 2 "rblk map --poll-spin-us -1" "not a number of microseconds" \
+	"$RBLK_BIN" map "$url" --poll-spin-us -1
+expect_exit 2 "rblk map --poll-spin-us 1000001" "from 0 to 1000000" \
+	"$RBLK_BIN" map "$url" --poll-spin-us 1000001
 expect_exit 2 "rblk map, URL without export" "export" \
 	"$RBLK_BIN" map "tcp://127.0.0.1:$RBLK_PORT" --nbd
 expect_exit 2 "rblk list -o yaml" "unknown output format" "$RBLK_BIN" list -o yaml

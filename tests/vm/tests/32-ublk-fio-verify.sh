@@ -1,7 +1,9 @@
 #!/bin/bash
 # ublk: fio verify through /dev/ublkbN with 2 hardware queues: randwrite
 # 4k at QD32 (one job per CPU, so both queues carry I/O) with crc32c verify,
-# then unmap, map again and verify the same blocks in a separate pass.
+# then unmap, map again and verify the same blocks in a separate pass. The
+# first mapping spins before its queue threads sleep (the default), the
+# second sleeps at once (--poll-spin-us 0): both loops carry data.
 # vm-timeout: 500
 # shellcheck source=tests/vm/lib.sh disable=SC2119
 source tests/vm/lib.sh
@@ -24,7 +26,9 @@ grep -E '^ *(write|read):|err=' "$TEST_DIR/fio-write.log"
 queue_stats
 unmap_ublk
 
-map_ublk
+map_ublk --poll-spin-us 0
+grep -q "poll spin 0 us" "$RBLK_RUN_DIR"/map-*.log ||
+	fail "the second mapping does not say it sleeps at once"
 t0=$(t_now)
 timeout 300 "${FIO[@]}" --name=verify-only --verify_only=1 \
 	>"$TEST_DIR/fio-verify.log" 2>&1 ||
