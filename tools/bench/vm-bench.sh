@@ -12,6 +12,9 @@
 #                    before 2026-11-27)
 #   ublk     /dev/ublkbN from `rblk map --ublk --queues 2`, libaio, direct
 #   nbd      /dev/nbdN   from `rblk map --nbd --queues 2`, libaio, direct
+#   ublk-nospin, nbd-nospin  the same with `--poll-spin-us 0` (the queue
+#            threads sleep at once; the default before 2026-11-27; not in
+#            the default list)
 #   nvme     the kernel's nvme-rdma -> nvmet-rdma (configfs), libaio, direct
 #   wire     ib_read_bw -R and ib_write_bw -R (128 KiB), ib_read_lat -R
 #            (4 KiB) on rxe0
@@ -31,7 +34,7 @@
 #   BUILD=build tests/vm/run-vm.sh --out /tmp/vmbench --timeout 1500 -- \
 #       tools/bench/vm-bench.sh [--runtime S] [--ramp S] [--size MiB]
 #       [--paths "engine engine-push engine-busy engine-event ublk nbd
-#       nvme wire"] [--backing brd|file] [--rounds N] [--only REGEX]
+#       ublk-nospin nbd-nospin nvme wire"] [--backing brd|file] [--rounds N] [--only REGEX]
 #
 #   tools/bench/vm-bench.sh --dry-run   on the host: check tools, print plan
 #
@@ -83,6 +86,7 @@ VMB_REPORT_PATHS="engine:rblk~fio~engine:nvme engine-push:engine,~push~reads:eng
 	engine-busy:engine,~busy~poll:engine
 	engine-event:engine,~event~poll~(no~spin):engine
 	ublk:rblk~ublk:nvme nbd:rblk~nbd:nvme nvme:nvme-rdma~(kernel):
+	ublk-nospin:ublk,~no~spin:ublk nbd-nospin:nbd,~no~spin:nbd
 	wire-read-bw:wire~ib_read_bw~-R~128~KiB: wire-write-bw:wire~ib_write_bw~-R~128~KiB:
 	wire-read-lat:wire~ib_read_lat~-R~4~KiB~(typical):"
 VMB_REPORT_TARGETS=(
@@ -295,7 +299,8 @@ stop_target()
 map()
 {
 	local kind=$1 out
-	out=$(timeout -k 5 180 "$BUILD/rblk" map "rdma://$ADDR:$PORT/vol" --"$kind" --queues 2 2>"$W/map.err") ||
+	shift
+	out=$(timeout -k 5 180 "$BUILD/rblk" map "rdma://$ADDR:$PORT/vol" --"$kind" --queues 2 "$@" 2>"$W/map.err") ||
 		{ cat "$W/map.err"; return 1; }
 	DEV=$(grep -o '/dev/[a-z]*[0-9]*' <<<"$out" | head -n 1)
 	[ -b "$DEV" ] || { echo "map printed '$out'"; cat "$W/map.err"; return 1; }
@@ -328,12 +333,13 @@ setup_engine()
 
 setup_dev()
 {
-	local kind=$1
-	log "path $kind: rblk map --$kind --queues 2, fio libaio direct"
-	start_target || { failed_all "$kind" "rblk-target did not start"; return; }
-	[ "$kind" = ublk ] && [ ! -c /dev/ublk-control ] && { failed_all ublk "no /dev/ublk-control"; return; }
-	map "$kind" || { failed_all "$kind" "rblk map --$kind failed"; return; }
-	PARGS[$kind]="--ioengine=libaio --direct=1 --filename=$DEV"
+	local path=$1 kind=${1%-nospin} extra=()
+	[ "$path" != "$kind" ] && extra=(--poll-spin-us 0)
+	log "path $path: rblk map --$kind --queues 2${extra[*]:+ ${extra[*]}}, fio libaio direct"
+	start_target || { failed_all "$path" "rblk-target did not start"; return; }
+	[ "$kind" = ublk ] && [ ! -c /dev/ublk-control ] && { failed_all "$path" "no /dev/ublk-control"; return; }
+	map "$kind" "${extra[@]}" || { failed_all "$path" "rblk map --$kind failed"; return; }
+	PARGS[$path]="--ioengine=libaio --direct=1 --filename=$DEV"
 }
 
 setup_nvme()
@@ -421,7 +427,7 @@ bench_wire()
 for p in $paths; do
 	case $p in
 	engine | engine-*) setup_engine "$p" ;;
-	ublk | nbd) setup_dev "$p" ;;
+	ublk | nbd | ublk-nospin | nbd-nospin) setup_dev "$p" ;;
 	nvme) setup_nvme ;;
 	wire) ;;
 	*) log "unknown path '$p' skipped" ;;
