@@ -23,6 +23,15 @@
 #   BENCH_AWK_MEDIAN       awk functions sort(arr, n) and med(arr, n) (the
 #                   median of arr[1..n]), to put before an awk program
 #   drop_cache      drop the page cache (root), unless cache=1
+#   bench_nvmet_up BACK ADDR NQN  the kernel's NVMe over RDMA on BACK (a
+#                   block device, or a file: buffered_io): an nvmet-rdma
+#                   subsystem NQN with BACK as namespace 1 on an rdma port
+#                   ADDR:4420, and nvme-rdma connected to it; the
+#                   namespace's block device in nvme_dev. Non-zero on a
+#                   failure, which nvme_err says (what was set up stays:
+#                   call bench_nvmet_down)
+#   bench_nvmet_down NQN   disconnect and remove what bench_nvmet_up made
+#                   (any part of it; nothing there is fine)
 # shellcheck shell=bash
 
 bench_help()
@@ -167,3 +176,53 @@ function med(arr, n) {
 	return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
 }
 '
+
+BENCH_NVMET=/sys/kernel/config/nvmet
+
+# shellcheck disable=SC2034 # nvme_dev and nvme_err are the caller's
+bench_nvmet_up()
+{
+	local back=$1 addr=$2 nqn=$3 S=$BENCH_NVMET/subsystems/$3 P=$BENCH_NVMET/ports/1 d hostnqn out
+	nvme_dev='' nvme_err=''
+	modprobe -a nvmet nvmet-rdma nvme-rdma ||
+		{ nvme_err="modprobe nvmet nvmet-rdma nvme-rdma failed"; return 1; }
+	[ -d "$BENCH_NVMET" ] || { nvme_err="no $BENCH_NVMET (configfs)"; return 1; }
+	mkdir "$S" && echo 1 >"$S/attr_allow_any_host" &&
+		mkdir "$S/namespaces/1" &&
+		echo -n "$back" >"$S/namespaces/1/device_path" &&
+		{ [ -b "$back" ] || echo 1 >"$S/namespaces/1/buffered_io"; } &&
+		echo 1 >"$S/namespaces/1/enable" && mkdir "$P" &&
+		echo rdma >"$P/addr_trtype" && echo ipv4 >"$P/addr_adrfam" &&
+		echo "$addr" >"$P/addr_traddr" && echo 4420 >"$P/addr_trsvcid" &&
+		ln -s "$S" "$P/subsystems/$nqn" ||
+		{ nvme_err="nvmet configfs setup failed"; return 1; }
+	hostnqn=nqn.2014-08.org.nvmexpress:uuid:$(cat /proc/sys/kernel/random/uuid)
+	out=$(timeout 60 nvme connect -t rdma -a "$addr" -s 4420 -n "$nqn" \
+		--hostnqn="$hostnqn" 2>&1) ||
+		{ nvme_err="nvme connect failed: $out"; return 1; }
+	for _ in $(seq 100); do
+		for d in /dev/nvme[0-9]*n[0-9]*; do
+			# nvmeXcYnZ: native multipath's path device, not the namespace
+			case $d in *c[0-9]*) continue ;; esac
+			[ -b "$d" ] && { nvme_dev=$d; return 0; }
+		done
+		sleep 0.1
+	done
+	nvme_err="no /dev/nvmeXnY after connect"
+	return 1
+}
+
+bench_nvmet_down()
+{
+	local nqn=$1 S=$BENCH_NVMET/subsystems/$1 P=$BENCH_NVMET/ports/1
+	[ -d "$S" ] || [ -d "$P" ] || return 0
+	timeout 60 nvme disconnect -n "$nqn" >/dev/null 2>&1
+	rm -f "$P/subsystems/$nqn" 2>/dev/null
+	rmdir "$P" 2>/dev/null
+	if [ -d "$S/namespaces/1" ]; then
+		echo 0 >"$S/namespaces/1/enable" 2>/dev/null
+		rmdir "$S/namespaces/1" 2>/dev/null
+	fi
+	rmdir "$S" 2>/dev/null
+	return 0
+}

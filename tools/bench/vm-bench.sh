@@ -79,7 +79,6 @@ ADDR=${RBLK_TEST_RDMA_ADDR:-192.0.2.1}
 RDEV=${RBLK_TEST_RDMA_DEV:-rxe0}
 PORT=7460
 NQN=nqn.2026-11.io.rblk:vmbench
-NVMET=/sys/kernel/config/nvmet
 bench_workloads "$only"
 # report.py: path:label:peer (label '~' = space), and the issue's targets
 VMB_REPORT_PATHS="engine:rblk~fio~engine:nvme engine-push:engine,~push~reads:engine
@@ -152,7 +151,7 @@ export RBLK_RUN_DIR=$W/run
 # lines: path|workload|iops|MB/s|p50us|p99us|cpu us per I/O (guest)|round
 RES=$OUT/vm-bench-results.txt
 : >"$RES"
-target_pid='' mapped=() nvme_up=0 bgpids=()
+target_pid='' mapped=() bgpids=()
 
 # ---- cleanup -----------------------------------------------------------
 stop_pid()
@@ -168,20 +167,6 @@ stop_pid()
 	wait "$1" 2>/dev/null
 }
 
-nvmet_down()
-{
-	[ -d "$NVMET/subsystems/$NQN" ] || [ -d "$NVMET/ports/1" ] || [ "$nvme_up" = 1 ] || return 0
-	timeout 60 nvme disconnect -n "$NQN" >/dev/null 2>&1
-	rm -f "$NVMET/ports/1/subsystems/$NQN" 2>/dev/null
-	rmdir "$NVMET/ports/1" 2>/dev/null
-	if [ -d "$NVMET/subsystems/$NQN/namespaces/1" ]; then
-		echo 0 >"$NVMET/subsystems/$NQN/namespaces/1/enable" 2>/dev/null
-		rmdir "$NVMET/subsystems/$NQN/namespaces/1" 2>/dev/null
-	fi
-	rmdir "$NVMET/subsystems/$NQN" 2>/dev/null
-	nvme_up=0
-}
-
 cleanup()
 {
 	local d p
@@ -191,7 +176,7 @@ cleanup()
 		timeout -k 5 60 "$BUILD/rblk" unmap "$d" >/dev/null 2>&1 ||
 			timeout -k 5 30 "$BUILD/rblk" unmap --force "$d" >/dev/null 2>&1
 	done
-	nvmet_down
+	bench_nvmet_down "$NQN"
 	for p in "${bgpids[@]+"${bgpids[@]}"}"; do stop_pid "$p"; done
 	[ -n "$target_pid" ] && stop_pid "$target_pid"
 	cp "$W"/*.log "$JDIR/" 2>/dev/null
@@ -344,40 +329,14 @@ setup_dev()
 
 setup_nvme()
 {
-	local S=$NVMET/subsystems/$NQN P=$NVMET/ports/1 dev='' i hostnqn mq
+	local mq
 	log "path nvme: nvme-rdma -> nvmet-rdma, namespace $BACK"
-	modprobe -a nvmet nvmet-rdma nvme-rdma ||
-		{ failed_all nvme "modprobe nvmet nvmet-rdma nvme-rdma failed"; return; }
-	[ -d "$NVMET" ] || { failed_all nvme "no $NVMET (configfs)"; return; }
-	{
-		mkdir "$S" &&
-			echo 1 >"$S/attr_allow_any_host" &&
-			mkdir "$S/namespaces/1" &&
-			echo -n "$BACK" >"$S/namespaces/1/device_path" &&
-			{ [ -b "$BACK" ] || echo 1 >"$S/namespaces/1/buffered_io"; } &&
-			echo 1 >"$S/namespaces/1/enable" &&
-			mkdir "$P" &&
-			echo rdma >"$P/addr_trtype" &&
-			echo ipv4 >"$P/addr_adrfam" &&
-			echo "$ADDR" >"$P/addr_traddr" &&
-			echo 4420 >"$P/addr_trsvcid" &&
-			ln -s "$S" "$P/subsystems/$NQN"
-	} || { nvmet_down; failed_all nvme "nvmet configfs setup failed"; return; }
-	nvme_up=1
-	hostnqn=nqn.2014-08.org.nvmexpress:uuid:$(cat /proc/sys/kernel/random/uuid)
-	timeout 60 nvme connect -t rdma -a "$ADDR" -s 4420 -n "$NQN" --hostnqn="$hostnqn" \
-		>"$W/nvme-connect.log" 2>&1 ||
-		{ cat "$W/nvme-connect.log"; nvmet_down; failed_all nvme "nvme connect failed"; return; }
-	for ((i = 0; i < 100; i++)); do
-		dev=$(ls /dev/nvme[0-9]*n[0-9]* 2>/dev/null | grep -v 'c[0-9]' | head -n 1)
-		[ -n "$dev" ] && [ -b "$dev" ] && break
-		sleep 0.1
-	done
-	[ -n "$dev" ] || { nvmet_down; failed_all nvme "no /dev/nvmeXnY after connect"; return; }
+	bench_nvmet_up "$BACK" "$ADDR" "$NQN" ||
+		{ bench_nvmet_down "$NQN"; failed_all nvme "$nvme_err"; return; }
 	# native multipath: the hardware queues are on the path nvmeXcYnZ
-	mq=$(ls -d "/sys/block/${dev#/dev/}/mq" /sys/block/nvme*c*n*/mq 2>/dev/null | head -n 1)
-	log "nvme: connected as $dev ($(cat "/sys/block/${dev#/dev/}/queue/max_sectors_kb") KiB max, $( [ -n "$mq" ] && ls "$mq" | wc -l || echo '?') hw queues)"
-	PARGS[nvme]="--ioengine=libaio --direct=1 --filename=$dev"
+	mq=$(ls -d "/sys/block/${nvme_dev#/dev/}/mq" /sys/block/nvme*c*n*/mq 2>/dev/null | head -n 1)
+	log "nvme: connected as $nvme_dev ($(cat "/sys/block/${nvme_dev#/dev/}/queue/max_sectors_kb") KiB max, $( [ -n "$mq" ] && ls "$mq" | wc -l || echo '?') hw queues)"
+	PARGS[nvme]="--ioengine=libaio --direct=1 --filename=$nvme_dev"
 }
 
 # perftest_pair TOOL PORT LOG ARGS...: server in the background, client
@@ -447,7 +406,7 @@ done
 round=1
 # the wire's ceiling alone on the link
 for d in "${mapped[@]+"${mapped[@]}"}"; do [ -n "$d" ] && DEV=$d && unmap; done
-nvmet_down
+bench_nvmet_down "$NQN"
 stop_target
 [[ " $paths " == *" wire "* ]] && bench_wire
 

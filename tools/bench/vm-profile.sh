@@ -28,43 +28,26 @@
 # and the kernel's own CQ work (nvme-rdma's, nvmet's).
 set -uo pipefail
 
+BENCH_NAME=vm-profile
+# shellcheck source=tools/bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
 OUT=${RBLK_VM_OUT:-/tmp}
 paths="pull push ublk nvme" rw=randread bs=4k qd=32 secs=10
 ADDR=192.0.2.1 PORT=7460 NQN=nqn.2026-11.io.rblk:vmprofile
-NVMET=/sys/kernel/config/nvmet
-usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while [ $# -gt 0 ]; do
-	case $1 in
-	--paths) paths=$2; shift 2 ;;
-	--rw) rw=$2; shift 2 ;;
-	--bs) bs=$2; shift 2 ;;
-	--qd) qd=$2; shift 2 ;;
-	--seconds) secs=$2; shift 2 ;;
-	-h | --help) usage ;;
-	*) echo "vm-profile: unknown argument '$1'" >&2; usage ;;
-	esac
-done
+bench_args "--paths=paths --rw=rw --bs=bs --qd=qd --seconds=secs" "$@"
 [ "${RBLK_VM:-}" = 1 ] || { echo "vm-profile: run me inside the test guest (tests/vm/run-vm.sh)" >&2; exit 2; }
-for t in fio perf jq nvme python3; do
-	command -v $t >/dev/null || { echo "vm-profile: $t not found" >&2; exit 1; }
-done
+bench_need fio perf jq nvme python3
 
-W=$(mktemp -d) target='' ublk='' nvme_up=0
+W=$(mktemp -d) target='' ublk=''
 mkdir -p "$OUT/vm-profile"
 cleanup()
 {
 	set +e
 	[ -n "$ublk" ] && timeout 60 "$BUILD/rblk" unmap "$ublk" >/dev/null 2>&1
-	if [ "$nvme_up" = 1 ]; then
-		timeout 60 nvme disconnect -n "$NQN" >/dev/null 2>&1
-		rm -f "$NVMET/ports/1/subsystems/$NQN"
-		rmdir "$NVMET/ports/1"
-		echo 0 >"$NVMET/subsystems/$NQN/namespaces/1/enable"
-		rmdir "$NVMET/subsystems/$NQN/namespaces/1" "$NVMET/subsystems/$NQN"
-	fi 2>/dev/null
+	bench_nvmet_down "$NQN"
 	[ -n "$target" ] && kill "$target" 2>/dev/null && wait "$target" 2>/dev/null
 	rmmod brd 2>/dev/null
 	rm -rf "$W"
@@ -79,31 +62,6 @@ target=$!
 for _ in $(seq 100); do grep -q "listening on" "$W/target.log" && break; sleep 0.1; done
 grep -q "listening on" "$W/target.log" || { cat "$W/target.log"; exit 1; }
 
-# nvmet-rdma exporting /dev/ram0 on $ADDR:4420, nvme-rdma connected to it;
-# sets dev to its namespace
-nvme_setup()
-{
-	local S=$NVMET/subsystems/$NQN P=$NVMET/ports/1 d
-	modprobe -a nvmet nvmet-rdma nvme-rdma || return 1
-	nvme_up=1
-	mkdir "$S" && echo 1 >"$S/attr_allow_any_host" &&
-		mkdir "$S/namespaces/1" &&
-		echo -n /dev/ram0 >"$S/namespaces/1/device_path" &&
-		echo 1 >"$S/namespaces/1/enable" && mkdir "$P" &&
-		echo rdma >"$P/addr_trtype" && echo ipv4 >"$P/addr_adrfam" &&
-		echo "$ADDR" >"$P/addr_traddr" && echo 4420 >"$P/addr_trsvcid" &&
-		ln -s "$S" "$P/subsystems/$NQN" || return 1
-	nvme connect -t rdma -a "$ADDR" -s 4420 -n "$NQN" >/dev/null || return 1
-	for _ in $(seq 100); do
-		for d in /dev/nvme[0-9]*n[0-9]*; do
-			case $d in *c[0-9]*) continue ;; esac
-			[ -b "$d" ] && { dev=$d; return 0; }
-		done
-		sleep 0.1
-	done
-	return 1
-}
-
 declare -A ARGS
 ARGS[pull]="--ioengine=external:$BUILD/rblk-fio.so --uri=rdma://$ADDR:$PORT/vol"
 ARGS[push]="${ARGS[pull]} --read_mode=push"
@@ -116,8 +74,9 @@ for p in $paths; do
 		[ -b "$ublk" ] || { echo "vm-profile: rblk map --ublk failed" >&2; exit 1; }
 		ARGS[ublk]="--ioengine=libaio --direct=1 --filename=$ublk" ;;
 	nvme)
-		nvme_setup || { echo "vm-profile: nvmet/nvme-rdma setup failed" >&2; exit 1; }
-		ARGS[nvme]="--ioengine=libaio --direct=1 --filename=$dev" ;;
+		bench_nvmet_up /dev/ram0 "$ADDR" "$NQN" ||
+			{ echo "vm-profile: $nvme_err" >&2; exit 1; }
+		ARGS[nvme]="--ioengine=libaio --direct=1 --filename=$nvme_dev" ;;
 	*) echo "vm-profile: unknown path '$p'" >&2; exit 2 ;;
 	esac
 done
