@@ -23,6 +23,8 @@
 #include <sched.h>
 #include <stdbool.h>
 
+#include "util.h"
+
 #define SPIN_BACKOFF_MAX 64
 
 struct spin_backoff {
@@ -56,6 +58,31 @@ static inline void spin_result(struct spin_backoff *s, bool found)
 		     2 * s->backoff > SPIN_BACKOFF_MAX ? SPIN_BACKOFF_MAX :
 							 2 * s->backoff;
 	s->skip = s->backoff;
+}
+
+/*
+ * One poll-before-sleep: unless the back-off says to skip it, call
+ * poll(arg) until it returns non-zero or spin_us have passed, yielding
+ * between calls; a positive return is a find, a negative one ends the
+ * spin without (someone else wants the thread). Records the result.
+ * True when something was found.
+ */
+static inline bool spin_run(struct spin_backoff *s, unsigned int spin_us,
+			    int (*poll)(void *arg), void *arg)
+{
+	uint64_t end;
+	int r;
+
+	if (!spin_wanted(s))
+		return false;
+	end = now_ns() + (uint64_t)spin_us * 1000;
+	while (!(r = poll(arg))) {
+		if (now_ns() >= end)
+			break;
+		spin_relax();
+	}
+	spin_result(s, r > 0);
+	return r > 0;
 }
 
 #endif

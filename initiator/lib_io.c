@@ -864,21 +864,17 @@ unsigned int rblk_queue_inflight(const struct rblk_queue *q)
  * false also when the queue's back-off says not to spin this time
  * (common/spin.h): a target slower than the spin soon stops costing one.
  */
+static int spin_poll_once(void *arg)
+{
+	struct rblk_queue *q = arg;
+
+	progress(q);
+	return q->done_count || q->dead;
+}
+
 static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
 {
-	uint64_t end = now_ns() + (uint64_t)spin_us * 1000;
-	bool found = false;
-
-	if (!spin_wanted(&q->spin))
-		return false;
-	do {
-		progress(q);
-		found = q->done_count || q->dead;
-		if (!found)
-			spin_relax();
-	} while (!found && now_ns() < end);
-	spin_result(&q->spin, found);
-	return found;
+	return spin_run(&q->spin, spin_us, spin_poll_once, q);
 }
 
 int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,

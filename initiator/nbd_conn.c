@@ -482,23 +482,26 @@ static bool rx_process(struct nc *c)
  * what poll() returns, 0 when nothing came (or the back-off said not to
  * spin this time, common/spin.h).
  */
+struct spin_fds {
+	struct pollfd *p;
+	nfds_t np;
+	int ret; /* poll()'s */
+};
+
+static int spin_poll_once(void *arg)
+{
+	struct spin_fds *f = arg;
+
+	f->ret = poll(f->p, f->np, 0);
+	return f->ret != 0;
+}
+
 static int spin_poll(struct nc *c, struct pollfd *p, nfds_t np)
 {
-	uint64_t end = now_ns() + (uint64_t)c->o->spin_us * 1000;
-	int ret;
+	struct spin_fds f = {.p = p, .np = np};
 
-	if (!spin_wanted(&c->spin))
-		return 0;
-	do {
-		ret = poll(p, np, 0);
-		if (ret) {
-			spin_result(&c->spin, true);
-			return ret;
-		}
-		spin_relax();
-	} while (now_ns() < end);
-	spin_result(&c->spin, false);
-	return 0;
+	return spin_run(&c->spin, c->o->spin_us, spin_poll_once, &f) ? f.ret
+								      : 0;
 }
 
 static bool nc_done(const struct nc *c)

@@ -417,27 +417,23 @@ static void uq_handle_ring(struct uq *q)
  * runs the ring's pending task work (COOP_TASKRUN), so new requests show
  * in the CQ during the spin. True when something came.
  */
+static int uq_spin_once(void *arg)
+{
+	struct uq *q = arg;
+	unsigned int before = q->nr_rblk;
+
+	uq_reap_rblk(q);
+	return q->nr_rblk != before || q->rblk_dead ||
+	       io_uring_cq_ready(&q->ring);
+}
+
 static bool uq_spin(struct uq *q)
 {
-	unsigned int before = q->nr_rblk;
-	uint64_t end;
-	bool found;
-
-	if (!q->dev->spin_us || !q->nr_rblk || q->rblk_dead || q->stopping ||
-	    !spin_wanted(&q->spin))
+	if (!q->dev->spin_us || !q->nr_rblk || q->rblk_dead || q->stopping)
 		return false;
 	if (io_uring_sq_ready(&q->ring) && io_uring_submit(&q->ring) < 0)
 		return false; /* the wait below submits again and reports */
-	end = now_ns() + (uint64_t)q->dev->spin_us * 1000;
-	do {
-		uq_reap_rblk(q);
-		found = q->nr_rblk != before || q->rblk_dead ||
-			io_uring_cq_ready(&q->ring);
-		if (!found)
-			spin_relax();
-	} while (!found && now_ns() < end);
-	spin_result(&q->spin, found);
-	return found;
+	return spin_run(&q->spin, q->dev->spin_us, uq_spin_once, q);
 }
 
 /* The queue thread's loop; returns when every tag is aborted. */

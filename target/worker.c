@@ -422,25 +422,32 @@ static void worker_turn(struct worker *w, struct epoll_event *evs, int n,
  * sleep and a cross-CPU wake-up (docs/BENCHMARKS.md, "Polling before
  * sleeping").
  */
-static bool worker_spin(struct worker *w, bool *closing)
+struct worker_spin_arg {
+	struct worker *w;
+	bool *closing;
+};
+
+static int worker_spin_once(void *arg)
 {
-	uint64_t end = now_ns() + (uint64_t)w->spin_us * 1000;
+	struct worker_spin_arg *a = arg;
+	struct worker *w = a->w;
 	bool found = false;
 
-	if (!w->spin_us || !w->nr_conns || !spin_wanted(&w->spin))
-		return false;
-	do {
-		for (unsigned int i = 0; i < w->nr_groups; i++)
-			if (group_progress(w, &w->groups[i], closing))
-				found = true;
-		if (w->engine->ready && w->engine->ready(w))
+	for (unsigned int i = 0; i < w->nr_groups; i++)
+		if (group_progress(w, &w->groups[i], a->closing))
 			found = true;
-		if (!found)
-			spin_relax();
-	} while (!found && !atomic_load(&w->lock_wanted) &&
-		 now_ns() < end);
-	spin_result(&w->spin, found);
-	return found;
+	if (w->engine->ready && w->engine->ready(w))
+		found = true;
+	return found ? 1 : atomic_load(&w->lock_wanted) ? -1 : 0;
+}
+
+static bool worker_spin(struct worker *w, bool *closing)
+{
+	struct worker_spin_arg a = {.w = w, .closing = closing};
+
+	if (!w->spin_us || !w->nr_conns)
+		return false;
+	return spin_run(&w->spin, w->spin_us, worker_spin_once, &a);
 }
 
 static void *worker_main(void *arg)
