@@ -42,6 +42,8 @@ void cfg_init(struct cfg_target *cfg)
 	cfg->max_sessions = CFG_DEFAULT_MAX_SESSIONS;
 	cfg->max_sessions_per_host = CFG_DEFAULT_MAX_SESSIONS_PER_HOST;
 	cfg->idle_timeout = CFG_DEFAULT_IDLE_TIMEOUT;
+	cfg->session_pool_share = CFG_DEFAULT_SESSION_POOL_SHARE;
+	cfg->window_timeout = CFG_DEFAULT_WINDOW_TIMEOUT;
 	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s",
 		 CFG_DEFAULT_CTL_SOCKET);
 	cfg->ctl_socket_mode = 0600;
@@ -626,6 +628,10 @@ int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
 		  86400 },
 		{ "poll_spin_us", offsetof(struct cfg_target, poll_spin_us), 0,
 		  1000 },
+		{ "session_pool_share",
+		  offsetof(struct cfg_target, session_pool_share), 1, 100 },
+		{ "window_timeout", offsetof(struct cfg_target, window_timeout),
+		  1, 3600 },
 	};
 	unsigned long v;
 

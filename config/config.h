@@ -102,6 +102,13 @@ struct cfg_target {
 	unsigned int max_sessions, max_sessions_per_host;
 	unsigned int idle_timeout;
 	/*
+	 * The slot pool a session may hold (docs/RELIABILITY.md, "What a
+	 * session may hold"): session_pool_share percent of its worker's
+	 * pool (the sessions of one source address together twice that),
+	 * each window for at most window_timeout seconds.
+	 */
+	unsigned int session_pool_share, window_timeout;
+	/*
 	 * A worker whose sessions all went quiet polls them for this long
 	 * (microseconds, 0..1000) before it sleeps, so a command that comes
 	 * within it costs no wake-up; 0 (default): sleep at once.
@@ -131,6 +138,8 @@ struct cfg_target {
 #define CFG_DEFAULT_MAX_SESSIONS 4096
 #define CFG_DEFAULT_MAX_SESSIONS_PER_HOST 2048
 #define CFG_DEFAULT_IDLE_TIMEOUT 300
+#define CFG_DEFAULT_SESSION_POOL_SHARE 25
+#define CFG_DEFAULT_WINDOW_TIMEOUT 5
 
 /* Defaults: no listeners, no exports, workers 0, engine io_uring,
  * log_level -1, max_queue_depth 128, max_io 1 MiB, control socket

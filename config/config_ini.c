@@ -539,7 +539,7 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 				return ctx_fail(c, "%s", why);
 		}
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, poll_spin_us, ctl_socket, ctl_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, poll_spin_us, session_pool_share, window_timeout, ctl_socket, ctl_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:

@@ -172,10 +172,11 @@ void tconn_destroy(struct worker *w, struct tconn *c)
 	xp_destroy(c->xc); /* nothing of it reads or writes memory now */
 	c->xc = NULL;
 	for (unsigned int i = 0; i < qd; i++)
-		slot_release(w, &c->reqs[i].slot);
+		slot_release(c, &c->reqs[i].slot);
 	if (c->push_inflight)
 		log_err("conn %llu: %u push slots never completed; leaked",
 			(unsigned long long)c->id, c->push_inflight);
+	slot_share_put(w, c);
 	tconn_free(c);
 }
 

@@ -54,6 +54,7 @@ static struct json_object *stats_json(const struct iostats_snap *s)
 	rjson_add_u64(o, "bytes_read", s->bytes_read);
 	rjson_add_u64(o, "bytes_written", s->bytes_written);
 	rjson_add_u64(o, "errors", s->errors);
+	rjson_add_u64(o, "window_timeouts", s->window_timeouts);
 	lat = json_object_new_object();
 	rjson_add_u64(lat, "count", stats_count(s));
 	rjson_add_u64(lat, "sum", s->lat_sum_us);
@@ -77,6 +78,8 @@ static void stats_text(FILE *f, const struct iostats_snap *s)
 		(unsigned long long)s->bytes_read,
 		(unsigned long long)s->bytes_written,
 		(unsigned long long)s->errors);
+	fprintf(f, "  window timeouts: %llu\n",
+		(unsigned long long)s->window_timeouts);
 	fprintf(f, "  latency: %llu commands, p50 < %llu us, p99 < %llu us",
 		(unsigned long long)stats_count(s),
 		(unsigned long long)stats_quantile_us(s, 0.50),

@@ -857,6 +857,8 @@ void stats_add(struct iostats_snap *dst, const struct iostats *s)
 	dst->bytes_written += atomic_load_explicit(&s->bytes_written,
 						   memory_order_relaxed);
 	dst->errors += atomic_load_explicit(&s->errors, memory_order_relaxed);
+	dst->window_timeouts += atomic_load_explicit(&s->window_timeouts,
+						     memory_order_relaxed);
 	dst->lat_sum_us += atomic_load_explicit(&s->lat_sum_us,
 						memory_order_relaxed);
 	for (int i = 0; i < STAT_LAT_BUCKETS; i++)

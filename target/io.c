@@ -47,6 +47,139 @@ static bool is_data(const struct treq *r)
 /* ---- the slot pool ------------------------------------------------------- */
 
 /*
+ * Pool pages hold whatever their last command left: another connection's
+ * data, or another export's. A window lends a slot's whole run to the
+ * peer (over rxe a window reaches its block's whole region), and over rdma
+ * nothing tells the target how much of a WRITE window the peer wrote, so
+ * before a window shows a run to connection c every page of it that may
+ * hold anyone else's bytes is cleared (docs/RELIABILITY.md, "What a
+ * session may hold"). worker->page_owner[i] names the connection whose
+ * bytes page i may hold: c's own pages are lent as they are, so a
+ * session that reuses its runs (the common case: one session a worker,
+ * or runs that stay with their connection) clears nothing.
+ */
+static size_t page_of(const struct worker *w, const void *addr)
+{
+	return (size_t)((const char *)addr - w->pool.base) >> SLOT_PAGE_SHIFT;
+}
+
+/* Before r's window shows its run to its connection: clear what is not c's. */
+static void slot_scrub(struct tconn *c, struct treq *r)
+{
+	struct worker *w = c->worker;
+	size_t first = page_of(w, r->slot);
+	size_t n = slot_pool_run_bytes(r->cmd.length) >> SLOT_PAGE_SHIFT;
+
+	for (size_t i = first; i < first + n; i++) {
+		if (w->page_owner[i] == c->id)
+			continue;
+		memset(w->pool.base + (i << SLOT_PAGE_SHIFT), 0, SLOT_PAGE);
+		w->page_owner[i] = c->id;
+	}
+}
+
+/*
+ * r's first len bytes now hold its connection's data (a READ the backend
+ * filled, an in-capsule WRITE copied in), or bytes of unknown mix when
+ * !ok (a failed READ). A page the data covers whole is c's; a page it
+ * covers in part is c's only if it was before.
+ */
+static void slot_filled(struct tconn *c, struct treq *r, bool ok)
+{
+	struct worker *w = c->worker;
+	size_t first = page_of(w, r->slot);
+	size_t whole = r->cmd.length >> SLOT_PAGE_SHIFT;
+	size_t i;
+
+	for (i = first; i < first + whole; i++)
+		w->page_owner[i] = ok ? c->id : 0;
+	if ((r->cmd.length & (SLOT_PAGE - 1)) &&
+	    (!ok || w->page_owner[i] != c->id))
+		w->page_owner[i] = 0;
+}
+
+/*
+ * Per source address on this worker: the pool bytes its sessions hold,
+ * capped at worker->share_host. Made at a connection's first slot, gone
+ * with the last connection that used it.
+ */
+struct host_share {
+	char addr[64];
+	uint64_t held;
+	unsigned int refs;
+	struct host_share *next;
+};
+
+static struct host_share *host_share_get(struct worker *w, const char *peer)
+{
+	struct host_share *h;
+	char addr[64];
+
+	limits_host_of(peer, addr, sizeof(addr));
+	for (h = w->shares; h; h = h->next)
+		if (!strcmp(h->addr, addr))
+			break;
+	if (!h) {
+		h = calloc(1, sizeof(*h));
+		if (!h)
+			return NULL;
+		snprintf(h->addr, sizeof(h->addr), "%s", addr);
+		h->next = w->shares;
+		w->shares = h;
+	}
+	h->refs++;
+	return h;
+}
+
+void slot_share_put(struct worker *w, struct tconn *c)
+{
+	struct host_share **pp, *h = c->hs;
+
+	c->hs = NULL;
+	if (!h || --h->refs)
+		return;
+	for (pp = &w->shares; *pp != h; pp = &(*pp)->next)
+		;
+	*pp = h->next;
+	free(h);
+}
+
+/*
+ * A run for r within its connection's and its host's share, or NULL
+ * (over a share, or no run that large free now: it waits). A host whose
+ * entry cannot be made is held to the session share alone.
+ */
+static void *slot_alloc(struct tconn *c, struct treq *r)
+{
+	struct worker *w = c->worker;
+	uint64_t run = slot_pool_run_bytes(r->cmd.length);
+	void *slot;
+
+	if (!c->hs)
+		c->hs = host_share_get(w, c->peer);
+	if (c->held + run > w->share_session ||
+	    (c->hs && c->hs->held + run > w->share_host))
+		return NULL;
+	slot = slot_pool_alloc(&w->pool, r->cmd.length);
+	if (!slot)
+		return NULL;
+	c->held += run;
+	if (c->hs)
+		c->hs->held += run;
+	return slot;
+}
+
+/* Would r fit c's shares once the pool has room? */
+static bool within_share(const struct tconn *c, const struct treq *r)
+{
+	const struct worker *w = c->worker;
+	uint64_t run = slot_pool_run_bytes(r->cmd.length);
+
+	return c->held + run <= w->share_session &&
+	       (!c->hs || c->hs->held + run <= w->share_host);
+}
+
+/*
  * r got its slot: a READ executes, a WRITE asks for its data (GRANT), an
  * inline WRITE has its data copied from the capsule into the slot (the
  * backend may need aligned memory, and the receive goes back at once)
@@ -65,6 +198,7 @@ static void slot_got(struct treq *r)
 		return;
 	}
 	memcpy(r->slot, r->cmd.data, r->cmd.length);
+	slot_filled(c, r, true);
 	r->cmd.data = NULL;
 	r->state = TREQ_EXEC;
 	if (r->held_recv) {
@@ -77,65 +211,191 @@ static void slot_got(struct treq *r)
 }
 
 /*
- * Serve waiting commands in arrival order while the pool has room. The
- * head waits until its run fits (no overtaking: a large command is never
- * starved by small ones). Re-entered from inside (a served command can
- * free a slot at once): the outer call carries on.
+ * c has commands waiting: in turn on worker->slot_conns when its next
+ * one is within its shares, else parked on worker->slot_parked until its
+ * own or its host's slots come back (slot_unpark()).
+ */
+static void slot_queue_conn(struct worker *w, struct tconn *c)
+{
+	if (c->slot_queued || c->slot_parked || !c->slot_head)
+		return;
+	if (!within_share(c, c->slot_head)) {
+		c->slot_parked = true;
+		c->next_slot_conn = w->slot_parked;
+		w->slot_parked = c;
+		return;
+	}
+	c->slot_queued = true;
+	c->next_slot_conn = NULL;
+	FIFO_PUSH(w->slot_conns_head, w->slot_conns_tail, c, next_slot_conn);
+}
+
+/* Take c off the parked list (it is on it). */
+static void slot_unpark_one(struct worker *w, struct tconn *c)
+{
+	struct tconn **pp;
+
+	for (pp = &w->slot_parked; *pp != c; pp = &(*pp)->next_slot_conn)
+		;
+	*pp = c->next_slot_conn;
+	c->slot_parked = false;
+}
+
+/* Slots of host h came back: its parked connections that fit go in turn. */
+static void slot_unpark(struct worker *w, const struct host_share *h)
+{
+	struct tconn *c = w->slot_parked, *next;
+
+	for (; c; c = next) {
+		next = c->next_slot_conn;
+		if (c->hs != h || !within_share(c, c->slot_head))
+			continue;
+		slot_unpark_one(w, c);
+		slot_queue_conn(w, c);
+	}
+}
+
+/*
+ * Serve waiting commands while the pool has room: one command of each
+ * waiting connection in turn, so no session's queue delays another's
+ * beyond one command each. The connection whose turn it is waits until
+ * its command's run fits (no overtaking: a large command is never
+ * starved by small ones); one over its share leaves the list until it
+ * frees a slot. Re-entered from inside (a served command can free a slot
+ * at once): the outer call carries on.
  */
 static void slot_serve(struct worker *w)
 {
+	struct tconn *c;
 	struct treq *r;
 
 	if (w->serving_slots)
 		return;
 	w->serving_slots = true;
-	while ((r = w->slot_wait_head)) {
-		r->slot = slot_pool_alloc(&w->pool, r->cmd.length);
+	while ((c = w->slot_conns_head)) {
+		r = c->slot_head;
+		if (!within_share(c, r)) { /* its host's share filled meanwhile */
+			(void)FIFO_POP(w->slot_conns_head, w->slot_conns_tail,
+				       next_slot_conn);
+			c->slot_queued = false;
+			slot_queue_conn(w, c);
+			continue;
+		}
+		r->slot = slot_alloc(c, r);
 		if (!r->slot)
 			break;
-		(void)FIFO_POP(w->slot_wait_head, w->slot_wait_tail, next_slot);
+		(void)FIFO_POP(c->slot_head, c->slot_tail, next_slot);
+		(void)FIFO_POP(w->slot_conns_head, w->slot_conns_tail,
+			       next_slot_conn);
+		c->slot_queued = false;
+		slot_queue_conn(w, c); /* to the back, if more wait */
 		slot_got(r);
 		treq_process(r);
 	}
 	w->serving_slots = false;
 }
 
-void slot_release(struct worker *w, void **slot)
+void slot_release(struct tconn *c, void **slot)
 {
+	struct worker *w = c->worker;
+	uint64_t run;
+
 	if (!*slot)
 		return;
+	run = (uint64_t)SLOT_PAGE << w->pool.used_order[page_of(w, *slot)];
+	c->held -= run;
+	if (c->hs)
+		c->hs->held -= run;
 	slot_pool_free(&w->pool, *slot);
 	*slot = NULL;
+	if (c->slot_parked && within_share(c, c->slot_head))
+		slot_unpark_one(w, c);
+	if (c->state != TCONN_CLOSING)
+		slot_queue_conn(w, c); /* back in turn if it was over its share */
+	if (c->hs && w->slot_parked)
+		slot_unpark(w, c->hs);
 	slot_serve(w);
 }
 
-/* A slot for r now (nobody waiting before it), or r joins the FIFO. */
+/* A slot for r now (nobody waiting before it), or r joins the wait. */
 static void slot_get(struct worker *w, struct treq *r)
 {
-	if (!w->slot_wait_head)
-		r->slot = slot_pool_alloc(&w->pool, r->cmd.length);
+	struct tconn *c = r->conn;
+
+	if (!w->slot_conns_head && !c->slot_head)
+		r->slot = slot_alloc(c, r);
 	if (r->slot) {
 		slot_got(r);
 		return;
 	}
 	r->state = TREQ_SLOT;
-	FIFO_PUSH(w->slot_wait_head, w->slot_wait_tail, r, next_slot);
+	r->next_slot = NULL;
+	FIFO_PUSH(c->slot_head, c->slot_tail, r, next_slot);
+	slot_queue_conn(w, c);
 }
 
 void slot_wait_drop(struct worker *w, struct tconn *c)
 {
-	struct treq **pp = &w->slot_wait_head, *r;
+	struct tconn **pp = &w->slot_conns_head, *x;
+	struct treq *r;
 
-	w->slot_wait_tail = NULL;
-	while ((r = *pp)) {
-		if (r->conn == c) {
-			*pp = r->next_slot;
-			r->state = TREQ_FREE;
+	while ((r = FIFO_POP(c->slot_head, c->slot_tail, next_slot)))
+		r->state = TREQ_FREE;
+	if (c->slot_parked)
+		slot_unpark_one(w, c);
+	if (!c->slot_queued)
+		return;
+	c->slot_queued = false;
+	w->slot_conns_tail = NULL;
+	while ((x = *pp)) {
+		if (x == c) {
+			*pp = x->next_slot_conn;
 			continue;
 		}
-		w->slot_wait_tail = r;
-		pp = &r->next_slot;
+		w->slot_conns_tail = x;
+		pp = &x->next_slot_conn;
 	}
+}
+
+/*
+ * A command whose slot waits on the peer (a WRITE window it has not
+ * filled, a pull READ window it has not returned, a response or GRANT
+ * waiting for send credits the peer's receives give back), or a push
+ * READ the peer has not taken, for longer than window_timeout: the
+ * peer holds pool memory without progress. Writes why into why.
+ */
+bool slot_held_too_long(const struct tconn *c, uint64_t now, char *why,
+			size_t len)
+{
+	uint64_t limit = c->worker->window_timeout_ms;
+	unsigned int n = 0;
+	uint64_t oldest = now;
+
+	if (c->state != TCONN_LIVE || !c->held || !limit)
+		return false;
+	for (unsigned int i = 0; i < c->lim.queue_depth; i++) {
+		const struct treq *r = &c->reqs[i];
+
+		if (!r->slot || (r->state != TREQ_GRANT &&
+				 r->state != TREQ_DATA &&
+				 r->state != TREQ_RESPOND &&
+				 r->state != TREQ_PULLED))
+			continue;
+		n++;
+		oldest = MIN(oldest, r->state_ms);
+	}
+	if (c->push_inflight) {
+		n += c->push_inflight;
+		oldest = MIN(oldest, c->push_progress_ms);
+	}
+	if (!n || now - oldest <= limit)
+		return false;
+	snprintf(why, len,
+		 "held %u slot window(s), %llu bytes of the pool, for %llu ms without returning them (window_timeout %llu s)",
+		 n, (unsigned long long)c->held,
+		 (unsigned long long)(now - oldest),
+		 (unsigned long long)(limit / 1000));
+	return true;
 }
 
 /* ---- responses ------------------------------------------------------------ */
@@ -150,7 +410,8 @@ static void treq_push_done(struct tconn *c, uint64_t wr_id)
 		return;
 	slot = w->pool.base + ((size_t)qp_wrid_val(wr_id) << SLOT_PAGE_SHIFT);
 	c->push_inflight--;
-	slot_release(w, &slot);
+	c->push_progress_ms = w->now_ms;
+	slot_release(c, &slot);
 }
 
 static void batch_join(struct tconn *c)
@@ -201,6 +462,7 @@ static uint32_t bind_window(struct tconn *c, struct treq *r, int access)
 
 	if (!mr)
 		return 0;
+	slot_scrub(c, r);
 	wr = qp_add(&c->qp);
 	wr->opcode = XP_WR_BIND_MW;
 	wr->bind.mw = mw;
@@ -237,7 +499,7 @@ static int treq_post_response(struct treq *r)
 	batch_join(c);
 	r->resp_batch = c->flushes + 1;
 	if (push && !(mr = block_region(c, r))) { /* no region: it fails */
-		slot_release(w, &r->slot);
+		slot_release(c, &r->slot);
 		resp.status = RBLK_S_NO_RESOURCES;
 		resp.length = 0;
 		r->status = RBLK_S_NO_RESOURCES;
@@ -253,13 +515,14 @@ static int treq_post_response(struct treq *r)
 			       (uint32_t)(((char *)r->slot - w->pool.base) >>
 					  SLOT_PAGE_SHIFT));
 		r->slot = NULL;
-		c->push_inflight++;
+		if (!c->push_inflight++)
+			c->push_progress_ms = w->now_ms;
 	} else if (read) {
 		resp.flags = RBLK_RESP_F_PULL;
 		resp.addr = (uint64_t)(uintptr_t)r->slot;
 		resp.rkey = bind_window(c, r, XP_ACCESS_REMOTE_READ);
 		if (!resp.rkey) { /* no window: the READ fails, the slot goes */
-			slot_release(w, &r->slot);
+			slot_release(c, &r->slot);
 			resp.flags = 0;
 			resp.addr = 0;
 			resp.status = RBLK_S_NO_RESOURCES;
@@ -372,11 +635,12 @@ void treq_process(struct treq *r)
 
 	do {
 		prev = r->state;
+		r->state_ms = w->now_ms;
 		if (c->state == TCONN_CLOSING &&
 		    (r->state == TREQ_GRANT || r->state == TREQ_EXEC ||
 		     r->state == TREQ_RESPOND)) {
 			/* no window of r is bound in these states */
-			slot_release(w, &r->slot);
+			slot_release(c, &r->slot);
 			r->state = TREQ_FREE;
 			break;
 		}
@@ -394,7 +658,7 @@ void treq_process(struct treq *r)
 				return;
 			}
 			if (ret) {
-				slot_release(w, &r->slot);
+				slot_release(c, &r->slot);
 				r->status = RBLK_S_NO_RESOURCES;
 				r->state = TREQ_RESPOND;
 				break;
@@ -409,6 +673,8 @@ void treq_process(struct treq *r)
 				r->state = TREQ_BACKEND;
 			} else if (ret == 1) {
 				r->status = rblk_errno_to_status(r->result);
+				if (r->cmd.opcode == RBLK_OP_READ && r->slot)
+					slot_filled(c, r, !r->result);
 				r->state = TREQ_RESPOND;
 			} else {
 				/*
@@ -425,7 +691,7 @@ void treq_process(struct treq *r)
 		case TREQ_RESPOND:
 			/* a failed READ or any WRITE is done with its slot */
 			if (r->cmd.opcode == RBLK_OP_WRITE || r->status)
-				slot_release(w, &r->slot);
+				slot_release(c, &r->slot);
 			if (treq_post_response(r)) { /* -EAGAIN */
 				wait_credits(c, r);
 				return;
@@ -467,6 +733,8 @@ void treq_backend_done(struct treq *r, int res)
 	}
 	r->result = res < 0 ? res : 0;
 	r->status = rblk_errno_to_status(r->result);
+	if (r->cmd.opcode == RBLK_OP_READ && r->slot)
+		slot_filled(c, r, !r->result);
 	if (r->result)
 		log_warn("export %s: %s at %llu+%u failed: %s", c->exp->name,
 			 rblk_opcode_str(r->cmd.opcode),
@@ -491,7 +759,7 @@ static bool killed_window(struct tconn *c, const struct treq *r,
 /* A pull READ's window is dead: its slot goes back, the tag is free. */
 static void pulled_done(struct tconn *c, struct treq *r)
 {
-	slot_release(c->worker, &r->slot);
+	slot_release(c, &r->slot);
 	r->state = TREQ_FREE;
 }
 

@@ -27,7 +27,7 @@ static struct host_count *buckets[HOST_BUCKETS];
 static unsigned int total_pending, total_sessions;
 
 /* "tcp 192.0.2.1:41234" -> "192.0.2.1" (the address, without the port) */
-static void host_of(const char *peer, char *out, size_t len)
+void limits_host_of(const char *peer, char *out, size_t len)
 {
 	const char *sp = strchr(peer, ' ');
 	const char *colon;
@@ -45,7 +45,7 @@ static struct host_count *host_get(const char *peer, bool create)
 	unsigned int h = 5381;
 	struct host_count *e;
 
-	host_of(peer, addr, sizeof(addr));
+	limits_host_of(peer, addr, sizeof(addr));
 	for (const char *p = addr; *p; p++)
 		h = h * 33 + (unsigned char)*p;
 	for (e = buckets[h % HOST_BUCKETS]; e; e = e->next)

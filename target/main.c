@@ -68,6 +68,12 @@ static void usage(FILE *f)
 		"      --slot-pool SIZE      registered memory for command data, shared\n"
 		"                            by all sessions, split over the workers\n"
 		"                            (default 256M)\n"
+		"      --session-pool-share PCT  most of a worker's pool one session\n"
+		"                            may hold (1..100, default 25; one source\n"
+		"                            address: twice that)\n"
+		"      --window-timeout SEC  drop a session that holds a slot window\n"
+		"                            this long without returning it (1..3600,\n"
+		"                            default 5)\n"
 		"      --inline-data SIZE|auto  most WRITE bytes carried in the command\n"
 		"                            capsule, 0 (off) to 16K; auto (default):\n"
 		"                            4K, less at large queue depths\n"
@@ -220,6 +226,9 @@ static const struct target_opt {
 	  "max_sessions_per_host" },
 	{ "idle-timeout", required_argument, 0, NULL, "idle_timeout" },
 	{ "poll-spin-us", required_argument, 0, NULL, "poll_spin_us" },
+	{ "session-pool-share", required_argument, 0, NULL,
+	  "session_pool_share" },
+	{ "window-timeout", required_argument, 0, NULL, "window_timeout" },
 	{ "ctl-socket", required_argument, 0, cfg_set_ctl_socket, NULL },
 	{ "ctl-socket-mode", required_argument, 0, cfg_set_ctl_socket_mode,
 	  NULL },

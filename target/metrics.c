@@ -88,6 +88,8 @@ static int metrics_text(struct target *t, FILE *f)
 	      "# TYPE rblk_bytes_total counter\n"
 	      "# HELP rblk_errors_total Commands answered with an error status.\n"
 	      "# TYPE rblk_errors_total counter\n"
+	      "# HELP rblk_window_timeouts_total Sessions dropped for holding slot windows past window_timeout.\n"
+	      "# TYPE rblk_window_timeouts_total counter\n"
 	      "# HELP rblk_sessions Sessions logged in, by export.\n"
 	      "# TYPE rblk_sessions gauge\n"
 	      "# HELP rblk_latency_us Command receipt to response posted, microseconds.\n"
@@ -120,6 +122,9 @@ static int metrics_text(struct target *t, FILE *f)
 		fputs("rblk_errors_total", f);
 		LBL("} ");
 		fprintf(f, "%llu\n", (unsigned long long)s->errors);
+		fputs("rblk_window_timeouts_total", f);
+		LBL("} ");
+		fprintf(f, "%llu\n", (unsigned long long)s->window_timeouts);
 		fputs("rblk_sessions", f);
 		LBL("} ");
 		fprintf(f, "%u\n", e->sessions);

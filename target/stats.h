@@ -42,6 +42,8 @@ struct iostats {
 	_Atomic uint64_t bytes_read;
 	_Atomic uint64_t bytes_written;
 	_Atomic uint64_t errors; /* responses with a status other than OK */
+	/* sessions dropped for holding slot windows (window_timeout) */
+	_Atomic uint64_t window_timeouts;
 	_Atomic uint64_t lat_sum_us;
 	_Atomic uint64_t lat[STAT_LAT_BUCKETS];
 };
@@ -52,6 +54,7 @@ struct iostats_snap {
 	uint64_t bytes_read;
 	uint64_t bytes_written;
 	uint64_t errors;
+	uint64_t window_timeouts;
 	uint64_t lat_sum_us;
 	uint64_t lat[STAT_LAT_BUCKETS];
 };

@@ -30,6 +30,7 @@
 
 struct worker;
 struct tconn;
+struct host_share;
 struct treq;
 
 /* ---- exports and their backends ------------------------------------- */
@@ -268,7 +269,13 @@ struct treq {
 	 */
 	unsigned int held_recv;
 	struct treq *next_wait; /* on conn's send-credit wait list */
-	struct treq *next_slot; /* on worker->slot_wait */
+	struct treq *next_slot; /* on its connection's slot_head FIFO */
+	/*
+	 * worker->now_ms when r last changed state: in the states where its
+	 * slot waits on the peer (GRANT, DATA, RESPOND, PULLED) this is how
+	 * long the peer has held it (slot_held_too_long(), io.c).
+	 */
+	uint64_t state_ms;
 	/* conn->flushes + 1 while this tag's response waits in the batch:
 	 * a command on the tag before that batch is posted is a violation */
 	uint64_t resp_batch;
@@ -338,6 +345,19 @@ struct tconn {
 
 	struct tconn *next; /* worker's list */
 	unsigned int push_inflight; /* push READ responses not completed */
+	uint64_t push_progress_ms; /* last push completed, or first posted */
+	/*
+	 * Slot pool share (docs/RELIABILITY.md, "What a session may hold"):
+	 * the bytes of pool runs its commands hold (push slots included),
+	 * its host's share on this worker, and its commands waiting for a
+	 * slot (FIFO), served round-robin with other connections' from
+	 * worker->slot_conns while on it (slot_queued).
+	 */
+	uint64_t held;
+	struct host_share *hs;
+	struct treq *slot_head, *slot_tail;
+	struct tconn *next_slot_conn;
+	bool slot_queued, slot_parked;
 	bool lim_pending, lim_session; /* counted by limits_admit/login */
 	uint64_t last_rx_ms; /* worker->now_ms of the last message */
 	uint64_t closing_ms; /* when it became TCONN_CLOSING */
@@ -399,8 +419,20 @@ struct worker {
 	struct slot_pool pool;
 	/* engine registration (worker_pool_buf()), -1, or POOL_BUF_UNTRIED */
 	int pool_buf_index;
-	struct treq *slot_wait_head, *slot_wait_tail; /* FIFO */
+	/*
+	 * Connections with commands waiting for a slot, served round-robin
+	 * one command a turn (a connection over its share waits parked
+	 * until it or its host frees some); page_owner[i]: the connection whose
+	 * data pool page i may hold (0: unknown), so a window never shows
+	 * one connection another's bytes (io.c, slot_scrub()).
+	 */
+	struct tconn *slot_conns_head, *slot_conns_tail;
+	struct tconn *slot_parked; /* over a share, waiting for their own */
 	bool serving_slots;
+	uint64_t *page_owner;
+	uint64_t share_session, share_host; /* caps on held, per worker */
+	struct host_share *shares; /* per source address, with holders */
+	uint64_t window_timeout_ms;
 	struct vol_reg *vols;
 	int mailbox_fd; /* eventfd: new connections or stop */
 	pthread_mutex_t mailbox_lock;
@@ -550,6 +582,8 @@ int limits_admit(const struct cfg_target *cfg, const char *peer);
 int limits_login(const struct cfg_target *cfg, const char *peer, char *why,
 		 size_t whylen);
 void limits_release(const char *peer, bool pending, bool session);
+/* The host part of a peer name ("tcp 192.0.2.1:41234" -> "192.0.2.1"). */
+void limits_host_of(const char *peer, char *out, size_t len);
 
 int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);

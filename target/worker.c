@@ -52,6 +52,12 @@
 #define POLL_BATCH TURN_BUDGET
 /* A connection whose flushed sends never complete is freed after this. */
 #define CLOSE_DRAIN_MS 10000
+/*
+ * How often a worker whose pool lends anything looks for sessions that
+ * hold windows past window_timeout: a session waiting behind them waits
+ * at most window_timeout + this.
+ */
+#define HOLD_SWEEP_MS 250
 
 #define EPOLL_MAILBOX ((void *)1)
 #define EPOLL_ENGINE ((void *)2)
@@ -251,14 +257,51 @@ out_unlock:
 	return ret;
 }
 
-/* A live session that sent nothing for idle_timeout seconds goes. */
+/*
+ * A live session that sent nothing for idle_timeout seconds goes; one
+ * whose commands wait on us (for a slot, or for the backend) is not idle,
+ * whatever it sends. One that holds pool memory meanwhile is bounded by
+ * window_timeout instead, keep-alives or not (slot_held_too_long()).
+ */
 static bool idle_too_long(const struct worker *w, const struct tconn *c,
 			  uint64_t now)
 {
 	unsigned int s = w->tgt->cfg.idle_timeout;
 
-	return s && c->state == TCONN_LIVE &&
+	return s && c->state == TCONN_LIVE && !c->slot_head &&
+	       !c->backend_inflight &&
 	       now - c->last_rx_ms > (uint64_t)s * 1000u;
+}
+
+/*
+ * A session that holds slot windows without returning them is dropped,
+ * naming it, so the pool it holds serves everyone else again; counted
+ * in its export's stats (ctl stats, /metrics).
+ */
+static void drop_holder(struct worker *w, struct tconn *c, uint64_t now)
+{
+	char why[256];
+
+	if (!slot_held_too_long(c, now, why, sizeof(why)))
+		return;
+	stat_inc(&c->exp->wstats[w->index].window_timeouts, 1);
+	log_warn("conn %llu (%s, host %s, export %s): window timeout",
+		 (unsigned long long)c->id, c->peer, c->host, c->exp->name);
+	tconn_fail(c, why);
+}
+
+static bool pool_lent(const struct worker *w)
+{
+	return w->pool.free_pages < w->pool.pages;
+}
+
+/* Every HOLD_SWEEP_MS while the pool lends anything: drop_holder(). */
+static void sweep_holders(struct worker *w)
+{
+	uint64_t now = now_ms();
+
+	for (struct tconn *c = w->conns; c; c = c->next)
+		drop_holder(w, c, now);
 }
 
 /* ---- the worker thread ------------------------------------------------------ */
@@ -454,7 +497,7 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct epoll_event evs[WORKER_MAX_GROUPS + 2];
-	uint64_t last_sweep = now_ms();
+	uint64_t last_sweep = now_ms(), last_hold = last_sweep;
 	bool more = true;
 	char name[16];
 
@@ -469,7 +512,8 @@ static void *worker_main(void *arg)
 		if (!more && groups_armed(w, &closing) && !closing &&
 		    !worker_spin(w, &closing)) {
 			pthread_mutex_unlock(&w->turn_lock);
-			n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs), 1000);
+			n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs),
+				       pool_lent(w) ? HOLD_SWEEP_MS : 1000);
 			pthread_mutex_lock(&w->turn_lock);
 		} else if (atomic_load(&w->lock_wanted)) {
 			/* the main thread waits to add a connection */
@@ -498,6 +542,11 @@ static void *worker_main(void *arg)
 		}
 		/* every response of this turn, one post per connection */
 		worker_flush_sends(w);
+		if (pool_lent(w) && now_ms() - last_hold >= HOLD_SWEEP_MS) {
+			sweep_holders(w);
+			last_hold = now_ms();
+			closing = true;
+		}
 		sweep = now_ms() - last_sweep >= 1000;
 		if (closing || sweep)
 			reap_closed(w, sweep);
@@ -564,6 +613,22 @@ static size_t pool_share(const struct target *t)
 	return MAX(share, (size_t)t->cfg.max_io);
 }
 
+/*
+ * What one session, and the sessions of one source address, may hold of
+ * w's pool (session_pool_share percent, twice that for a host), never
+ * less than one command of max_io; how long a peer may keep a window.
+ */
+static void pool_shares(struct worker *w, const struct target *t)
+{
+	uint64_t one = slot_pool_run_bytes(t->cfg.max_io);
+	uint64_t pct = t->cfg.session_pool_share;
+
+	w->share_session = MAX(w->pool_len * pct / 100, one);
+	w->share_host = MAX(w->pool_len * MIN(2 * pct, 100) / 100,
+			    w->share_session);
+	w->window_timeout_ms = (uint64_t)t->cfg.window_timeout * 1000u;
+}
+
 int worker_start(struct worker *w, struct target *t, unsigned int index)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -594,6 +659,12 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	ret = slot_pool_init(&w->pool, w->pool_mem, w->pool_len);
 	if (ret)
 		goto out_free_pool;
+	w->page_owner = calloc(w->pool.pages, sizeof(*w->page_owner));
+	if (!w->page_owner) {
+		ret = -ENOMEM;
+		goto out_fini_pool;
+	}
+	pool_shares(w, t);
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (w->epfd < 0) {
 		ret = -errno;
@@ -639,6 +710,7 @@ out_close_mailbox:
 out_close_epoll:
 	close(w->epfd);
 out_fini_pool:
+	free(w->page_owner);
 	slot_pool_fini(&w->pool);
 out_free_pool:
 	free(w->pool_mem);
@@ -676,6 +748,7 @@ void worker_stop(struct worker *w)
 	close(w->mailbox_fd);
 	close(w->epfd);
 	slot_pool_fini(&w->pool);
+	free(w->page_owner);
 	free(w->pool_mem);
 	pthread_mutex_destroy(&w->mailbox_lock);
 	pthread_mutex_destroy(&w->conns_lock);

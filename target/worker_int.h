@@ -67,8 +67,16 @@ bool treq_recv(struct tconn *c, const void *buf, const struct xp_wc *wc);
 void treq_send_done(struct tconn *c, const struct xp_wc *wc);
 /* Post every connection's batch; none is left on the flush list. */
 void worker_flush_sends(struct worker *w);
-/* Return a slot to the pool and serve the commands waiting for one. */
-void slot_release(struct worker *w, void **slot);
+/* Return c's slot to the pool and serve the commands waiting for one. */
+void slot_release(struct tconn *c, void **slot);
+/* c is being freed: drop its reference to its host's pool share. */
+void slot_share_put(struct worker *w, struct tconn *c);
+/*
+ * Has c (LIVE) held a slot window, grant or push for longer than the
+ * worker's window_timeout without returning it? why: the log line's text.
+ */
+bool slot_held_too_long(const struct tconn *c, uint64_t now, char *why,
+			size_t len);
 /* Take c's commands off the pool's wait list (c is closing). */
 void slot_wait_drop(struct worker *w, struct tconn *c);
 

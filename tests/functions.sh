@@ -380,10 +380,11 @@ make_random()
 
 # ---- a legitimate client verifying data while a test misbehaves ----------
 #
-#   start_verifier URL MIB    loop: write MIB MiB of random data to URL
-#                             (rblk_libtest put; an nbd+unix:// URL:
-#                             nbdcopy), read it back (get) and
-#                             compare, until stop_verifier
+#   start_verifier URL MIB [slot]  loop: write MIB MiB of random data
+#                             to URL (rblk_libtest put, direct access;
+#                             slot: through the target's slots; an
+#                             nbd+unix:// URL: nbdcopy), read it back
+#                             (get) and compare, until stop_verifier
 #   stop_verifier             stop it; fail unless every round verified
 #                             and at least one round ran; prints the count
 #   proc_fds PID, proc_rss_kib PID
@@ -399,6 +400,8 @@ make_random()
 start_verifier()
 {
 	local url=$1 mib=$2 t=$RBLK_BUILD/tests/rblk_libtest src back put get
+	local slot=() # "slot": librblk through the target's slots, not direct
+	[ "${3:-}" = slot ] && slot=(slot)
 	_verify_dir=$TEST_DIR/verifier
 	src=$_verify_dir/src back=$_verify_dir/back
 	case $url in
@@ -407,8 +410,8 @@ start_verifier()
 		get=(nbdcopy "$url" "$back") ;;
 	*)
 		[ -x "$t" ] || fail "$t missing: run make check"
-		put=("$t" put "$url" "$src")
-		get=("$t" get "$url" "$back") ;;
+		put=("$t" put "$url" "$src" ${slot[@]+"${slot[@]}"})
+		get=("$t" get "$url" "$back" ${slot[@]+"${slot[@]}"}) ;;
 	esac
 	mkdir -p "$_verify_dir"
 	make_random "$_verify_dir/src" "$mib"

@@ -30,6 +30,18 @@
  *        same after the tag's next command returned it, and a DONE that
  *        does not invalidate the window or names none fails the
  *        connection
+ *   rblk_rawclient stale URL ROUNDS
+ *        on 4 connections (so every worker serves some), ROUNDS times
+ *        each: a WRITE whose GRANT is answered with WRITE_DATA without
+ *        writing the window, or after writing only its first 512 bytes
+ *        (0xA5), then a READ of the same block: every byte read back must
+ *        be 0 or 0xA5, never a byte another connection left in the slot
+ *        (run it while a legitimate client writes another export)
+ *   rblk_rawclient hold URL N SECS
+ *        N connections (queue depth 8) each take 3 WRITE windows and 3
+ *        pull READ windows of 1 MiB and never use or return them,
+ *        sending a KEEPALIVE every second for SECS seconds; prints when
+ *        the target dropped each one (exit 0 when all were dropped)
  *   rblk_rawclient sweep URL N [HOST KEYFILE]
  *        hold a READ window open on A, then try N guessed keys (every key
  *        byte of the lowest key indexes) against that slot address, each
@@ -44,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/auth.h"
 #include "common/proto.h"
@@ -67,6 +80,8 @@ struct rc {
 };
 
 static struct rblk_url url;
+static uint16_t conn_qd = 4; /* hold: 8 */
+static uint32_t conn_max_io = BLK; /* hold: 1 MiB */
 static const struct xp_ops *ops;
 static const char *host = "";
 static uint8_t secret[RBLK_SECRET_MAX];
@@ -126,7 +141,7 @@ static void rc_connect(struct rc *c)
 
 	memset(c, 0, sizeof(*c));
 	ret = xp_connect(ops, NULL, url.host, url.port, &attr, priv,
-			   rblk_cm_req_encode(priv, 4), TIMEOUT_MS, &c->xc,
+			   rblk_cm_req_encode(priv, conn_qd), TIMEOUT_MS, &c->xc,
 			   NULL, NULL);
 	if (ret)
 		DIE("connect: %s", strerror(-ret));
@@ -231,7 +246,7 @@ static int recv_msg(struct rc *c, void *msg, uint32_t *len)
 
 static void send_hello(struct rc *c, bool auth)
 {
-	struct rblk_hello h = { .queue_depth = 4, .max_io = BLK };
+	struct rblk_hello h = { .queue_depth = conn_qd, .max_io = conn_max_io };
 	char b[RBLK_HELLO_SIZE];
 
 	h.flags = auth ? RBLK_HELLO_F_AUTH : 0;
@@ -880,6 +895,210 @@ static int cmd_sweep(unsigned int n)
 	return bad;
 }
 
+/* ---- stale slot bytes (docs/RELIABILITY.md, "What a session may hold") */
+
+#define STALE_CONNS 4
+#define STALE_MINE 0xA5
+
+/*
+ * Answer WRITE window w with WRITE_DATA after RDMA WRITing only the first
+ * len bytes of data block 0 (0: none). Returns the WRITE's status.
+ */
+static uint32_t write_partial(struct rc *c, struct window w, uint32_t len)
+{
+	struct rblk_done d = { .type = RBLK_MSG_WRITE_DATA, .rkey = w.rkey };
+	char msg[RBLK_MSG_MAX];
+	struct rblk_resp resp;
+	uint32_t mlen;
+
+	if (len) {
+		struct xp_send_wr wr = { .wr_id = 1,
+					 .opcode = XP_WR_RDMA_WRITE,
+					 .flags = XP_SEND_SIGNALED,
+					 .remote_addr = w.addr,
+					 .rkey = w.rkey };
+		struct xp_send_wr *bad;
+
+		wr.sge = (struct xp_sge){ data_buf(c, 0), len, c->mr };
+		if (xp_post_send(c->xc, &wr, &bad) ||
+		    wait_rdma(c) != XP_WC_SUCCESS)
+			DIE("writing our own window failed");
+	}
+	if (post(c, XP_WR_SEND_WITH_INV, msg, rblk_done_encode(msg, &d), 0, 0,
+		 w.rkey))
+		DIE("sending WRITE_DATA failed");
+	if (next_msg(c, msg, &mlen) != RBLK_MSG_RESP ||
+	    rblk_resp_decode(msg, mlen, conn_qd, &resp))
+		DIE("expected the WRITE's RESP");
+	return resp.status;
+}
+
+/* Bytes of data block 0 that are neither 0 nor ours; the first at *at. */
+static unsigned int foreign_bytes(struct rc *c, unsigned int *at)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = BLK; i-- > 0;)
+		if (data_buf(c, 0)[i] && (uint8_t)data_buf(c, 0)[i] != STALE_MINE) {
+			n++;
+			*at = i;
+		}
+	return n;
+}
+
+static int cmd_stale(unsigned int rounds)
+{
+	struct rc a[STALE_CONNS];
+	unsigned int bad = 0, failed_writes = 0;
+
+	for (unsigned int i = 0; i < STALE_CONNS; i++)
+		login(&a[i]);
+	for (unsigned int r = 0; r < rounds; r++) {
+		for (unsigned int i = 0; i < STALE_CONNS; i++) {
+			uint64_t off = (uint64_t)((r * STALE_CONNS + i) % 256) * BLK;
+			uint32_t len = r % 2 ? 512 : 0;
+			struct window w = command_start(&a[i], RBLK_OP_WRITE, off);
+			unsigned int n, at = 0;
+			uint32_t st;
+
+			if (!w.rkey)
+				DIE("WRITE not granted: %s",
+				    rblk_status_str((int)w.status));
+			memset(data_buf(&a[i], 0), STALE_MINE, BLK);
+			if (write_partial(&a[i], w, len))
+				failed_writes++;
+			memset(data_buf(&a[i], 0), 0, BLK);
+			st = command(&a[i], RBLK_OP_READ, off);
+			if (st)
+				DIE("READ failed: %s", rblk_status_str((int)st));
+			n = foreign_bytes(&a[i], &at);
+			if (n) {
+				bad++;
+				printf("FAIL: round %u conn %u (%s write): %u bytes we never wrote came back, e.g. 0x%02x at %u\n",
+				       r, i, len ? "partial" : "no", n,
+				       (uint8_t)data_buf(&a[i], 0)[at], at);
+			}
+		}
+	}
+	for (unsigned int i = 0; i < STALE_CONNS; i++)
+		rc_close(&a[i]);
+	printf("stale: %u rounds x %u connections, %u unwritten or partial WRITEs refused, %u reads showed foreign bytes\n",
+	       rounds, STALE_CONNS, failed_writes, bad);
+	return bad ? 1 : 0;
+}
+
+/* ---- windows held without progress ------------------------------------- */
+
+#define HOLD_MAX 16
+#define HOLD_LEN (1u << 20)
+#define HOLD_TAGS 6 /* of queue depth 8; tag 7 carries the KEEPALIVEs */
+#define HOLD_KA_TAG 7
+
+struct holder {
+	struct rc c;
+	unsigned int windows;
+	bool ka_out, dropped;
+	double dropped_at;
+};
+
+static void hold_send(struct holder *h, uint16_t tag, uint8_t op,
+		      uint32_t len, uint64_t off)
+{
+	struct rblk_cmd cmd = { .tag = tag, .opcode = op, .length = len,
+				.offset = off };
+	char b[RBLK_CMD_SIZE];
+
+	if (post(&h->c, XP_WR_SEND, b, rblk_cmd_encode(b, &cmd), 0, 0, 0))
+		h->dropped = true;
+}
+
+/* Take what has come on h without waiting: windows, KEEPALIVE answers. */
+static void hold_poll(struct holder *h, double t)
+{
+	struct xp_wc wc;
+	int n;
+
+	while (!h->dropped && (n = xp_poll(h->c.xc, &wc, 1)) > 0) {
+		char *m;
+
+		if (wc.status != XP_WC_SUCCESS) {
+			h->dropped = true;
+			h->dropped_at = t;
+			break;
+		}
+		if (wc.opcode != XP_WC_RECV)
+			continue;
+		m = recv_buf(&h->c, (unsigned int)wc.wr_id - 100);
+		if (rblk_msg_type(m, wc.byte_len) == RBLK_MSG_GRANT) {
+			h->windows++;
+		} else if (rblk_msg_type(m, wc.byte_len) == RBLK_MSG_RESP) {
+			struct rblk_resp r;
+
+			if (!rblk_resp_decode(m, wc.byte_len, conn_qd, &r)) {
+				if (r.tag == HOLD_KA_TAG)
+					h->ka_out = false;
+				else if (r.flags & RBLK_RESP_F_PULL)
+					h->windows++;
+			}
+		}
+		repost_recv(&h->c, (unsigned int)wc.wr_id - 100);
+	}
+	if (n < 0 && !h->dropped) {
+		h->dropped = true;
+		h->dropped_at = t;
+	}
+}
+
+static int cmd_hold(unsigned int n, unsigned int secs)
+{
+	static struct holder h[HOLD_MAX];
+	uint64_t start = now_ms(), last_ka = 0;
+	unsigned int dropped = 0;
+
+	if (!n || n > HOLD_MAX)
+		DIE("hold: 1..%d connections", HOLD_MAX);
+	conn_qd = 8;
+	conn_max_io = HOLD_LEN;
+	for (unsigned int i = 0; i < n; i++) {
+		login(&h[i].c);
+		for (uint16_t tag = 0; tag < HOLD_TAGS; tag++)
+			hold_send(&h[i], tag,
+				  tag % 2 ? RBLK_OP_READ : RBLK_OP_WRITE,
+				  HOLD_LEN, (uint64_t)tag * HOLD_LEN);
+	}
+	printf("hold: %u connections asked for %u windows of %u bytes each\n",
+	       n, HOLD_TAGS, HOLD_LEN);
+	fflush(stdout);
+	while (now_ms() - start < (uint64_t)secs * 1000u) {
+		double t = (double)(now_ms() - start) / 1000.0;
+		bool ka = now_ms() - last_ka >= 1000;
+
+		for (unsigned int i = 0; i < n; i++) {
+			hold_poll(&h[i], t);
+			if (ka && !h[i].dropped && !h[i].ka_out) {
+				hold_send(&h[i], HOLD_KA_TAG,
+					  RBLK_OP_KEEPALIVE, 0, 0);
+				h[i].ka_out = true;
+			}
+		}
+		if (ka)
+			last_ka = now_ms();
+		usleep(20000);
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		if (h[i].dropped) {
+			dropped++;
+			printf("holder %u: %u windows, dropped by the target after %.1f s\n",
+			       i, h[i].windows, h[i].dropped_at);
+		} else {
+			printf("holder %u: %u windows, still connected after %u s\n",
+			       i, h[i].windows, secs);
+		}
+		rc_close(&h[i].c);
+	}
+	return dropped == n ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	char err[512];
@@ -893,6 +1112,11 @@ int main(int argc, char **argv)
 	ops = xp_find(url.scheme);
 	if (!ops)
 		DIE("unknown transport %s", url.scheme);
+	if (!strcmp(argv[1], "stale") && argc == 4)
+		return cmd_stale((unsigned int)strtoul(argv[3], NULL, 10));
+	if (!strcmp(argv[1], "hold") && argc == 5)
+		return cmd_hold((unsigned int)strtoul(argv[3], NULL, 10),
+				(unsigned int)strtoul(argv[4], NULL, 10));
 	if (argc >= 5 && strcmp(argv[1], "sweep")) {
 		host = argv[3];
 		if (rblk_auth_load_secret(argv[4], secret, &secret_len, err,
@@ -927,7 +1151,9 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: %s reflect|replay|rowrite|skip|stall URL HOST KEYFILE\n"
 			"       %s isolation URL [HOST KEYFILE]\n"
-			"       %s sweep URL N [HOST KEYFILE]\n",
-		argv[0], argv[0], argv[0]);
+			"       %s sweep URL N [HOST KEYFILE]\n"
+			"       %s stale URL ROUNDS\n"
+			"       %s hold URL N SECS\n",
+		argv[0], argv[0], argv[0], argv[0], argv[0]);
 	return 2;
 }
