@@ -43,10 +43,10 @@ endif
 
 # rblk-target's allocator: tcmalloc, as Ceph's own daemons link it. librbd
 # and librados allocate and free several objects per I/O on the worker and
-# their messenger threads; glibc malloc spends ~10% of the target's CPU on
-# them (docs/ARCHITECTURE.md, "Libraries we build on"). Not under the
-# sanitizers, which bring their own allocator. The runtime package has no
-# unversioned .so, hence the file name.
+# their messenger threads, where glibc malloc costs the target CPU per read
+# (docs/BENCHMARKS.md, "Ceph RBD"; docs/ARCHITECTURE.md, "Libraries we
+# build on"). Not under the sanitizers, which bring their own allocator.
+# The runtime package has no unversioned .so, hence the file name.
 ifneq ($(SANITIZE),1)
 TARGET_MALLOC := -l:libtcmalloc_minimal.so.4
 endif

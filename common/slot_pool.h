@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The slot pool's allocator: a buddy allocator over 4 KiB pages of one
- * region (a worker's registered pool, docs/PROTOCOL.md "Version 2").
+ * region (a worker's registered pool, docs/PROTOCOL.md "Target memory").
  * A request takes the smallest power-of-two run of pages that holds it,
  * so a 4 KiB read takes one page and a 1 MiB write 256. The bookkeeping
  * lives beside the region, never in it (the region is data only).

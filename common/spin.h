@@ -12,10 +12,9 @@
  * thread is runnable on this CPU - the client or the target that will
  * produce what we wait for, when three processes share two CPUs - it runs
  * at once instead of waiting for our spin to end, and where none is the
- * yield returns at once. Without it, `rblk nbd`'s spin cost 15% more CPU
- * per request at QD32 for no more IOPS; with it, 1.06x the IOPS of the
- * spin without it, at less CPU per request (docs/BENCHMARKS.md,
- * "Polling before sleeping").
+ * yield returns at once. Without it a spinning `rblk nbd` cost more CPU
+ * per request at QD32 for no more IOPS (docs/BENCHMARKS.md, "Polling
+ * before sleeping").
  */
 #ifndef RBLK_COMMON_SPIN_H
 #define RBLK_COMMON_SPIN_H

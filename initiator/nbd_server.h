@@ -25,9 +25,8 @@
 #define NBD_DEFAULT_CLIENT_BUFFER (2ull * NBD_MAX_PAYLOAD) /* heap, per client */
 /*
  * --poll-spin-us: at QD1 a spin replaces two sleeps and wake-ups per
- * request (1.4-1.6x the IOPS at the same CPU per request on the 2-CPU
- * bench host); at QD32, yielding while it spins, it costs no IOPS and no
- * CPU (docs/BENCHMARKS.md, "Polling before sleeping, by default").
+ * request; at QD32, yielding while it spins, it costs little
+ * (docs/BENCHMARKS.md, "Polling before sleeping").
  */
 #define NBD_DEFAULT_SPIN_US 50u
 

@@ -24,7 +24,7 @@
  * client is broken first: librbd blocklists that client at the OSDs, so a
  * stalled gateway's late writes are refused. A target blocklisted that
  * way fails every later write-class command of the export with EIO.
- * docs/ARCHITECTURE.md says what is guaranteed.
+ * docs/ARCHITECTURE.md, "RBD fencing", says what is guaranteed.
  */
 #include "target.h"
 

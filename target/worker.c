@@ -43,10 +43,9 @@
  * makes a turn that took a whole queue depth of commands answer none of
  * them before the last is done, while the initiator, and whatever sits
  * behind it (`rblk nbd`'s client), waits with nothing to do. Taking 16 at
- * a time lets the first responses go while the target works on the rest:
- * `rblk nbd` 4k randread QD32 over tcp 1.15x what it did with 256
- * (docs/BENCHMARKS.md, "the turn budget"), for one more sendmsg and
- * io_uring_enter per 16.
+ * a time lets the first responses go while the target works on the rest,
+ * for one more sendmsg and io_uring_enter per 16 (docs/BENCHMARKS.md,
+ * "The turn budget").
  */
 #define TURN_BUDGET 16
 #define POLL_BATCH TURN_BUDGET

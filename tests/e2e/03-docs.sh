@@ -1,10 +1,100 @@
 #!/usr/bin/env bash
-# Documentation: every man page renders without a groff/man warning; every
-# program's --help and --version work (exit 0, on stdout, one version);
-# every long option that a --help prints (for rblk: of every subcommand)
-# appears in that program's man page.
+# Documentation: the references stay references: docs/ARCHITECTURE.md's
+# source map names every source file and nothing else, it and
+# docs/BENCHMARKS.md stay within their lengths, and every section a file
+# cites by name ("docs/X.md, "Section"") exists. Every man page renders
+# without a groff/man warning; every program's --help and --version work
+# (exit 0, on stdout, one version); every long option that a --help prints
+# (for rblk: of every subcommand) appears in that program's man page.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
+requires python3
+
+# check_length FILE MAX: a reference, not a notebook (history goes to
+# docs/bench-log/ and to commit messages)
+check_length()
+{
+	local n
+	n=$(wc -l <"$1")
+	[ "$n" -le "$2" ] || fail "$1 has $n lines, more than $2: move history to docs/bench-log/"
+}
+check_length docs/ARCHITECTURE.md 400
+check_length docs/BENCHMARKS.md 600
+
+# The files the map must name: every C source and header, Python tool and
+# linker map in the tree (tracked, or new and not ignored).
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	git ls-files --cached --others --exclude-standard
+else
+	find . -path ./build -prune -o -path './build-*' -prune -o -type f -print |
+		sed 's|^\./||'
+fi | grep -E '\.(c|h|py|map)$' | sort -u >"$TEST_DIR/sources"
+[ -s "$TEST_DIR/sources" ] || fail "no source files found"
+
+# docs/ARCHITECTURE.md, "Source map": its first ``` block. A line
+# "dir/ ..." at the left margin opens a directory; "  name[, name]  what"
+# (two spaces in, two or more before the description) names files in it,
+# x.[ch] standing for x.c and x.h; deeper lines continue a description.
+python3 - docs/ARCHITECTURE.md >"$TEST_DIR/mapped" 2>"$TEST_DIR/map.err" <<'PY' ||
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"^## Source map\n.*?^```\n(.*?)^```", text, re.S | re.M)
+if not m:
+    sys.exit("no ``` block under '## Source map'")
+d = ""
+for line in m.group(1).splitlines():
+    if re.match(r"^\S+/(\s|$)", line):
+        d = line.split()[0]
+    elif re.match(r"^  \S", line):
+        for name in re.split(r"\s{2,}", line.strip())[0].split(", "):
+            names = [name[:-5] + ".c", name[:-5] + ".h"] \
+                if name.endswith(".[ch]") else [name]
+            for n in names:
+                print(d + n)
+PY
+	fail "docs/ARCHITECTURE.md: $(cat "$TEST_DIR/map.err")"
+sort -u -o "$TEST_DIR/mapped" "$TEST_DIR/mapped"
+missing=$(comm -23 "$TEST_DIR/sources" "$TEST_DIR/mapped" | tr '\n' ' ')
+[ -z "$missing" ] ||
+	fail "docs/ARCHITECTURE.md's source map lacks: $missing"
+while read -r f; do
+	[ -e "$f" ] || fail "docs/ARCHITECTURE.md's source map names $f, which does not exist"
+done <"$TEST_DIR/mapped"
+
+# Sections cited by name: 'docs/ARCHITECTURE.md, "Slot pool"' in code,
+# scripts and docs (comment leaders and line breaks between the parts
+# allowed) must name a heading of that file (a heading starting with the
+# name, any case). The history in docs/bench-log/ cites what was.
+git ls-files 2>/dev/null | grep -v '^docs/bench-log/' |
+	grep -E '\.(c|h|sh|py|mk|md|[0-9])$|^Makefile$' >"$TEST_DIR/citing" || true
+python3 - "$TEST_DIR/citing" >"$TEST_DIR/cites" <<'PY' ||
+import os, re, sys
+bad = 0
+heads = {}
+for f in open(sys.argv[1]).read().split():
+    try:
+        t = open(f, errors="replace").read()
+    except OSError:
+        continue
+    flat = re.sub(r"\n[ \t]*(?:\*|#|//|\.\\\")?[ \t]*", " ", t)
+    for doc, name in re.findall(r'((?:[\w.-]+/)*[A-Z][\w-]*\.md),?\s+"([^"]+)"', flat):
+        path = next((p for p in (doc, os.path.join("docs", doc),
+                                 os.path.join(os.path.dirname(f), doc))
+                     if os.path.isfile(p)), None)
+        if not path:
+            continue
+        if path not in heads:
+            heads[path] = [h.lower() for h in re.findall(
+                r"^#+ (.*)$", open(path).read(), re.M)]
+        name = " ".join(name.split())
+        if not any(h.startswith(name.lower()) for h in heads[path]):
+            print(f'{f}: cites {doc}, "{name}": no such section')
+            bad += 1
+sys.exit(1 if bad else 0)
+PY
+	fail "sections cited that do not exist: $(cat "$TEST_DIR/cites")"
+echo "docs: map of $(wc -l <"$TEST_DIR/sources") source files complete, lengths within bounds, cited sections exist"
+
 requires groff
 requires_built
 

@@ -11,7 +11,7 @@
 #      pool (2 MiB per worker, 128 times less than they ask for at once)
 #      complete and verify: commands wait for slots, none fails.
 #      (The full-size run, 64 sessions x QD64 x 1 MiB against 64M, is the
-#      same tool: see docs/BENCHMARKS.md.)
+#      same tool: docs/BENCHMARKS.md, "Many sessions".)
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires_built

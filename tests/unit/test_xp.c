@@ -669,8 +669,9 @@ static uint32_t grant_region(unsigned int i, struct xp_mw *mw,
 /*
  * Past the end of a window bound over a whole slot region: refused on
  * both transports. Past the end of a window over part of a larger region:
- * refused on tcp; rxe checks the region's range, not the window's (see
- * docs/ARCHITECTURE.md), so there only the first case is asserted.
+ * refused on tcp; rxe checks the region's range, not the window's
+ * (tests/vm/README.md, "rxe: what it does differently"), so there only
+ * the first case is asserted.
  */
 static void test_mw_out_of_range(void **state)
 {

@@ -61,7 +61,9 @@
 # still reads through the page cache, rblk-target and io_uring use
 # O_DIRECT. On tmpfs there is nothing to drop: every path reads memory.
 # --doc replaces the block between <!-- MARKER:begin --> and
-# <!-- MARKER:end --> in that file (--marker, default host-bench); --chart writes a gnuplot PNG.
+# <!-- MARKER:end --> in that file (--marker, default host-bench), and the
+# same block of bench-log/rounds.md beside it with every round; --chart
+# writes a gnuplot PNG.
 #
 # CPU us/IO = fio's own usr+sys for the job, plus the CPU time the server
 # processes (rblk-target, rblk nbd, nbdkit) used during the cell, both per
@@ -317,7 +319,9 @@ fstype=$(stat -f -c %T "$where")
 
 args=(--results "$RES" --header "$hdr" --paths "$REPORT_PATHS" "${REPORT_TARGETS[@]}" --raw)
 [ -n "$chart" ] && args+=(--chart "$chart" --chart-title "rblk vs nbdkit vs io_uring, host (tcp loopback): IOPS")
-[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- $marker:begin -->" --end "<!-- $marker:end -->")
+# the doc gets the tables, bench-log/rounds.md beside it every round
+[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- $marker:begin -->" --end "<!-- $marker:end -->"
+	--rounds-doc "$(dirname "$doc")/bench-log/rounds.md")
 python3 "$root/tools/bench/report.py" "${args[@]}"
 [ -z "$doc" ] || log "host-bench: table written to $doc${chart:+, chart to $chart}"
 cp "$RES" "${build}/host-bench-results.txt"

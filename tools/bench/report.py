@@ -20,7 +20,8 @@ round are paired in the order they appear.
     report.py --results FILE --paths "engine:rblk fio engine:nbdkit-unix ..."
               [--target "label|path|workload|peer-path|peer-workload|metric|goal"]...
               [--header FILE] [--md OUT.md] [--chart OUT.png] [--raw]
-              [--begin MARK --end MARK --doc docs/BENCHMARKS.md]
+              [--begin MARK --end MARK --doc docs/BENCHMARKS.md
+               [--rounds-doc docs/bench-log/rounds.md]]
 
 --paths lists path:label:peer in table order (peer may be empty; "~"
 in a label stands for a space). Each
@@ -31,7 +32,10 @@ bound; cpu, CPU us per I/O, lower is better and the goal is an upper
 bound on the ratio). --raw appends every round's figures (a collapsed
 details block). With --doc, the text between the two marker
 lines in that file is replaced by the header, summary, table and chart link
-(the markers are added at the end if missing).
+(the markers are added at the end if missing). With --rounds-doc, the
+every-round block goes between the same markers in that file instead of
+the doc, which names it: the doc stays the current results, short enough
+to read (tests/e2e/03-docs.sh bounds its length).
 """
 import argparse
 import math
@@ -80,6 +84,7 @@ def main():
     ap.add_argument("--doc")
     ap.add_argument("--begin")
     ap.add_argument("--end")
+    ap.add_argument("--rounds-doc")
     a = ap.parse_args()
 
     paths = []  # (path, label, peer)
@@ -177,26 +182,27 @@ def main():
                        f"{fmt(x['p99'])} | {fmt(x['cpu'])} | "
                        f"{fmt_ratio(r)} | {fmt_ratio(c) if c else '-'} | "
                        f"{to} | {x['n']} |")
+    raw = []
     if a.raw:
-        out.append("")
-        out.append("<details><summary>Every round (path, workload, round: "
+        raw.append("")
+        raw.append("<details><summary>Every round (path, workload, round: "
                    "IOPS, MB/s, p50, p99, CPU us/IO)</summary>")
-        out.append("")
-        out.append("```")
+        raw.append("")
+        raw.append("```")
         for w in workloads:
             for p, _, _ in paths:
                 x = res.get((p, w))
                 for rnd, v in (x["rounds"].items() if x else []):
-                    out.append(f"{p}|{w}|{rnd}|" + "|".join(
+                    raw.append(f"{p}|{w}|{rnd}|" + "|".join(
                         fmt(v[col], 0 if col == "iops" else 1)
                         for col in COLS))
-        out.append("```")
-        out.append("</details>")
+        raw.append("```")
+        raw.append("</details>")
+    chart_line = []
     if a.chart:
         link = a.chart_link or os.path.basename(a.chart)
-        out.append("")
-        out.append(f"![{a.chart_title or 'chart'}]({link})")
-    text = "\n".join(out) + "\n"
+        chart_line = ["", f"![{a.chart_title or 'chart'}]({link})"]
+    text = "\n".join(out + raw + chart_line) + "\n"
 
     if a.md:
         with open(a.md, "w") as f:
@@ -205,22 +211,37 @@ def main():
         sys.stdout.write(text)
 
     if a.doc:
-        try:
-            with open(a.doc) as f:
-                doc = f.read()
-        except FileNotFoundError:
-            doc = "# Benchmarks\n"
-        block = f"{a.begin}\n{text}{a.end}"
-        i, j = doc.find(a.begin), doc.find(a.end)
-        if i >= 0 and j > i:
-            doc = doc[:i] + block + doc[j + len(a.end):]
-        else:
-            doc = doc.rstrip("\n") + "\n\n" + block + "\n"
-        with open(a.doc, "w") as f:
-            f.write(doc)
+        doc_text = text
+        if a.rounds_doc and raw:
+            rel = os.path.relpath(a.rounds_doc, os.path.dirname(a.doc) or ".")
+            doc_text = "\n".join(out + ["", f"Every round: {rel}."]
+                                  + chart_line) + "\n"
+            head = [a.header and open(a.header).read().split("\n")[0] or ""]
+            replace_block(a.rounds_doc, a.begin, a.end,
+                          "\n".join(head + raw) + "\n",
+                          "# Every round of the generated benchmark tables\n")
+        replace_block(a.doc, a.begin, a.end, doc_text, "# Benchmarks\n")
 
     if a.chart:
         chart(a, paths, workloads, res)
+
+
+def replace_block(path, begin, end, text, empty):
+    """Put text between the begin and end marker lines of path (added at
+    the end, and the file made from empty, when missing)."""
+    try:
+        with open(path) as f:
+            doc = f.read()
+    except FileNotFoundError:
+        doc = empty
+    block = f"{begin}\n{text}{end}"
+    i, j = doc.find(begin), doc.find(end)
+    if i >= 0 and j > i:
+        doc = doc[:i] + block + doc[j + len(end):]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(doc)
 
 
 def chart(a, paths, workloads, res):

@@ -13,7 +13,8 @@
  * Prints microseconds per round trip for tcp and unix, rounds interleaved,
  * and the median of the per-round tcp/unix ratios. rblk's tcp transport and
  * the fio rblk engine pay the tcp figure per read at QD1; nbdkit on a unix
- * socket pays the unix one (docs/BENCHMARKS.md, "The host of 2026-11-27").
+ * socket pays the unix one (docs/BENCHMARKS.md, "Unix socket against TCP
+ * loopback").
  * TCP_NODELAY on both ends, as rblk's transport sets it. Port 7699 on
  * 127.0.0.1 and a socket under /tmp.
  */

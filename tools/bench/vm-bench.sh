@@ -105,13 +105,15 @@ log()
 
 # --report DIR [--chart PNG] [--doc FILE] (on the host, after a run): the
 # table from DIR/vm-bench-results.txt again, with the chart, and the block
-# between the vm-bench markers in FILE replaced
+# between the vm-bench markers in FILE replaced (every round: FILE's
+# bench-log/rounds.md)
 if [ -n "$report" ]; then
 	args=(--results "$report/vm-bench-results.txt" --md "$report/vm-bench.md"
 		--paths "$VMB_REPORT_PATHS" "${VMB_REPORT_TARGETS[@]}" --raw)
 	[ -s "$report/vm-bench-header.md" ] && args+=(--header "$report/vm-bench-header.md")
 	[ -n "$chart" ] && args+=(--chart "$chart" --chart-title "rblk vs nvme-rdma, guest (rxe, TCG): IOPS")
-	[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- vm-bench:begin -->" --end "<!-- vm-bench:end -->")
+	[ -n "$doc" ] && args+=(--doc "$doc" --begin "<!-- vm-bench:begin -->" --end "<!-- vm-bench:end -->"
+		--rounds-doc "$(dirname "$doc")/bench-log/rounds.md")
 	exec python3 "$root/tools/bench/report.py" "${args[@]}"
 fi
 
