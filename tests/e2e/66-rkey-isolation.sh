@@ -33,7 +33,9 @@ SWEEP=${RBLK_SWEEP_KEYS:-10000}
 
 head -c 32 /dev/urandom | base64 >"$TEST_DIR/alpha.key"
 chmod 600 "$TEST_DIR/alpha.key"
-start_target --host "alpha:secret-file=$TEST_DIR/alpha.key" \
+# the sweep holds A's READ window open far longer than window_timeout's
+# default 5 s (a peer that does so is dropped): give it room
+start_target --host "alpha:secret-file=$TEST_DIR/alpha.key" --window-timeout 900 \
 	--export open=ram:4M --export "locked=ram:4M,allow=alpha" \
 	--export bg=ram:16M
 
