@@ -64,7 +64,7 @@ if [ -x "$RBLK_FIO_ENGINE" ] && command -v fio >/dev/null; then
 	tmo $((WT * 6 + 60)) fio --name=bg --ioengine="external:$RBLK_FIO_ENGINE" \
 		--uri="$RBLK_TARGET_URL/bg" --rw=randwrite --bs=64k --iodepth=4 \
 		--size=32M --time_based --runtime=$((WT * 3 + 4)) \
-		--verify=crc32c --verify_backlog=16 --verify_fatal=1 \
+		--verify=crc32c --verify_backlog=16 --verify_fatal=1 --verify_state_save=0 \
 		--output-format=json --output="$TEST_DIR/fio.json" ||
 		fail "fio beside the holders failed (verification or I/O)"
 	maxms=$(jq '[.jobs[0].read.clat_ns.max, .jobs[0].write.clat_ns.max] | max / 1000000 | floor' \
