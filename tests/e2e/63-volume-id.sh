@@ -21,6 +21,9 @@
 #  5. duplicate uuid= refused at load (--export and the configuration
 #     file) and at ctl add-export --uuid (also a uuid equal to a file's
 #     stored id); a fresh --uuid is reported.
+#  6. one path: the target is killed and comes back on its port serving
+#     another file under the same name; the session refuses the reconnect
+#     ("another volume") instead of reading the other file.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires jq python3 truncate cmp
@@ -245,4 +248,25 @@ ctl add-export z ram:1M --uuid 12345678-1234-4234-8234-000000000001 >/dev/null
 [ "$(vol_id "tcp://127.0.0.1:$RBLK_PORT/z")" = 12345678-1234-4234-8234-000000000001 ] ||
 	fail "ctl add-export --uuid: another id reported"
 echo "ctl add-export: duplicate uuids refused, a fresh one reported"
+
+# ---- 6: one path, the target comes back serving another file -------------
+truncate -s 16M "$TEST_DIR/x.img" "$TEST_DIR/y.img"
+port=$(free_port)
+start_target_on "$port" "$TEST_DIR/tx.log" --ctl-socket none \
+	--export "vol=$TEST_DIR/x.img"
+pid_x=$RBLK_TARGET_PID
+start_nbd "tcp://127.0.0.1:$port/vol" "$TEST_DIR/nbd6.sock" \
+	--reconnect-delay 0.2 --ctrl-loss-timeout 8
+tmo 30 nbdsh -u "$NBD_URI" -c 'h.pwrite(b"X" * 4096, 0); h.flush()'
+kill -9 "$pid_x"
+wait "$pid_x" 2>/dev/null || true
+start_target_on "$port" "$TEST_DIR/ty.log" --ctl-socket none \
+	--export "vol=$TEST_DIR/y.img"
+rc=0
+tmo 60 nbdsh -u "$NBD_URI" -c 'assert h.pread(4096, 0) == b"X" * 4096' \
+	>"$TEST_DIR/nbd6.out" 2>&1 || rc=$?
+[ $rc -ne 0 ] || fail "after the restart the session read y.img as if it were x.img"
+grep -q "is another volume after the reconnect" "$RBLK_NBD_LOG" ||
+	{ cat "$RBLK_NBD_LOG"; fail "no clear error for a reconnect to another volume"; }
+echo "reconnect to another file refused: $(grep -o 'tcp://[^ ]* is another volume.*' "$RBLK_NBD_LOG" | head -1 | cut -c1-140)"
 echo "PASS: $TEST_NAME"
