@@ -205,9 +205,9 @@ int volid_sidecar(const char *path, uint8_t id[EXPORT_VOL_ID_LEN],
 	return ret;
 }
 
-/* sysfs attribute dir/name, trimmed of surrounding blanks: its length or -errno. */
-static int read_attr(const char *dir, const char *name, char *buf,
-		     size_t len)
+/* sysfs attribute dir/name, trimmed of surrounding blanks: its length or
+ * -errno. */
+static int read_attr(const char *dir, const char *name, char *buf, size_t len)
 {
 	char p[PATH_MAX];
 	ssize_t n;
@@ -234,7 +234,7 @@ static int read_attr(const char *dir, const char *name, char *buf,
 
 /* Attributes that name a device itself, most specific first. */
 static const char *const dev_attrs[] = {
-	"wwid", "device/wwid", "serial", "device/serial", "dm/uuid", "md/uuid",
+    "wwid", "device/wwid", "serial", "device/serial", "dm/uuid", "md/uuid",
 };
 
 int volid_device(const char *sysroot, unsigned int major, unsigned int minor,
@@ -272,7 +272,7 @@ void volid_local(const char *machine, const struct stat *st,
 		 uint8_t id[EXPORT_VOL_ID_LEN])
 {
 	char a[64], b[64];
-	const char *parts[3] = { machine, a, b };
+	const char *parts[3] = {machine, a, b};
 
 	if (S_ISBLK(st->st_mode)) {
 		snprintf(a, sizeof(a), "bdev %u:%u", major(st->st_rdev),
@@ -307,14 +307,14 @@ static void identify_file(struct export *e, const struct stat *st)
 	ret = volid_xattr(e->fd, e->vol_id, &created);
 	if (!ret) {
 		e->ident = VOL_IDENT_XATTR;
-		snprintf(e->ident_src, sizeof(e->ident_src),
-			 "%s its %s xattr", created ? "new, stored in" : "from",
-			 VOLID_XATTR);
+		snprintf(e->ident_src, sizeof(e->ident_src), "%s its %s xattr",
+			 created ? "new, stored in" : "from", VOLID_XATTR);
 		return;
 	}
 	if (ret == -EINVAL) {
-		log_warn("export %s: the %s xattr of %s is not a UUID; not using it",
-			 e->name, VOLID_XATTR, e->path);
+		log_warn(
+		    "export %s: the %s xattr of %s is not a UUID; not using it",
+		    e->name, VOLID_XATTR, e->path);
 	} else {
 		/* no user xattrs here (ENOTSUP), or not ours to set */
 		int r2 = volid_sidecar(e->path, e->vol_id, &created, side,
@@ -328,9 +328,10 @@ static void identify_file(struct export *e, const struct stat *st)
 				 VOLID_XATTR, strerror(-ret));
 			return;
 		}
-		log_warn("export %s: cannot store a volume id with %s: %s xattr: %s; sidecar %s: %s",
-			 e->name, e->path, VOLID_XATTR, strerror(-ret), side,
-			 strerror(-r2));
+		log_warn(
+		    "export %s: cannot store a volume id with %s: %s xattr: %s; sidecar %s: %s",
+		    e->name, e->path, VOLID_XATTR, strerror(-ret), side,
+		    strerror(-r2));
 	}
 	volid_none(e, st);
 }
@@ -342,9 +343,10 @@ void volid_none(struct export *e, const struct stat *st)
 	machine_id(m, sizeof(m));
 	volid_local(m, st, e->vol_id);
 	e->ident = VOL_IDENT_NONE;
-	snprintf(e->ident_src, sizeof(e->ident_src),
-		 "NO IDENTITY of its own: a stand-in from this host and the %s; initiators refuse it as a multipath volume (give it uuid= to name it)",
-		 S_ISBLK(st->st_mode) ? "device number" : "inode");
+	snprintf(
+	    e->ident_src, sizeof(e->ident_src),
+	    "NO IDENTITY of its own: a stand-in from this host and the %s; initiators refuse it as a multipath volume (give it uuid= to name it)",
+	    S_ISBLK(st->st_mode) ? "device number" : "inode");
 }
 
 void volid_identify(struct export *e, const struct cfg_export *cfg)
@@ -363,15 +365,15 @@ void volid_identify(struct export *e, const struct cfg_export *cfg)
 	} else if (e->kind == EXPORT_RAM) {
 		volid_random(e->vol_id);
 		e->ident = VOL_IDENT_RUN;
-		snprintf(e->ident_src, sizeof(e->ident_src),
-			 "random for this run: RAM keeps nothing across a restart");
+		snprintf(
+		    e->ident_src, sizeof(e->ident_src),
+		    "random for this run: RAM keeps nothing across a restart");
 	} else if (fstat(e->fd, &st)) {
 		memset(&st, 0, sizeof(st));
 		volid_none(e, &st);
 	} else if (S_ISBLK(st.st_mode)) {
 		if (volid_device("/sys", major(st.st_rdev), minor(st.st_rdev),
-				 e->vol_id, e->ident_src,
-				 sizeof(e->ident_src)))
+				 e->vol_id, e->ident_src, sizeof(e->ident_src)))
 			volid_none(e, &st);
 		else
 			e->ident = VOL_IDENT_DEVICE;

@@ -85,7 +85,8 @@ static void test_random(void **state)
 
 static void test_xattr(void **state)
 {
-	uint8_t a[EXPORT_VOL_ID_LEN], b[EXPORT_VOL_ID_LEN], c[EXPORT_VOL_ID_LEN];
+	uint8_t a[EXPORT_VOL_ID_LEN], b[EXPORT_VOL_ID_LEN],
+	    c[EXPORT_VOL_ID_LEN];
 	char p[PATH_MAX], text[37], want[37];
 	bool created;
 	int fd, fd2, ret;
@@ -125,13 +126,14 @@ static void test_xattr(void **state)
 
 static void test_sidecar(void **state)
 {
-	uint8_t a[EXPORT_VOL_ID_LEN], b[EXPORT_VOL_ID_LEN], c[EXPORT_VOL_ID_LEN];
+	uint8_t a[EXPORT_VOL_ID_LEN], b[EXPORT_VOL_ID_LEN],
+	    c[EXPORT_VOL_ID_LEN];
 	char p[PATH_MAX], side[PATH_MAX], want[PATH_MAX];
 	bool created;
 	struct stat st;
 
-	assert_int_equal(volid_sidecar_path("/srv/img/vol.img", side,
-					    sizeof(side)), 0);
+	assert_int_equal(
+	    volid_sidecar_path("/srv/img/vol.img", side, sizeof(side)), 0);
 	assert_string_equal(side, "/srv/img/.vol.img.rblk-uuid");
 	assert_int_equal(volid_sidecar_path("vol.img", side, sizeof(side)), 0);
 	assert_string_equal(side, ".vol.img.rblk-uuid");
@@ -181,8 +183,8 @@ static void link_dev(const char *devno, const char *target)
 static void test_device(void **state)
 {
 	uint8_t disk[EXPORT_VOL_ID_LEN], part1[EXPORT_VOL_ID_LEN],
-		part2[EXPORT_VOL_ID_LEN], other[EXPORT_VOL_ID_LEN],
-		x[EXPORT_VOL_ID_LEN];
+	    part2[EXPORT_VOL_ID_LEN], other[EXPORT_VOL_ID_LEN],
+	    x[EXPORT_VOL_ID_LEN];
 	char sys[PATH_MAX], src[256];
 
 	/* a disk with a wwid and two partitions, a virtio disk, a loop */
@@ -231,9 +233,10 @@ static void test_device(void **state)
 
 static void test_local(void **state)
 {
-	uint8_t a[EXPORT_VOL_ID_LEN], b[EXPORT_VOL_ID_LEN], c[EXPORT_VOL_ID_LEN];
-	struct stat st = { .st_mode = S_IFREG, .st_dev = makedev(8, 1),
-			   .st_ino = 12 };
+	uint8_t a[EXPORT_VOL_ID_LEN], b[EXPORT_VOL_ID_LEN],
+	    c[EXPORT_VOL_ID_LEN];
+	struct stat st = {
+	    .st_mode = S_IFREG, .st_dev = makedev(8, 1), .st_ino = 12};
 
 	volid_local("machine-1", &st, a);
 	volid_local("machine-1", &st, b);
@@ -255,11 +258,9 @@ static void test_local(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_random),
-		cmocka_unit_test(test_xattr),
-		cmocka_unit_test(test_sidecar),
-		cmocka_unit_test(test_device),
-		cmocka_unit_test(test_local),
+	    cmocka_unit_test(test_random),  cmocka_unit_test(test_xattr),
+	    cmocka_unit_test(test_sidecar), cmocka_unit_test(test_device),
+	    cmocka_unit_test(test_local),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
