@@ -110,6 +110,8 @@ int volid_xattr(int fd, uint8_t id[EXPORT_VOL_ID_LEN], bool *created)
 		n = fgetxattr(fd, VOLID_XATTR, buf, sizeof(buf));
 		if (n >= 0)
 			return parse_stored(buf, (size_t)n, id);
+		if (errno == ERANGE)
+			return -EINVAL; /* longer than any UUID text */
 		if (errno != ENODATA)
 			return -errno; /* ENOTSUP: no user xattrs here */
 		volid_random(id);

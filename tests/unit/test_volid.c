@@ -87,7 +87,7 @@ static void test_xattr(void **state)
 {
 	uint8_t a[EXPORT_VOL_ID_LEN], b[EXPORT_VOL_ID_LEN],
 	    c[EXPORT_VOL_ID_LEN];
-	char p[PATH_MAX], text[37], want[37];
+	char p[PATH_MAX], text[37], want[37], big[100];
 	bool created;
 	int fd, fd2, ret;
 
@@ -119,6 +119,10 @@ static void test_xattr(void **state)
 
 	/* garbage in the attribute: not an id */
 	assert_int_equal(fsetxattr(fd2, VOLID_XATTR, "not-a-uuid", 10, 0), 0);
+	assert_int_equal(volid_xattr(fd2, c, &created), -EINVAL);
+	/* longer than the reader's buffer (ERANGE): not an id either */
+	memset(big, 'b', sizeof(big));
+	assert_int_equal(fsetxattr(fd2, VOLID_XATTR, big, sizeof(big), 0), 0);
 	assert_int_equal(volid_xattr(fd2, c, &created), -EINVAL);
 	close(fd2);
 	close(fd);
