@@ -100,7 +100,14 @@ enum rblk_opcode {
  * rblk_info.features.
  */
 #define RBLK_F_CMD_DONE 0x80u
-#define RBLK_F_ALL 0xffu
+/*
+ * The volume has no identity of its own: vol_id is a stand-in, unique on
+ * the target's host but tied to nothing that travels with the data, so it
+ * must not be used to tell paths to one volume from paths to another.
+ * Only in a LOGIN answering a HELLO with RBLK_HELLO_F_IDENTITY.
+ */
+#define RBLK_F_NO_IDENTITY 0x100u
+#define RBLK_F_ALL 0x1ffu
 
 /* HELLO flags. */
 #define RBLK_HELLO_F_READ_ONLY 0x01u /* initiator asks for a read-only login */
@@ -111,8 +118,11 @@ enum rblk_opcode {
  */
 #define RBLK_HELLO_F_DISCOVER 0x02u
 #define RBLK_HELLO_F_AUTH 0x04u /* initiator holds a secret: may authenticate */
+/* the initiator knows RBLK_F_NO_IDENTITY: the target may set it */
+#define RBLK_HELLO_F_IDENTITY 0x08u
 #define RBLK_HELLO_F_ALL                                                      \
-	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH)
+	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH | \
+	 RBLK_HELLO_F_IDENTITY)
 
 /*
  * Status codes: in RESP.status, LOGIN.status and the rdma_cm reject private

@@ -726,11 +726,20 @@ int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen)
 		    cfg_check_block_size(e->block_size, why, sizeof(why)))
 			return fail(err, errlen, -EINVAL, "export '%.*s': %s",
 				    RBLK_NAME_MAX - 1, e->name, why);
-		for (unsigned int j = 0; j < i; j++)
-			if (!strcmp(cfg->exports[j].name, e->name))
+		for (unsigned int j = 0; j < i; j++) {
+			const struct cfg_export *o = &cfg->exports[j];
+
+			if (!strcmp(o->name, e->name))
 				return fail(err, errlen, -EINVAL,
 					    "export '%s' defined twice",
 					    e->name);
+			/* one identity, two volumes: multipath would join them */
+			if (e->has_uuid && o->has_uuid &&
+			    !memcmp(e->uuid, o->uuid, sizeof(e->uuid)))
+				return fail(err, errlen, -EINVAL,
+					    "exports '%s' and '%s' have the same uuid: two volumes must not share one identity (initiators would take one for the other)",
+					    o->name, e->name);
+		}
 		for (unsigned int j = 0; j < e->nr_allow; j++)
 			if (!cfg_find_host(cfg, e->allow[j]))
 				return fail(err, errlen, -EINVAL,

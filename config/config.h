@@ -229,6 +229,9 @@ int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,
  */
 int cfg_check_export(const struct cfg_export *e, char *err, size_t errlen);
 
+/* A UUID as 8-4-4-4-12 hex digits into out; -EINVAL when it is not one. */
+int cfg_parse_uuid(const char *s, uint8_t out[16]);
+
 /* Set the control socket ("none" disables); -EINVAL with reason. */
 int cfg_set_ctl_socket(struct cfg_target *cfg, const char *path, char *err,
 		       size_t errlen);

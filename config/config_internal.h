@@ -29,7 +29,6 @@ struct cfg_export *cfg_new_export(struct cfg_target *cfg, const char *name,
 struct cfg_host *cfg_new_host(struct cfg_target *cfg, const char *name,
 			      char *err, size_t errlen, int *ret);
 int cfg_parse_bool(const char *s, bool *out);
-int cfg_parse_uuid(const char *s, uint8_t out[16]);
 /* s without leading and trailing whitespace (trailing cut in place) */
 char *cfg_trim(char *s);
 

@@ -37,7 +37,8 @@ _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
 		       RBLK_FEAT_TRIM == RBLK_F_TRIM &&
 		       RBLK_FEAT_ZEROES == RBLK_F_ZEROES &&
 		       RBLK_FEAT_PUSH == RBLK_F_PUSH &&
-		       RBLK_FEAT_DIRECT == RBLK_F_DIRECT,
+		       RBLK_FEAT_DIRECT == RBLK_F_DIRECT &&
+		       RBLK_FEAT_NO_IDENTITY == RBLK_F_NO_IDENTITY,
 	       "public feature bits are the wire bits");
 
 /* Push reads when asked to, or by default where the transport prefers it. */
@@ -267,6 +268,8 @@ static int send_hello(struct rblk *r, struct rblk_queue *q,
 							  0;
 	if (r->secret_len)
 		hello.flags |= RBLK_HELLO_F_AUTH;
+	if (!r->identity_refused)
+		hello.flags |= RBLK_HELLO_F_IDENTITY;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 lib_path_url(q)->export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
@@ -302,8 +305,10 @@ static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
 
 /*
  * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
- * set. A HELLO asking for ask in-capsule bytes refused as malformed sets
- * r->inline_refused (see lib_queue_connect()).
+ * set. A HELLO refused as malformed may have asked for something an older
+ * target does not know: the newest first, the IDENTITY flag
+ * (r->identity_refused), then ask in-capsule bytes (r->inline_refused);
+ * see lib_queue_connect().
  */
 static int login_refused(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_login *login, uint32_t ask)
@@ -316,6 +321,12 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 	if (login->status == RBLK_S_NO_EXPORT)
 		return set_error(ret, "export '%s' not found on %s",
 				 u->export_name, rblk_url_str(u));
+	if (login->status == RBLK_S_INVALID && !r->identity_refused) {
+		r->identity_refused = true;
+		return set_error(-EPROTO,
+				 "login to '%s' refused as malformed: the target may not know the HELLO flag IDENTITY",
+				 u->export_name);
+	}
 	if (login->status == RBLK_S_INVALID && ask) {
 		r->inline_refused = true;
 		return set_error(-EPROTO,
@@ -433,22 +444,27 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 }
 
 /*
- * A target that predates in-capsule data refuses a HELLO asking for it as
- * malformed (its field was reserved, zero): then the queue connects once
- * more asking for none, and the session asks for none from then on.
+ * A target that predates the IDENTITY flag or in-capsule data refuses a
+ * HELLO asking for them as malformed (the bit and the field were reserved,
+ * zero): then the queue connects once more without the newer of them, and
+ * again without the other, and the session asks for neither from then on.
  */
 int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		      const struct rblk_opts *o)
 {
-	bool refused = r->inline_refused;
-	int ret = queue_connect_once(r, q, o);
+	for (;;) {
+		bool id = r->identity_refused, in = r->inline_refused;
+		int ret = queue_connect_once(r, q, o);
 
-	if (!ret || refused || !r->inline_refused)
-		return ret;
-	log_info("queue %u: %s; connecting again without in-capsule data",
-		 q->index, rblk_last_error());
-	lib_queue_drop_conn(q);
-	return queue_connect_once(r, q, o);
+		if (!ret || (id == r->identity_refused &&
+			     in == r->inline_refused))
+			return ret;
+		log_info("queue %u: %s; connecting again without %s", q->index,
+			 rblk_last_error(),
+			 id != r->identity_refused ? "the IDENTITY flag" :
+						     "in-capsule data");
+		lib_queue_drop_conn(q);
+	}
 }
 
 /*

@@ -120,7 +120,8 @@ static void vol_id_str(const uint8_t id[RBLK_VOL_ID_LEN], char *out)
 int lib_path_vol_mismatch(const struct rblk_queue *q,
 			  const uint8_t vol_id[RBLK_VOL_ID_LEN])
 {
-	const struct rblk *r = q->r;
+	struct rblk *r = q->r;
+	unsigned int active = atomic_load(&r->active);
 	char got[2 * RBLK_VOL_ID_LEN + 5], want[2 * RBLK_VOL_ID_LEN + 5];
 
 	vol_id_str(vol_id, got);
@@ -129,9 +130,14 @@ int lib_path_vol_mismatch(const struct rblk_queue *q,
 		return set_error(-EPROTO,
 				 "%s is another volume after the reconnect (volume id %s, was %s)",
 				 r->paths[q->path].str, got, want);
+	/* name a path that has the expected id: the session's */
+	if (active == q->path)
+		return set_error(-EPROTO,
+				 "path %s is another volume now (volume id %s, was %s): refusing to use it",
+				 r->paths[q->path].str, got, want);
 	return set_error(-EPROTO,
 			 "path %s is not the same volume as %s (volume id %s, expected %s): refusing to use it",
-			 r->paths[q->path].str, r->paths[0].str, got, want);
+			 r->paths[q->path].str, r->paths[active].str, got, want);
 }
 
 /* Publish that a queue connected on path p. */
@@ -207,8 +213,21 @@ static int path_login(struct rblk *r, unsigned int p, int timeout_ms)
 int lib_path_verify(struct rblk *r)
 {
 	unsigned int active = atomic_load(&r->active);
+	char id[2 * RBLK_VOL_ID_LEN + 5];
 	int ret;
 
+	/*
+	 * Without an identity of its own the volume id cannot tell this
+	 * volume from another on another target (the stand-in of a device
+	 * without serial, of a file without a stored id): joining paths on
+	 * it could put the session on another volume at the first failover.
+	 */
+	if (r->nr_paths > 1 && (r->info.features & RBLK_FEAT_NO_IDENTITY)) {
+		vol_id_str(r->info.vol_id, id);
+		return set_error(-EPROTO,
+				 "%s has no volume identity of its own (volume id %s is a stand-in): refusing to use it with other paths, which could be another volume (give the export uuid= on every target that serves this one volume)",
+				 r->paths[active].str, id);
+	}
 	for (unsigned int p = 0; p < r->nr_paths; p++) {
 		if (p == active)
 			continue;

@@ -207,6 +207,8 @@ struct rblk {
 	struct rblk_opts opts; /* as opened; reconnects log in with these */
 	/* a target refused the HELLO asking for in-capsule data: ask none */
 	bool inline_refused;
+	/* a target refused the HELLO flag IDENTITY: it predates it */
+	bool identity_refused;
 	/*
 	 * Paths (lib_path.c): paths[0] is the preferred one (the URL given
 	 * to rblk_open). active: the path queues use and move to; any queue

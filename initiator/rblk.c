@@ -90,6 +90,7 @@ static void print_info_json(const char *url, const struct rblk *r)
 	rjson_add_str(o, "export", info->export_name);
 	cli_format_vol_id(info->vol_id, id);
 	rjson_add_str(o, "vol_id", id);
+	rjson_add_bool(o, "identity", !(f & RBLK_FEAT_NO_IDENTITY));
 	rjson_add_u64(o, "size", info->size);
 	rjson_add_u64(o, "block_size", info->block_size);
 	rjson_add_u64(o, "max_io", info->max_io);
@@ -182,7 +183,10 @@ int cmd_info(int argc, char **argv)
 		printf("transport:   %s\n", info->transport);
 		printf("export:      %s\n", info->export_name);
 		cli_format_vol_id(info->vol_id, id);
-		printf("volume id:   %s\n", id);
+		printf("volume id:   %s%s\n", id,
+		       info->features & RBLK_FEAT_NO_IDENTITY ?
+			       " (a stand-in: the volume has no identity of its own)" :
+			       "");
 		printf("size:        %llu bytes (%.2f GiB)\n",
 		       (unsigned long long)info->size,
 		       (double)info->size / (1 << 30));

@@ -405,7 +405,7 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	if (force_ro) /* an allow_ro grant */
 		c->lim.features |= RBLK_F_READ_ONLY;
 	login_reply(&c->lim, &l);
-	login_vol_id(w->tgt->cfg.name, e, l.vol_id);
+	(void)login_vol_id(e, l.vol_id);
 	random_bytes(&l.session_id, sizeof(l.session_id));
 	ret = tconn_volume_window(w, c);
 	if (ret) {
@@ -424,7 +424,7 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 		c->lim.features &= ~RBLK_F_DIRECT;
 		memset(&l, 0, sizeof(l));
 		login_reply(&c->lim, &l);
-		login_vol_id(w->tgt->cfg.name, e, l.vol_id);
+		(void)login_vol_id(e, l.vol_id);
 		random_bytes(&l.session_id, sizeof(l.session_id));
 	}
 	log_debug("conn %llu: %u windows allocated", (unsigned long long)c->id,

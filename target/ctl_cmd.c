@@ -452,9 +452,11 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 		{ "allow", 'a', true, NULL },
 		{ "allow-ro", 0, true, NULL },
 		{ "cache", 0, true, NULL },
+		{ "uuid", 0, true, NULL },
 		{ 0 },
 	};
 	const char *pos[2];
+	const struct export *clash;
 	struct cfg_export ce = { 0 };
 	struct export *e, **pp;
 	char why[400];
@@ -488,6 +490,14 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 			     opts[4].val);
 		return;
 	}
+	if (opts[5].val) {
+		if (cfg_parse_uuid(opts[5].val, ce.uuid)) {
+			ctl_req_fail(r, "add-export: bad uuid '%.40s' (8-4-4-4-12 hex digits)",
+				     opts[5].val);
+			return;
+		}
+		ce.has_uuid = true;
+	}
 	if (cfg_export_set_access(&t->cfg, &ce, opts[2].val, opts[3].val,
 				  r->err, sizeof(r->err)) ||
 	    cfg_check_export(&ce, r->err, sizeof(r->err)))
@@ -512,6 +522,14 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 		return;
 	}
 	pthread_mutex_lock(&t->exports_lock);
+	clash = export_id_clash(t->exports, e);
+	if (clash) {
+		ctl_req_fail(r, "add-export: export '%s' has that volume id already: two volumes must not share one identity",
+			     clash->name);
+		pthread_mutex_unlock(&t->exports_lock);
+		export_put(e);
+		return;
+	}
 	/*
 	 * Only this thread adds, so the name is still free. At the tail:
 	 * discovery pages by index, and earlier pages stay valid.

@@ -651,6 +651,7 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		e->features |= RBLK_F_READ_ONLY;
 	if (e->direct)
 		e->features |= RBLK_F_DIRECT;
+	volid_identify(e, cfg);
 	log_info("export %s: %s %s, %llu bytes, block size %u%s%s%s", e->name,
 		 e->ops->name, e->path, (unsigned long long)e->size,
 		 e->block_size, e->read_only ? ", read-only" : "",
@@ -673,6 +674,16 @@ bool export_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN])
 		return false;
 	}
 	return e->ops->vol_id(e, id);
+}
+
+const struct export *export_id_clash(const struct export *list,
+				     const struct export *e)
+{
+	for (const struct export *o = list; o; o = o->next)
+		if (o != e && !memcmp(o->vol_id, e->vol_id, sizeof(e->vol_id)) &&
+		    (o->ident == VOL_IDENT_CONFIG || e->ident == VOL_IDENT_CONFIG))
+			return o;
+	return NULL;
 }
 
 bool export_visible_to(const struct export *e, const char *host)

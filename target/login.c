@@ -8,7 +8,6 @@
  */
 #include "target.h"
 
-#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +17,7 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		 uint32_t cfg_max_io, login_lookup_fn lookup, void *ctx,
 		 struct login_plan *p)
 {
+	uint8_t id[RBLK_VOL_ID_LEN];
 	const struct cfg_export *ecfg;
 	struct export *e;
 	int st;
@@ -61,6 +61,10 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	p->lim.features = e->features | RBLK_F_PUSH | RBLK_F_CMD_DONE;
 	if (p->hello.flags & RBLK_HELLO_F_READ_ONLY)
 		p->lim.features |= RBLK_F_READ_ONLY;
+	/* only to an initiator that knows the bit: older ones refuse it */
+	if ((p->hello.flags & RBLK_HELLO_F_IDENTITY) &&
+	    !login_vol_id(e, id))
+		p->lim.features |= RBLK_F_NO_IDENTITY;
 	return RBLK_S_OK;
 }
 
@@ -90,38 +94,18 @@ void login_reply(const struct rblk_limits *lim, struct rblk_login *l)
 	l->features = lim->features;
 }
 
-void login_vol_id(const char *target_name, const struct export *e,
-		  uint8_t id[RBLK_VOL_ID_LEN])
+bool login_vol_id(const struct export *e, uint8_t id[RBLK_VOL_ID_LEN])
 {
-	static const char tag[] = "rblk-vol-id-v1";
 	const struct cfg_export *ecfg = e->cfg;
-	crypto_hash_sha256_state st;
-	uint8_t h[crypto_hash_sha256_BYTES];
 
 	_Static_assert(RBLK_VOL_ID_LEN == EXPORT_VOL_ID_LEN,
 		       "a backend's volume id is the wire's");
 	if (ecfg && ecfg->has_uuid) {
 		memcpy(id, ecfg->uuid, RBLK_VOL_ID_LEN);
-		return;
+		return true;
 	}
-	/*
-	 * A backend that knows the volume's own identity (RBD: cluster,
-	 * pool, image) gives it, so every gateway of one image reports the
-	 * same id and initiators can tell paths to one volume apart from
-	 * paths to different ones.
-	 */
-	if (e->ops && e->ops->vol_id && e->ops->vol_id(e, id))
-		return;
-	crypto_hash_sha256_init(&st);
-	crypto_hash_sha256_update(&st, (const uint8_t *)tag, sizeof(tag));
-	crypto_hash_sha256_update(&st, (const uint8_t *)target_name,
-				  strlen(target_name) + 1);
-	crypto_hash_sha256_update(&st, (const uint8_t *)e->name,
-				  strlen(e->name) + 1);
-	crypto_hash_sha256_final(&st, h);
-	memcpy(id, h, RBLK_VOL_ID_LEN);
-	id[6] = (uint8_t)((id[6] & 0x0f) | 0x80); /* version 8 */
-	id[8] = (uint8_t)((id[8] & 0x3f) | 0x80); /* variant 10 */
+	memcpy(id, e->vol_id, RBLK_VOL_ID_LEN);
+	return e->ident != VOL_IDENT_NONE;
 }
 
 bool login_auth_needed(const struct cfg_target *cfg, const struct export *e,

@@ -496,8 +496,17 @@ static int open_exports(struct target *t, const sigset_t *mask)
 						 t->nr_workers, err,
 						 sizeof(err));
 
+		const struct export *o;
+
 		if (!e)
 			return -EINVAL;
+		o = export_id_clash(t->exports, e);
+		if (o) {
+			log_err("exports %s and %s have the same volume id (a configured uuid): two volumes must not share one identity (initiators would take one for the other)",
+				e->name, o->name);
+			export_put(e);
+			return -EINVAL;
+		}
 		e->next = t->exports;
 		t->exports = e;
 		t->nr_exports++;

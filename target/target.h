@@ -42,6 +42,19 @@ enum export_kind {
 	EXPORT_RBD,
 };
 
+#define EXPORT_VOL_ID_LEN 16
+
+/* Where an export's volume id comes from (volid.c). */
+enum vol_ident {
+	VOL_IDENT_NONE, /* a stand-in: LOGIN says RBLK_F_NO_IDENTITY */
+	VOL_IDENT_CONFIG, /* uuid = */
+	VOL_IDENT_BACKEND, /* backend_ops.vol_id (rbd: the image) */
+	VOL_IDENT_XATTR, /* the file's user.rblk.uuid */
+	VOL_IDENT_SIDECAR, /* .NAME.rblk-uuid beside the file */
+	VOL_IDENT_DEVICE, /* the block device's wwid / serial / dm or md uuid */
+	VOL_IDENT_RUN, /* ram: random, this run's volume only */
+};
+
 /*
  * Lifetime: an export is reference counted. The target's export list holds
  * one reference, and every connection that found it at login holds one
@@ -65,6 +78,10 @@ struct export {
 	uint64_t size;
 	uint32_t block_size;
 	uint32_t features; /* RBLK_F_* offered */
+	/* the volume's identity (volid_identify()), set at open, then read-only */
+	uint8_t vol_id[EXPORT_VOL_ID_LEN];
+	enum vol_ident ident;
+	char ident_src[320]; /* where vol_id came from, for the log */
 	bool read_only;
 	int fd; /* buffered descriptor (files, block devices) */
 	int fd_odirect; /* O_DIRECT descriptor, or -1 when refused */
@@ -97,8 +114,6 @@ struct export {
 	unsigned int nr_wstats;
 	struct export *next; /* target's list, under exports_lock */
 };
-
-#define EXPORT_VOL_ID_LEN 16
 
 /*
  * A backend executes a request's storage operation on one export.
@@ -135,8 +150,50 @@ extern const struct backend_ops backend_ram_ops;
 extern const struct backend_ops backend_map_ops; /* files exported direct */
 extern const struct backend_ops backend_rbd_ops; /* rbd:POOL/IMAGE */
 
+/*
+ * An export on list, other than e, with e's volume id where one of the two
+ * was configured (uuid =): two volumes must not share an identity. (Two
+ * exports of one file share its stored id truthfully: not a clash.) NULL
+ * when none; the caller holds whatever keeps list stable.
+ */
+const struct export *export_id_clash(const struct export *list,
+				     const struct export *e);
+
 /* e's volume identity (backend_ops.vol_id); false when it has none. */
 bool export_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN]);
+
+/*
+ * Volume identity (volid.c). volid_identify() sets e->vol_id, e->ident
+ * and e->ident_src for an opened export (the backend's open has run) and
+ * logs them; the rest are its steps, exported for tests/unit/test_volid.c.
+ */
+struct stat;
+#define VOLID_XATTR "user.rblk.uuid"
+void volid_identify(struct export *e, const struct cfg_export *cfg);
+void volid_format(const uint8_t id[EXPORT_VOL_ID_LEN], char out[37]);
+void volid_random(uint8_t id[EXPORT_VOL_ID_LEN]);
+/*
+ * The id stored in fd's user.rblk.uuid, or a new random one stored there
+ * (*created). 0, -EINVAL (not a UUID), or -errno of the xattr calls
+ * (-ENOTSUP: the file system has no user xattrs).
+ */
+int volid_xattr(int fd, uint8_t id[EXPORT_VOL_ID_LEN], bool *created);
+/* The sidecar of path: .NAME.rblk-uuid in its directory. */
+int volid_sidecar_path(const char *path, char *out, size_t outlen);
+/* The id in path's sidecar (written to side), made there when absent. */
+int volid_sidecar(const char *path, uint8_t id[EXPORT_VOL_ID_LEN],
+		  bool *created, char *side, size_t sidelen);
+/*
+ * The identity of block device major:minor from sysfs under sysroot
+ * ("/sys"): its wwid, serial, dm or md uuid, hashed; a partition adds its
+ * start. 0 with src describing it, or -ENOENT when it has none.
+ */
+int volid_device(const char *sysroot, unsigned int major, unsigned int minor,
+		 uint8_t id[EXPORT_VOL_ID_LEN], char *src, size_t srclen);
+/* The stand-in for a volume without identity: machine, device, inode. */
+void volid_local(const char *machine, const struct stat *st,
+		 uint8_t id[EXPORT_VOL_ID_LEN]);
+void volid_none(struct export *e, const struct stat *st);
 
 /*
  * For backends' open(): say why opening failed into err (for the log and
@@ -534,13 +591,12 @@ uint32_t login_inline_cap(const struct cfg_target *cfg, unsigned int nr_recv,
 /* The LOGIN granting lim (volume fields and ids are the caller's). */
 void login_reply(const struct rblk_limits *lim, struct rblk_login *l);
 /*
- * The volume identity of export e on a target named target_name (cfg's
- * name): e's configured uuid, else its backend's identity (backend_ops.vol_id),
- * else SHA-256("rblk-vol-id-v1" NUL target NUL
- * export) cut to 16 bytes, marked as an RFC 9562 version 8 UUID.
+ * The volume identity of export e: its configured uuid, else the one
+ * volid_identify() took from the backing store (e->vol_id). False when it
+ * is a stand-in (VOL_IDENT_NONE): LOGIN then says RBLK_F_NO_IDENTITY to an
+ * initiator that asked (login_decide()).
  */
-void login_vol_id(const char *target_name, const struct export *e,
-		  uint8_t id[RBLK_VOL_ID_LEN]);
+bool login_vol_id(const struct export *e, uint8_t id[RBLK_VOL_ID_LEN]);
 
 /*
  * The authentication rule (docs/man/rblk-target.conf.5): a host with a

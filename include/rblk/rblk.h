@@ -189,6 +189,13 @@ void rblk_opts_init(struct rblk_opts *opts);
  * and no target CPU; FUA adds a FLUSH command behind the data.
  */
 #define RBLK_FEAT_DIRECT 0x40u
+/*
+ * The volume has no identity of its own (the target could not tie its
+ * volume id to the data: a read-only file without a stored id, a device
+ * without serial): the id is unique on the target's host only. Such a
+ * volume is refused as a multipath volume (rblk_opts.paths).
+ */
+#define RBLK_FEAT_NO_IDENTITY 0x100u
 
 struct rblk_info {
 	uint64_t size; /* bytes */
@@ -203,8 +210,10 @@ struct rblk_info {
 	uint16_t port;
 	/*
 	 * The volume's identity, stable across sessions and target restarts
-	 * (the export's uuid, or derived from the target and export names):
-	 * for multipath and stable device names.
+	 * (the export's uuid, else taken from the backing store: the RBD
+	 * image, a UUID stored with the file, the device's WWN or serial; a
+	 * RAM volume's lasts one target run): for multipath and stable device
+	 * names. RBLK_FEAT_NO_IDENTITY when the target has none to give.
 	 */
 	uint8_t vol_id[16];
 };

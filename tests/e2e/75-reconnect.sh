@@ -45,7 +45,7 @@ restart_target()
 {
 	nstart=$((nstart + 1))
 	tlog=$TEST_DIR/target.r$nstart.log
-	start_target_on "$port" "$tlog" --export "vol0=$1"
+	start_target_on "$port" "$tlog" --export "vol0=$1${2:+,$2}"
 	tpid=$RBLK_TARGET_PID
 }
 
@@ -137,7 +137,9 @@ grep -q "ctrl-loss-timeout" "$TEST_DIR/l.err" || { cat "$TEST_DIR/l.err"; fail "
 echo "case 2: I/O failed ${el} ms after the target died (ctrl_loss_tmo=3)"
 
 # ---- 3. the target comes back with another volume: a clear error ------------
-restart_target "$img"
+# one uuid on both files, so the id matches and the geometry check speaks
+# (without it the ids differ: "is another volume after the reconnect")
+restart_target "$img" uuid=72656363-6f6e-4e65-8374-000000000075
 fio --name=geo "--ioengine=external:$engine" "--uri=$url" --rw=randwrite \
 	--bs=4k --iodepth=4 --size=16M --rate=1m --reconnect_delay=0.2 \
 	--ctrl_loss_tmo=20 --output="$TEST_DIR/g.out" 2>"$TEST_DIR/g.err" &
@@ -148,7 +150,7 @@ sleep 1
 kill -KILL "$tpid"
 wait "$tpid" 2>/dev/null || true
 truncate -s 32M "$TEST_DIR/small.img"
-restart_target "$TEST_DIR/small.img"
+restart_target "$TEST_DIR/small.img" uuid=72656363-6f6e-4e65-8374-000000000075
 rc=0
 wait_pid 20 "$fio_pid" || rc=$?
 [ $rc -ne 0 ] || fail "fio succeeded against a volume that changed size"

@@ -4,7 +4,7 @@
  * it is): login_decide() on HELLOs encoded by common/proto.c (malformed,
  * discovery, unknown export, closed by default, negotiated limits, a
  * read-only request), login_reply(), login_vol_id() (configured uuid,
- * derived id: stable, per target and export, RFC 9562 version 8),
+ * the export's own id, a stand-in flagged NO_IDENTITY only when asked),
  * login_auth_needed() and auth_decide() on AUTH_RESPONSEs MACed by
  * common/auth.c (right secret, wrong secret, unknown host, reflected and
  * zero nonces, allow and allow_ro lists, a response to another nonce).
@@ -204,25 +204,45 @@ static void test_discover(void **state)
 
 static void test_vol_id(void **state)
 {
-	uint8_t a[RBLK_VOL_ID_LEN], b[RBLK_VOL_ID_LEN], c[RBLK_VOL_ID_LEN];
+	uint8_t a[RBLK_VOL_ID_LEN];
+	uint8_t buf[RBLK_MSG_MAX];
+	struct login_plan p;
+	size_t n;
 
-	login_vol_id("target-1", &exp_open, a);
-	login_vol_id("target-1", &exp_open, b);
-	assert_memory_equal(a, b, sizeof(a));
-	assert_int_equal(a[6] >> 4, 8); /* version 8 */
-	assert_int_equal(a[8] >> 6, 2); /* variant 10 */
-	login_vol_id("target-2", &exp_open, b);
-	login_vol_id("target-1", &exp_closed, c);
-	assert_memory_not_equal(a, b, sizeof(a));
-	assert_memory_not_equal(a, c, sizeof(a));
+	/* the export's own identity (volid_identify()) is reported */
+	for (unsigned int i = 0; i < sizeof(exp_open.vol_id); i++)
+		exp_open.vol_id[i] = (uint8_t)(0xa0 + i);
+	exp_open.ident = VOL_IDENT_XATTR;
+	assert_true(login_vol_id(&exp_open, a));
+	assert_memory_equal(a, exp_open.vol_id, sizeof(a));
 
-	/* a configured uuid is reported as it is */
+	/* a stand-in is reported too, but said to be one */
+	exp_open.ident = VOL_IDENT_NONE;
+	assert_false(login_vol_id(&exp_open, a));
+	assert_memory_equal(a, exp_open.vol_id, sizeof(a));
+
+	/* ... to an initiator that asked, and only to one that asked */
+	n = hello(buf, "open", 16, 1 << 20, RBLK_HELLO_F_IDENTITY);
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_OK);
+	assert_true(p.lim.features & RBLK_F_NO_IDENTITY);
+	n = hello(buf, "open", 16, 1 << 20, 0);
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_OK);
+	assert_false(p.lim.features & RBLK_F_NO_IDENTITY);
+	exp_open.ident = VOL_IDENT_RUN;
+	n = hello(buf, "open", 16, 1 << 20, RBLK_HELLO_F_IDENTITY);
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_OK);
+	assert_false(p.lim.features & RBLK_F_NO_IDENTITY);
+
+	/* a configured uuid is reported as it is, and is an identity */
+	exp_open.ident = VOL_IDENT_NONE;
 	cfg_open.has_uuid = true;
 	for (unsigned int i = 0; i < sizeof(cfg_open.uuid); i++)
 		cfg_open.uuid[i] = (uint8_t)i;
-	login_vol_id("target-1", &exp_open, a);
-	cfg_open.has_uuid = false;
+	assert_true(login_vol_id(&exp_open, a));
 	assert_memory_equal(a, cfg_open.uuid, sizeof(a));
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_OK);
+	assert_false(p.lim.features & RBLK_F_NO_IDENTITY);
+	cfg_open.has_uuid = false;
 }
 
 static void test_auth_needed(void **state)
