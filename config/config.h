@@ -102,7 +102,7 @@ struct cfg_target {
 	unsigned int max_sessions, max_sessions_per_host;
 	unsigned int idle_timeout;
 	/*
-	 * The slot pool a session may hold (docs/RELIABILITY.md, "What a
+	 * The slot pool a session may hold (docs/PROTOCOL.md, "What a
 	 * session may hold"): session_pool_share percent of its worker's
 	 * pool (the sessions of one source address together twice that),
 	 * each window for at most window_timeout seconds.

@@ -52,7 +52,7 @@ static bool is_data(const struct treq *r)
  * peer (over rxe a window reaches its block's whole region), and over rdma
  * nothing tells the target how much of a WRITE window the peer wrote, so
  * before a window shows a run to connection c every page of it that may
- * hold anyone else's bytes is cleared (docs/RELIABILITY.md, "What a
+ * hold anyone else's bytes is cleared (docs/PROTOCOL.md, "What a
  * session may hold"). worker->page_owner[i] names the connection whose
  * bytes page i may hold: c's own pages are lent as they are, so a
  * session that reuses its runs (the common case: one session a worker,

@@ -404,7 +404,7 @@ struct tconn {
 	unsigned int push_inflight; /* push READ responses not completed */
 	uint64_t push_progress_ms; /* last push completed, or first posted */
 	/*
-	 * Slot pool share (docs/RELIABILITY.md, "What a session may hold"):
+	 * Slot pool share (docs/PROTOCOL.md, "What a session may hold"):
 	 * the bytes of pool runs its commands hold (push slots included),
 	 * its host's share on this worker, and its commands waiting for a
 	 * slot (FIFO), served round-robin with other connections' from

@@ -2,7 +2,7 @@
 /*
  * Volume identity: the vol_id LOGIN reports, taken from the backing store
  * so that two different volumes never share one and one volume keeps its
- * own across target restarts (docs/PROTOCOL.md, "vol_id").
+ * own across target restarts (docs/PROTOCOL.md, "LOGIN": vol_id).
  *
  *   uuid =               the operator's (VOL_IDENT_CONFIG)
  *   rbd:POOL/IMAGE       the image's (backend_rbd.c, VOL_IDENT_BACKEND)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Isolation in the shared slot pool (docs/RELIABILITY.md, "What a session
+# Isolation in the shared slot pool (docs/PROTOCOL.md, "What a session
 # may hold"): one session can neither read another's bytes nor starve it.
 #   - stale bytes: an attacker on its own export answers WRITE GRANTs with
 #     WRITE_DATA without writing the window (or after writing only 512

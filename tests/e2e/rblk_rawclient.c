@@ -895,7 +895,7 @@ static int cmd_sweep(unsigned int n)
 	return bad;
 }
 
-/* ---- stale slot bytes (docs/RELIABILITY.md, "What a session may hold") */
+/* ---- stale slot bytes (docs/PROTOCOL.md, "What a session may hold") */
 
 #define STALE_CONNS 4
 #define STALE_MINE 0xA5
