@@ -81,21 +81,30 @@ static void slot_scrub(struct tconn *c, struct treq *r)
 /*
  * r's first len bytes now hold its connection's data (a READ the backend
  * filled, an in-capsule WRITE copied in), or bytes of unknown mix when
- * !ok (a failed READ). A page the data covers whole is c's; a page it
- * covers in part is c's only if it was before.
+ * !ok (a failed READ: no window will show them). A page the data covers
+ * whole is c's. A page it covers in part keeps someone else's bytes
+ * behind c's: those are cleared here (never c's own, which the window is
+ * about to show), and the page is c's.
  */
 static void slot_filled(struct tconn *c, struct treq *r, bool ok)
 {
 	struct worker *w = c->worker;
 	size_t first = page_of(w, r->slot);
 	size_t whole = r->cmd.length >> SLOT_PAGE_SHIFT;
+	size_t part = r->cmd.length & (SLOT_PAGE - 1);
 	size_t i;
 
 	for (i = first; i < first + whole; i++)
 		w->page_owner[i] = ok ? c->id : 0;
-	if ((r->cmd.length & (SLOT_PAGE - 1)) &&
-	    (!ok || w->page_owner[i] != c->id))
+	if (!part)
+		return;
+	if (!ok) {
 		w->page_owner[i] = 0;
+	} else if (w->page_owner[i] != c->id) {
+		memset(w->pool.base + (i << SLOT_PAGE_SHIFT) + part, 0,
+		       SLOT_PAGE - part);
+		w->page_owner[i] = c->id;
+	}
 }
 
 /*

@@ -36,7 +36,8 @@
  *        writing the window, or after writing only its first 512 bytes
  *        (0xA5), then a READ of the same block: every byte read back must
  *        be 0 or 0xA5, never a byte another connection left in the slot
- *        (run it while a legitimate client writes another export)
+ *        (run it while a legitimate client writes another export); and a
+ *        512-byte READ of a block it wrote whole must return its bytes
  *   rblk_rawclient hold URL N SECS
  *        N connections (queue depth 8) each take 3 WRITE windows and 3
  *        pull READ windows of 1 MiB and never use or return them,
@@ -82,6 +83,7 @@ struct rc {
 static struct rblk_url url;
 static uint16_t conn_qd = 4; /* hold: 8 */
 static uint32_t conn_max_io = BLK; /* hold: 1 MiB */
+static uint32_t io_len = BLK; /* bytes of a data command (stale: 512 too) */
 static const struct xp_ops *ops;
 static const char *host = "";
 static uint8_t secret[RBLK_SECRET_MAX];
@@ -177,7 +179,7 @@ static int post(struct rc *c, enum xp_wr_opcode op, const void *msg,
 		wr.invalidate_rkey = rkey;
 	} else {
 		wr.sge.addr = data_buf(c, blk);
-		wr.sge.length = BLK;
+		wr.sge.length = io_len;
 		wr.remote_addr = raddr;
 		wr.rkey = rkey;
 	}
@@ -424,7 +426,7 @@ struct window {
 static void send_cmd(struct rc *c, uint8_t op, uint64_t off, uint8_t flags,
 		     uint32_t inv_rkey)
 {
-	struct rblk_cmd cmd = { .tag = 0, .opcode = op, .length = BLK,
+	struct rblk_cmd cmd = { .tag = 0, .opcode = op, .length = io_len,
 				.offset = off, .flags = flags };
 	char b[RBLK_CMD_SIZE];
 
@@ -524,7 +526,7 @@ static uint32_t command_finish(struct rc *c, uint8_t op, struct window w)
 	wr[0].wr_id = 1;
 	wr[0].opcode = read ? XP_WR_RDMA_READ : XP_WR_RDMA_WRITE;
 	wr[0].flags = XP_SEND_SIGNALED;
-	wr[0].sge = (struct xp_sge){ data_buf(c, 0), BLK, c->mr };
+	wr[0].sge = (struct xp_sge){ data_buf(c, 0), io_len, c->mr };
 	wr[0].remote_addr = w.addr;
 	wr[0].rkey = w.rkey;
 	wr[1].wr_id = 2;
@@ -946,13 +948,42 @@ static unsigned int foreign_bytes(struct rc *c, unsigned int *at)
 	return n;
 }
 
+/*
+ * A 512-byte READ of c's own block at off, written whole with ours: every
+ * byte must be ours (a sub-page READ shares its page with stale bytes the
+ * target clears around it, never in it). 0 or 1.
+ */
+static int small_read_ok(struct rc *c, uint64_t off, unsigned int round)
+{
+	uint32_t st;
+
+	io_len = 512;
+	memset(data_buf(c, 0), 0, BLK);
+	st = command(c, RBLK_OP_READ, off + 1024);
+	io_len = BLK;
+	if (st)
+		DIE("512-byte READ failed: %s", rblk_status_str((int)st));
+	for (unsigned int i = 0; i < 512; i++)
+		if ((uint8_t)data_buf(c, 0)[i] != STALE_MINE) {
+			printf("FAIL: round %u: a 512-byte READ of our own data returned 0x%02x at %u\n",
+			       round, (uint8_t)data_buf(c, 0)[i], i);
+			return 1;
+		}
+	return 0;
+}
+
 static int cmd_stale(unsigned int rounds)
 {
 	struct rc a[STALE_CONNS];
 	unsigned int bad = 0, failed_writes = 0;
+	const uint64_t known = 1u << 20; /* + i * BLK: each one's own block */
 
-	for (unsigned int i = 0; i < STALE_CONNS; i++)
+	for (unsigned int i = 0; i < STALE_CONNS; i++) {
 		login(&a[i]);
+		memset(data_buf(&a[i], 0), STALE_MINE, BLK);
+		if (command(&a[i], RBLK_OP_WRITE, known + i * BLK))
+			DIE("writing our own block failed");
+	}
 	for (unsigned int r = 0; r < rounds; r++) {
 		for (unsigned int i = 0; i < STALE_CONNS; i++) {
 			uint64_t off = (uint64_t)((r * STALE_CONNS + i) % 256) * BLK;
@@ -979,10 +1010,13 @@ static int cmd_stale(unsigned int rounds)
 				       (uint8_t)data_buf(&a[i], 0)[at], at);
 			}
 		}
+		/* after the others' commands: pages pass between connections */
+		for (unsigned int i = STALE_CONNS; i-- > 0;)
+			bad += (unsigned int)small_read_ok(&a[i], known + i * BLK, r);
 	}
 	for (unsigned int i = 0; i < STALE_CONNS; i++)
 		rc_close(&a[i]);
-	printf("stale: %u rounds x %u connections, %u unwritten or partial WRITEs refused, %u reads showed foreign bytes\n",
+	printf("stale: %u rounds x %u connections, %u unwritten or partial WRITEs refused, %u reads wrong (foreign bytes, or ours lost)\n",
 	       rounds, STALE_CONNS, failed_writes, bad);
 	return bad ? 1 : 0;
 }
