@@ -41,7 +41,7 @@ out=$(tmo 300 "$RAW" stale "$RBLK_TARGET_URL/attacker" "$ROUNDS") || {
 	fail "the attacker read bytes it never wrote (another session's)"
 }
 echo "$out" | tail -1
-echo "$out" | grep -q "0 reads wrong" || fail "wrong reads: $out"
+echo "$out" | grep -q " 0 reads wrong" || fail "wrong reads: $out"
 stop_verifier
 stop_pid "$RBLK_TARGET_PID"
 
