@@ -200,6 +200,8 @@ static void part_end(struct rblk_queue *q, struct ireq *rq, int res,
 		       rq->len);
 	if (res && !io->result)
 		io->result = res;
+	if (!res)
+		lib_conn_proved(q);
 	rq->io = NULL;
 	if (hold) {
 		rq->state = IREQ_HELD;
@@ -369,6 +371,7 @@ static int post_data(struct rblk_queue *q, struct ireq *rq)
 		q->qp.batch[q->qp.nr_batch - 1].wr_id =
 			qp_wrid(WRID_CMD, 2, rq->tag);
 		rq->state = IREQ_CMD;
+		rq->data_sent = true;
 		break;
 	}
 	batch_done_adding(q);
@@ -416,6 +419,7 @@ static void post_direct(struct rblk_queue *q, struct ireq *rq)
 
 	if (rq->op == RBLK_OP_WRITE && !rq->mr)
 		memcpy(slot_local, rq->buf, rq->len);
+	lib_deadline_set(q, rq);
 	if (rq->direct_fua) {
 		struct rblk_cmd cmd = { .tag = rq->tag,
 					.opcode = RBLK_OP_FLUSH };
@@ -457,6 +461,8 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 	rq->offset = io->next_off;
 	rq->len = len;
 	rq->cmd_flags = 0;
+	rq->failures = 0;
+	rq->timed_out = false;
 	rq->direct = true;
 	rq->direct_fua = io->op == RBLK_OP_WRITE && (io->flags & RBLK_IO_FUA) &&
 			 io->next_off + len >= io->end;
@@ -489,6 +495,7 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 	cmd.length = rq->len;
 	cmd.flags = rq->cmd_flags;
 	rq->inl = rq->op == RBLK_OP_WRITE && rq->len <= q->inline_max;
+	rq->data_sent = rq->inl;
 	if (rq->inl) {
 		cmd.flags |= RBLK_CMD_F_INLINE;
 		cmd.data = rq->buf;
@@ -501,6 +508,7 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 	lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
 	qp_take(&q->qp, 1);
 	rq->state = IREQ_CMD;
+	lib_deadline_set(q, rq);
 	batch_done_adding(q);
 }
 
@@ -516,6 +524,8 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 		return -EAGAIN;
 	rq = lib_tag_get(q);
 	rq->direct = rq->direct_fua = false;
+	rq->failures = 0;
+	rq->timed_out = false;
 	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
 			q->max_io :
 			NODATA_SPLIT;
@@ -640,7 +650,17 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 	if (resp.status != RBLK_S_OK) {
 		log_debug("queue %u: tag %u: %s", q->index, resp.tag,
 			  rblk_status_str((int)resp.status));
+		lib_conn_proved(q); /* an answer, if not the one hoped for */
 		lib_part_done(q, rq, rblk_status_to_errno((int)resp.status));
+		return;
+	}
+	/* success moved exactly the command's bytes (a FUA FLUSH: none) */
+	if (resp.length != (rq->direct ? 0u : rq->len)) {
+		lib_queue_lost(q, "response reports a length other than the command's");
+		return;
+	}
+	if (rq->op == RBLK_OP_WRITE && !rq->direct && !rq->data_sent) {
+		lib_queue_lost(q, "WRITE acknowledged before its data was sent");
 		return;
 	}
 	if (!pull) {
@@ -996,6 +1016,7 @@ int lib_queue_attach(struct rblk_queue *q)
 {
 	q->dead = false;
 	q->connected_once = true;
+	q->live_at = now_ms();
 	q->rx_seen = false;
 	q->stalled_ticks = 0;
 	q->plugged++;
