@@ -104,9 +104,62 @@ static bool push_reads(const struct rblk_queue *q)
 
 static int mr_access(struct rblk_queue *q)
 {
-	/* push reads need the target to RDMA WRITE into our memory */
+	/*
+	 * Push reads need the target to RDMA WRITE into our memory: through
+	 * a window per command where the queue binds them, else by the
+	 * region's own key.
+	 */
+	if (q->push_mw)
+		return XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND;
 	return XP_ACCESS_LOCAL_WRITE |
 	       (push_reads(q) ? XP_ACCESS_REMOTE_WRITE : 0);
+}
+
+/*
+ * Add the bind of rq's window over its push READ destination [dst, +len)
+ * of region mr to the batch, ahead of its command; the caller took the
+ * credit. Returns the window's new key, for the command.
+ */
+static uint32_t push_window_bind(struct rblk_queue *q, struct ireq *rq,
+				 void *dst, struct xp_mr *mr)
+{
+	struct xp_send_wr *wr = qp_add(&q->qp);
+
+	wr->opcode = XP_WR_BIND_MW;
+	wr->bind.mw = rq->mw;
+	wr->bind.mr = mr;
+	wr->bind.addr = (uint64_t)(uintptr_t)dst;
+	wr->bind.length = rq->len;
+	wr->bind.access = XP_ACCESS_REMOTE_WRITE;
+	wr->bind.rkey = xp_mw_next_rkey(rq->mw);
+	return wr->bind.rkey;
+}
+
+/*
+ * The push READ rq was answered: its window must die before the READ
+ * completes, so LOCAL_INV it now, outside the batch (the bind went out
+ * with the command, long before). On tcp the key table drops the key
+ * within this post. 0, or -errno with the queue lost.
+ */
+static int push_window_end(struct rblk_queue *q, struct ireq *rq)
+{
+	struct xp_send_wr wr = {
+		.wr_id = qp_wrid(WRID_INV, 1, rq->tag),
+		.opcode = XP_WR_LOCAL_INV,
+		.flags = XP_SEND_SIGNALED,
+		.invalidate_rkey = rq->mw->rkey,
+	};
+	struct xp_send_wr *bad;
+
+	if (!qp_take(&q->qp, 1)) {
+		lib_queue_lost(q, "no send credit to end a push READ's window");
+		return -EAGAIN;
+	}
+	if (xp_post_send(q->xc, &wr, &bad)) {
+		lib_queue_lost(q, "posting a window invalidation failed");
+		return -EIO;
+	}
+	return 0;
 }
 
 int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
@@ -488,6 +541,7 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_cmd cmd = { 0 };
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+	unsigned int credits = 1;
 
 	cmd.tag = rq->tag;
 	cmd.opcode = rq->op;
@@ -501,12 +555,20 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 		cmd.data = rq->buf;
 	}
 	if (rq->op == RBLK_OP_READ && push_reads(q)) {
+		void *dst = rq->mr ? rq->buf : slot_local;
+		struct xp_mr *mr = rq->mr ? rq->mr : q->bounce_mr;
+
 		cmd.flags |= RBLK_CMD_F_PUSH;
-		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
-		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
+		cmd.addr = (uint64_t)(uintptr_t)dst;
+		if (q->push_mw) {
+			cmd.rkey = push_window_bind(q, rq, dst, mr);
+			credits = 2; /* the bind's, returned with the SEND's */
+		} else {
+			cmd.rkey = mr->rkey;
+		}
 	}
-	lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
-	qp_take(&q->qp, 1);
+	lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, credits, rq->tag));
+	qp_take(&q->qp, credits);
 	rq->state = IREQ_CMD;
 	lib_deadline_set(q, rq);
 	batch_done_adding(q);
@@ -651,6 +713,9 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 		log_debug("queue %u: tag %u: %s", q->index, resp.tag,
 			  rblk_status_str((int)resp.status));
 		lib_conn_proved(q); /* an answer, if not the one hoped for */
+		if (q->push_mw && rq->op == RBLK_OP_READ &&
+		    push_window_end(q, rq))
+			return;
 		lib_part_done(q, rq, rblk_status_to_errno((int)resp.status));
 		return;
 	}
@@ -667,6 +732,22 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 		if (rq->op == RBLK_OP_READ && !push_reads(q)) {
 			lib_queue_lost(q, "READ answered without its data");
 			return;
+		}
+		if (q->push_mw && rq->op == RBLK_OP_READ) {
+			int64_t got = xp_mw_placed(rq->mw);
+
+			if (got != (int64_t)rq->len) {
+				char why[128];
+
+				snprintf(why, sizeof(why),
+					 "push READ of %u bytes answered with %s%lld bytes in its buffer",
+					 rq->len, got < 0 ? "scattered " : "",
+					 got < 0 ? 0ll : (long long)got);
+				lib_queue_lost(q, why);
+				return;
+			}
+			if (push_window_end(q, rq))
+				return;
 		}
 		lib_part_done(q, rq, 0);
 		return;
@@ -1063,6 +1144,14 @@ int lib_queue_setup(struct rblk_queue *q)
 	}
 	for (unsigned int i = q->nr_ios; i-- > 0;) {
 		FREELIST_PUSH(q->free_ios, &q->ios[i], next);
+	}
+	/* a window per tag for push READs, where the transport counts */
+	q->push_mw = push_reads(q) && xp_group_counts_placed(q->g);
+	for (unsigned int t = 0; q->push_mw && t < q->qd; t++) {
+		ret = xp_alloc_mw(q->g, &q->reqs[t].mw);
+		if (ret)
+			return set_error(ret, "allocating a memory window: %s",
+					 strerror(-ret));
 	}
 	ret = xp_group_reg_mr(q->g, q->bounce, (size_t)q->qd * q->max_io,
 			      mr_access(q), &q->bounce_mr);

@@ -67,6 +67,8 @@ struct ireq {
 	uint64_t offset;
 	char *buf; /* user buffer for this part */
 	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
+	/* push READs with per-command windows (q->push_mw): the tag's window */
+	struct xp_mw *mw;
 	bool direct; /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
 	bool inl; /* a WRITE whose data went in its command capsule */
@@ -113,6 +115,13 @@ struct rblk_queue {
 	uint8_t vol_id[RBLK_VOL_ID_LEN];
 	bool authed; /* login: the target proved the secret (AUTH_RESULT) */
 	bool direct; /* READ/WRITE go straight to the volume */
+	/*
+	 * Push READs through a window per command (lib_io.c): the target
+	 * may write only the command's buffer, only until its RESP, and the
+	 * RESP completes the READ only when exactly its bytes arrived. On
+	 * transports that count what a window received (tcp).
+	 */
+	bool push_mw;
 	uint32_t vol_rkey;
 	uint64_t vol_addr;
 
@@ -249,6 +258,7 @@ enum wrid_kind {
 	WRID_READ, /* pull RDMA READ of a tag */
 	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
 	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
+	WRID_INV, /* LOCAL_INV of a push READ's window */
 };
 
 static inline void *cmd_buf(struct rblk_queue *q, unsigned int tag)

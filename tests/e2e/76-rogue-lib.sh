@@ -11,6 +11,9 @@
 #    has passed (it runs across the short-lived connections), the log
 #    stays short; with a retry limit and no loss timeout, EIO after
 #    io_retries + 1 connections;
+#  - a push READ answered without its data, or with the data aimed
+#    elsewhere: EIO, never success (tcp: a window per command that
+#    counts what arrived);
 #  - a WRITE acknowledged with 0 bytes, or before its data was sent: EIO,
 #    never success;
 #  - a volume of 0 or 2^63 bytes: the open fails with EPROTO.
@@ -65,6 +68,14 @@ n=$(grep -c "reconnect" "$ERR" || true)
 lib break read 30000 2 -1 200
 [ "$(field result "$OUT")" = EIO ] || fail "breaking target, retries: $OUT"
 [ "$(rogue_conns)" -eq 3 ] || fail "breaking target: $(rogue_conns) connections for 3 attempts"
+
+# 3: push READ answered without its data, or with it in another buffer
+# (the previous READ's; the first READ's just past its own): never
+# success, and the buffer's neighbour is untouched
+for m in push-nodata push-wrongtag; do
+	lib "$m" read 5000 1 10 200
+	[ "$(field result "$OUT")" = EIO ] || fail "$m: $OUT"
+done
 
 # 4: WRITE acknowledged with no bytes, or before its data
 for m in write-zero write-early; do

@@ -9,6 +9,8 @@
 #  - breaks every connection after login: nbdcopy fails once the
 #    ctrl-loss timeout has passed, after a handful of connections, and
 #    rblk nbd's log stays short;
+#  - push READs answered without data, or with data in another
+#    command's buffer: nbdcopy fails instead of copying wrong bytes;
 #  - acknowledges WRITEs with 0 bytes: copying into it fails.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
@@ -70,6 +72,20 @@ echo "breaking target: nbdcopy failed after $ms ms, $n connections, $lines log l
 [ "$lines" -le 8 ] || fail "breaking target: $lines reconnect lines: $(cat "$RBLK_NBD_LOG")"
 stop_pid "$RBLK_NBD_PID"
 stop_pid "$ROGUE_PID"
+
+# 3: push READs answered without data, or with the data in the buffer of
+# the READ before: nbdcopy must not succeed (on 044a766 it exits 0 with
+# wrong bytes)
+for m in push-nodata push-wrongtag; do
+	nbd "$m" --io-retries 1
+	if tmo 60 nbdcopy -C 1 "$NBD_URI" "$TEST_DIR/copy.img"; then
+		cmp -s "$expected" "$TEST_DIR/copy.img" &&
+			fail "$m: the copy is right?"
+		fail "$m: nbdcopy exited 0 with wrong data"
+	fi
+	stop_pid "$RBLK_NBD_PID"
+	stop_pid "$ROGUE_PID"
+done
 
 # 4: WRITEs acknowledged with no bytes
 nbd write-zero --io-retries 1
