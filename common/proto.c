@@ -386,6 +386,9 @@ int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out)
 		return RBLK_S_INVALID;
 	if (out->features & ~RBLK_F_ALL || out->size % out->block_size)
 		return RBLK_S_INVALID;
+	/* an empty volume, or one whose offsets do not fit an off_t */
+	if (!out->size || out->size > (uint64_t)INT64_MAX)
+		return RBLK_S_INVALID;
 	return RBLK_S_OK;
 }
 

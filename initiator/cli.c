@@ -77,6 +77,49 @@ int cli_path_opt(const char *cmd, int ch, const char *arg,
 	return 0;
 }
 
+int cli_io_opt(const char *cmd, int ch, const char *arg, struct cli_io *c)
+{
+	char *end;
+	double v;
+	long n;
+
+	switch (ch) {
+	case CLI_OPT_IO_TIMEOUT:
+		v = strtod(arg, &end);
+		if (*end || end == arg || !(v >= 0 && v <= 86400)) {
+			fprintf(stderr,
+				"rblk %s: --io-timeout: '%s' is not a number of seconds (0..86400)\n",
+				cmd, arg);
+			return -1;
+		}
+		c->timeout_ms = (int)(v * 1000 + 0.5);
+		if (v > 0 && !c->timeout_ms)
+			c->timeout_ms = 1;
+		c->has_timeout = true;
+		return 1;
+	case CLI_OPT_IO_RETRIES:
+		n = strtol(arg, &end, 10);
+		if (*end || end == arg || n < -1 || n > 1000) {
+			fprintf(stderr,
+				"rblk %s: --io-retries: '%s' is not a number from -1 to 1000\n",
+				cmd, arg);
+			return -1;
+		}
+		c->retries = (int)n;
+		c->has_retries = true;
+		return 1;
+	}
+	return 0;
+}
+
+void cli_io_apply(const struct cli_io *c, struct rblk_opts *o)
+{
+	if (c->has_timeout)
+		o->io_timeout_ms = c->timeout_ms;
+	if (c->has_retries)
+		o->io_retries = c->retries;
+}
+
 void cli_paths_apply(const struct cli_paths *p, struct rblk_opts *o)
 {
 	o->paths = p->n ? p->v : NULL;

@@ -100,6 +100,38 @@ int cli_path_opt(const char *cmd, int ch, const char *arg,
 		 struct cli_paths *p);
 void cli_paths_apply(const struct cli_paths *p, struct rblk_opts *o);
 
+/*
+ * Command deadline options, shared by nbd and map: CLI_IO_LONGOPTS in the
+ * getopt table, every option through cli_io_opt(), then cli_io_apply().
+ * A zeroed struct cli_io keeps the library's defaults.
+ */
+enum {
+	CLI_OPT_IO_TIMEOUT = 0x4020,
+	CLI_OPT_IO_RETRIES,
+};
+
+#define CLI_IO_LONGOPTS                                                   \
+	{ "io-timeout", required_argument, NULL, CLI_OPT_IO_TIMEOUT },    \
+	{ "io-retries", required_argument, NULL, CLI_OPT_IO_RETRIES }
+
+#define CLI_IO_HELP                                                            \
+	"      --io-timeout SEC      a command the target has not answered in SEC\n" \
+	"                            seconds drops the connection, which is\n"      \
+	"                            reconnected (default 30; 0: no deadline)\n"    \
+	"      --io-retries N        a command whose connection failed N + 1 times\n"\
+	"                            fails: ETIMEDOUT, or EIO (default 3; -1: no\n" \
+	"                            limit)\n"
+
+struct cli_io {
+	bool has_timeout, has_retries; /* false: the library's default */
+	int timeout_ms;
+	int retries;
+};
+
+/* Take ch if it is a deadline option: 1 taken, 0 not one, -1 bad value. */
+int cli_io_opt(const char *cmd, int ch, const char *arg, struct cli_io *c);
+void cli_io_apply(const struct cli_io *c, struct rblk_opts *o);
+
 int cmd_info(int argc, char **argv);
 int cmd_nbd(int argc, char **argv); /* initiator/nbd.c */
 int cmd_map(int argc, char **argv); /* initiator/map.c */

@@ -67,6 +67,8 @@ void rblk_opts_init(struct rblk_opts *o)
 	o->ctrl_loss_timeout_s = 60;
 	o->keepalive_ms = 5000;
 	o->failback_ms = 5000;
+	o->io_timeout_ms = RBLK_DEFAULT_IO_TIMEOUT_MS;
+	o->io_retries = RBLK_DEFAULT_IO_RETRIES;
 }
 
 /* ---- sessions ------------------------------------------------------------ */
@@ -74,6 +76,8 @@ void rblk_opts_init(struct rblk_opts *o)
 static void queue_destroy(struct rblk_queue *q)
 {
 	lib_queue_drop_conn(q);
+	for (unsigned int t = 0; q->reqs && t < q->qd; t++)
+		xp_dealloc_mw(q->reqs[t].mw);
 	xp_group_destroy(q->g); /* deregisters the bounce and user regions */
 	if (q->timer_fd >= 0)
 		close(q->timer_fd);
@@ -167,6 +171,9 @@ static int open_opts(const struct rblk_opts *user_opts, struct rblk_opts *o)
 	    o->keepalive_ms < 0)
 		return set_error(-EINVAL,
 				 "reconnect delay and keep-alive must be >= 0, ctrl-loss timeout >= -1");
+	if (o->io_timeout_ms < 0 || o->io_retries < -1 || o->io_retries > 1000)
+		return set_error(-EINVAL,
+				 "I/O timeout must be >= 0, I/O retries -1..1000");
 	return 0;
 }
 

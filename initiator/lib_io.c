@@ -104,9 +104,62 @@ static bool push_reads(const struct rblk_queue *q)
 
 static int mr_access(struct rblk_queue *q)
 {
-	/* push reads need the target to RDMA WRITE into our memory */
+	/*
+	 * Push reads need the target to RDMA WRITE into our memory: through
+	 * a window per command where the queue binds them, else by the
+	 * region's own key.
+	 */
+	if (q->push_mw)
+		return XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND;
 	return XP_ACCESS_LOCAL_WRITE |
 	       (push_reads(q) ? XP_ACCESS_REMOTE_WRITE : 0);
+}
+
+/*
+ * Add the bind of rq's window over its push READ destination [dst, +len)
+ * of region mr to the batch, ahead of its command; the caller took the
+ * credit. Returns the window's new key, for the command.
+ */
+static uint32_t push_window_bind(struct rblk_queue *q, struct ireq *rq,
+				 void *dst, struct xp_mr *mr)
+{
+	struct xp_send_wr *wr = qp_add(&q->qp);
+
+	wr->opcode = XP_WR_BIND_MW;
+	wr->bind.mw = rq->mw;
+	wr->bind.mr = mr;
+	wr->bind.addr = (uint64_t)(uintptr_t)dst;
+	wr->bind.length = rq->len;
+	wr->bind.access = XP_ACCESS_REMOTE_WRITE;
+	wr->bind.rkey = xp_mw_next_rkey(rq->mw);
+	return wr->bind.rkey;
+}
+
+/*
+ * The push READ rq was answered: its window must die before the READ
+ * completes, so LOCAL_INV it now, outside the batch (the bind went out
+ * with the command, long before). On tcp the key table drops the key
+ * within this post. 0, or -errno with the queue lost.
+ */
+static int push_window_end(struct rblk_queue *q, struct ireq *rq)
+{
+	struct xp_send_wr wr = {
+		.wr_id = qp_wrid(WRID_INV, 1, rq->tag),
+		.opcode = XP_WR_LOCAL_INV,
+		.flags = XP_SEND_SIGNALED,
+		.invalidate_rkey = rq->mw->rkey,
+	};
+	struct xp_send_wr *bad;
+
+	if (!qp_take(&q->qp, 1)) {
+		lib_queue_lost(q, "no send credit to end a push READ's window");
+		return -EAGAIN;
+	}
+	if (xp_post_send(q->xc, &wr, &bad)) {
+		lib_queue_lost(q, "posting a window invalidation failed");
+		return -EIO;
+	}
+	return 0;
 }
 
 int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
@@ -200,6 +253,8 @@ static void part_end(struct rblk_queue *q, struct ireq *rq, int res,
 		       rq->len);
 	if (res && !io->result)
 		io->result = res;
+	if (!res)
+		lib_conn_proved(q);
 	rq->io = NULL;
 	if (hold) {
 		rq->state = IREQ_HELD;
@@ -369,6 +424,7 @@ static int post_data(struct rblk_queue *q, struct ireq *rq)
 		q->qp.batch[q->qp.nr_batch - 1].wr_id =
 			qp_wrid(WRID_CMD, 2, rq->tag);
 		rq->state = IREQ_CMD;
+		rq->data_sent = true;
 		break;
 	}
 	batch_done_adding(q);
@@ -416,6 +472,7 @@ static void post_direct(struct rblk_queue *q, struct ireq *rq)
 
 	if (rq->op == RBLK_OP_WRITE && !rq->mr)
 		memcpy(slot_local, rq->buf, rq->len);
+	lib_deadline_set(q, rq);
 	if (rq->direct_fua) {
 		struct rblk_cmd cmd = { .tag = rq->tag,
 					.opcode = RBLK_OP_FLUSH };
@@ -457,6 +514,8 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 	rq->offset = io->next_off;
 	rq->len = len;
 	rq->cmd_flags = 0;
+	rq->failures = 0;
+	rq->timed_out = false;
 	rq->direct = true;
 	rq->direct_fua = io->op == RBLK_OP_WRITE && (io->flags & RBLK_IO_FUA) &&
 			 io->next_off + len >= io->end;
@@ -482,6 +541,7 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_cmd cmd = { 0 };
 	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+	unsigned int credits = 1;
 
 	cmd.tag = rq->tag;
 	cmd.opcode = rq->op;
@@ -489,18 +549,28 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 	cmd.length = rq->len;
 	cmd.flags = rq->cmd_flags;
 	rq->inl = rq->op == RBLK_OP_WRITE && rq->len <= q->inline_max;
+	rq->data_sent = rq->inl;
 	if (rq->inl) {
 		cmd.flags |= RBLK_CMD_F_INLINE;
 		cmd.data = rq->buf;
 	}
 	if (rq->op == RBLK_OP_READ && push_reads(q)) {
+		void *dst = rq->mr ? rq->buf : slot_local;
+		struct xp_mr *mr = rq->mr ? rq->mr : q->bounce_mr;
+
 		cmd.flags |= RBLK_CMD_F_PUSH;
-		cmd.addr = (uint64_t)(uintptr_t)(rq->mr ? rq->buf : slot_local);
-		cmd.rkey = rq->mr ? rq->mr->rkey : q->bounce_mr->rkey;
+		cmd.addr = (uint64_t)(uintptr_t)dst;
+		if (q->push_mw) {
+			cmd.rkey = push_window_bind(q, rq, dst, mr);
+			credits = 2; /* the bind's, returned with the SEND's */
+		} else {
+			cmd.rkey = mr->rkey;
+		}
 	}
-	lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
-	qp_take(&q->qp, 1);
+	lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, credits, rq->tag));
+	qp_take(&q->qp, credits);
 	rq->state = IREQ_CMD;
+	lib_deadline_set(q, rq);
 	batch_done_adding(q);
 }
 
@@ -516,6 +586,8 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 		return -EAGAIN;
 	rq = lib_tag_get(q);
 	rq->direct = rq->direct_fua = false;
+	rq->failures = 0;
+	rq->timed_out = false;
 	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
 			q->max_io :
 			NODATA_SPLIT;
@@ -640,13 +712,42 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 	if (resp.status != RBLK_S_OK) {
 		log_debug("queue %u: tag %u: %s", q->index, resp.tag,
 			  rblk_status_str((int)resp.status));
+		lib_conn_proved(q); /* an answer, if not the one hoped for */
+		if (q->push_mw && rq->op == RBLK_OP_READ &&
+		    push_window_end(q, rq))
+			return;
 		lib_part_done(q, rq, rblk_status_to_errno((int)resp.status));
+		return;
+	}
+	/* success moved exactly the command's bytes (a FUA FLUSH: none) */
+	if (resp.length != (rq->direct ? 0u : rq->len)) {
+		lib_queue_lost(q, "response reports a length other than the command's");
+		return;
+	}
+	if (rq->op == RBLK_OP_WRITE && !rq->direct && !rq->data_sent) {
+		lib_queue_lost(q, "WRITE acknowledged before its data was sent");
 		return;
 	}
 	if (!pull) {
 		if (rq->op == RBLK_OP_READ && !push_reads(q)) {
 			lib_queue_lost(q, "READ answered without its data");
 			return;
+		}
+		if (q->push_mw && rq->op == RBLK_OP_READ) {
+			int64_t got = xp_mw_placed(rq->mw);
+
+			if (got != (int64_t)rq->len) {
+				char why[128];
+
+				snprintf(why, sizeof(why),
+					 "push READ of %u bytes answered with %s%lld bytes in its buffer",
+					 rq->len, got < 0 ? "scattered " : "",
+					 got < 0 ? 0ll : (long long)got);
+				lib_queue_lost(q, why);
+				return;
+			}
+			if (push_window_end(q, rq))
+				return;
 		}
 		lib_part_done(q, rq, 0);
 		return;
@@ -996,6 +1097,7 @@ int lib_queue_attach(struct rblk_queue *q)
 {
 	q->dead = false;
 	q->connected_once = true;
+	q->live_at = now_ms();
 	q->rx_seen = false;
 	q->stalled_ticks = 0;
 	q->plugged++;
@@ -1042,6 +1144,14 @@ int lib_queue_setup(struct rblk_queue *q)
 	}
 	for (unsigned int i = q->nr_ios; i-- > 0;) {
 		FREELIST_PUSH(q->free_ios, &q->ios[i], next);
+	}
+	/* a window per tag for push READs, where the transport counts */
+	q->push_mw = push_reads(q) && xp_group_counts_placed(q->g);
+	for (unsigned int t = 0; q->push_mw && t < q->qd; t++) {
+		ret = xp_alloc_mw(q->g, &q->reqs[t].mw);
+		if (ret)
+			return set_error(ret, "allocating a memory window: %s",
+					 strerror(-ret));
 	}
 	ret = xp_group_reg_mr(q->g, q->bounce, (size_t)q->qd * q->max_io,
 			      mr_access(q), &q->bounce_mr);

@@ -67,12 +67,24 @@ struct ireq {
 	uint64_t offset;
 	char *buf; /* user buffer for this part */
 	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
+	/* push READs with per-command windows (q->push_mw): the tag's window */
+	struct xp_mw *mw;
 	bool direct; /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
 	bool inl; /* a WRITE whose data went in its command capsule */
+	bool data_sent; /* a granted WRITE's data is posted: RESP may come */
 	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
 	uint32_t rkey;
 	struct ireq *next; /* free list or credit wait list */
+	/*
+	 * Deadline (now_ms() clock) of the command on the wire, set when it
+	 * is posted; checked by the queue's timer (lib_reconnect.c).
+	 * failures: connections that failed with it in flight; timed_out:
+	 * its deadline passed on the connection being dropped.
+	 */
+	uint64_t deadline;
+	uint16_t failures;
+	bool timed_out;
 };
 
 struct user_mr {
@@ -103,6 +115,13 @@ struct rblk_queue {
 	uint8_t vol_id[RBLK_VOL_ID_LEN];
 	bool authed; /* login: the target proved the secret (AUTH_RESULT) */
 	bool direct; /* READ/WRITE go straight to the volume */
+	/*
+	 * Push READs through a window per command (lib_io.c): the target
+	 * may write only the command's buffer, only until its RESP, and the
+	 * RESP completes the READ only when exactly its bytes arrived. On
+	 * transports that count what a window received (tcp).
+	 */
+	bool push_mw;
 	uint32_t vol_rkey;
 	uint64_t vol_addr;
 
@@ -174,6 +193,20 @@ struct rblk_queue {
 	unsigned int stalled_ticks; /* silent ticks with no tag for a KA */
 	struct ireq *ka; /* KEEPALIVE awaiting its answer */
 	uint64_t ka_at; /* the next keep-alive tick (lib_tick_next()) */
+	uint64_t to_at; /* the next deadline check (lib_tick_next()) */
+	/*
+	 * An outage in progress: lost_at is its first loss, and it lasts
+	 * until a connection proves stable (a command completed on it, or
+	 * it stayed up RBLK_STABLE_MS from live_at). Losses meanwhile keep
+	 * the back-off and the loss timeout running (lib_queue_lost()).
+	 */
+	bool unstable;
+	uint64_t live_at;
+	/* rate limit of loss/reconnect lines: tokens, refilled over time */
+	unsigned int log_tokens;
+	uint64_t log_at;
+	unsigned int log_quiet; /* lines left out since the last one */
+	struct rblk_queue_stats stats;
 
 	/*
 	 * Multipath (lib_path.c). path: the r->paths entry of the connection
@@ -227,6 +260,7 @@ enum wrid_kind {
 	WRID_READ, /* pull RDMA READ of a tag */
 	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
 	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
+	WRID_INV, /* LOCAL_INV of a push READ's window */
 };
 
 static inline void *cmd_buf(struct rblk_queue *q, unsigned int tag)
@@ -281,6 +315,16 @@ void lib_timer_set(struct rblk_queue *q, uint64_t at_ms);
 void lib_timer_drain(struct rblk_queue *q);
 /* Free the tag of the KEEPALIVE in flight, if any. */
 void lib_ka_free(struct rblk_queue *q);
+/* A command completed on a connection: it proved stable. */
+static inline void lib_conn_proved(struct rblk_queue *q)
+{
+	q->unstable = false;
+}
+/* Set rq's deadline: it was just posted. */
+static inline void lib_deadline_set(struct rblk_queue *q, struct ireq *rq)
+{
+	rq->deadline = now_ms() + (uint64_t)q->r->opts.io_timeout_ms;
+}
 /* Give up for good: fail everything in flight and pending (-ENOTCONN). */
 void lib_queue_fail(struct rblk_queue *q, const char *why);
 /* The connection failed: keep unfinished parts, schedule a reconnect. */

@@ -20,6 +20,45 @@
 
 /* reconnect: the delay between attempts doubles up to this (or the delay) */
 #define RECONNECT_DELAY_CAP_MS 10000u
+/* loss/reconnect lines: a burst of LOG_BURST, then one per LOG_REFILL_MS */
+#define LOG_BURST 5u
+#define LOG_REFILL_MS 15000u
+
+/*
+ * Whether a loss or reconnect line may be logged now: a token bucket per
+ * queue, so a target that breaks every connection costs a few lines a
+ * minute, not thousands. *quiet: the lines left out since the last one.
+ */
+static bool loss_log_ok(struct rblk_queue *q, char *quiet, size_t len)
+{
+	uint64_t now = now_ms();
+
+	if (!q->log_at) {
+		q->log_tokens = LOG_BURST;
+		q->log_at = now;
+	}
+	while (now - q->log_at >= LOG_REFILL_MS) {
+		q->log_at += LOG_REFILL_MS;
+		if (q->log_tokens < LOG_BURST)
+			q->log_tokens++;
+	}
+	if (!q->log_tokens) {
+		q->log_quiet++;
+		return false;
+	}
+	q->log_tokens--;
+	quiet[0] = 0;
+	if (q->log_quiet)
+		snprintf(quiet, len, " (%u such lines left out before)",
+			 q->log_quiet);
+	q->log_quiet = 0;
+	return true;
+}
+
+void rblk_queue_stats(const struct rblk_queue *q, struct rblk_queue_stats *s)
+{
+	*s = q->stats;
+}
 
 void lib_timer_set(struct rblk_queue *q, uint64_t at_ms)
 {
@@ -68,6 +107,10 @@ void lib_queue_fail(struct rblk_queue *q, const char *why)
 		return;
 	q->failed = q->dead = true;
 	qp_drop(&q->qp);
+	for (unsigned int t = 0; t < q->qd; t++)
+		if (q->reqs[t].state != IREQ_FREE &&
+		    q->reqs[t].state != IREQ_HELD && &q->reqs[t] != q->ka)
+			q->stats.io_failed++;
 	log_warn("queue %u (%s): %s", q->index, q->r->paths[q->path].str,
 		 why);
 	if (q->xc)
@@ -93,15 +136,22 @@ void lib_queue_fail(struct rblk_queue *q, const char *why)
 
 /*
  * The connection failed (transport error, protocol error, keep-alive
- * timeout). Unless reconnecting is off (ctrl_loss_timeout_s 0), drop it,
- * keep every part that has not completed for reissue on the next
- * connection (a part is complete only once its response - and for pull
- * reads its RDMA READ - is in: an unacknowledged write is sent again, an
- * acknowledged one is on the target already) and schedule an attempt now.
+ * timeout, a command's deadline). Unless reconnecting is off
+ * (ctrl_loss_timeout_s 0), drop it, keep every part that has not
+ * completed for reissue on the next connection (a part is complete only
+ * once its response - and for pull reads its RDMA READ - is in: an
+ * unacknowledged write is sent again, an acknowledged one is on the
+ * target already), except those that failed too often (io_retries):
+ * they complete with -ETIMEDOUT or -EIO. Then schedule an attempt: at
+ * once when the connection had proved stable (a new outage), else after
+ * the back-off delay, the outage (and its loss timeout) going on.
  */
 void lib_queue_lost(struct rblk_queue *q, const char *why)
 {
 	const struct rblk_opts *o = &q->r->opts;
+	uint64_t now = now_ms(), next;
+	unsigned int failed = 0, kept = 0;
+	char quiet[64];
 
 	if (q->dead)
 		return;
@@ -109,8 +159,14 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 		lib_queue_fail(q, why);
 		return;
 	}
-	log_warn("queue %u (%s): %s; reconnecting", q->index,
-		 xp_peer_name(q->xc), why);
+	if (q->unstable && now - q->live_at >= RBLK_STABLE_MS)
+		lib_conn_proved(q); /* it lived long enough */
+	q->stats.conn_lost++;
+	if (loss_log_ok(q, quiet, sizeof(quiet)))
+		log_warn("queue %u (%s): %s; reconnecting%s%s",
+			 q->index, xp_peer_name(q->xc), why,
+			 q->unstable ? "; the connection was not stable" : "",
+			 quiet);
 	q->dead = true;
 	lib_queue_drop_conn(q);
 	lib_ka_free(q);
@@ -118,17 +174,89 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 	for (unsigned int t = 0; t < q->qd; t++) {
 		struct ireq *rq = &q->reqs[t];
 
-		if (rq->state != IREQ_FREE)
-			rq->state = IREQ_REISSUE; /* rq->mr is on the group: kept */
+		if (rq->state == IREQ_FREE)
+			continue;
+		if (o->io_retries >= 0 && ++rq->failures > o->io_retries) {
+			/* rq->mr is on the group: kept */
+			q->stats.io_failed++;
+			failed++;
+			lib_part_done(q, rq, rq->timed_out ? -ETIMEDOUT : -EIO);
+			continue;
+		}
+		rq->state = IREQ_REISSUE; /* rq->mr is on the group: kept */
+		rq->timed_out = false;
+		kept++;
 	}
+	if (failed)
+		log_warn("queue %u: %u command(s) failed after %d attempts each",
+			 q->index, failed, o->io_retries + 1);
+	q->stats.retries += kept;
 	q->wait_head = q->wait_tail = NULL;
 	lib_path_lost(q);
-	q->lost_at = now_ms();
-	q->attempts = 0;
-	q->retry_delay_ms = o->reconnect_delay_ms > 0 ?
-				    (unsigned int)o->reconnect_delay_ms :
-				    0;
-	lib_timer_set(q, q->lost_at);
+	if (!q->unstable) {
+		/* a new outage: first attempt now, then the back-off */
+		q->unstable = true;
+		q->lost_at = now;
+		q->attempts = 0;
+		q->retry_delay_ms = o->reconnect_delay_ms > 0 ?
+					    (unsigned int)o->reconnect_delay_ms :
+					    0;
+		lib_timer_set(q, now);
+		return;
+	}
+	/*
+	 * The outage goes on: wait the next delay, as after a failed
+	 * attempt, or until the loss timeout, which fails the queue then.
+	 */
+	next = now + MAX(q->retry_delay_ms, 1u);
+	if (o->ctrl_loss_timeout_s > 0)
+		next = MIN(next, q->lost_at +
+				       (uint64_t)o->ctrl_loss_timeout_s * 1000u);
+	lib_timer_set(q, next);
+	q->retry_delay_ms = MIN(MAX(q->retry_delay_ms * 2u, 1u),
+				MAX(RECONNECT_DELAY_CAP_MS,
+				    (unsigned int)MAX(o->reconnect_delay_ms, 0)));
+}
+
+/*
+ * Deadlines: every command on the wire whose deadline passed is marked,
+ * logged (the first, and how many) and the connection is dropped; the
+ * marked ones fail with -ETIMEDOUT once out of retries (lib_queue_lost()).
+ * true when it dropped the connection.
+ */
+static bool deadline_check(struct rblk_queue *q, uint64_t now)
+{
+	int to = q->r->opts.io_timeout_ms;
+	struct ireq *first = NULL;
+	unsigned int late = 0;
+	char why[256];
+
+	if (to <= 0 || now < q->to_at)
+		return false;
+	q->to_at = 0; /* lib_tick_next() sets the next one */
+	for (unsigned int t = 0; t < q->qd; t++) {
+		struct ireq *rq = &q->reqs[t];
+
+		if (rq->state == IREQ_FREE || rq->state == IREQ_HELD ||
+		    rq->state == IREQ_REISSUE || rq == q->ka ||
+		    now < rq->deadline)
+			continue;
+		rq->timed_out = true;
+		late++;
+		if (!first || rq->deadline < first->deadline)
+			first = rq;
+	}
+	if (!late)
+		return false;
+	q->stats.timeouts += late;
+	snprintf(why, sizeof(why),
+		 "%s of %u bytes at %llu (tag %u) unanswered after %d ms (io-timeout), attempt %u of %d%s",
+		 rblk_opcode_str(first->op), first->len,
+		 (unsigned long long)first->offset, first->tag, to,
+		 first->failures + 1u, q->r->opts.io_retries + 1,
+		 late > 1 ? ", and more commands" : "");
+	lib_queue_lost(q, why);
+	return true;
 }
 
 /* ---- timer duties ---------------------------------------------------------- */
@@ -196,6 +324,15 @@ uint64_t lib_tick_next(struct rblk_queue *q, uint64_t now)
 			q->ka_at = now + (uint64_t)o->keepalive_ms;
 		next = q->ka_at;
 	}
+	if (o->io_timeout_ms > 0) {
+		/* deadlines are checked every quarter timeout, at most 1 s */
+		if (q->to_at <= now)
+			q->to_at = now + MAX(MIN((uint64_t)o->io_timeout_ms / 4,
+						 1000u),
+					     10u);
+		if (!next || q->to_at < next)
+			next = q->to_at;
+	}
 	if (q->r->nr_paths > 1) {
 		uint64_t p = now + (o->failback_ms ? (uint64_t)o->failback_ms :
 						     1000u);
@@ -244,10 +381,14 @@ static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
 	q->attempts++;
 	ret = lib_path_connect(q, &o, why, sizeof(why));
 	if (!ret) {
-		log_warn("queue %u: reconnected to %s after %llu ms (%u attempts)",
-			 q->index, r->paths[q->path].str,
-			 (unsigned long long)(now_ms() - q->lost_at),
-			 q->attempts);
+		char quiet[64];
+
+		q->stats.reconnects++;
+		if (loss_log_ok(q, quiet, sizeof(quiet)))
+			log_warn("queue %u: reconnected to %s after %llu ms (%u attempts)%s",
+				 q->index, r->paths[q->path].str,
+				 (unsigned long long)(now_ms() - q->lost_at),
+				 q->attempts, quiet);
 		return;
 	}
 	/* several paths and ctrl-loss-timeout 0: one round, then give up */
@@ -275,8 +416,14 @@ void lib_queue_tick(struct rblk_queue *q)
 	q->timer_at = 0;
 	if (q->failed)
 		return;
-	if (q->dead)
+	if (q->dead) {
 		reconnect_attempt(q, now);
-	else if (!lib_path_tick(q, now))
+		return;
+	}
+	if (q->unstable && now - q->live_at >= RBLK_STABLE_MS)
+		lib_conn_proved(q);
+	if (deadline_check(q, now))
+		return;
+	if (!lib_path_tick(q, now))
 		keepalive_tick(q, now);
 }

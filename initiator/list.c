@@ -27,7 +27,8 @@ static void list_usage(FILE *f)
 	    "  -o, --output FORMAT  text (default; nothing when there are no mappings),\n"
 	    "                       json: {\"mappings\": [{\"dev\", \"dev_id\",\n"
 	    "                       \"frontend\", \"url\", \"vol_id\", \"queues\",\n"
-	    "                       \"depth\", \"state\", \"pid\", \"error\"}, ...]};\n"
+	    "                       \"depth\", \"state\", \"pid\", \"error\",\n"
+	    "                       \"timeouts\", \"io_failed\"}, ...]};\n"
 	    "                       with --path also \"paths\" (URLs, the first\n"
 	    "                       preferred) and \"active\" (index in use);\n"
 	    "                       url: each mapping's volume URL on a line, or\n"
@@ -65,6 +66,10 @@ static void list_text(const struct map_record *recs, int n)
 		printf("%-14s %-8s %6u %5u %-9s %7d  %s\n",
 		       r->dev[0] ? r->dev : "-", r->frontend, r->queues,
 		       r->depth, r->state, (int)r->pid, r->url);
+		/* commands the target left unanswered (--io-timeout) */
+		if (r->timeouts || r->io_failed)
+			printf("%55s %llu command timeouts, %llu commands failed\n",
+			       "", r->timeouts, r->io_failed);
 		/* multipath: one line per path, the one in use marked */
 		for (unsigned int p = 0; p < r->nr_paths; p++)
 			printf("%55s path %u: %s%s\n", "", p, r->paths[p],

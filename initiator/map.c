@@ -168,6 +168,7 @@ static void map_usage(FILE *f)
 	    "                    [--direct | --no-direct]\n"
 	    "                    [--device-id N | --recover N] [--timeout SEC]\n"
 	    "                    [--reconnect-delay SEC] [--ctrl-loss-timeout SEC]\n"
+	    "                    [--io-timeout SEC] [--io-retries N]\n"
 	    "                    [--poll-spin-us N] [--path URL]... [--failback SEC]\n"
 	    "                    [--foreground] [--log-level L] [--help]\n"
 	    "Present the rblk volume URL (rdma://HOST[:PORT]/EXPORT or\n"
@@ -203,6 +204,7 @@ static void map_usage(FILE *f)
 	    "                     once; default %u)\n"
 	    "  --foreground       do not detach: log to stderr, stop on SIGINT/SIGTERM\n"
 	    "  --log-level L      error, warn, info (default) or debug\n"
+	    CLI_IO_HELP
 	    CLI_PATH_HELP
 	    CLI_FAILBACK_HELP
 	    CLI_AUTH_HELP
@@ -418,6 +420,7 @@ static int map_parse_args(int argc, char **argv, struct map_ctx *ctx,
 		CLI_AUTH_LONGOPTS,
 		CLI_PATH_LONGOPTS,
 		CLI_FAILBACK_LONGOPT,
+		CLI_IO_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[256];
@@ -430,6 +433,8 @@ static int map_parse_args(int argc, char **argv, struct map_ctx *ctx,
 		if (cli_auth_opt(ch, optarg, &ctx->opts.auth))
 			continue;
 		ret = cli_path_opt("map", ch, optarg, &ctx->opts.paths);
+		if (!ret)
+			ret = cli_io_opt("map", ch, optarg, &ctx->opts.io);
 		if (ret < 0)
 			return 2;
 		if (ret)

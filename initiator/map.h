@@ -47,6 +47,7 @@ struct map_opts {
 	unsigned int io_timeout_s; /* kernel request timeout; 0: default */
 	struct cli_auth auth; /* --host-name, --key-file, --mutual-auth */
 	struct cli_paths paths; /* --path, --failback */
+	struct cli_io io; /* --io-timeout, --io-retries */
 	int reconnect_delay_ms; /* rblk_opts: what the library does when */
 	int ctrl_loss_timeout_s; /* a connection is lost (I/O waits) */
 	/*

@@ -141,18 +141,40 @@ static void map_request_stop(struct map_ctx *ctx)
 
 /* ---- the daemon --------------------------------------------------------- */
 
-/* Multipath: put the session's active path into the record if it moved. */
+/*
+ * Put the session's active path (multipath) and its command timeouts and
+ * failures (all queues, rblk_queue_stats()) into the record if they moved.
+ */
 static void record_refresh_path(struct map_ctx *ctx)
 {
+	unsigned long long to = 0, failed = 0;
+	struct rblk_queue_stats st;
 	unsigned int active;
+	bool moved = false;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (ctx->session && !ctx->rec_removed && ctx->rec.nr_paths) {
-		active = rblk_path_active(ctx->session);
-		if (active != ctx->rec.active) {
-			ctx->rec.active = active;
-			record_write(&ctx->rec);
+	if (ctx->session && !ctx->rec_removed) {
+		for (unsigned int i = 0; i < ctx->opts.queues; i++) {
+			struct rblk_queue *q = rblk_get_queue(ctx->session, i);
+
+			if (!q)
+				break;
+			rblk_queue_stats(q, &st);
+			to += st.timeouts;
+			failed += st.io_failed;
 		}
+		if (to != ctx->rec.timeouts || failed != ctx->rec.io_failed) {
+			ctx->rec.timeouts = to;
+			ctx->rec.io_failed = failed;
+			moved = true;
+		}
+		active = rblk_path_active(ctx->session);
+		if (ctx->rec.nr_paths && active != ctx->rec.active) {
+			ctx->rec.active = active;
+			moved = true;
+		}
+		if (moved)
+			record_write(&ctx->rec);
 	}
 	pthread_mutex_unlock(&ctx->lock);
 }
@@ -279,6 +301,7 @@ static struct rblk *daemon_open(struct map_ctx *ctx, char *msg, size_t len)
 		ro.flags |= RBLK_OPEN_READ_ONLY;
 	cli_auth_apply(&ctx->opts.auth, &ro);
 	cli_paths_apply(&ctx->opts.paths, &ro);
+	cli_io_apply(&ctx->opts.io, &ro);
 	ro.direct = ctx->opts.direct;
 	if (rblk_open(ctx->opts.url, &ro, &r) < 0) {
 		snprintf(msg, len, "cannot open %s: %s", ctx->opts.url,

@@ -59,6 +59,8 @@ struct map_record {
 	char paths[RBLK_MAX_PATHS][512]; /* multipath; nr_paths 0 without */
 	unsigned int nr_paths;
 	unsigned int active; /* index into paths */
+	/* the session's commands timed out / failed for good (all queues) */
+	unsigned long long timeouts, io_failed;
 	bool alive; /* not in the file: the daemon runs (records_load) */
 };
 

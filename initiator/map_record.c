@@ -114,6 +114,8 @@ struct json_object *record_json(const struct map_record *rec)
 	rjson_add_str(o, "state", rec->state);
 	rjson_add_str(o, "log", rec->log);
 	rjson_add(o, "error", rec->error[0] ? rjson_str(rec->error) : NULL);
+	rjson_add_u64(o, "timeouts", rec->timeouts);
+	rjson_add_u64(o, "io_failed", rec->io_failed);
 	if (rec->nr_paths) {
 		struct json_object *a = json_object_new_array();
 
@@ -259,6 +261,8 @@ static int record_read(const char *path, struct map_record *rec)
 	copy_field(rec->state, sizeof(rec->state), rjson_get_str(o, "state"));
 	copy_field(rec->log, sizeof(rec->log), rjson_get_str(o, "log"));
 	copy_field(rec->error, sizeof(rec->error), rjson_get_str(o, "error"));
+	rec->timeouts = (unsigned long long)rjson_get_i64(o, "timeouts", 0);
+	rec->io_failed = (unsigned long long)rjson_get_i64(o, "io_failed", 0);
 	record_read_paths(o, rec);
 	json_object_put(o);
 	return rec->pid > 0 && rec->frontend[0] ? 0 : -EINVAL;

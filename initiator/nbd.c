@@ -29,7 +29,8 @@ static void usage(FILE *f)
 	    "                [--max-connections N] [--handshake-timeout SEC]\n"
 	    "                [--idle-timeout SEC] [--max-client-buffer SIZE]\n"
 	    "                [--poll-spin-us N] [--reconnect-delay SEC]\n"
-	    "                [--ctrl-loss-timeout SEC] [--log-level L] [--help]\n"
+	    "                [--ctrl-loss-timeout SEC] [--io-timeout SEC]\n"
+	    "                [--io-retries N] [--log-level L] [--help]\n"
 	    "\n"
 	    "Serve the rblk volume URL (tcp://HOST[:PORT]/EXPORT,\n"
 	    "rdma://HOST[:PORT]/EXPORT or unix:///EXPORT?socket=PATH) to NBD\n"
@@ -79,6 +80,7 @@ static void usage(FILE *f)
 	    "                        give up reconnecting after SEC seconds and fail\n"
 	    "                        requests with EIO; default 60, 0 at once, -1 never\n"
 	    "  --log-level L         error, warn (default), info or debug, to stderr\n"
+	    CLI_IO_HELP
 	    CLI_PATH_HELP
 	    CLI_FAILBACK_HELP
 	    CLI_AUTH_HELP
@@ -126,6 +128,7 @@ struct nbd_args {
 	struct rblk_url vol, listen; /* url and listen_url, parsed */
 	struct cli_auth auth;
 	struct cli_paths paths;
+	struct cli_io io; /* --io-timeout, --io-retries */
 	int direct; /* enum rblk_direct */
 	int reconnect_delay_ms; /* -2: library default */
 	int ctrl_loss_ms; /* -2: library default; -1: never */
@@ -287,6 +290,7 @@ static const struct option shared_opts[] = {
 	CLI_AUTH_LONGOPTS,
 	CLI_PATH_LONGOPTS,
 	CLI_FAILBACK_LONGOPT,
+	CLI_IO_LONGOPTS,
 };
 #define NR_SHARED_OPTS ARRAY_SIZE(shared_opts)
 
@@ -312,6 +316,8 @@ static int take_opt(struct nbd_args *a, int ch, const char *arg,
 	if (cli_auth_opt(ch, arg, &a->auth))
 		return -1;
 	ret = cli_path_opt("nbd", ch, arg, &a->paths);
+	if (!ret)
+		ret = cli_io_opt("nbd", ch, arg, &a->io);
 	if (ret)
 		return ret < 0 ? 2 : -1;
 	if (ch >= OPT_BASE && ch < OPT_BASE + (int)NR_NBD_OPTS) {
@@ -402,6 +408,7 @@ static void open_opts(const struct nbd_args *a, struct rblk_opts *o)
 		o->flags |= RBLK_OPEN_READ_ONLY;
 	cli_auth_apply(&a->auth, o);
 	cli_paths_apply(&a->paths, o);
+	cli_io_apply(&a->io, o);
 	o->direct = a->direct;
 	if (a->reconnect_delay_ms >= 0)
 		o->reconnect_delay_ms = a->reconnect_delay_ms;

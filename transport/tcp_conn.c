@@ -518,8 +518,15 @@ void tcp_sq_start(struct tcp_conn *c)
 			break;
 		if (s->opcode == XP_WR_BIND_MW ||
 		    s->opcode == XP_WR_LOCAL_INV) {
-			/* frames before it go first: the peer sees them so */
-			if (nf) {
+			/*
+			 * An invalidation must not take effect before the
+			 * frames ahead of it leave (the peer may still need
+			 * the key to serve them): those go first. A bind may
+			 * take effect early: only a later frame tells the
+			 * peer its key, so a batch of commands, each behind
+			 * its window's bind, still leaves in one sendmsg().
+			 */
+			if (nf && s->opcode == XP_WR_LOCAL_INV) {
 				err = tcp_send_frames(c, f, nf);
 				nf = 0;
 				if (err) {

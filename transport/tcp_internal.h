@@ -248,6 +248,12 @@ struct tcp_key {
 	struct tcp_conn *conn; /* MW: bound on this connection, else NULL */
 	struct tcp_mr *mr;  /* the region the bytes belong to */
 	struct tcp_mw *mw;  /* MW: the window object */
+	/*
+	 * MW: bytes the peer's WRITEs placed through the current bind, in
+	 * order from its start; UINT64_MAX once one landed elsewhere in it
+	 * (tcp_mw_placed()).
+	 */
+	uint64_t placed;
 	uint32_t next_free; /* FREE: next free index, 0 ends */
 };
 
@@ -550,6 +556,8 @@ int tcp_reg_mr(struct xp_group *xg, void *addr, size_t len, int access,
 void tcp_dereg_mr(struct xp_mr *mr);
 int tcp_sge_check(struct tcp_conn *c, const struct xp_sge *sge, int access);
 int tcp_alloc_mw(struct xp_group *xg, struct xp_mw **out);
+int64_t tcp_mw_placed(const struct xp_mw *mw);
+void tcp_mw_count(struct tcp_conn *c, uint32_t kidx, const struct tcp_hdr *h);
 void tcp_dealloc_mw(struct xp_mw *mw);
 int tcp_bind_check(struct tcp_conn *c, const struct xp_mw_bind *b);
 int tcp_mw_bind(struct tcp_conn *c, const struct tcp_swr *s);

@@ -668,6 +668,7 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 			tcp_fail(c, XP_WC_REM_ACCESS_ERR, h->id);
 			return;
 		}
+		tcp_mw_count(c, kidx, h);
 		tcp_rx_payload(c, dst, mr);
 		c->rx.kidx = kidx;
 		break;

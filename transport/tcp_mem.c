@@ -397,6 +397,7 @@ int tcp_mw_bind(struct tcp_conn *c, const struct tcp_swr *s)
 	k->len = s->blen;
 	k->mr = m;
 	k->conn = c;
+	k->placed = 0;
 	w->cnext = c->mws;
 	w->cprev = NULL;
 	if (c->mws)
@@ -417,6 +418,30 @@ int tcp_mw_inv(struct tcp_conn *c, uint32_t rkey)
 		return -EINVAL;
 	tcp_mw_invalidate(c->g, k->mw);
 	return 0;
+}
+
+/*
+ * A WRITE through key kidx was accepted (tcp_mr_check()): a window counts
+ * its bytes while they arrive in order from the bind's start.
+ */
+void tcp_mw_count(struct tcp_conn *c, uint32_t kidx, const struct tcp_hdr *h)
+{
+	struct tcp_key *k = &c->g->keys[kidx];
+	uint64_t off;
+
+	if (k->kind != TCP_KEY_MW)
+		return;
+	off = h->addr - (uint64_t)(uintptr_t)k->addr;
+	k->placed = off == k->placed ? k->placed + h->len : UINT64_MAX;
+}
+
+int64_t tcp_mw_placed(const struct xp_mw *mw)
+{
+	const struct tcp_mw *w = container_of(mw, struct tcp_mw, mw);
+	const struct tcp_key *k = &to_tcp_group(mw->group)->keys[w->idx];
+
+
+	return k->placed == UINT64_MAX ? -EBADMSG : (int64_t)k->placed;
 }
 
 /* Connection destroyed: its windows grant nothing any more. */

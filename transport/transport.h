@@ -84,6 +84,7 @@
 #ifndef RBLK_TRANSPORT_H
 #define RBLK_TRANSPORT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -317,6 +318,13 @@ struct xp_ops {
 	int (*alloc_mw)(struct xp_group *g, struct xp_mw **out);
 	/* Invalidates the window if bound. */
 	void (*dealloc_mw)(struct xp_mw *mw);
+	/*
+	 * Optional (NULL: the transport cannot tell, as an HCA cannot):
+	 * bytes the peer's RDMA WRITEs placed through mw's current bind, in
+	 * order from its start; -EBADMSG when one landed elsewhere in it.
+	 * Lets the owner check that exactly a command's data arrived.
+	 */
+	int64_t (*mw_placed)(const struct xp_mw *mw);
 
 	/* On failure *bad points at the first request not posted. */
 	int (*post_send)(struct xp_conn *c, struct xp_send_wr *wr,
@@ -503,6 +511,19 @@ static inline void xp_dereg_mr(struct xp_mr *mr)
 static inline int xp_alloc_mw(struct xp_group *g, struct xp_mw **out)
 {
 	return g->ops->alloc_mw(g, out);
+}
+
+/* See xp_ops.mw_placed; -EOPNOTSUPP where the transport cannot tell. */
+static inline int64_t xp_mw_placed(const struct xp_mw *mw)
+{
+	const struct xp_ops *ops = mw->group->ops;
+
+	return ops->mw_placed ? ops->mw_placed(mw) : -EOPNOTSUPP;
+}
+
+static inline bool xp_group_counts_placed(const struct xp_group *g)
+{
+	return g->ops->mw_placed != NULL;
 }
 
 static inline void xp_dealloc_mw(struct xp_mw *mw)

@@ -68,6 +68,27 @@
  * elsewhere should call rblk_poll(q, c, n, 0) at least every keepalive_ms.
  * A reconnect attempt blocks the calling thread for up to timeout_ms (a
  * refused connection returns at once).
+ *
+ * Command timeouts. Every command has a deadline, io_timeout_ms after it
+ * was posted (a pull READ's RDMA READ and window return included). When
+ * one passes, the queue logs the command and drops the connection (the
+ * target may still hold the command; only a new connection frees its
+ * tag and buffers) and reconnects as above. Each time a connection fails
+ * with a command on it, the command counts one failure; after
+ * io_retries + 1 failures its I/O completes with -ETIMEDOUT (the last
+ * failure was its deadline) or -EIO (the connection broke under it) and
+ * is not sent again. A silent target therefore fails an I/O after about
+ * io_timeout_ms x (io_retries + 1) plus the reconnect delays.
+ *
+ * Unstable targets. A connection counts as stable once a command
+ * completed on it or it stayed up RBLK_STABLE_MS. While none is, losses
+ * belong to one outage: the attempts keep backing off from the last
+ * delay (after the first, at most one per reconnect_delay_ms, doubling to
+ * 10 s) and ctrl_loss_timeout_s runs from the first loss, so a target
+ * that logs in and then breaks every connection fails the I/O once the
+ * loss timeout passes. Loss and reconnect lines are rate-limited per
+ * queue (a burst of 5, then about 4 a minute, with a count of those left
+ * out). rblk_queue_stats() counts timeouts, losses and failed I/O.
  */
 #ifndef RBLK_RBLK_H
 #define RBLK_RBLK_H
@@ -166,7 +187,27 @@ struct rblk_opts {
 	 * between commands. Default 5000; 0: never fail back.
 	 */
 	int failback_ms;
+	/*
+	 * Command deadline (see "Command timeouts" above): a command the
+	 * target has not answered within io_timeout_ms counts as lost, and
+	 * the queue drops its connection and reconnects. Default
+	 * RBLK_DEFAULT_IO_TIMEOUT_MS (30 s, as Linux nvme); 0: no deadline.
+	 */
+	int io_timeout_ms;
+	/*
+	 * How often a command is sent again after its connection failed
+	 * under it (its deadline passed, or the connection broke with it in
+	 * flight); one more failure and its I/O completes with -ETIMEDOUT
+	 * (the last failure was its deadline) or -EIO. Default
+	 * RBLK_DEFAULT_IO_RETRIES; -1: no limit.
+	 */
+	int io_retries;
 };
+
+#define RBLK_DEFAULT_IO_TIMEOUT_MS 30000
+#define RBLK_DEFAULT_IO_RETRIES 3
+/* a connection up this long (or that completed a command) is stable */
+#define RBLK_STABLE_MS 10000
 
 #define RBLK_MAX_PATHS 8
 
@@ -340,6 +381,18 @@ unsigned int rblk_queue_inflight(const struct rblk_queue *q);
  * work, since rblk_poll() posts them before it touches the transport.
  */
 unsigned int rblk_queue_ready(const struct rblk_queue *q);
+
+/* Counters of one queue since rblk_open() (rblk_queue_stats()). */
+struct rblk_queue_stats {
+	uint64_t timeouts; /* commands whose deadline passed */
+	uint64_t conn_lost; /* connections lost (any reason) */
+	uint64_t reconnects; /* connections brought back */
+	uint64_t retries; /* commands sent again on a new connection */
+	uint64_t io_failed; /* commands failed after their retries */
+};
+
+/* A copy of q's counters; any thread may ask (the values may be stale). */
+void rblk_queue_stats(const struct rblk_queue *q, struct rblk_queue_stats *s);
 
 /* ---- synchronous helpers -------------------------------------------- */
 

@@ -48,6 +48,13 @@
  *                              queue fails (-ENOTCONN) and print "lost";
  *                              exit 0 then, 1 on anything else
  *
+ *   rblk_libtest rogue URL read|write IO_TIMEOUT_MS IO_RETRIES CTRL_LOSS_S
+ *                RECONNECT_DELAY_MS
+ *                              one 64 KiB I/O against tests/e2e/rblk_rogue.py
+ *                              with those options; prints how it ended, how
+ *                              long it took, whether the data read is the
+ *                              rogue's pattern, and rblk_queue_stats()
+ *
  * Exit 0 on success, 1 on any mismatch or unexpected error.
  */
 #include <dirent.h>
@@ -604,6 +611,81 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Byte o of tests/e2e/rblk_rogue.py's volume. */
+static uint8_t rogue_byte(uint64_t o)
+{
+	return (uint8_t)((o >> 12) * 7 + (o & 0xff));
+}
+
+/*
+ * Against tests/e2e/rblk_rogue.py: one I/O (op "read": 64 KiB at 64 KiB,
+ * into a registered buffer that is checked against the rogue's pattern;
+ * "write": 64 KiB of data, not in-capsule), with io_timeout_ms TO,
+ * io_retries RET, ctrl_loss_timeout_s LOSS and reconnect_delay_ms DELAY.
+ * Prints "open=E" when rblk_open() fails, else "result=E ms=N data=ok|bad|-"
+ * and the queue's counters, E an errno name or 0; exits 0 when it ran.
+ */
+static int test_rogue(const char *url, const char *op, int to, int ret_max,
+		      int loss, int delay)
+{
+	const uint64_t len = 64 * 1024, off = 64 * 1024;
+	struct rblk_queue_stats st;
+	struct rblk_queue *q;
+	struct rblk_opts o;
+	struct rblk *r;
+	uint64_t start;
+	bool read = !strcmp(op, "read");
+	const char *data = "-";
+	char *buf;
+	int ret;
+
+	rblk_opts_init(&o);
+	o.io_timeout_ms = to;
+	o.io_retries = ret_max;
+	o.ctrl_loss_timeout_s = loss;
+	o.reconnect_delay_ms = delay;
+	o.inline_data = -1;
+	o.keepalive_ms = 1000;
+	ret = rblk_open(url, &o, &r);
+	if (ret) {
+		printf("open=%s (%s)\n", strerrorname_np(-ret),
+		       rblk_last_error());
+		return 0;
+	}
+	q = rblk_get_queue(r, 0);
+	buf = aligned_alloc(4096, 2 * len);
+	CHECK(buf, "alloc");
+	memset(buf, 0xaa, 2 * len);
+	/* the read's neighbour: a rogue must not reach it either */
+	CHECK(rblk_register_buffer(q, buf, 2 * len) == 0, "register: %s",
+	      rblk_last_error());
+	start = mono_ms();
+	ret = read ? rblk_queue_io(q, RBLK_IO_READ, buf, off, len, 0) :
+		     rblk_queue_io(q, RBLK_IO_WRITE, buf, off, len, 0);
+	if (read && !ret) {
+		data = "ok";
+		for (uint64_t i = 0; i < len; i++)
+			if ((uint8_t)buf[i] != rogue_byte(off + i))
+				data = "bad";
+		for (uint64_t i = len; i < 2 * len; i++)
+			if ((uint8_t)buf[i] != 0xaa)
+				data = "bad";
+	}
+	rblk_queue_stats(q, &st);
+	printf("result=%s ms=%llu data=%s timeouts=%llu lost=%llu reconnects=%llu retries=%llu failed=%llu\n",
+	       ret ? strerrorname_np(-ret) : "0",
+	       (unsigned long long)(mono_ms() - start), data,
+	       (unsigned long long)st.timeouts,
+	       (unsigned long long)st.conn_lost,
+	       (unsigned long long)st.reconnects,
+	       (unsigned long long)st.retries,
+	       (unsigned long long)st.io_failed);
+	fflush(stdout);
+	rblk_close(r);
+	free(buf);
+	return 0;
+}
+
 static int test_idle(const char *url, int ka_ms)
 {
 	struct rblk_completion c;
@@ -659,6 +741,9 @@ int main(int argc, char **argv)
 		return test_backlog(argv[2], argc == 4 ? argv[3] : NULL);
 	if (argc == 4 && !strcmp(argv[1], "idle"))
 		return test_idle(argv[2], atoi(argv[3]));
+	if (argc == 8 && !strcmp(argv[1], "rogue"))
+		return test_rogue(argv[2], argv[3], atoi(argv[4]),
+				  atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
 	if (argc != 3) {
 		fprintf(stderr, "usage: %s rw|ro|open|rawro|idle|backlog URL [MS|GATE]\n",
 			argv[0]);

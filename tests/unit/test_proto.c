@@ -989,6 +989,16 @@ static void test_login_inline(void **state)
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
 	l.inline_data = RBLK_INLINE_MAX + RBLK_INLINE_ALIGN;
 	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	/* an empty volume, or one past off_t (2^63 and more), is refused */
+	l = good_login();
+	l.size = 0;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.size = 1ull << 63;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.size = UINT64_MAX - 4095;
+	assert_int_equal(login_decode_of(&l), RBLK_S_INVALID);
+	l.size = (1ull << 63) - 4096;
+	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
 	/* a refusal grants nothing */
 	l = (struct rblk_login){ .status = RBLK_S_NO_EXPORT };
 	rblk_login_encode(m.b, &l);

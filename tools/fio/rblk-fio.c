@@ -78,6 +78,8 @@ struct rblk_fio_opts {
 	char *path; /* more URLs of the volume, separated by ',' */
 	char *failback; /* seconds, fractions allowed; 0 never */
 	char *keepalive; /* seconds, fractions allowed; 0 off */
+	char *io_timeout; /* seconds, fractions allowed; 0 none */
+	int io_retries; /* -1 no limit; -2 library default */
 };
 
 /* rblk_opts.paths of a job: path= split at ',' (URLs hold ':'). */
@@ -113,7 +115,18 @@ struct rblk_fio {
 	/* reaped by the last getevents(), handed out by event() */
 	struct io_u **events;
 	struct rblk_completion *comps;
+	/*
+	 * fio asked the job to stop (td->terminate) while I/O was in flight:
+	 * when (ns); after ABANDON_NS the session is closed and that I/O
+	 * completes with ECANCELED, so a target that never answers cannot
+	 * keep fio from exiting.
+	 */
+	uint64_t term_at;
 };
+
+#define ABANDON_NS (1000ull * 1000000)
+/* longest single wait in getevents(): how soon td->terminate is seen */
+#define WAIT_SLICE_MS 100
 
 static struct fio_option options[] = {
 	{
@@ -341,6 +354,27 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "io_timeout",
+		.lname = "rblk command timeout",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rblk_fio_opts, io_timeout),
+		.help = "Seconds a command may go unanswered before the connection is dropped and the command retried (default 30; 0: no deadline)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "io_retries",
+		.lname = "rblk command retries",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct rblk_fio_opts, io_retries),
+		.def = "-2",
+		.minval = -2,
+		.maxval = 1000,
+		.help = "Times a command is retried after its connection failed before it fails (ETIMEDOUT/EIO; -1: no limit; default 3)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -411,6 +445,11 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 	if (o->keepalive && o->keepalive[0] &&
 	    parse_secs("keepalive", o->keepalive, &ro->keepalive_ms))
 		return -EINVAL;
+	if (o->io_timeout && o->io_timeout[0] &&
+	    parse_secs("io_timeout", o->io_timeout, &ro->io_timeout_ms))
+		return -EINVAL;
+	if (o->io_retries != -2)
+		ro->io_retries = o->io_retries;
 	if (fill_paths(o->path, ro, pl))
 		return -EINVAL;
 	if (o->ctrl_loss_tmo != -2)
@@ -564,6 +603,17 @@ static void rblk_fio_cleanup(struct thread_data *td)
 
 	if (!d)
 		return;
+	if (d->r) {
+		struct rblk_queue_stats st;
+
+		rblk_queue_stats(d->q, &st);
+		if (st.timeouts || st.io_failed || st.conn_lost)
+			log_info("rblk: %s: %llu command timeouts, %llu commands failed, %llu connections lost, %llu reconnects\n",
+				 td->o.name, (unsigned long long)st.timeouts,
+				 (unsigned long long)st.io_failed,
+				 (unsigned long long)st.conn_lost,
+				 (unsigned long long)st.reconnects);
+	}
 	rblk_close(d->r); /* deregisters what is still registered */
 	free(d->mem); /* only if iomem_free() did not run */
 	free(d->done_local);
@@ -666,7 +716,7 @@ static void rblk_fio_iomem_free(struct thread_data *td)
 
 	if (!d || !d->mem)
 		return;
-	if (d->mem_registered && rblk_unregister_buffer(d->q, d->mem))
+	if (d->mem_registered && d->r && rblk_unregister_buffer(d->q, d->mem))
 		log_err("rblk: %s\n", rblk_last_error());
 	d->mem_registered = false;
 	free(d->mem);
@@ -728,6 +778,10 @@ static enum fio_q_status rblk_fio_queue(struct thread_data *td,
 	int ret;
 
 	fio_ro_check(td, io_u);
+	if (!d->q) { /* abandoned (below): nothing goes out any more */
+		done_local(d, io_u, ECANCELED);
+		return FIO_Q_QUEUED;
+	}
 	if (!d->plugged) {
 		rblk_queue_plug(d->q);
 		d->plugged = true;
@@ -755,7 +809,7 @@ static enum fio_q_status rblk_fio_queue(struct thread_data *td,
 /* Post what queue() held: one doorbell / one sendmsg for the lot. */
 static void unplug(struct rblk_fio *d)
 {
-	if (d->plugged) {
+	if (d->plugged && d->q) {
 		d->plugged = false;
 		rblk_queue_unplug(d->q);
 	}
@@ -777,7 +831,7 @@ static int rblk_fio_commit(struct thread_data *td)
 	if (d->nr_submitted)
 		io_u_mark_submit(td, d->nr_submitted);
 	d->nr_submitted = 0;
-	if (!rblk_queue_ready(d->q))
+	if (!d->q || !rblk_queue_ready(d->q))
 		unplug(d);
 	return 0;
 }
@@ -801,8 +855,41 @@ static int timeout_ms(const struct timespec *t)
 }
 
 /*
+ * fio stops the job (SIGTERM, SIGINT, runtime) while a target leaves
+ * I/O unanswered: close the session, which drops the connection so the
+ * target can reach none of our buffers any more, and complete every I/O
+ * still in flight with ECANCELED, so fio, which waits for them before it
+ * exits, does not wait for the command timeouts.
+ */
+static void abandon(struct thread_data *td, struct rblk_fio *d)
+{
+	struct io_u *io_u;
+	unsigned int i;
+
+	log_err("rblk: %s: stopping with %u I/Os unanswered; abandoning them\n",
+		td->o.name, rblk_queue_inflight(d->q));
+	rblk_close(d->r); /* deregisters fio's buffers too */
+	d->r = NULL;
+	d->q = NULL;
+	d->plugged = false;
+	d->mem_registered = false;
+	io_u_qiter(&td->io_u_all, io_u, i) {
+		bool local = false;
+
+		if (!(io_u->flags & IO_U_F_FLIGHT))
+			continue;
+		for (unsigned int k = 0; k < d->nr_done_local; k++)
+			local |= d->done_local[k] == io_u;
+		if (!local)
+			done_local(d, io_u, ECANCELED);
+	}
+}
+
+/*
  * Reap between min and max completions into d->events, waiting up to t
- * (NULL: forever) for min of them. Returns the count or -errno.
+ * (NULL: forever) for min of them. Returns the count or -errno. Waits
+ * in slices of WAIT_SLICE_MS so a stop request (td->terminate) is seen;
+ * I/O still unanswered ABANDON_NS after it is abandoned.
  */
 static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
 			      unsigned int max, const struct timespec *t)
@@ -826,10 +913,18 @@ static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
 
 		while (d->nr_done_local && n < max)
 			d->events[n++] = d->done_local[--d->nr_done_local];
-		if (n == max)
+		if (n == max || !d->q)
 			break;
 		/* wait only while short of min and something can complete */
 		need = n < min && rblk_queue_inflight(d->q);
+		if (need && td->terminate) {
+			if (!d->term_at)
+				d->term_at = now_ns();
+			if (now_ns() - d->term_at >= ABANDON_NS) {
+				abandon(td, d);
+				continue;
+			}
+		}
 		if (need) {
 			w = wait;
 			if (wait > 0) {
@@ -839,6 +934,8 @@ static int rblk_fio_getevents(struct thread_data *td, unsigned int min,
 					break;
 				w = (int)((deadline - now + 999999) / 1000000);
 			}
+			if (w < 0 || w > WAIT_SLICE_MS)
+				w = WAIT_SLICE_MS;
 		}
 		if (rblk_queue_ready(d->q) < max - n)
 			unplug(d); /* rblk_poll() will post and poll */
