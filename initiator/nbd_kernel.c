@@ -579,20 +579,7 @@ static int dev_setup(struct nk_dev *dev)
 	dev->nsocks = info->queues;
 	dev->read_only = dev->o->read_only || (f & RBLK_FEAT_READ_ONLY);
 
-	/* multi-conn: a FLUSH is an fdatasync of the whole backend */
-	dev->tflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_CAN_MULTI_CONN;
-	if (f & RBLK_FEAT_FLUSH)
-		dev->tflags |= NBD_FLAG_SEND_FLUSH;
-	if (dev->read_only) {
-		dev->tflags |= NBD_FLAG_READ_ONLY;
-	} else {
-		if ((f & RBLK_FEAT_FUA) && (f & RBLK_FEAT_FLUSH))
-			dev->tflags |= NBD_FLAG_SEND_FUA;
-		if (f & RBLK_FEAT_TRIM)
-			dev->tflags |= NBD_FLAG_SEND_TRIM;
-		if (f & RBLK_FEAT_ZEROES)
-			dev->tflags |= NBD_FLAG_SEND_WRITE_ZEROES;
-	}
+	dev->tflags = nbd_conn_tx_flags(f, dev->read_only);
 	snprintf(dev->backend, sizeof(dev->backend), "%s%s", NK_BACKEND_PREFIX,
 		 dev->o->url);
 	return 0;

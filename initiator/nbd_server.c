@@ -586,19 +586,7 @@ static void server_setup(struct nbd_server *srv, const struct nbd_serve_opts *o)
 	srv->nslots = (uint32_t)MAX(1u, MIN((uint64_t)srv->nreqs, pool_slots));
 	srv->nqueues = info->queues;
 
-	srv->tflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_CAN_MULTI_CONN;
-	if (f & RBLK_FEAT_FLUSH)
-		srv->tflags |= NBD_FLAG_SEND_FLUSH;
-	if (srv->read_only) {
-		srv->tflags |= NBD_FLAG_READ_ONLY;
-	} else {
-		if (f & RBLK_FEAT_FUA)
-			srv->tflags |= NBD_FLAG_SEND_FUA;
-		if (f & RBLK_FEAT_TRIM)
-			srv->tflags |= NBD_FLAG_SEND_TRIM;
-		if (f & RBLK_FEAT_ZEROES)
-			srv->tflags |= NBD_FLAG_SEND_WRITE_ZEROES;
-	}
+	srv->tflags = nbd_conn_tx_flags(f, srv->read_only);
 	if (srv->block_size > 65536 || !IS_POW2(srv->block_size))
 		log_warn("volume block size %u is not a power of two up to "
 			 "64 KiB; NBD clients may refuse it",
