@@ -109,6 +109,26 @@ int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
+ssize_t read_small_file(const char *path, char *buf, size_t len)
+{
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	if (n < 0)
+		n = -errno;
+	close(fd);
+	if (n < 0)
+		return n;
+	buf[n] = 0;
+	if (n && buf[n - 1] == '\n')
+		buf[--n] = 0;
+	return n;
+}
+
 void random_bytes(void *buf, size_t len)
 {
 	char *p = buf;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
@@ -67,6 +68,13 @@ struct stat;
  * added to flags. The descriptor, or -errno.
  */
 int open_user_path(const char *path, int flags, struct stat *st);
+
+/*
+ * Read a small file (sysfs, procfs: they hand over their whole content in
+ * one read) into buf: at most len - 1 bytes, NUL-terminated, one trailing
+ * newline dropped. The length of the string left in buf, or -errno.
+ */
+ssize_t read_small_file(const char *path, char *buf, size_t len);
 
 /* Fill buf with cryptographically strong random bytes (getrandom). */
 void random_bytes(void *buf, size_t len);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers shared by the `rblk` subcommands: parsing the options several of
- * them take (-o, -t, -L, --path, --failback) and the volume id as text.
+ * them take (-o, -t, -L, --path, --failback), their error messages and the
+ * volume id as text.
  * JSON output goes through common/json.h.
  */
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,33 @@
 
 #include "../common/log.h"
 #include "cli.h"
+
+static void cli_vmsg(const char *cmd, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "rblk %s: ", cmd);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	cli_vmsg(cmd, fmt, ap);
+	va_end(ap);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	cli_vmsg(cmd, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "Try 'rblk %s --help'.\n", cmd);
+	return 2;
+}
 
 int cli_parse_output(const char *cmd, const char *arg, bool *json)
 {

@@ -149,6 +149,16 @@ int cli_parse_output(const char *cmd, const char *arg, bool *json); /* -o */
 int cli_parse_timeout(const char *cmd, const char *arg, int *timeout_ms);
 int cli_parse_log_level(const char *cmd, const char *arg); /* sets it */
 
+/*
+ * The subcommands' way of failing: "rblk CMD: <message>" on stderr. The
+ * usage form adds "Try 'rblk CMD --help'." and returns 2, the exit status
+ * of a usage error.
+ */
+__attribute__((format(printf, 2, 3))) void cli_error(const char *cmd,
+						     const char *fmt, ...);
+__attribute__((format(printf, 2, 3))) int cli_usage_error(const char *cmd,
+							  const char *fmt, ...);
+
 /* A volume id (rblk_info.vol_id) as UUID text, 8-4-4-4-12 lower-case hex. */
 #define CLI_VOL_ID_STR_LEN 37
 void cli_format_vol_id(const uint8_t id[16], char out[CLI_VOL_ID_STR_LEN]);

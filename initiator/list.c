@@ -160,18 +160,19 @@ int cmd_list(int argc, char **argv)
 			list_usage(stdout);
 			return 0;
 		case ':':
-			return map_usage_error("list", "option '%s' needs a value",
-					   argv[optind - 1]);
+			return cli_usage_error("list",
+					       "option '%s' needs a value",
+					       argv[optind - 1]);
 		default:
-			return map_usage_error("list", "unknown option '%s'",
-					   argv[optind - 1]);
+			return cli_usage_error("list", "unknown option '%s'",
+					       argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
 		dev = argv[optind++];
 	if (optind < argc)
-		return map_usage_error("list", "unexpected argument '%s'",
-				   argv[optind]);
+		return cli_usage_error("list", "unexpected argument '%s'",
+				       argv[optind]);
 	n = records_load(&recs);
 	if (n < 0) {
 		fprintf(stderr, "rblk list: cannot read %s: %s\n", run_dir(),

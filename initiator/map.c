@@ -17,7 +17,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,18 +53,6 @@ const struct frontend_ops *frontend_find(const char *name)
 		if (!strcmp(map_frontends[i]->name, name))
 			return map_frontends[i];
 	return NULL;
-}
-
-int map_usage_error(const char *cmd, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "rblk %s: ", cmd);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'rblk %s --help'.\n", cmd);
-	return 2;
 }
 
 /*
@@ -300,9 +287,10 @@ static int num_opt(const char *name, const char *arg, unsigned long min,
 	if (!parse_uint(arg, min, max, v))
 		return 0;
 	if (what)
-		return map_usage_error("map", "--%s: '%s' is not %s", name, arg,
+		return cli_usage_error("map", "--%s: '%s' is not %s", name, arg,
 				       what);
-	return map_usage_error("map", "--%s: '%s' is not a number from %lu to %lu",
+	return cli_usage_error("map",
+			       "--%s: '%s' is not a number from %lu to %lu",
 			       name, arg, min, max);
 }
 
@@ -318,8 +306,8 @@ static int map_opt(struct map_ctx *ctx, struct map_args *a, int ch,
 	case OPT_NBD:
 	case OPT_UBLK:
 		if (a->want)
-			return map_usage_error("map",
-					       "--nbd and --ublk are exclusive");
+			return cli_usage_error(
+			    "map", "--nbd and --ublk are exclusive");
 		a->want = ch == OPT_NBD ? "nbd" : "ublk";
 		break;
 	case OPT_QUEUES:
@@ -343,8 +331,8 @@ static int map_opt(struct map_ctx *ctx, struct map_args *a, int ch,
 	case OPT_DEVID:
 	case OPT_RECOVER:
 		if ((o->dev_id >= 0 && o->recover != (ch == OPT_RECOVER)))
-			return map_usage_error(
-				"map", "--recover and --device-id are exclusive");
+			return cli_usage_error(
+			    "map", "--recover and --device-id are exclusive");
 		ret = num_opt(ch == OPT_DEVID ? "device-id" : "recover", arg,
 			      0, INT_MAX, "a device number", &v);
 		o->dev_id = (int)v;
@@ -360,16 +348,18 @@ static int map_opt(struct map_ctx *ctx, struct map_args *a, int ch,
 		break;
 	case OPT_RECONNECT_DELAY:
 		if (parse_seconds_ms(arg, false, &ms))
-			return map_usage_error(
-				"map", "--reconnect-delay: '%s' is not a number of seconds",
-				arg);
+			return cli_usage_error(
+			    "map",
+			    "--reconnect-delay: '%s' is not a number of seconds",
+			    arg);
 		o->reconnect_delay_ms = ms;
 		break;
 	case OPT_CTRL_LOSS:
 		if (parse_seconds_ms(arg, true, &ms))
-			return map_usage_error(
-				"map", "--ctrl-loss-timeout: '%s' is not a number of seconds (or -1)",
-				arg);
+			return cli_usage_error(
+			    "map",
+			    "--ctrl-loss-timeout: '%s' is not a number of seconds (or -1)",
+			    arg);
 		o->ctrl_loss_timeout_s = ms < 0 ? -1 : (ms + 999) / 1000;
 		break;
 	case OPT_SPIN:
@@ -383,10 +373,10 @@ static int map_opt(struct map_ctx *ctx, struct map_args *a, int ch,
 		map_usage(stdout);
 		return 1;
 	case ':':
-		return map_usage_error("map", "option '%s' needs a value",
+		return cli_usage_error("map", "option '%s' needs a value",
 				       argv_prev);
 	default:
-		return map_usage_error("map", "unknown option '%s'", argv_prev);
+		return cli_usage_error("map", "unknown option '%s'", argv_prev);
 	}
 	return ret;
 }
@@ -444,18 +434,18 @@ static int map_parse_args(int argc, char **argv, struct map_ctx *ctx,
 			return ret == 1 ? 0 : ret;
 	}
 	if (optind >= argc)
-		return map_usage_error("map", "missing the volume URL");
+		return cli_usage_error("map", "missing the volume URL");
 	if (optind + 1 < argc)
-		return map_usage_error("map", "unexpected argument '%s'",
+		return cli_usage_error("map", "unexpected argument '%s'",
 				       argv[optind + 1]);
 	ctx->opts.url = argv[optind];
 	if (rblk_url_parse(ctx->opts.url, RBLK_DEFAULT_PORT, &u, err,
 			   sizeof(err)))
-		return map_usage_error("map", "%s", err);
+		return cli_usage_error("map", "%s", err);
 	if (!u.export_name[0])
-		return map_usage_error(
-			"map", "'%s' names no export (rdma://HOST[:PORT]/EXPORT)",
-			ctx->opts.url);
+		return cli_usage_error(
+		    "map", "'%s' names no export (rdma://HOST[:PORT]/EXPORT)",
+		    ctx->opts.url);
 	return -1;
 }
 

@@ -83,9 +83,6 @@ struct map_ctx {
 /* Front ends in the order auto-selection tries them; NULL-terminated. */
 extern const struct frontend_ops *const map_frontends[];
 const struct frontend_ops *frontend_find(const char *name);
-/* "rblk CMD: MESSAGE" and a pointer to --help on stderr; returns 2. */
-int map_usage_error(const char *cmd, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 
 /* ---- map_daemon.c ------------------------------------------------------ */
 

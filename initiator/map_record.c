@@ -5,7 +5,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 
 #include "common/json.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "initiator/map_internal.h"
 
 const char *run_dir(void)
@@ -53,18 +53,11 @@ int proc_start(pid_t pid, unsigned long long *start, bool *zombie)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long v = 0;
-	ssize_t n;
-	int fd, field;
+	int field;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small_file(path, buf, sizeof(buf)) <= 0)
 		return -ESRCH;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -ESRCH;
-	buf[n] = 0;
 	/* "pid (comm) S ppid ..."; comm may hold spaces and parentheses */
 	p = strrchr(buf, ')');
 	if (!p || p[1] != ' ')
@@ -273,20 +266,12 @@ bool record_device_present(const struct map_record *rec)
 {
 	const char *base = strrchr(rec->dev, '/');
 	char path[256], buf[32];
-	ssize_t n;
-	int fd;
 
 	if (rec->dev_id < 0 || !base || !base[1])
 		return false;
 	snprintf(path, sizeof(path), "/sys/block/%s/size", base + 1);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small_file(path, buf, sizeof(buf)) <= 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
 	return strtoull(buf, NULL, 10) > 0;
 }
 

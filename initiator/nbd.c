@@ -5,7 +5,6 @@
  * serving.
  */
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -102,21 +101,6 @@ static void usage(FILE *f)
 	    NBD_DEFAULT_SPIN_US);
 }
 
-static int usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("rblk nbd: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry 'rblk nbd --help'.\n", stderr);
-	return 2;
-}
-
 struct nbd_args {
 	const char *url;
 	const char *socket_path;
@@ -144,8 +128,9 @@ static int set_count(const char *opt, const char *arg, unsigned long min,
 		     unsigned long max, unsigned long *v)
 {
 	if (parse_uint(arg, min, max, v))
-		return usage_error("%s: '%s' is not a number from %lu to %lu",
-				   opt, arg, min, max);
+		return cli_usage_error(
+		    "nbd", "%s: '%s' is not a number from %lu to %lu", opt, arg,
+		    min, max);
 	return 0;
 }
 
@@ -154,7 +139,8 @@ static int set_seconds(const char *opt, const char *arg, bool allow_forever,
 		       const char *what, int *ms)
 {
 	if (parse_seconds_ms(arg, allow_forever, ms))
-		return usage_error("%s: '%s' is not %s", opt, arg, what);
+		return cli_usage_error("nbd", "%s: '%s' is not %s", opt, arg,
+				       what);
 	return 0;
 }
 
@@ -231,9 +217,10 @@ static int set_handshake_timeout(struct nbd_args *a, const char *arg)
 {
 	if (parse_seconds_ms(arg, false, &a->handshake_ms) ||
 	    a->handshake_ms <= 0)
-		return usage_error("--handshake-timeout: '%s' is not a "
-				   "positive number of seconds",
-				   arg);
+		return cli_usage_error("nbd",
+				       "--handshake-timeout: '%s' is not a "
+				       "positive number of seconds",
+				       arg);
 	return 0;
 }
 
@@ -248,9 +235,11 @@ static int set_client_buffer(struct nbd_args *a, const char *arg)
 	if (parse_size(arg, &a->max_client_buf) ||
 	    a->max_client_buf < NBD_MAX_PAYLOAD ||
 	    a->max_client_buf > (1ull << 40))
-		return usage_error("--max-client-buffer: '%s' is not a size "
-				   "from 32M (the largest request) to 1T",
-				   arg);
+		return cli_usage_error(
+		    "nbd",
+		    "--max-client-buffer: '%s' is not a size "
+		    "from 32M (the largest request) to 1T",
+		    arg);
 	return 0;
 }
 
@@ -329,8 +318,9 @@ static int take_opt(struct nbd_args *a, int ch, const char *arg,
 		return 0;
 	}
 	if (ch == ':')
-		return usage_error("option '%s' needs a value", prev);
-	return usage_error("unknown option '%s'", prev);
+		return cli_usage_error("nbd", "option '%s' needs a value",
+				       prev);
+	return cli_usage_error("nbd", "unknown option '%s'", prev);
 }
 
 /* The URL and where to listen, once the options are in. -1 or 2. */
@@ -339,37 +329,43 @@ static int check_args(int argc, char **argv, struct nbd_args *a)
 	char err[256];
 
 	if (optind >= argc)
-		return usage_error("missing the volume URL");
+		return cli_usage_error("nbd", "missing the volume URL");
 	if (optind + 1 < argc)
-		return usage_error("unexpected argument '%s'",
-				   argv[optind + 1]);
+		return cli_usage_error("nbd", "unexpected argument '%s'",
+				       argv[optind + 1]);
 	a->url = argv[optind];
 	if (!a->socket_path && !a->listen_url)
-		return usage_error("one of --socket PATH or --listen URL is "
-				   "required");
+		return cli_usage_error(
+		    "nbd", "one of --socket PATH or --listen URL is "
+			   "required");
 	if (a->socket_path && a->listen_url)
-		return usage_error("--socket and --listen are exclusive");
+		return cli_usage_error("nbd",
+				       "--socket and --listen are exclusive");
 	if (a->socket_path && !*a->socket_path)
-		return usage_error("--socket: empty path");
+		return cli_usage_error("nbd", "--socket: empty path");
 	if (rblk_url_parse(a->url, RBLK_DEFAULT_PORT, &a->vol, err,
 			   sizeof(err)))
-		return usage_error("%s", err);
+		return cli_usage_error("nbd", "%s", err);
 	if (!a->vol.export_name[0])
-		return usage_error("'%s' names no export "
-				   "(tcp://HOST[:PORT]/EXPORT)",
-				   a->url);
+		return cli_usage_error("nbd",
+				       "'%s' names no export "
+				       "(tcp://HOST[:PORT]/EXPORT)",
+				       a->url);
 	if (!a->listen_url)
 		return -1;
 	if (rblk_url_parse(a->listen_url, NBD_DEFAULT_PORT, &a->listen, err,
 			   sizeof(err)))
-		return usage_error("--listen: %s", err);
+		return cli_usage_error("nbd", "--listen: %s", err);
 	if (strcmp(a->listen.scheme, "tcp"))
-		return usage_error("--listen: '%s': only tcp://HOST:PORT is "
-				   "supported",
-				   a->listen_url);
+		return cli_usage_error(
+		    "nbd",
+		    "--listen: '%s': only tcp://HOST:PORT is "
+		    "supported",
+		    a->listen_url);
 	if (a->listen.export_name[0])
-		return usage_error("--listen: '%s': no export part expected",
-				   a->listen_url);
+		return cli_usage_error(
+		    "nbd", "--listen: '%s': no export part expected",
+		    a->listen_url);
 	return -1;
 }
 

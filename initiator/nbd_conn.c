@@ -77,6 +77,23 @@ const char *nc_cmd_name(uint16_t type)
 
 /* ---- request validation -------------------------------------------------- */
 
+uint16_t nbd_conn_tx_flags(uint32_t features, bool read_only)
+{
+	uint16_t f = NBD_FLAG_HAS_FLAGS | NBD_FLAG_CAN_MULTI_CONN;
+
+	if (features & RBLK_FEAT_FLUSH)
+		f |= NBD_FLAG_SEND_FLUSH;
+	if (read_only)
+		return f | NBD_FLAG_READ_ONLY;
+	if ((features & RBLK_FEAT_FUA) && (features & RBLK_FEAT_FLUSH))
+		f |= NBD_FLAG_SEND_FUA;
+	if (features & RBLK_FEAT_TRIM)
+		f |= NBD_FLAG_SEND_TRIM;
+	if (features & RBLK_FEAT_ZEROES)
+		f |= NBD_FLAG_SEND_WRITE_ZEROES;
+	return f;
+}
+
 /*
  * The one place that judges a request header (magic already checked).
  * Returns 0 when the request may go to the volume, else the NBD error to

@@ -128,6 +128,17 @@ struct nbd_conn_stats {
 };
 
 /*
+ * The NBD transmission flags for a volume with rblk_info.features
+ * `features`, served read-only when `read_only` (the caller's option or
+ * RBLK_FEAT_READ_ONLY): both NBD paths advertise exactly these. FUA is
+ * offered only beside FLUSH: without a volatile cache (no FLUSH) every
+ * write is already durable, and the kernel, like ublk.c, ignores FUA
+ * there. Multi-conn is always safe: a FLUSH is an fdatasync of the whole
+ * backend.
+ */
+uint16_t nbd_conn_tx_flags(uint32_t features, bool read_only);
+
+/*
  * Serve the transmission phase on o->fd until reading is over (DISC, EOF,
  * protocol error, abort, or a lost queue under NBD_CONN_QLOST_CLOSE) and
  * every request is answered or the socket is dead. After abort_fd fires,

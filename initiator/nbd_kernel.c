@@ -135,27 +135,6 @@ struct nk_dev {
 	unsigned int nsocks;
 };
 
-/* ---- small helpers ------------------------------------------------------ */
-
-/* Read a small sysfs file into buf (NUL-terminated, newline stripped). */
-static int read_small_file(const char *path, char *buf, size_t len)
-{
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	if (n && buf[n - 1] == '\n')
-		buf[n - 1] = 0;
-	return 0;
-}
-
 /* ---- generic netlink ----------------------------------------------------- */
 
 struct nk_nl_reply {
@@ -579,20 +558,7 @@ static int dev_setup(struct nk_dev *dev)
 	dev->nsocks = info->queues;
 	dev->read_only = dev->o->read_only || (f & RBLK_FEAT_READ_ONLY);
 
-	/* multi-conn: a FLUSH is an fdatasync of the whole backend */
-	dev->tflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_CAN_MULTI_CONN;
-	if (f & RBLK_FEAT_FLUSH)
-		dev->tflags |= NBD_FLAG_SEND_FLUSH;
-	if (dev->read_only) {
-		dev->tflags |= NBD_FLAG_READ_ONLY;
-	} else {
-		if ((f & RBLK_FEAT_FUA) && (f & RBLK_FEAT_FLUSH))
-			dev->tflags |= NBD_FLAG_SEND_FUA;
-		if (f & RBLK_FEAT_TRIM)
-			dev->tflags |= NBD_FLAG_SEND_TRIM;
-		if (f & RBLK_FEAT_ZEROES)
-			dev->tflags |= NBD_FLAG_SEND_WRITE_ZEROES;
-	}
+	dev->tflags = nbd_conn_tx_flags(f, dev->read_only);
 	snprintf(dev->backend, sizeof(dev->backend), "%s%s", NK_BACKEND_PREFIX,
 		 dev->o->url);
 	return 0;
@@ -609,7 +575,7 @@ static void dev_limit_requests(const struct nk_dev *dev)
 
 	snprintf(path, sizeof(path), "/sys/block/nbd%d/queue/max_sectors_kb",
 		 dev->index);
-	if (read_small_file(path, cur, sizeof(cur)) ||
+	if (read_small_file(path, cur, sizeof(cur)) < 0 ||
 	    strtoul(cur, NULL, 10) <= dev->slot_size / 1024)
 		return;
 	snprintf(val, sizeof(val), "%u", dev->slot_size / 1024);
@@ -828,7 +794,6 @@ static int nk_probe(char *why, size_t why_len)
 static int nk_detach(int dev_id)
 {
 	char path[96], backend[600];
-	int ret;
 
 	if (dev_id < 0)
 		return -EINVAL;
@@ -838,8 +803,7 @@ static int nk_detach(int dev_id)
 	if (access(path, F_OK))
 		return -ENOENT;
 	snprintf(path, sizeof(path), "/sys/block/nbd%d/backend", dev_id);
-	ret = read_small_file(path, backend, sizeof(backend));
-	if (!ret && backend[0] &&
+	if (read_small_file(path, backend, sizeof(backend)) > 0 &&
 	    strncmp(backend, NK_BACKEND_PREFIX, strlen(NK_BACKEND_PREFIX))) {
 		log_err("/dev/nbd%d belongs to another NBD client (backend "
 			"'%s'); not detaching it",

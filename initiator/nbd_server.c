@@ -68,7 +68,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +84,7 @@
 #include "common/log.h"
 #include "common/url.h"
 #include "common/util.h"
+#include "initiator/cli.h"
 #include "initiator/nbd_conn.h"
 #include "initiator/nbd_pool.h"
 #include "initiator/nbd_proto.h"
@@ -94,23 +94,6 @@
 #define NBD_DRAIN_TIMEOUT_MS 10000     /* in-flight I/O at server shutdown */
 #define NBD_POOL_MAX (256u << 20)      /* registered bytes per queue, at most */
 #define NBD_LISTEN_BACKLOG 128
-
-/* ---- small helpers ----------------------------------------------------- */
-
-static void nbd_errmsg(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-/* "rblk nbd: <reason>" on stderr: the CLI's way of failing. */
-static void nbd_errmsg(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("rblk nbd: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 /* ---- queue claim and buffer pool --------------------------------------- */
 
@@ -437,27 +420,28 @@ static int listen_unix(const char *path, int *out)
 	int fd, ret;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
-		nbd_errmsg("%s: socket path longer than %zu bytes", path,
-			   sizeof(sa.sun_path) - 1);
+		cli_error("nbd", "%s: socket path longer than %zu bytes", path,
+			  sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
 	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		ret = -errno;
-		nbd_errmsg("socket(AF_UNIX): %s", strerror(errno));
+		cli_error("nbd", "socket(AF_UNIX): %s", strerror(errno));
 		return ret;
 	}
 	if (!lstat(path, &st)) {
 		if (!S_ISSOCK(st.st_mode)) {
-			nbd_errmsg("%s exists and is not a socket", path);
+			cli_error("nbd", "%s exists and is not a socket", path);
 			ret = -EEXIST;
 			goto out_close;
 		}
 		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 		    errno == EAGAIN) {
-			nbd_errmsg("%s: another server is listening there",
-				   path);
+			cli_error("nbd",
+				  "%s: another server is listening there",
+				  path);
 			ret = -EADDRINUSE;
 			goto out_close;
 		}
@@ -466,13 +450,14 @@ static int listen_unix(const char *path, int *out)
 			    0);
 		if (fd < 0) {
 			ret = -errno;
-			nbd_errmsg("socket(AF_UNIX): %s", strerror(errno));
+			cli_error("nbd", "socket(AF_UNIX): %s",
+				  strerror(errno));
 			return ret;
 		}
 		if (unlink(path) && errno != ENOENT) {
 			ret = -errno;
-			nbd_errmsg("unlink stale socket %s: %s", path,
-				   strerror(errno));
+			cli_error("nbd", "unlink stale socket %s: %s", path,
+				  strerror(errno));
 			goto out_close;
 		}
 	}
@@ -481,12 +466,12 @@ static int listen_unix(const char *path, int *out)
 	umask(old);
 	if (ret) {
 		ret = -errno;
-		nbd_errmsg("bind %s: %s", path, strerror(errno));
+		cli_error("nbd", "bind %s: %s", path, strerror(errno));
 		goto out_close;
 	}
 	if (listen(fd, NBD_LISTEN_BACKLOG)) {
 		ret = -errno;
-		nbd_errmsg("listen %s: %s", path, strerror(errno));
+		cli_error("nbd", "listen %s: %s", path, strerror(errno));
 		goto out_unlink;
 	}
 	*out = fd;
@@ -515,8 +500,8 @@ static int listen_tcp(const struct rblk_url *u, int *out, char *addr,
 	snprintf(port, sizeof(port), "%u", u->port);
 	ret = getaddrinfo(u->host, port, &hints, &res);
 	if (ret) {
-		nbd_errmsg("--listen: cannot resolve '%s': %s", u->host,
-			   gai_strerror(ret));
+		cli_error("nbd", "--listen: cannot resolve '%s': %s", u->host,
+			  gai_strerror(ret));
 		return -EINVAL;
 	}
 	for (ai = res; ai; ai = ai->ai_next) {
@@ -537,8 +522,8 @@ static int listen_tcp(const struct rblk_url *u, int *out, char *addr,
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		nbd_errmsg("--listen %s:%u: %s", u->host, u->port,
-			   strerror(err));
+		cli_error("nbd", "--listen %s:%u: %s", u->host, u->port,
+			  strerror(err));
 		return -err;
 	}
 	if (strchr(u->host, ':'))
@@ -586,19 +571,7 @@ static void server_setup(struct nbd_server *srv, const struct nbd_serve_opts *o)
 	srv->nslots = (uint32_t)MAX(1u, MIN((uint64_t)srv->nreqs, pool_slots));
 	srv->nqueues = info->queues;
 
-	srv->tflags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_CAN_MULTI_CONN;
-	if (f & RBLK_FEAT_FLUSH)
-		srv->tflags |= NBD_FLAG_SEND_FLUSH;
-	if (srv->read_only) {
-		srv->tflags |= NBD_FLAG_READ_ONLY;
-	} else {
-		if (f & RBLK_FEAT_FUA)
-			srv->tflags |= NBD_FLAG_SEND_FUA;
-		if (f & RBLK_FEAT_TRIM)
-			srv->tflags |= NBD_FLAG_SEND_TRIM;
-		if (f & RBLK_FEAT_ZEROES)
-			srv->tflags |= NBD_FLAG_SEND_WRITE_ZEROES;
-	}
+	srv->tflags = nbd_conn_tx_flags(f, srv->read_only);
 	if (srv->block_size > 65536 || !IS_POW2(srv->block_size))
 		log_warn("volume block size %u is not a power of two up to "
 			 "64 KiB; NBD clients may refuse it",
@@ -658,7 +631,7 @@ static int block_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	if (sfd < 0)
-		nbd_errmsg("signalfd: %s", strerror(errno));
+		cli_error("nbd", "signalfd: %s", strerror(errno));
 	return sfd;
 }
 
@@ -669,19 +642,20 @@ static int server_open(struct nbd_server *srv,
 	srv->stop_fd = eventfd(0, EFD_CLOEXEC);
 	srv->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (srv->stop_fd < 0 || srv->reap_fd < 0) {
-		nbd_errmsg("eventfd: %s", strerror(errno));
+		cli_error("nbd", "eventfd: %s", strerror(errno));
 		return -1;
 	}
 	if (rblk_open(o->url, o->ropts, &srv->r) < 0) {
 		srv->r = NULL;
-		nbd_errmsg("cannot open %s: %s", o->url, rblk_last_error());
+		cli_error("nbd", "cannot open %s: %s", o->url,
+			  rblk_last_error());
 		return -1;
 	}
 	srv->info = rblk_get_info(srv->r);
 	server_setup(srv, o);
 	srv->qs = calloc(srv->nqueues, sizeof(*srv->qs));
 	if (!srv->qs) {
-		nbd_errmsg("out of memory");
+		cli_error("nbd", "out of memory");
 		return -1;
 	}
 	return 0;

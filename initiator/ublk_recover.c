@@ -15,7 +15,6 @@
 #include "ublk_internal.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -30,20 +29,12 @@
 bool ublk_pid_alive(pid_t pid)
 {
 	char path[64], buf[256], *p;
-	ssize_t n;
-	int fd;
 
 	if (pid <= 0 || (kill(pid, 0) && errno == ESRCH))
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small_file(path, buf, sizeof(buf)) <= 0)
 		return true;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = 0;
 	p = strrchr(buf, ')');
 	return !(p && p[1] == ' ' && p[2] == 'Z');
 }

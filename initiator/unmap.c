@@ -193,15 +193,15 @@ int cmd_unmap(int argc, char **argv)
 			unmap_usage(stdout);
 			return 0;
 		default:
-			return map_usage_error("unmap", "unknown option '%s'",
-					   argv[optind - 1]);
+			return cli_usage_error("unmap", "unknown option '%s'",
+					       argv[optind - 1]);
 		}
 	}
 	if (optind >= argc)
-		return map_usage_error("unmap", "missing the device");
+		return cli_usage_error("unmap", "missing the device");
 	if (optind + 1 < argc)
-		return map_usage_error("unmap", "unexpected argument '%s'",
-				   argv[optind + 1]);
+		return cli_usage_error("unmap", "unexpected argument '%s'",
+				       argv[optind + 1]);
 	arg = argv[optind];
 	if (!realpath(arg, real))
 		real[0] = 0;

@@ -140,15 +140,19 @@ static int count_epolls(void)
 	return count;
 }
 
-static int test_rw(const char *url)
-{
-	const uint64_t span = 8 * MiB;
-	struct rblk_opts o;
+/* What test_rw's steps share: the session, its two queues and buffers. */
+struct rw_ctx {
 	struct rblk *r;
-	struct rblk_queue *q0, *q1;
 	const struct rblk_info *info;
-	char *data, *back, *reg;
-	uint64_t off;
+	struct rblk_queue *q0, *q1;
+	char *data, *back; /* span bytes each; data's first half registered */
+	uint64_t span;
+};
+
+/* Open with two small queues; check the geometry and the epoll sets. */
+static void rw_open(const char *url, struct rw_ctx *t)
+{
+	struct rblk_opts o;
 	int ret, epolls = count_epolls();
 
 	rblk_opts_init(&o);
@@ -157,45 +161,41 @@ static int test_rw(const char *url)
 	o.max_io = 64 * 1024; /* small, so that big I/Os are split */
 	o.max_queued = 8; /* the depth itself: -EAGAIN as soon as it is full */
 	o.direct = direct_mode;
-	ret = rblk_open(url, &o, &r);
+	ret = rblk_open(url, &o, &t->r);
 	CHECK(ret == 0, "open %s: %d", url, ret);
-	info = rblk_get_info(r);
+	t->info = rblk_get_info(t->r);
 	if (direct_mode == RBLK_DIRECT_ON)
-		CHECK(info->features & RBLK_FEAT_DIRECT, "direct not in use");
+		CHECK(t->info->features & RBLK_FEAT_DIRECT,
+		      "direct not in use");
 	if (direct_mode == RBLK_DIRECT_OFF)
-		CHECK(!(info->features & RBLK_FEAT_DIRECT), "direct in use");
-	CHECK(info->size >= span, "volume too small: %llu",
-	      (unsigned long long)info->size);
-	CHECK(info->queues == 2 && info->max_io == 64 * 1024,
-	      "geometry: queues %u max_io %u", info->queues, info->max_io);
-	q0 = rblk_get_queue(r, 0);
-	q1 = rblk_get_queue(r, 1);
-	CHECK(q0 && q1 && !rblk_get_queue(r, 2), "queues");
+		CHECK(!(t->info->features & RBLK_FEAT_DIRECT), "direct in use");
+	CHECK(t->info->size >= t->span, "volume too small: %llu",
+	      (unsigned long long)t->info->size);
+	CHECK(t->info->queues == 2 && t->info->max_io == 64 * 1024,
+	      "geometry: queues %u max_io %u", t->info->queues,
+	      t->info->max_io);
+	t->q0 = rblk_get_queue(t->r, 0);
+	t->q1 = rblk_get_queue(t->r, 1);
+	CHECK(t->q0 && t->q1 && !rblk_get_queue(t->r, 2), "queues");
 	/* issue 11.1: each queue sleeps on its poll group's one epoll set */
 	CHECK(count_epolls() == epolls + 2, "%d epoll sets for 2 queues",
 	      count_epolls() - epolls);
+}
 
-	data = aligned_alloc(4096, span);
-	back = aligned_alloc(4096, span);
-	CHECK(data && back, "alloc");
-	fill(data, span);
-	/* the first half of data goes zero-copy, the second through bounces */
-	reg = data;
-	CHECK(rblk_register_buffer(q0, reg, span / 2) == 0, "register");
-	CHECK(rblk_register_buffer(q0, reg, 4096) == -EEXIST, "double register");
-
-	/* mixed sizes, 4 KiB .. 512 KiB, up to 8 in flight */
-	for (off = 0; off < span;) {
+/* Write all of data on q0 in mixed sizes, 4 KiB .. 512 KiB, 8 in flight. */
+static void rw_write_mixed(struct rw_ctx *t)
+{
+	for (uint64_t off = 0; off < t->span;) {
 		uint64_t len = 4096ull << (next_rand() % 8);
 		int r2;
 
-		if (len > span - off)
-			len = span - off;
-		while ((r2 = rblk_submit(q0, RBLK_IO_WRITE, data + off, off,
-					 len, 0, (void *)(uintptr_t)off)) ==
-		       -EAGAIN) {
+		if (len > t->span - off)
+			len = t->span - off;
+		while ((r2 = rblk_submit(t->q0, RBLK_IO_WRITE, t->data + off,
+					 off, len, 0,
+					 (void *)(uintptr_t)off)) == -EAGAIN) {
 			struct rblk_completion c;
-			int n = rblk_poll(q0, &c, 1, 10000);
+			int n = rblk_poll(t->q0, &c, 1, 10000);
 
 			CHECK(n == 1 && c.result == 0,
 			      "write completion: n %d result %d", n, c.result);
@@ -203,29 +203,35 @@ static int test_rw(const char *url)
 		CHECK(r2 == 0, "submit write at %llu", (unsigned long long)off);
 		off += len;
 	}
-	wait_all(q0);
-	CHECK(rblk_queue_io(q0, RBLK_IO_FLUSH, NULL, 0, 0, 0) == 0 ||
-		      !(info->features & RBLK_FEAT_FLUSH),
+	wait_all(t->q0);
+	CHECK(rblk_queue_io(t->q0, RBLK_IO_FLUSH, NULL, 0, 0, 0) == 0 ||
+		      !(t->info->features & RBLK_FEAT_FLUSH),
 	      "flush");
+}
 
-	/* read it all back on the other queue in one 8 MiB I/O (split) */
-	memset(back, 0xa5, span);
-	CHECK(rblk_queue_io(q1, RBLK_IO_READ, back, 0, span, 0) == 0, "read");
-	CHECK(!memcmp(data, back, span), "data read back differs");
+/*
+ * A FUA write (or its refusal), then TRIM [1, 2) MiB and WRITE_ZEROES
+ * [3, 4) MiB: the volume must read back as data with those ranges zero.
+ * 0, or 1 on a byte that differs.
+ */
+static int rw_check_zeroes(struct rw_ctx *t)
+{
+	char *data = t->data, *back = t->back;
 
-	/* FUA write, then TRIM and WRITE_ZEROES read back as zeroes */
-	if (info->features & RBLK_FEAT_FUA)
-		CHECK(rblk_queue_io(q0, RBLK_IO_WRITE, data, 0, 4096,
+	if (t->info->features & RBLK_FEAT_FUA)
+		CHECK(rblk_queue_io(t->q0, RBLK_IO_WRITE, data, 0, 4096,
 				    RBLK_IO_FUA) == 0,
 		      "fua write");
 	else /* refused the same way on the slot and the direct path */
-		CHECK(rblk_queue_io(q0, RBLK_IO_WRITE, data, 0, 4096,
+		CHECK(rblk_queue_io(t->q0, RBLK_IO_WRITE, data, 0, 4096,
 				    RBLK_IO_FUA) == -EOPNOTSUPP,
 		      "fua write on a volume without FUA");
-	CHECK(rblk_trim(r, 1 * MiB, 1 * MiB) == 0, "trim");
-	CHECK(rblk_write_zeroes(r, 1 * MiB, 3 * MiB, 0) == 0, "write zeroes");
-	CHECK(rblk_queue_io(q1, RBLK_IO_READ, back, 0, span, 0) == 0, "read");
-	for (uint64_t i = 0; i < span; i++) {
+	CHECK(rblk_trim(t->r, 1 * MiB, 1 * MiB) == 0, "trim");
+	CHECK(rblk_write_zeroes(t->r, 1 * MiB, 3 * MiB, 0) == 0,
+	      "write zeroes");
+	CHECK(rblk_queue_io(t->q1, RBLK_IO_READ, back, 0, t->span, 0) == 0,
+	      "read");
+	for (uint64_t i = 0; i < t->span; i++) {
 		int zero = (i >= 1 * MiB && i < 2 * MiB) ||
 			   (i >= 3 * MiB && i < 4 * MiB);
 		char want = zero ? 0 : data[i];
@@ -236,55 +242,64 @@ static int test_rw(const char *url)
 			return 1;
 		}
 	}
+	return 0;
+}
 
+/*
+ * rblk_queue_ready(): completions already reaped come back one per
+ * rblk_poll(max 1) at once and leave a plug held (the fio engine's
+ * batching); the write submitted under the plug lands once unplugged.
+ */
+static void rw_plugged(struct rw_ctx *t)
+{
+	struct rblk_queue *q0 = t->q0;
+	struct rblk_completion c;
+	unsigned int ready;
+	int n;
+
+	for (int k = 0; k < 8; k++)
+		CHECK(rblk_submit(q0, RBLK_IO_READ, t->back + k * 4096,
+				  (uint64_t)k * 4096, 4096, 0, NULL) == 0,
+		      "submit read %d", k);
 	/*
-	 * rblk_queue_ready(): completions already reaped come back one per
-	 * rblk_poll(max 1) at once and leave a plug held (the fio engine's
-	 * batching); the write submitted under the plug lands once unplugged.
+	 * Take one at a time, 100 ms apart, until a poll leaves some
+	 * ready: on the first, a pull read (rdma's default) has only
+	 * its response; its RDMA READ goes out then.
 	 */
-	{
-		struct rblk_completion c;
-		unsigned int ready;
-		int n;
-
-		for (int k = 0; k < 8; k++)
-			CHECK(rblk_submit(q0, RBLK_IO_READ, back + k * 4096,
-					  (uint64_t)k * 4096, 4096, 0, NULL) == 0,
-			      "submit read %d", k);
-		/*
-		 * Take one at a time, 100 ms apart, until a poll leaves some
-		 * ready: on the first, a pull read (rdma's default) has only
-		 * its response; its RDMA READ goes out then.
-		 */
-		for (int k = 0; k < 8 && !rblk_queue_ready(q0); k++) {
-			usleep(100000);
-			n = rblk_poll(q0, &c, 1, 10000);
-			CHECK(n == 1 && c.result == 0, "read %d of 8: %d", k, n);
-		}
-		CHECK(rblk_queue_ready(q0) >= 1,
-		      "no poll of 8 answered reads left any ready");
-		rblk_queue_plug(q0);
-		fill(data, 4096);
-		CHECK(rblk_submit(q0, RBLK_IO_WRITE, data, 0, 4096, 0, NULL) ==
-			      0,
-		      "submit write under the plug");
-		while ((ready = rblk_queue_ready(q0))) {
-			n = rblk_poll(q0, &c, 1, 0);
-			CHECK(n == 1 && c.result == 0 &&
-				      rblk_queue_ready(q0) == ready - 1,
-			      "poll with %u ready: %d, then %u ready", ready, n,
-			      rblk_queue_ready(q0));
-		}
-		CHECK(rblk_queue_unplug(q0) == 0, "unplug");
-		wait_all(q0);
-		CHECK(rblk_queue_io(q1, RBLK_IO_READ, back, 0, 4096, 0) == 0,
-		      "read back");
-		CHECK(!memcmp(data, back, 4096), "plugged write read back differs");
+	for (int k = 0; k < 8 && !rblk_queue_ready(q0); k++) {
+		usleep(100000);
+		n = rblk_poll(q0, &c, 1, 10000);
+		CHECK(n == 1 && c.result == 0, "read %d of 8: %d", k, n);
 	}
+	CHECK(rblk_queue_ready(q0) >= 1,
+	      "no poll of 8 answered reads left any ready");
+	rblk_queue_plug(q0);
+	fill(t->data, 4096);
+	CHECK(rblk_submit(q0, RBLK_IO_WRITE, t->data, 0, 4096, 0, NULL) == 0,
+	      "submit write under the plug");
+	while ((ready = rblk_queue_ready(q0))) {
+		n = rblk_poll(q0, &c, 1, 0);
+		CHECK(n == 1 && c.result == 0 &&
+			      rblk_queue_ready(q0) == ready - 1,
+		      "poll with %u ready: %d, then %u ready", ready, n,
+		      rblk_queue_ready(q0));
+	}
+	CHECK(rblk_queue_unplug(q0) == 0, "unplug");
+	wait_all(q0);
+	CHECK(rblk_queue_io(t->q1, RBLK_IO_READ, t->back, 0, 4096, 0) == 0,
+	      "read back");
+	CHECK(!memcmp(t->data, t->back, 4096),
+	      "plugged write read back differs");
+}
 
-	/* arguments the library must refuse */
-	CHECK(rblk_submit(q0, RBLK_IO_READ, back, info->size, 4096, 0, NULL) ==
-		      -ERANGE,
+/* Arguments the library must refuse; then unregister data's half. */
+static void rw_bad_args(struct rw_ctx *t)
+{
+	struct rblk_queue *q0 = t->q0;
+	char *back = t->back;
+
+	CHECK(rblk_submit(q0, RBLK_IO_READ, back, t->info->size, 4096, 0,
+			  NULL) == -ERANGE,
 	      "read past the end");
 	CHECK(rblk_submit(q0, RBLK_IO_READ, back, 100, 4096, 0, NULL) ==
 		      -EINVAL,
@@ -293,12 +308,39 @@ static int test_rw(const char *url)
 	      "zero-length read");
 	CHECK(rblk_submit(q0, 99, back, 0, 4096, 0, NULL) == -EINVAL,
 	      "bad opcode");
-	CHECK(rblk_unregister_buffer(q0, reg) == 0, "unregister");
-	CHECK(rblk_unregister_buffer(q0, reg) == -ENOENT, "unregister twice");
+	CHECK(rblk_unregister_buffer(q0, t->data) == 0, "unregister");
+	CHECK(rblk_unregister_buffer(q0, t->data) == -ENOENT,
+	      "unregister twice");
+}
 
-	rblk_close(r);
-	free(data);
-	free(back);
+static int test_rw(const char *url)
+{
+	struct rw_ctx t = { .span = 8 * MiB };
+
+	rw_open(url, &t);
+	t.data = aligned_alloc(4096, t.span);
+	t.back = aligned_alloc(4096, t.span);
+	CHECK(t.data && t.back, "alloc");
+	fill(t.data, t.span);
+	/* the first half of data goes zero-copy, the second through bounces */
+	CHECK(rblk_register_buffer(t.q0, t.data, t.span / 2) == 0, "register");
+	CHECK(rblk_register_buffer(t.q0, t.data, 4096) == -EEXIST,
+	      "double register");
+
+	rw_write_mixed(&t);
+	/* read it all back on the other queue in one 8 MiB I/O (split) */
+	memset(t.back, 0xa5, t.span);
+	CHECK(rblk_queue_io(t.q1, RBLK_IO_READ, t.back, 0, t.span, 0) == 0,
+	      "read");
+	CHECK(!memcmp(t.data, t.back, t.span), "data read back differs");
+	if (rw_check_zeroes(&t))
+		return 1;
+	rw_plugged(&t);
+	rw_bad_args(&t);
+
+	rblk_close(t.r);
+	free(t.data);
+	free(t.back);
 	printf("rw: 8 MiB written in mixed sizes and verified; trim/zeroes/flush OK\n");
 	return 0;
 }

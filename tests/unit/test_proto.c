@@ -72,6 +72,33 @@ static int cmd_st(uint16_t tag, uint8_t op, uint8_t flags, uint64_t off,
 	return cmd_check(&c, lim, NULL);
 }
 
+/* One cmd_check() case: a command (tag 1) and the status it must get. */
+struct cmd_case {
+	uint8_t op, flags;
+	uint64_t off;
+	uint32_t len;
+	int st;
+};
+
+/* Every case of a table against lim; a failure names the case. */
+static void check_cmd_cases(const struct cmd_case *c, size_t n,
+			    const struct rblk_limits *lim)
+{
+	for (size_t i = 0; i < n; i++) {
+		int st = cmd_st(1, c[i].op, c[i].flags, c[i].off, c[i].len,
+				lim);
+
+		if (st != c[i].st)
+			fail_msg("case %zu (op %u, flags %#x, offset %#llx, "
+				 "length %u): status %d, expected %d",
+				 i, c[i].op, c[i].flags,
+				 (unsigned long long)c[i].off, c[i].len, st,
+				 c[i].st);
+	}
+}
+
+#define CHECK_CMDS(cases, lim) check_cmd_cases(cases, ARRAY_SIZE(cases), lim)
+
 static struct rblk_wire_cmd *wcmd(struct msgbuf *m)
 {
 	return (struct rblk_wire_cmd *)m->b;
@@ -576,6 +603,25 @@ static void test_cmd_opcode(void **state)
 
 static void test_cmd_flags(void **state)
 {
+	static const struct cmd_case cases[] = {
+		/* FUA only on WRITE and WRITE_ZEROES */
+		{ RBLK_OP_READ, RBLK_CMD_F_FUA, 0, 512, RBLK_S_INVALID },
+		{ RBLK_OP_FLUSH, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID },
+		{ RBLK_OP_TRIM, RBLK_CMD_F_FUA, 0, 512, RBLK_S_INVALID },
+		{ RBLK_OP_KEEPALIVE, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID },
+		{ RBLK_OP_DISCONNECT, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID },
+		/* PUSH only on READ */
+		{ RBLK_OP_WRITE, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_INVALID },
+		{ RBLK_OP_FLUSH, RBLK_CMD_F_PUSH, 0, 0, RBLK_S_INVALID },
+		{ RBLK_OP_TRIM, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_INVALID },
+		{ RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_PUSH, 0, 512,
+		  RBLK_S_INVALID },
+		{ RBLK_OP_READ, RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
+		  RBLK_S_INVALID },
+		{ RBLK_OP_WRITE, RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
+		  RBLK_S_INVALID },
+	};
+
 	(void)state;
 	/*
 	 * unknown flag bits (bit 2 is INLINE: test_cmd_inline_*), and bit 3,
@@ -587,57 +633,19 @@ static void test_cmd_flags(void **state)
 						(uint8_t)(1u << bit), 0, 512,
 						&base_lim),
 					 RBLK_S_INVALID);
-	/* FUA only on WRITE and WRITE_ZEROES */
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, RBLK_CMD_F_FUA, 0, 512,
-				&base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH, RBLK_CMD_F_FUA, 0, 0,
-				&base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, RBLK_CMD_F_FUA, 0, 512,
-				&base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_KEEPALIVE, RBLK_CMD_F_FUA, 0, 0,
-				&base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_DISCONNECT, RBLK_CMD_F_FUA, 0, 0,
-				&base_lim),
-			 RBLK_S_INVALID);
-	/* PUSH only on READ */
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, RBLK_CMD_F_PUSH, 0, 512,
-				&base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH, RBLK_CMD_F_PUSH, 0, 0,
-				&base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, RBLK_CMD_F_PUSH, 0, 512,
-				&base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_PUSH, 0,
-				512, &base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ,
-				RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
-				&base_lim),
-			 RBLK_S_INVALID);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE,
-				RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
-				&base_lim),
-			 RBLK_S_INVALID);
+	CHECK_CMDS(cases, &base_lim);
 }
 
 /* DONE: on any opcode, with any other valid flag, where offered. */
 static void test_cmd_done(void **state)
 {
-	static const struct {
-		uint8_t op, flags;
-		uint32_t len;
-		int st;
-	} with[] = {
-		{ RBLK_OP_READ, RBLK_CMD_F_DONE | RBLK_CMD_F_PUSH, 512, RBLK_S_OK },
-		{ RBLK_OP_WRITE, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 512, RBLK_S_OK },
+	static const struct cmd_case with[] = {
+		{ RBLK_OP_READ, RBLK_CMD_F_DONE | RBLK_CMD_F_PUSH, 0, 512,
+		  RBLK_S_OK },
+		{ RBLK_OP_WRITE, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 512,
+		  RBLK_S_OK },
 		/* DONE does not make another flag valid */
-		{ RBLK_OP_FLUSH, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0,
+		{ RBLK_OP_FLUSH, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 0,
 		  RBLK_S_INVALID },
 	};
 	struct rblk_limits lim = base_lim;
@@ -656,10 +664,7 @@ static void test_cmd_done(void **state)
 		assert_int_equal(cmd_check(&c, &base_lim, NULL),
 				 RBLK_S_INVALID);
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(with); i++)
-		assert_int_equal(cmd_st(1, with[i].op, with[i].flags, 0,
-					with[i].len, &lim),
-				 with[i].st);
+	CHECK_CMDS(with, &lim);
 }
 
 static void test_cmd_addr_rkey_without_push(void **state)
@@ -711,130 +716,118 @@ static void test_cmd_no_data_ops(void **state)
 {
 	static const uint8_t ops[] = { RBLK_OP_FLUSH, RBLK_OP_KEEPALIVE,
 				       RBLK_OP_DISCONNECT };
+	/* KEEPALIVE and DISCONNECT need no feature at all */
+	static const struct cmd_case featureless[] = {
+		{ RBLK_OP_KEEPALIVE, 0, 0, 0, RBLK_S_OK },
+		{ RBLK_OP_DISCONNECT, 0, 0, 0, RBLK_S_OK },
+	};
+	/* nor does anything stop them on a read-only volume */
+	static const struct cmd_case read_only[] = {
+		{ RBLK_OP_FLUSH, 0, 0, 0, RBLK_S_OK },
+		{ RBLK_OP_KEEPALIVE, 0, 0, 0, RBLK_S_OK },
+	};
 	struct rblk_limits lim = base_lim;
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
-		assert_int_equal(cmd_st(1, ops[i], 0, 0, 0, &lim), RBLK_S_OK);
-		assert_int_equal(cmd_st(1, ops[i], 0, 512, 0, &lim),
-				 RBLK_S_INVALID);
-		assert_int_equal(cmd_st(1, ops[i], 0, 0, 512, &lim),
-				 RBLK_S_INVALID);
-		assert_int_equal(cmd_st(1, ops[i], 0, 1, 1, &lim),
-				 RBLK_S_INVALID);
-		assert_int_equal(cmd_st(1, ops[i], 0, UINT64_MAX, 0, &lim),
-				 RBLK_S_INVALID);
+		const struct cmd_case cases[] = {
+			{ ops[i], 0, 0, 0, RBLK_S_OK },
+			{ ops[i], 0, 512, 0, RBLK_S_INVALID },
+			{ ops[i], 0, 0, 512, RBLK_S_INVALID },
+			{ ops[i], 0, 1, 1, RBLK_S_INVALID },
+			{ ops[i], 0, UINT64_MAX, 0, RBLK_S_INVALID },
+		};
+
+		CHECK_CMDS(cases, &lim);
 	}
 	/* FLUSH when the volume has no volatile cache */
 	lim.features &= ~RBLK_F_FLUSH;
 	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH, 0, 0, 0, &lim),
 			 RBLK_S_NOT_SUPPORTED);
-	/* KEEPALIVE and DISCONNECT need no feature at all */
 	lim.features = 0;
-	assert_int_equal(cmd_st(1, RBLK_OP_KEEPALIVE, 0, 0, 0, &lim),
-			 RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_DISCONNECT, 0, 0, 0, &lim),
-			 RBLK_S_OK);
-	/* nor does anything stop them on a read-only volume */
+	CHECK_CMDS(featureless, &lim);
 	lim.features = RBLK_F_READ_ONLY | RBLK_F_FLUSH;
-	assert_int_equal(cmd_st(1, RBLK_OP_FLUSH, 0, 0, 0, &lim), RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_KEEPALIVE, 0, 0, 0, &lim),
-			 RBLK_S_OK);
+	CHECK_CMDS(read_only, &lim);
 }
 
 static void test_cmd_length(void **state)
 {
-	static const uint8_t data_ops[] = { RBLK_OP_READ, RBLK_OP_WRITE,
-					    RBLK_OP_TRIM,
-					    RBLK_OP_WRITE_ZEROES };
+	static const struct cmd_case cases[] = {
+		/* a data command moves at least one byte */
+		{ RBLK_OP_READ, 0, 0, 0, RBLK_S_TOO_LARGE },
+		{ RBLK_OP_WRITE, 0, 0, 0, RBLK_S_TOO_LARGE },
+		{ RBLK_OP_TRIM, 0, 0, 0, RBLK_S_TOO_LARGE },
+		{ RBLK_OP_WRITE_ZEROES, 0, 0, 0, RBLK_S_TOO_LARGE },
+		/* max_io bounds READ and WRITE (they use a slot) */
+		{ RBLK_OP_READ, 0, 0, 128 * KIB, RBLK_S_OK },
+		{ RBLK_OP_READ, 0, 0, 128 * KIB + 512, RBLK_S_TOO_LARGE },
+		{ RBLK_OP_WRITE, 0, 0, 128 * KIB + 512, RBLK_S_TOO_LARGE },
+		{ RBLK_OP_WRITE, 0, 0, UINT32_MAX, RBLK_S_TOO_LARGE },
+		{ RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 256 * KIB,
+		  RBLK_S_TOO_LARGE },
+		/* TRIM and WRITE_ZEROES move no data: the volume bounds them */
+		{ RBLK_OP_TRIM, 0, 0, MIB, RBLK_S_OK },
+		{ RBLK_OP_WRITE_ZEROES, 0, 0, MIB, RBLK_S_OK },
+	};
 
 	(void)state;
-	for (size_t i = 0; i < ARRAY_SIZE(data_ops); i++)
-		assert_int_equal(cmd_st(1, data_ops[i], 0, 0, 0, &base_lim),
-				 RBLK_S_TOO_LARGE);
-	/* max_io bounds READ and WRITE (they use a slot) */
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 128 * KIB, &base_lim),
-			 RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 128 * KIB + 512,
-				&base_lim),
-			 RBLK_S_TOO_LARGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 128 * KIB + 512,
-				&base_lim),
-			 RBLK_S_TOO_LARGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, UINT32_MAX, &base_lim),
-			 RBLK_S_TOO_LARGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, RBLK_CMD_F_PUSH, 0,
-				256 * KIB, &base_lim),
-			 RBLK_S_TOO_LARGE);
-	/* TRIM and WRITE_ZEROES move no data: only the volume bounds them */
-	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 0, MIB, &base_lim),
-			 RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 0, MIB, &base_lim),
-			 RBLK_S_OK);
+	CHECK_CMDS(cases, &base_lim);
 }
 
 static void test_cmd_alignment(void **state)
 {
+	static const struct cmd_case blk512[] = {
+		{ RBLK_OP_READ, 0, 1, 512, RBLK_S_MISALIGNED },
+		{ RBLK_OP_READ, 0, 511, 512, RBLK_S_MISALIGNED },
+		{ RBLK_OP_WRITE, 0, 0, 511, RBLK_S_MISALIGNED },
+		{ RBLK_OP_WRITE, 0, 0, 513, RBLK_S_MISALIGNED },
+		{ RBLK_OP_TRIM, 0, 100, 512, RBLK_S_MISALIGNED },
+		{ RBLK_OP_WRITE_ZEROES, 0, 0, 1000, RBLK_S_MISALIGNED },
+	};
+	static const struct cmd_case blk4k[] = {
+		{ RBLK_OP_READ, 0, 512, 4096, RBLK_S_MISALIGNED },
+		{ RBLK_OP_READ, 0, 4096, 512, RBLK_S_MISALIGNED },
+		{ RBLK_OP_READ, 0, 8192, 4096, RBLK_S_OK },
+		/* an out-of-range misaligned offset is misaligned first */
+		{ RBLK_OP_READ, 0, UINT64_MAX, 4096, RBLK_S_MISALIGNED },
+	};
 	struct rblk_limits lim = base_lim;
 
 	(void)state;
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 1, 512, &lim),
-			 RBLK_S_MISALIGNED);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 511, 512, &lim),
-			 RBLK_S_MISALIGNED);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 511, &lim),
-			 RBLK_S_MISALIGNED);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 513, &lim),
-			 RBLK_S_MISALIGNED);
-	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 100, 512, &lim),
-			 RBLK_S_MISALIGNED);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 0, 1000, &lim),
-			 RBLK_S_MISALIGNED);
+	CHECK_CMDS(blk512, &lim);
 	lim.block_size = 4096;
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 512, 4096, &lim),
-			 RBLK_S_MISALIGNED);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 4096, 512, &lim),
-			 RBLK_S_MISALIGNED);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 8192, 4096, &lim),
-			 RBLK_S_OK);
-	/* an out-of-range misaligned offset is misaligned first */
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, UINT64_MAX, 4096, &lim),
-			 RBLK_S_MISALIGNED);
+	CHECK_CMDS(blk4k, &lim);
 }
 
 static void test_cmd_range(void **state)
 {
-	struct rblk_limits lim = base_lim;
 	const uint64_t top = UINT64_MAX & ~(uint64_t)511; /* aligned */
-
-	(void)state;
-	/* exactly up to the end is fine, one block further is not */
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, MIB - 512, 512, &lim),
-			 RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, MIB - 512, 1024, &lim),
-			 RBLK_S_OUT_OF_RANGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, MIB, 512, &lim),
-			 RBLK_S_OUT_OF_RANGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 0, MIB + 512, &lim),
-			 RBLK_S_OUT_OF_RANGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 512, MIB, &lim),
-			 RBLK_S_OUT_OF_RANGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, top, 512, &lim),
-			 RBLK_S_OUT_OF_RANGE);
+	const struct cmd_case mib[] = {
+		/* exactly up to the end is fine, one block further is not */
+		{ RBLK_OP_READ, 0, MIB - 512, 512, RBLK_S_OK },
+		{ RBLK_OP_READ, 0, MIB - 512, 1024, RBLK_S_OUT_OF_RANGE },
+		{ RBLK_OP_WRITE, 0, MIB, 512, RBLK_S_OUT_OF_RANGE },
+		{ RBLK_OP_TRIM, 0, 0, MIB + 512, RBLK_S_OUT_OF_RANGE },
+		{ RBLK_OP_WRITE_ZEROES, 0, 512, MIB, RBLK_S_OUT_OF_RANGE },
+		{ RBLK_OP_READ, 0, top, 512, RBLK_S_OUT_OF_RANGE },
+	};
 	/*
 	 * offset + length wrapping past 2^64: with a volume as large as the
 	 * offset space, only the overflow check catches it.
 	 */
+	const struct cmd_case huge[] = {
+		{ RBLK_OP_READ, 0, top - 1024, 1024, RBLK_S_OK },
+		{ RBLK_OP_READ, 0, top, 512, RBLK_S_OUT_OF_RANGE },
+		{ RBLK_OP_READ, 0, top - 512, 1024, RBLK_S_OUT_OF_RANGE },
+		{ RBLK_OP_TRIM, 0, top - 512, UINT32_MAX & ~511u,
+		  RBLK_S_OUT_OF_RANGE },
+	};
+	struct rblk_limits lim = base_lim;
+
+	(void)state;
+	CHECK_CMDS(mib, &lim);
 	lim.size = top;
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, top - 1024, 1024, &lim),
-			 RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, top, 512, &lim),
-			 RBLK_S_OUT_OF_RANGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, top - 512, 1024, &lim),
-			 RBLK_S_OUT_OF_RANGE);
-	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, top - 512,
-				UINT32_MAX & ~511u, &lim),
-			 RBLK_S_OUT_OF_RANGE);
+	CHECK_CMDS(huge, &lim);
 	/* an empty volume accepts no data command */
 	lim.size = 0;
 	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 512, &lim),
@@ -843,53 +836,57 @@ static void test_cmd_range(void **state)
 
 static void test_cmd_read_only(void **state)
 {
+	static const struct cmd_case cases[] = {
+		{ RBLK_OP_WRITE, 0, 0, 512, RBLK_S_READ_ONLY },
+		{ RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 512, RBLK_S_READ_ONLY },
+		{ RBLK_OP_TRIM, 0, 0, 512, RBLK_S_READ_ONLY },
+		{ RBLK_OP_WRITE_ZEROES, 0, 0, 512, RBLK_S_READ_ONLY },
+		{ RBLK_OP_READ, 0, 0, 512, RBLK_S_OK },
+		{ RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_OK },
+	};
 	struct rblk_limits lim = base_lim;
 
 	(void)state;
 	lim.features |= RBLK_F_READ_ONLY;
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 512, &lim),
-			 RBLK_S_READ_ONLY);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 512,
-				&lim),
-			 RBLK_S_READ_ONLY);
-	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 0, 512, &lim),
-			 RBLK_S_READ_ONLY);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 0, 512, &lim),
-			 RBLK_S_READ_ONLY);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 512, &lim), RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 512,
-				&lim),
-			 RBLK_S_OK);
+	CHECK_CMDS(cases, &lim);
 }
 
 static void test_cmd_not_supported(void **state)
 {
+	/* a command at offset 0, 512 bytes, on a volume with these features */
+	static const struct {
+		uint32_t features;
+		uint8_t op, flags;
+		int st;
+	} cases[] = {
+		{ RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_ZEROES | RBLK_F_PUSH,
+		  RBLK_OP_TRIM, 0, RBLK_S_NOT_SUPPORTED },
+		{ RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_PUSH,
+		  RBLK_OP_WRITE_ZEROES, 0, RBLK_S_NOT_SUPPORTED },
+		{ RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
+		  RBLK_OP_WRITE, RBLK_CMD_F_FUA, RBLK_S_NOT_SUPPORTED },
+		{ RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
+		  RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_FUA, RBLK_S_NOT_SUPPORTED },
+		{ RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
+		  RBLK_OP_WRITE, 0, RBLK_S_OK },
+		{ RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES,
+		  RBLK_OP_READ, RBLK_CMD_F_PUSH, RBLK_S_NOT_SUPPORTED },
+		{ RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES,
+		  RBLK_OP_READ, 0, RBLK_S_OK },
+		/* a volume with no features still reads and writes */
+		{ 0, RBLK_OP_READ, 0, RBLK_S_OK },
+		{ 0, RBLK_OP_WRITE, 0, RBLK_S_OK },
+	};
 	struct rblk_limits lim = base_lim;
 
 	(void)state;
-	lim.features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_ZEROES | RBLK_F_PUSH;
-	assert_int_equal(cmd_st(1, RBLK_OP_TRIM, 0, 0, 512, &lim),
-			 RBLK_S_NOT_SUPPORTED);
-	lim.features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_PUSH;
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, 0, 0, 512, &lim),
-			 RBLK_S_NOT_SUPPORTED);
-	lim.features = RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH;
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 512,
-				&lim),
-			 RBLK_S_NOT_SUPPORTED);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_FUA, 0,
-				512, &lim),
-			 RBLK_S_NOT_SUPPORTED);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 512, &lim), RBLK_S_OK);
-	lim.features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES;
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 512,
-				&lim),
-			 RBLK_S_NOT_SUPPORTED);
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 512, &lim), RBLK_S_OK);
-	/* a volume with no features still reads and writes */
-	lim.features = 0;
-	assert_int_equal(cmd_st(1, RBLK_OP_READ, 0, 0, 512, &lim), RBLK_S_OK);
-	assert_int_equal(cmd_st(1, RBLK_OP_WRITE, 0, 0, 512, &lim), RBLK_S_OK);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct cmd_case c = { cases[i].op, cases[i].flags, 0,
+					    512, cases[i].st };
+
+		lim.features = cases[i].features;
+		check_cmd_cases(&c, 1, &lim);
+	}
 }
 
 /* ---- HELLO ------------------------------------------------------------- */

@@ -95,10 +95,7 @@ run() # BUILD SIDE-OPTS RW BS QD -> "IOPS CPU_US_PER_IO"
 		--workers "$workers" --ctl-socket none "${open[@]}" \
 		--export "v=$file$eopts" >"$dir/target.log" 2>&1 &
 	tpid=$!
-	for _ in $(seq 100); do
-		grep -q "listening" "$dir/target.log" 2>/dev/null && break
-		sleep 0.1
-	done
+	wait_for "$dir/target.log" "listening"
 	if [ -n "$drop" ]; then
 		sync
 		echo 3 >/proc/sys/vm/drop_caches

@@ -59,10 +59,7 @@ for ((r = 1; r <= rounds; r++)); do
 		"$build"/rblk-target --listen "tcp://127.0.0.1:$port" --allow-any-host \
 			--export "v=$file" >"$dir/target.log" 2>&1 &
 		tpid=$!
-		for _ in $(seq 50); do
-			grep -q "listening" "$dir/target.log" 2>/dev/null && break
-			sleep 0.1
-		done
+		wait_for "$dir/target.log" "listening"
 		perf stat -x, -e "$events" -o "$dir/t.stat" -p "$tpid" &
 		spid=$!
 		perf stat -x, -e "$events" -o "$dir/f.stat" -- \

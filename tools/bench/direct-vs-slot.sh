@@ -54,10 +54,8 @@ pids+=("$tpid")
 hz=$(getconf CLK_TCK)
 # the target's user + system CPU time so far, in clock ticks
 tcpu() { awk '{ print $14 + $15 }' "/proc/$tpid/stat"; }
-for ((i = 0; i < 200; i++)); do
-	"$build/rblk" info "$url/mem" >/dev/null 2>&1 && break
-	sleep 0.05
-done
+vol_up() { "$build/rblk" info "$url/mem" >/dev/null 2>&1; }
+bench_poll 10 vol_up || true
 
 # fill the volume once, so reads return data on both paths
 fio --name=fill "--ioengine=external:$engine" "--uri=$url/mem" \

@@ -50,10 +50,7 @@ port=$(bench_free_port)
 "$build/rblk-target" --listen "tcp://127.0.0.1:$port" --allow-any-host --log-level warn \
 	--export "vol0=$dir/vol.img" >"$dir/target.log" 2>&1 &
 pids+=($!)
-for ((i = 0; i < 200; i++)); do
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-	sleep 0.05
-done
+bench_poll 10 bench_port_open "$port" || true
 
 bench_nbdkit "$dir/vol.img" "$dir/nbdkit.sock" "$dir/nbdkit.log"
 

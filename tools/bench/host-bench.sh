@@ -208,10 +208,7 @@ if needs nbdkit-tcp; then
 		>"$dir/nbdkit-tcp.log" 2>&1 &
 	pids+=($!)
 	spid[nbdkit-tcp]=$!
-	for ((i = 0; i < 100; i++)); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$nport") 2>/dev/null && break
-		sleep 0.05
-	done
+	bench_poll 5 bench_port_open "$nport" || true
 fi
 
 # fio arguments of each path

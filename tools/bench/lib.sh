@@ -17,7 +17,15 @@
 #   bench_workloads REGEX  WORKLOADS=("name|rw|bs|qd" ...): the fio
 #                   workloads of host-bench and vm-bench whose name matches
 #                   REGEX (grep -E; empty: all)
-#   wait_for FILE REGEX    wait (10 s) for REGEX to appear in FILE
+#   wait_for FILE REGEX [SECONDS [PID]]  wait (10 s, or SECONDS) for
+#                   REGEX to appear in FILE; else, or once PID has exited
+#                   without it, print FILE and exit 1 (in a subshell:
+#                   `(wait_for ...) || ...` to go on after a failure)
+#   bench_poll SECONDS CMD...  run CMD every 50 ms until it succeeds;
+#                   non-zero when SECONDS pass first (every other poll of
+#                   the scripts goes through it or wait_for)
+#   bench_port_open PORT   whether 127.0.0.1:PORT accepts a tcp connection
+#   bench_pid_gone PID     whether process PID has exited
 #   bench_ticks PID...     CPU time (utime + stime, clock ticks) of the
 #                   processes, summed (gone ones count 0)
 #   BENCH_AWK_MEDIAN       awk functions sort(arr, n) and med(arr, n) (the
@@ -111,8 +119,7 @@ bench_nbdkit()
 	# shellcheck disable=SC2034 # for the caller
 	nbdkit_pid=$!
 	pids+=($!)
-	for ((i = 0; i < 100; i++)); do [ -S "$sock" ] && break; sleep 0.05; done
-	[ -S "$sock" ] || { cat "$log" >&2; exit 1; }
+	bench_poll 5 test -S "$sock" || { cat "$log" >&2; exit 1; }
 }
 
 bench_workloads()
@@ -134,14 +141,43 @@ bench_workloads()
 	WORKLOADS=("${keep[@]}")
 }
 
-wait_for()
+bench_poll()
 {
-	local file=$1 pattern=$2 i
-	for ((i = 0; i < 200; i++)); do
-		grep -qE "$pattern" "$file" 2>/dev/null && return 0
+	local i n=$(($1 * 20))
+	shift
+	for ((i = 0; i < n; i++)); do
+		"$@" && return 0
 		sleep 0.05
 	done
-	echo "$BENCH_NAME: timed out waiting for '$pattern' in $file:" >&2
+	return 1
+}
+
+bench_port_open()
+{
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+bench_pid_gone()
+{
+	! kill -0 "$1" 2>/dev/null
+}
+
+# FILE holds REGEX, or PID (when not empty) is gone
+bench_seen_or_gone()
+{
+	grep -qE "$2" "$1" 2>/dev/null || { [ -n "$3" ] && bench_pid_gone "$3"; }
+}
+
+wait_for()
+{
+	local file=$1 pattern=$2 pid=${4:-}
+	bench_poll "${3:-10}" bench_seen_or_gone "$file" "$pattern" "$pid" || true
+	grep -qE "$pattern" "$file" 2>/dev/null && return 0
+	if [ -n "$pid" ] && bench_pid_gone "$pid"; then
+		echo "$BENCH_NAME: process $pid exited before '$pattern' appeared in $file:" >&2
+	else
+		echo "$BENCH_NAME: timed out waiting for '$pattern' in $file:" >&2
+	fi
 	cat "$file" >&2
 	exit 1
 }

@@ -158,14 +158,9 @@ target_pid='' mapped=() bgpids=()
 # ---- cleanup -----------------------------------------------------------
 stop_pid()
 {
-	local i
 	kill -0 "$1" 2>/dev/null || return 0
 	kill -TERM "$1" 2>/dev/null
-	for ((i = 0; i < 100; i++)); do
-		kill -0 "$1" 2>/dev/null || { wait "$1" 2>/dev/null; return 0; }
-		sleep 0.1
-	done
-	kill -KILL "$1" 2>/dev/null
+	bench_poll 10 bench_pid_gone "$1" || kill -KILL "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 }
 
@@ -195,7 +190,7 @@ if [ "$backing" = brd ]; then
 	modprobe brd rd_nr=1 rd_size=$((size * 1024)) max_part=0 ||
 		{ echo "vm-bench: modprobe brd failed" >&2; exit 1; }
 	BACK=/dev/ram0
-	for ((i = 0; i < 50; i++)); do [ -b $BACK ] && break; sleep 0.1; done
+	bench_poll 5 test -b $BACK
 	[ "$(blockdev --getsize64 $BACK)" = $((size * 1048576)) ] ||
 		{ echo "vm-bench: $BACK is $(blockdev --getsize64 $BACK) bytes" >&2; exit 1; }
 	log "backing: brd $BACK, ${size} MiB; zero-filling (allocates every page)"
@@ -268,12 +263,8 @@ start_target()
 	"$BUILD/rblk-target" --listen "rdma://$ADDR:$PORT" --allow-any-host --log-level info \
 		--export "vol=$BACK" >"$W/target.log" 2>&1 &
 	target_pid=$!
-	for ((i = 0; i < 300; i++)); do
-		grep -q "listening on" "$W/target.log" && break
-		kill -0 "$target_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	grep -q "listening on" "$W/target.log" || { cat "$W/target.log"; target_pid=''; return 1; }
+	(wait_for "$W/target.log" "listening on" 30 "$target_pid") ||
+		{ target_pid=''; return 1; }
 	log "rblk-target up: $(grep -E 'export|O_DIRECT|buffered' "$W/target.log" | head -n 2 | tr '\n' ' ')"
 }
 

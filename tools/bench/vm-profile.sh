@@ -59,8 +59,7 @@ dd if=/dev/zero of=/dev/ram0 bs=1M count=512 oflag=direct status=none || exit 1
 "$BUILD/rblk-target" --listen "rdma://$ADDR:$PORT" --allow-any-host \
 	--export vol=/dev/ram0 --ctl-socket none >"$W/target.log" 2>&1 &
 target=$!
-for _ in $(seq 100); do grep -q "listening on" "$W/target.log" && break; sleep 0.1; done
-grep -q "listening on" "$W/target.log" || { cat "$W/target.log"; exit 1; }
+wait_for "$W/target.log" "listening on"
 
 declare -A ARGS
 ARGS[pull]="--ioengine=external:$BUILD/rblk-fio.so --uri=rdma://$ADDR:$PORT/vol"
