@@ -129,7 +129,8 @@ struct cfg_target {
 #define CFG_DEFAULT_MAX_PENDING 1024
 #define CFG_DEFAULT_MAX_PENDING_PER_HOST 256
 #define CFG_DEFAULT_MAX_SESSIONS 4096
-#define CFG_DEFAULT_MAX_SESSIONS_PER_HOST 2048
+/* a quarter of the total: no fewer than four addresses fill it */
+#define CFG_DEFAULT_MAX_SESSIONS_PER_HOST 1024
 #define CFG_DEFAULT_IDLE_TIMEOUT 300
 
 /* Defaults: no listeners, no exports, workers 0, engine io_uring,

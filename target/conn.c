@@ -44,7 +44,7 @@ void tconn_attr(uint16_t qd, struct xp_conn_attr *attr)
 
 static void tconn_free(struct tconn *c)
 {
-	limits_release(c->peer, c->lim_pending, c->lim_session);
+	limits_release(&c->worker->tgt->cfg, c->adm);
 	xp_destroy(c->xc);
 	/* the message region is on the worker's group, which outlives c */
 	xp_dereg_mr(c->qp.msg_mr);
@@ -57,7 +57,7 @@ static void tconn_free(struct tconn *c)
 }
 
 struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
-			struct xp_conn *xc, uint16_t qd)
+			struct xp_conn *xc, uint16_t qd, struct lim_conn *lim)
 {
 	struct xp_conn_attr attr;
 	struct tconn *c;
@@ -74,7 +74,7 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 	xc->user = c;
 	c->worker = w;
 	c->wg = wg;
-	c->lim_pending = true; /* worker_accept() admitted it; ours now */
+	c->adm = lim; /* worker_accept() admitted it; ours now */
 	c->id = atomic_fetch_add(&w->tgt->next_conn_id, 1);
 	c->cm_qd = qd;
 	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
@@ -91,7 +91,8 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 		goto out_reject;
 	c->auth_buf = (char *)send_buf(c, qd) + RBLK_MSG_MAX;
 	c->state = TCONN_LOGIN;
-	c->login_deadline_ms = now_ms() + LOGIN_TIMEOUT_MS;
+	c->accepted_ms = now_ms();
+	c->login_deadline_ms = c->accepted_ms + LOGIN_TIMEOUT_MS;
 	ret = xp_accept(xc, NULL, 0);
 	if (ret) {
 		log_warn("conn %llu (%s): accept failed: %s",
@@ -111,7 +112,7 @@ out_reject:
 
 		log_warn("rejecting connection from %s: out of resources",
 			 xp_peer_name(xc));
-		limits_release(xp_peer_name(xc), true, false);
+		limits_release(&w->tgt->cfg, lim);
 		xp_reject(xc, rej, n);
 	}
 	if (c) {
@@ -119,6 +120,14 @@ out_reject:
 		free(c);
 	}
 	return NULL;
+}
+
+bool tconn_login_expired(const struct tconn *c, uint64_t now)
+{
+	if (c->state != TCONN_LOGIN)
+		return false;
+	return now > c->login_deadline_ms ||
+	       (limits_pressure() && now > c->accepted_ms + LOGIN_PRESSURE_MS);
 }
 
 /* ---- teardown -------------------------------------------------------------- */
@@ -379,12 +388,10 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	char why[256];
 	int ret;
 
-	if (limits_login(&w->tgt->cfg, c->peer, why, sizeof(why))) {
+	if (limits_login(&w->tgt->cfg, c->adm, why, sizeof(why))) {
 		login_refuse(c, RBLK_S_BUSY, why);
 		return;
 	}
-	c->lim_pending = false;
-	c->lim_session = true;
 	c->reqs = calloc(qd, sizeof(*c->reqs));
 	c->mw = calloc(qd, sizeof(*c->mw));
 	if (!c->reqs || !c->mw) {
@@ -518,9 +525,13 @@ static void handle_recv(struct worker *w, struct tconn *c,
 		if (c->login_sent_close)
 			return;
 		/* the deadline holds even while the peer keeps talking */
-		if (now_ms() > c->login_deadline_ms) {
-			tconn_fail(c, "no login within 10 s");
+		if (tconn_login_expired(c, now_ms())) {
+			tconn_fail(c, "no login within the login limit");
 			return;
+		}
+		if (!c->talked) { /* no longer the first to evict */
+			c->talked = true;
+			limits_talking(c->adm);
 		}
 		tconn_login_recv(w, c, buf, wc->byte_len);
 		break;

@@ -338,7 +338,9 @@ struct tconn {
 
 	struct tconn *next; /* worker's list */
 	unsigned int push_inflight; /* push READ responses not completed */
-	bool lim_pending, lim_session; /* counted by limits_admit/login */
+	struct lim_conn *adm; /* its admission (limits_admit()); owned */
+	uint64_t accepted_ms; /* when worker_accept() took it */
+	bool talked; /* TCONN_LOGIN: a first message came */
 	uint64_t last_rx_ms; /* worker->now_ms of the last message */
 	uint64_t closing_ms; /* when it became TCONN_CLOSING */
 };
@@ -415,6 +417,7 @@ struct worker {
 	pthread_mutex_t conns_lock;
 	atomic_bool stop;
 	atomic_bool check_removed; /* an export was removed: close its sessions */
+	atomic_bool check_evicted; /* limits evicted a pending connection */
 
 	const struct engine_ops *engine;
 	void *engine_priv;
@@ -541,15 +544,29 @@ int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 
 /*
  * Limits (target/limits.c; any thread). limits_admit(): may a connection
- * from peer (xp_peer_name()) be accepted? RBLK_S_OK (counted as pending)
- * or RBLK_S_BUSY. limits_login(): turn peer's pending connection into a
- * session, or RBLK_S_BUSY with why set. limits_release(): give back what
- * a connection held.
+ * from peer (xp_peer_name()) be accepted on worker w? Its admission
+ * (counted as pending), or NULL: refuse it BUSY. A full pending table
+ * evicts an older pending connection for it (the comment in limits.c
+ * says which): marked for its worker, which is told by
+ * worker_kick_evicted() and closes the ones limits_evicted() says.
+ * limits_talking(): c sent its first message. limits_login(): turn c's
+ * pending count into a session, or RBLK_S_BUSY with why set.
+ * limits_release(): give back what c held and free it (NULL: nothing).
+ * limits_pressure(): the pending table is three quarters full; pending
+ * connections get LOGIN_PRESSURE_MS, not the full login limit.
  */
-int limits_admit(const struct cfg_target *cfg, const char *peer);
-int limits_login(const struct cfg_target *cfg, const char *peer, char *why,
+struct lim_conn;
+struct lim_conn *limits_admit(const struct cfg_target *cfg, const char *peer,
+			      struct worker *w);
+void limits_talking(struct lim_conn *c);
+bool limits_evicted(const struct lim_conn *c);
+bool limits_pressure(void);
+uint64_t limits_evictions(void); /* since start */
+int limits_login(const struct cfg_target *cfg, struct lim_conn *c, char *why,
 		 size_t whylen);
-void limits_release(const char *peer, bool pending, bool session);
+void limits_release(const struct cfg_target *cfg, struct lim_conn *c);
+/* Any thread: tell w to close its evicted pending connections. */
+void worker_kick_evicted(struct worker *w);
 
 int worker_start(struct worker *w, struct target *t, unsigned int index);
 void worker_stop(struct worker *w);
