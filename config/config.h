@@ -111,6 +111,8 @@ struct cfg_target {
 	char ctl_socket[108];
 	bool ctl_socket_set; /* given explicitly: failing to create it is fatal */
 	unsigned int ctl_socket_mode; /* permission bits, default 0600 */
+	/* permission bits of unix data sockets (listen unix:), default 0660 */
+	unsigned int unix_socket_mode;
 	char metrics[256]; /* "tcp://HOST:PORT" for GET /metrics, or "" */
 	char name[RBLK_NAME_MAX]; /* identity in authentication; "": hostname */
 	struct cfg_host hosts[CFG_MAX_HOSTS];
@@ -151,6 +153,7 @@ void cfg_init(struct cfg_target *cfg);
  *   max_io = 1M
  *   ctl_socket = /run/rblk/target.sock | none
  *   ctl_socket_mode = 0600
+ *   unix_socket_mode = 0660          ; listen = unix:///?socket=PATH
  *   metrics = tcp://127.0.0.1:9441
  *   ceph_conf = /etc/ceph/ceph.conf ; for path = rbd:POOL/IMAGE exports
  *   ceph_id = admin                  ; client.ID; ceph_keyring = PATH
@@ -227,6 +230,9 @@ int cfg_set_ctl_socket(struct cfg_target *cfg, const char *path, char *err,
 /* Parse an octal mode such as 0600 or 660; -EINVAL with reason. */
 int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 			    char *err, size_t errlen);
+/* The same for unix data sockets (any mode that lets the owner in). */
+int cfg_set_unix_socket_mode(struct cfg_target *cfg, const char *mode,
+			     char *err, size_t errlen);
 /*
  * Set the metrics endpoint: tcp://HOST:PORT, or a bare PORT meaning
  * tcp://127.0.0.1:PORT; -EINVAL with reason.

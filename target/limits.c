@@ -78,12 +78,25 @@ static atomic_bool pressure;
 static atomic_uint_fast64_t nr_evicted;
 static uint64_t last_prune_ms;
 
-/* "tcp 192.0.2.1:41234" -> "192.0.2.1" (the address, without the port) */
+/*
+ * "tcp 192.0.2.1:41234" -> "192.0.2.1" (the address, without the port);
+ * a unix peer ("unix pid 7 uid 1000 path /x") -> "unix uid 1000": its
+ * user, since a client picks its own bind path and any process is a new
+ * pid.
+ */
 static void host_of(const char *peer, char *out, size_t len)
 {
 	const char *sp = strchr(peer, ' ');
 	const char *colon;
 
+	if (!strncmp(peer, "unix ", 5)) {
+		const char *uid = strstr(peer, " uid ");
+
+		snprintf(out, len, "unix uid %.*s",
+			 uid ? (int)strspn(uid + 5, "0123456789") : 1,
+			 uid ? uid + 5 : "?");
+		return;
+	}
 	peer = sp ? sp + 1 : peer;
 	colon = strrchr(peer, ':');
 	snprintf(out, len, "%.*s",

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -74,6 +75,8 @@ static void usage(FILE *f)
 		"                            4K, less at large queue depths\n"
 		"      --ctl-socket PATH     control socket, or none (default %s)\n"
 		"      --ctl-socket-mode MODE  its permissions (default 0600)\n"
+		"      --unix-socket-mode MODE  permissions of unix data sockets\n"
+		"                            (--listen unix:...; default 0660)\n"
 		"      --metrics tcp://HOST:PORT|PORT\n"
 		"                            serve Prometheus text on GET /metrics\n"
 		"                            (a bare PORT: 127.0.0.1)\n"
@@ -223,6 +226,8 @@ static const struct target_opt {
 	{ "poll-spin-us", required_argument, 0, NULL, "poll_spin_us" },
 	{ "ctl-socket", required_argument, 0, cfg_set_ctl_socket, NULL },
 	{ "ctl-socket-mode", required_argument, 0, cfg_set_ctl_socket_mode,
+	  NULL },
+	{ "unix-socket-mode", required_argument, 0, cfg_set_unix_socket_mode,
 	  NULL },
 	{ "metrics", required_argument, 0, cfg_set_metrics, NULL },
 	{ "host", required_argument, 0, cfg_add_host_arg, NULL },
@@ -379,6 +384,14 @@ static int open_listeners(struct target *t, struct listener *ls, int epfd)
 		if (ret) {
 			log_err("cannot listen on %s: %s", ls[i].url,
 				strerror(-ret));
+			return ret;
+		}
+		/* made owner-only by the transport; opened as configured */
+		if (!strcmp(u.scheme, "unix") &&
+		    chmod(u.host, t->cfg.unix_socket_mode)) {
+			ret = -errno;
+			log_err("%s: chmod %04o: %s", ls[i].url,
+				t->cfg.unix_socket_mode, strerror(errno));
 			return ret;
 		}
 		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ops->listener_fd(ls[i].xl),
