@@ -77,7 +77,9 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 	c->adm = lim; /* worker_accept() admitted it; ours now */
 	c->id = atomic_fetch_add(&w->tgt->next_conn_id, 1);
 	c->cm_qd = qd;
-	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
+	/* transports sanitize what they print; the table gets it so too */
+	str_sanitize(c->peer, sizeof(c->peer), xp_peer_name(xc),
+		     sizeof(c->peer));
 	/*
 	 * Receives hold a command with the most in-capsule data a login of
 	 * this depth may be granted (HELLO has not come yet). The last send
@@ -276,15 +278,25 @@ static int send_auth(struct tconn *c, size_t len)
 {
 	return qp_send_now(&c->qp, WRID_AUTH, 0, c->auth_buf, (uint32_t)len);
 }
+/*
+ * Challenge the host of c->hello, or refuse AUTH_REQUIRED when it offered
+ * no secret. c->exp is NULL for a hidden refusal (c->hidden_st): the same
+ * messages, the same work, only the log says otherwise.
+ */
 static void auth_challenge(struct worker *w, struct tconn *c)
 {
 	struct rblk_auth_challenge ch = { 0 };
-	char why[320];
+	char why[600];
 
 	if (!(c->hello.flags & RBLK_HELLO_F_AUTH)) {
-		snprintf(why, sizeof(why),
-			 "host '%s' must authenticate for export %s and offered no secret",
-			 c->hello.host_name, c->exp->name);
+		if (c->hidden_st)
+			snprintf(why, sizeof(why),
+				 "host '%s' offered no secret; %s (answered AUTH_REQUIRED: an unauthenticated host is not told)",
+				 c->hello.host_name, c->hidden_why);
+		else
+			snprintf(why, sizeof(why),
+				 "host '%s' must authenticate for export %s and offered no secret",
+				 c->hello.host_name, c->exp->name);
 		login_refuse(c, RBLK_S_AUTH_REQUIRED, why);
 		return;
 	}
@@ -311,8 +323,21 @@ static void handle_auth_response(struct worker *w, struct tconn *c,
 	st = auth_decide(buf, len, &w->tgt->cfg, c->exp, &c->hello,
 			 c->auth_nonce, &a);
 	memset(c->auth_nonce, 0, sizeof(c->auth_nonce)); /* used once */
+	if (st && c->hidden_st) {
+		char why[700];
+
+		snprintf(why, sizeof(why), "%s; and %s", a.why, c->hidden_why);
+		login_refuse(c, st, why);
+		return;
+	}
 	if (st) {
 		login_refuse(c, st, a.why);
+		return;
+	}
+	if (c->hidden_st) { /* proven: now it may know why */
+		log_info("conn %llu (%s): host '%s' authenticated",
+			 (unsigned long long)c->id, c->peer, a.ctx.host_name);
+		login_refuse(c, c->hidden_st, c->hidden_why);
 		return;
 	}
 	/* mutual: prove we hold the secret too, bound to both nonces */
@@ -440,7 +465,8 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 		return;
 	}
 	pthread_mutex_lock(&w->conns_lock);
-	snprintf(c->host, sizeof(c->host), "%s", h->host_name);
+	/* printable already (the HELLO decoder refuses anything else) */
+	str_sanitize(c->host, sizeof(c->host), h->host_name, sizeof(c->host));
 	c->queue_id = h->queue_id;
 	c->login_ms = now_ms();
 	c->last_rx_ms = c->login_ms;
@@ -463,6 +489,22 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 
 	st = login_decide(buf, len, c->cm_qd, t->cfg.max_io, lookup_export, t,
 			  &p);
+	if (st && !p.discover &&
+	    login_hidden_refusal(st, p.exp, exports_all_open(t),
+				 p.exp && login_auth_needed(&t->cfg, p.exp,
+							    p.hello.host_name))) {
+		/*
+		 * A stranger is answered as for an export that needs
+		 * authentication, whatever the reason (login_hidden_refusal()).
+		 */
+		if (p.exp)
+			export_put(p.exp);
+		c->hello = p.hello;
+		c->hidden_st = st;
+		snprintf(c->hidden_why, sizeof(c->hidden_why), "%s", p.why);
+		auth_challenge(w, c);
+		return;
+	}
 	if (st) {
 		if (p.exp)
 			export_put(p.exp); /* the lookup's reference */

@@ -148,8 +148,9 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);
 void export_close(struct export *e);
 /*
- * May host (the HELLO's host name, possibly empty) see export e in a
- * discovery listing? The one place that decides it; any thread.
+ * May host (the HELLO's host name, possibly empty, never proven) see
+ * export e in a discovery listing? Only when e is open to any host. The
+ * one place that decides it; any thread.
  */
 bool export_visible_to(const struct export *e, const char *host);
 /*
@@ -335,6 +336,13 @@ struct tconn {
 	void *auth_buf; /* send buffer of AUTH_* messages, in msg_mem */
 	struct rblk_hello hello;
 	uint8_t auth_nonce[RBLK_AUTH_NONCE_LEN];
+	/*
+	 * A refusal kept from a stranger (login_hidden_refusal()): answered
+	 * AUTH_REQUIRED or AUTH_FAILED, or with this status once the host
+	 * authenticated; c->exp is NULL. 0: none.
+	 */
+	int hidden_st;
+	char hidden_why[256];
 
 	struct tconn *next; /* worker's list */
 	unsigned int push_inflight; /* push READ responses not completed */
@@ -522,6 +530,22 @@ void login_vol_id(const char *target_name, const struct export *e,
 bool login_auth_needed(const struct cfg_target *cfg, const struct export *e,
 		       const char *host);
 
+/*
+ * Before authentication a stranger is not told which exports exist
+ * (docs/PROTOCOL.md, "What a stranger learns"): a HELLO refused with st
+ * (e: the export found, or NULL) is answered like one for an export that
+ * needs authentication - AUTH_REQUIRED, or a challenge when it offers a
+ * secret, the real status only once the host has proven itself - when
+ * st is NO_EXPORT, ACCESS_DENIED (a closed export), or any refusal of an
+ * export that needs authentication (auth_needed: login_auth_needed()).
+ * Not when every export is open to any host (all_open): then there is
+ * nothing to hide, and a typo in a name is answered NO_EXPORT. Pure.
+ */
+bool login_hidden_refusal(int st, const struct export *e, bool all_open,
+			  bool auth_needed);
+/* Every export is open to any host without authentication (any thread). */
+bool exports_all_open(struct target *t);
+
 /* What auth_decide() settles for an AUTH_RESPONSE. */
 struct auth_plan {
 	struct rblk_auth_ctx ctx; /* what the MACs bind (for AUTH_RESULT) */
@@ -534,7 +558,8 @@ struct auth_plan {
  * Verify the AUTH_RESPONSE in buf (len bytes) to the challenge nonce sent
  * for hello on export e: decode, refuse a reflected or zero nonce, verify
  * the MAC with the host's secret (a dummy key for an unknown host, so the
- * work is the same), then e's allow list. RBLK_S_OK with a filled, or the
+ * work is the same), then e's allow list (e NULL: a hidden refusal, no
+ * list to check). RBLK_S_OK with a filled, or the
  * status to refuse with (a->why says why). Pure like login_decide(); the
  * caller sends AUTH_RESULT (MAC over a->ctx) and the LOGIN.
  */
