@@ -484,13 +484,15 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 			 uint32_t len)
 {
 	struct target *t = w->tgt;
+	/* asked on every HELLO, so a hidden refusal takes no extra step */
+	bool all_open = exports_all_open(t);
 	struct login_plan p;
 	int st;
 
 	st = login_decide(buf, len, c->cm_qd, t->cfg.max_io, lookup_export, t,
 			  &p);
 	if (st && !p.discover &&
-	    login_hidden_refusal(st, p.exp, exports_all_open(t),
+	    login_hidden_refusal(st, p.exp, all_open,
 				 p.exp && login_auth_needed(&t->cfg, p.exp,
 							    p.hello.host_name))) {
 		/*
