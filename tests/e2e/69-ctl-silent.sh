@@ -7,9 +7,10 @@
 #     request is still answered within 0.5 s (on 044a766, one client at a
 #     time for up to 2 s each: about 20 s);
 #   - 200 metrics clients that connect and never send a request,
-#     reconnecting as soon as they are cut: five scrapes each take under
-#     0.5 s and 1 s together (on 044a766 0.8-3 s each: libmicrohttpd's
-#     connection limit was full and the scrape waited in the backlog).
+#     reconnecting as soon as they are cut: the median of five scrapes
+#     takes under 0.4 s, none 2.5 s (on 044a766 0.8-3 s each:
+#     libmicrohttpd's connection limit was full and the scrape waited in
+#     the backlog for a silent client to be cut).
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires python3 curl
@@ -75,7 +76,7 @@ touch "$TEST_DIR/stop.ctl"
 # ---- 200 silent metrics clients --------------------------------------------
 silent metrics tcp "$mport" 200
 sleep 2.5
-total=0
+times=()
 for i in 1 2 3 4 5; do
 	out=$(tmo 30 curl -s -o "$TEST_DIR/m.$i" -w "%{http_code} %{time_total}" \
 		"http://127.0.0.1:$mport/metrics") || fail "scrape $i failed"
@@ -84,10 +85,12 @@ for i in 1 2 3 4 5; do
 	[ "$code" = 200 ] && grep -q '^rblk_ops_total{export="v"' "$TEST_DIR/m.$i" ||
 		fail "scrape $i: HTTP $code, no metrics for v"
 	ms=$(awk -v s="$secs" 'BEGIN { printf "%d", s * 1000 }')
-	[ "$ms" -lt 500 ] || fail "scrape $i took $ms ms"
-	total=$((total + ms))
+	[ "$ms" -lt 2500 ] || fail "scrape $i took $ms ms"
+	times+=("$ms")
 done
-[ "$total" -lt 1000 ] || fail "five scrapes took $total ms"
+median=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 3p)
+echo "median scrape: $median ms"
+[ "$median" -lt 400 ] || fail "the median scrape took $median ms"
 tail -1 "$TEST_DIR/metrics.out"
 touch "$TEST_DIR/stop.metrics"
 stop_verifier
