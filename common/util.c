@@ -195,3 +195,28 @@ int open_user_path(const char *path, int flags, struct stat *st)
 	}
 	return fd;
 }
+
+char *str_sanitize(char *dst, size_t len, const char *src, size_t srclen)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (size_t i = 0; i < srclen && src[i]; i++) {
+		unsigned char ch = (unsigned char)src[i];
+
+		if (ch >= 0x20 && ch <= 0x7e) {
+			if (o + 1 >= len)
+				break;
+			dst[o++] = (char)ch;
+		} else {
+			if (o + 4 >= len)
+				break;
+			dst[o++] = '\\';
+			dst[o++] = 'x';
+			dst[o++] = hex[ch >> 4];
+			dst[o++] = hex[ch & 15];
+		}
+	}
+	dst[o] = 0;
+	return dst;
+}

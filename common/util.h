@@ -79,4 +79,15 @@ ssize_t read_small_file(const char *path, char *buf, size_t len);
 /* Fill buf with cryptographically strong random bytes (getrandom). */
 void random_bytes(void *buf, size_t len);
 
+/*
+ * Peer-supplied text (a unix client's bind path, an address or name that
+ * came from the wire) made fit for a log line or a listing: the first
+ * srclen bytes of src (up to a NUL) into dst (len > 0 bytes, always
+ * terminated), every byte outside printable ASCII 0x20..0x7e written as
+ * \xNN, so it can neither start a new log line nor carry a terminal
+ * escape. Printable text is kept as it is (a backslash too), so sanitizing
+ * twice changes nothing. Cut short on a whole character. Returns dst.
+ */
+char *str_sanitize(char *dst, size_t len, const char *src, size_t srclen);
+
 #endif

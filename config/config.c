@@ -47,6 +47,7 @@ void cfg_init(struct cfg_target *cfg)
 	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s",
 		 CFG_DEFAULT_CTL_SOCKET);
 	cfg->ctl_socket_mode = 0600;
+	cfg->unix_socket_mode = 0660; /* owner and group, whatever the umask */
 	snprintf(cfg->ceph.id, sizeof(cfg->ceph.id), "admin");
 	cfg->ceph.connections = 1;
 	cfg->ceph.takeover = true;
@@ -603,6 +604,23 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 			    "ctl_socket_mode: '%s' lets every local user connect, and whoever connects can add and remove exports; use 0600, or 0660 with a dedicated group",
 			    mode);
 	cfg->ctl_socket_mode = (unsigned int)v;
+	return 0;
+}
+
+int cfg_set_unix_socket_mode(struct cfg_target *cfg, const char *mode,
+			     char *err, size_t errlen)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(mode, &end, 8);
+	/* connecting needs write permission: the owner must have it */
+	if (!*mode || *end || errno || v > 0777 || !(v & 0200))
+		return fail(err, errlen, -EINVAL,
+			    "unix_socket_mode: '%s' is not an octal mode up to 0777 that lets the owner connect (e.g. 0660)",
+			    mode);
+	cfg->unix_socket_mode = (unsigned int)v;
 	return 0;
 }
 

@@ -118,6 +118,8 @@ struct cfg_target {
 	char ctl_socket[108];
 	bool ctl_socket_set; /* given explicitly: failing to create it is fatal */
 	unsigned int ctl_socket_mode; /* permission bits, default 0600 */
+	/* permission bits of unix data sockets (listen unix:), default 0660 */
+	unsigned int unix_socket_mode;
 	char metrics[256]; /* "tcp://HOST:PORT" for GET /metrics, or "" */
 	char name[RBLK_NAME_MAX]; /* identity in authentication; "": hostname */
 	struct cfg_host hosts[CFG_MAX_HOSTS];
@@ -136,7 +138,8 @@ struct cfg_target {
 #define CFG_DEFAULT_MAX_PENDING 1024
 #define CFG_DEFAULT_MAX_PENDING_PER_HOST 256
 #define CFG_DEFAULT_MAX_SESSIONS 4096
-#define CFG_DEFAULT_MAX_SESSIONS_PER_HOST 2048
+/* a quarter of the total: no fewer than four addresses fill it */
+#define CFG_DEFAULT_MAX_SESSIONS_PER_HOST 1024
 #define CFG_DEFAULT_IDLE_TIMEOUT 300
 #define CFG_DEFAULT_SESSION_POOL_SHARE 25
 #define CFG_DEFAULT_WINDOW_TIMEOUT 5
@@ -159,6 +162,7 @@ void cfg_init(struct cfg_target *cfg);
  *   max_io = 1M
  *   ctl_socket = /run/rblk/target.sock | none
  *   ctl_socket_mode = 0600
+ *   unix_socket_mode = 0660          ; listen = unix:///?socket=PATH
  *   metrics = tcp://127.0.0.1:9441
  *   ceph_conf = /etc/ceph/ceph.conf ; for path = rbd:POOL/IMAGE exports
  *   ceph_id = admin                  ; client.ID; ceph_keyring = PATH
@@ -238,6 +242,9 @@ int cfg_set_ctl_socket(struct cfg_target *cfg, const char *path, char *err,
 /* Parse an octal mode such as 0600 or 660; -EINVAL with reason. */
 int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 			    char *err, size_t errlen);
+/* The same for unix data sockets (any mode that lets the owner in). */
+int cfg_set_unix_socket_mode(struct cfg_target *cfg, const char *mode,
+			     char *err, size_t errlen);
 /*
  * Set the metrics endpoint: tcp://HOST:PORT, or a bare PORT meaning
  * tcp://127.0.0.1:PORT; -EINVAL with reason.

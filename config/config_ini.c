@@ -37,7 +37,7 @@
 /* ---- the INI file ------------------------------------------------------ */
 
 enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
-       KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_METRICS,
+       KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_UNIX_SOCKET_MODE, KEY_METRICS,
        KEY_NAME, KEY_SLOT_POOL, KEY_CEPH_CONF, KEY_CEPH_ID, KEY_CEPH_KEYRING,
        KEY_RBD_CONNS, KEY_RBD_TAKEOVER, KEY_RBD_TIMEOUT, KEY_ALLOW_ANY_HOST,
        KEY_INLINE_DATA, NR_TARGET_KEYS };
@@ -51,6 +51,7 @@ static const char *const target_keys[NR_TARGET_KEYS] = {
 	[KEY_MAX_QD] = "max_queue_depth", [KEY_MAX_IO] = "max_io",
 	[KEY_CTL_SOCKET] = "ctl_socket",
 	[KEY_CTL_SOCKET_MODE] = "ctl_socket_mode",
+	[KEY_UNIX_SOCKET_MODE] = "unix_socket_mode",
 	[KEY_METRICS] = "metrics",
 	[KEY_NAME] = "name",
 	[KEY_SLOT_POOL] = "slot_pool",
@@ -377,6 +378,10 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 		if (cfg_set_ctl_socket_mode(cfg, value, why, sizeof(why)))
 			return ctx_fail(c, "%s", why);
 		return 1;
+	case KEY_UNIX_SOCKET_MODE:
+		if (cfg_set_unix_socket_mode(cfg, value, why, sizeof(why)))
+			return ctx_fail(c, "%s", why);
+		return 1;
 	case KEY_METRICS:
 		if (cfg_set_metrics(cfg, value, why, sizeof(why)))
 			return ctx_fail(c, "%s", why);
@@ -539,7 +544,7 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 				return ctx_fail(c, "%s", why);
 		}
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, poll_spin_us, session_pool_share, window_timeout, ctl_socket, ctl_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
+			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, poll_spin_us, session_pool_share, window_timeout, ctl_socket, ctl_socket_mode, unix_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
 					name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:

@@ -44,7 +44,7 @@ void tconn_attr(uint16_t qd, struct xp_conn_attr *attr)
 
 static void tconn_free(struct tconn *c)
 {
-	limits_release(c->peer, c->lim_pending, c->lim_session);
+	limits_release(&c->worker->tgt->cfg, c->adm);
 	xp_destroy(c->xc);
 	/* the message region is on the worker's group, which outlives c */
 	xp_dereg_mr(c->qp.msg_mr);
@@ -57,7 +57,7 @@ static void tconn_free(struct tconn *c)
 }
 
 struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
-			struct xp_conn *xc, uint16_t qd)
+			struct xp_conn *xc, uint16_t qd, struct lim_conn *lim)
 {
 	struct xp_conn_attr attr;
 	struct tconn *c;
@@ -74,10 +74,12 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 	xc->user = c;
 	c->worker = w;
 	c->wg = wg;
-	c->lim_pending = true; /* worker_accept() admitted it; ours now */
+	c->adm = lim; /* worker_accept() admitted it; ours now */
 	c->id = atomic_fetch_add(&w->tgt->next_conn_id, 1);
 	c->cm_qd = qd;
-	snprintf(c->peer, sizeof(c->peer), "%s", xp_peer_name(xc));
+	/* transports sanitize what they print; the table gets it so too */
+	str_sanitize(c->peer, sizeof(c->peer), xp_peer_name(xc),
+		     sizeof(c->peer));
 	/*
 	 * Receives hold a command with the most in-capsule data a login of
 	 * this depth may be granted (HELLO has not come yet). The last send
@@ -91,7 +93,8 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 		goto out_reject;
 	c->auth_buf = (char *)send_buf(c, qd) + RBLK_MSG_MAX;
 	c->state = TCONN_LOGIN;
-	c->login_deadline_ms = now_ms() + LOGIN_TIMEOUT_MS;
+	c->accepted_ms = now_ms();
+	c->login_deadline_ms = c->accepted_ms + LOGIN_TIMEOUT_MS;
 	ret = xp_accept(xc, NULL, 0);
 	if (ret) {
 		log_warn("conn %llu (%s): accept failed: %s",
@@ -111,7 +114,7 @@ out_reject:
 
 		log_warn("rejecting connection from %s: out of resources",
 			 xp_peer_name(xc));
-		limits_release(xp_peer_name(xc), true, false);
+		limits_release(&w->tgt->cfg, lim);
 		xp_reject(xc, rej, n);
 	}
 	if (c) {
@@ -119,6 +122,14 @@ out_reject:
 		free(c);
 	}
 	return NULL;
+}
+
+bool tconn_login_expired(const struct tconn *c, uint64_t now)
+{
+	if (c->state != TCONN_LOGIN)
+		return false;
+	return now > c->login_deadline_ms ||
+	       (limits_pressure() && now > c->accepted_ms + LOGIN_PRESSURE_MS);
 }
 
 /* ---- teardown -------------------------------------------------------------- */
@@ -268,15 +279,25 @@ static int send_auth(struct tconn *c, size_t len)
 {
 	return qp_send_now(&c->qp, WRID_AUTH, 0, c->auth_buf, (uint32_t)len);
 }
+/*
+ * Challenge the host of c->hello, or refuse AUTH_REQUIRED when it offered
+ * no secret. c->exp is NULL for a hidden refusal (c->hidden_st): the same
+ * messages, the same work, only the log says otherwise.
+ */
 static void auth_challenge(struct worker *w, struct tconn *c)
 {
 	struct rblk_auth_challenge ch = { 0 };
-	char why[320];
+	char why[600];
 
 	if (!(c->hello.flags & RBLK_HELLO_F_AUTH)) {
-		snprintf(why, sizeof(why),
-			 "host '%s' must authenticate for export %s and offered no secret",
-			 c->hello.host_name, c->exp->name);
+		if (c->hidden_st)
+			snprintf(why, sizeof(why),
+				 "host '%s' offered no secret; %s (answered AUTH_REQUIRED: an unauthenticated host is not told)",
+				 c->hello.host_name, c->hidden_why);
+		else
+			snprintf(why, sizeof(why),
+				 "host '%s' must authenticate for export %s and offered no secret",
+				 c->hello.host_name, c->exp->name);
 		login_refuse(c, RBLK_S_AUTH_REQUIRED, why);
 		return;
 	}
@@ -303,8 +324,21 @@ static void handle_auth_response(struct worker *w, struct tconn *c,
 	st = auth_decide(buf, len, &w->tgt->cfg, c->exp, &c->hello,
 			 c->auth_nonce, &a);
 	memset(c->auth_nonce, 0, sizeof(c->auth_nonce)); /* used once */
+	if (st && c->hidden_st) {
+		char why[700];
+
+		snprintf(why, sizeof(why), "%s; and %s", a.why, c->hidden_why);
+		login_refuse(c, st, why);
+		return;
+	}
 	if (st) {
 		login_refuse(c, st, a.why);
+		return;
+	}
+	if (c->hidden_st) { /* proven: now it may know why */
+		log_info("conn %llu (%s): host '%s' authenticated",
+			 (unsigned long long)c->id, c->peer, a.ctx.host_name);
+		login_refuse(c, c->hidden_st, c->hidden_why);
 		return;
 	}
 	/* mutual: prove we hold the secret too, bound to both nonces */
@@ -380,12 +414,10 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	char why[256];
 	int ret;
 
-	if (limits_login(&w->tgt->cfg, c->peer, why, sizeof(why))) {
+	if (limits_login(&w->tgt->cfg, c->adm, why, sizeof(why))) {
 		login_refuse(c, RBLK_S_BUSY, why);
 		return;
 	}
-	c->lim_pending = false;
-	c->lim_session = true;
 	c->reqs = calloc(qd, sizeof(*c->reqs));
 	c->mw = calloc(qd, sizeof(*c->mw));
 	if (!c->reqs || !c->mw) {
@@ -434,7 +466,8 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 		return;
 	}
 	pthread_mutex_lock(&w->conns_lock);
-	snprintf(c->host, sizeof(c->host), "%s", h->host_name);
+	/* printable already (the HELLO decoder refuses anything else) */
+	str_sanitize(c->host, sizeof(c->host), h->host_name, sizeof(c->host));
 	c->queue_id = h->queue_id;
 	c->login_ms = now_ms();
 	c->last_rx_ms = c->login_ms;
@@ -452,11 +485,29 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 			 uint32_t len)
 {
 	struct target *t = w->tgt;
+	/* asked on every HELLO, so a hidden refusal takes no extra step */
+	bool all_open = exports_all_open(t);
 	struct login_plan p;
 	int st;
 
 	st = login_decide(buf, len, c->cm_qd, t->cfg.max_io, lookup_export, t,
 			  &p);
+	if (st && !p.discover &&
+	    login_hidden_refusal(st, p.exp, all_open,
+				 p.exp && login_auth_needed(&t->cfg, p.exp,
+							    p.hello.host_name))) {
+		/*
+		 * A stranger is answered as for an export that needs
+		 * authentication, whatever the reason (login_hidden_refusal()).
+		 */
+		if (p.exp)
+			export_put(p.exp);
+		c->hello = p.hello;
+		c->hidden_st = st;
+		snprintf(c->hidden_why, sizeof(c->hidden_why), "%s", p.why);
+		auth_challenge(w, c);
+		return;
+	}
 	if (st) {
 		if (p.exp)
 			export_put(p.exp); /* the lookup's reference */
@@ -519,9 +570,13 @@ static void handle_recv(struct worker *w, struct tconn *c,
 		if (c->login_sent_close)
 			return;
 		/* the deadline holds even while the peer keeps talking */
-		if (now_ms() > c->login_deadline_ms) {
-			tconn_fail(c, "no login within 10 s");
+		if (tconn_login_expired(c, now_ms())) {
+			tconn_fail(c, "no login within the login limit");
 			return;
+		}
+		if (!c->talked) { /* no longer the first to evict */
+			c->talked = true;
+			limits_talking(c->adm);
 		}
 		tconn_login_recv(w, c, buf, wc->byte_len);
 		break;

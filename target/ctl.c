@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The control thread of rblk-target (started by ctl_open()): it serves the
- * control socket, one request per connection and one connection at a
- * time (the commands: ctl_cmd.c; the protocol: docs/CONTROL.md), closes
+ * control socket, one request per connection, clients side by side (the
+ * commands: ctl_cmd.c; the protocol: docs/CONTROL.md), closes
  * removed exports (the reaper, export_put()), and cuts metrics clients
  * past their deadline (metrics.c, whose connections libmicrohttpd serves
  * on its own thread).
@@ -16,8 +16,10 @@
  * The main thread only accepts data connections, so no control or
  * metrics client can delay a login. A control client gets
  * CTL_IO_TIMEOUT_S in all to send its request, and again to take the
- * response (non-blocking socket, poll against an absolute deadline): a
- * stalled or trickling client holds the control thread that long at most.
+ * response (non-blocking socket, an absolute deadline); the thread serves
+ * up to CTL_MAX_CLIENTS of them side by side from one epoll set, so a
+ * stalled or trickling client delays no other (ten silent clients held
+ * every command 20 s when they were served one at a time).
  * The control socket is mode 0600 by default, the metrics endpoint
  * listens on loopback unless told otherwise.
  */
@@ -40,6 +42,10 @@
 #include "../common/util.h"
 
 #define REQ_MAX 8192
+/* control clients served at once (the oldest silent one makes room) */
+#define CTL_MAX_CLIENTS 64
+
+struct ctl_client;
 
 struct ctl {
 	struct target *t;
@@ -51,86 +57,13 @@ struct ctl {
 	pthread_t thread;
 	bool started;
 	char path[108]; /* unix socket we created, unlinked at close */
+	struct ctl_client *clients; /* being served, oldest first */
+	unsigned int nr_clients;
 	/* their addresses are the epoll data */
 	char unix_tag, stop_tag, reap_tag;
 };
 
 /* ---- sockets ----------------------------------------------------------- */
-
-/* Wait until fd is ready for events, or deadline (now_ms()) passes. */
-static int wait_until(int fd, short events, uint64_t deadline)
-{
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = events };
-		uint64_t now = now_ms();
-		int n;
-
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		n = poll(&pfd, 1, (int)MIN(deadline - now, 60000u));
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		if (n > 0)
-			return 0;
-	}
-}
-
-/* Write all of p to the non-blocking fd by deadline; -1 when not. */
-static int write_by(int fd, const char *p, size_t n, uint64_t deadline)
-{
-	while (n) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EAGAIN) {
-			if (wait_until(fd, POLLOUT, deadline))
-				return -1;
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/*
- * Read from the non-blocking fd into buf until a line end, EOF or
- * deadline. Returns the length, -1 (timeout, error) or -2 (longer than
- * cap - 1).
- */
-static ssize_t read_request(int fd, char *buf, size_t cap, uint64_t deadline)
-{
-	size_t len = 0;
-
-	buf[0] = 0;
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap - 1)
-			return -2;
-		n = read(fd, buf + len, cap - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			if (wait_until(fd, POLLIN, deadline))
-				return -1;
-			continue;
-		}
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		buf[len] = 0;
-		if (memchr(buf + len - (size_t)n, '\n', (size_t)n))
-			break;
-	}
-	buf[len] = 0;
-	return (ssize_t)len;
-}
 
 /*
  * Take one connection from lfd (non-blocking). -1 when none; out of file
@@ -156,49 +89,205 @@ static int accept_one(int lfd, const char *what)
 	return -1;
 }
 
-static void serve_ctl(struct ctl *ctl)
+/*
+ * A control client being served. Clients are served side by side, each
+ * on its own deadline, so a silent or trickling one delays nobody else:
+ * the thread never waits on one client's socket.
+ */
+struct ctl_client {
+	int fd;
+	bool writing; /* the request is answered; resp is going out */
+	uint64_t deadline; /* to finish reading, then again to finish writing */
+	char *req; /* REQ_MAX bytes */
+	size_t req_len;
+	char *resp;
+	size_t resp_len, resp_off;
+	struct ctl_client *next; /* ctl->clients, oldest first */
+};
+
+static void client_close(struct ctl *ctl, struct ctl_client *c)
 {
-	int fd = accept_one(ctl->unix_fd, "control socket");
-	char *req, *resp = NULL, *nl;
-	size_t resp_len = 0;
-	ssize_t len;
-	FILE *out;
+	struct ctl_client **pp;
 
-	if (fd < 0)
-		return;
-	req = malloc(REQ_MAX);
-	len = req ? read_request(fd, req, REQ_MAX,
-				 now_ms() + CTL_IO_TIMEOUT_S * 1000u) :
-		    -1;
-	if (len < 0) {
-		char msg[128];
-		int n = snprintf(msg, sizeof(msg), "error: %s\n",
-				 len == -2 ? "request too long" :
-					     "request unreadable or not in time");
+	for (pp = &ctl->clients; *pp != c; pp = &(*pp)->next)
+		;
+	*pp = c->next;
+	ctl->nr_clients--;
+	close(c->fd); /* leaves the epoll set with it */
+	free(c->resp);
+	free(c->req);
+	free(c);
+}
 
-		if (write_by(fd, msg, (size_t)n, now_ms() + CTL_IO_TIMEOUT_S * 1000u))
-			log_debug("ctl: client went away");
-		goto out;
+/* Write what resp has left; true when c is done (sent or failed). */
+static bool client_write(struct ctl_client *c)
+{
+	while (c->resp_off < c->resp_len) {
+		ssize_t w = send(c->fd, c->resp + c->resp_off,
+				 c->resp_len - c->resp_off, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			return false;
+		if (w <= 0) {
+			log_debug("ctl: client went away before the response");
+			return true;
+		}
+		c->resp_off += (size_t)w;
 	}
-	nl = strchr(req, '\n');
-	if (nl)
-		*nl = 0;
-	out = open_memstream(&resp, &resp_len);
-	if (!out)
-		goto out;
-	ctl_run(ctl->t, req, out);
+	return true;
+}
+
+/* Answer c: run its request (or say what was wrong with it), start writing. */
+static void client_answer(struct ctl *ctl, struct ctl_client *c,
+			  const char *error)
+{
+	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+	FILE *out = open_memstream(&c->resp, &c->resp_len);
+	char *nl;
+
+	if (!out) {
+		client_close(ctl, c);
+		return;
+	}
+	if (error) {
+		fprintf(out, "error: %s\n", error);
+	} else {
+		nl = memchr(c->req, '\n', c->req_len);
+		if (nl)
+			*nl = 0;
+		ctl_run(ctl->t, c->req, out);
+	}
 	fclose(out);
-	if (write_by(fd, resp, resp_len, now_ms() + CTL_IO_TIMEOUT_S * 1000u))
-		log_debug("ctl: client went away before the response");
-out:
-	free(resp);
-	free(req);
-	close(fd);
+	c->writing = true;
+	c->deadline = now_ms() + CTL_IO_TIMEOUT_S * 1000u;
+	if (client_write(c) ||
+	    epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, c->fd, &ev))
+		client_close(ctl, c);
+}
+
+static void client_event(struct ctl *ctl, struct ctl_client *c)
+{
+	if (c->writing) {
+		if (client_write(c))
+			client_close(ctl, c);
+		return;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (c->req_len == REQ_MAX - 1) {
+			client_answer(ctl, c, "request too long");
+			return;
+		}
+		n = read(c->fd, c->req + c->req_len, REQ_MAX - 1 - c->req_len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return; /* more to come */
+		if (n < 0) {
+			client_close(ctl, c);
+			return;
+		}
+		c->req[c->req_len + (size_t)n] = 0;
+		if (n == 0 || memchr(c->req + c->req_len, '\n', (size_t)n)) {
+			c->req_len += (size_t)n;
+			client_answer(ctl, c, NULL);
+			return;
+		}
+		c->req_len += (size_t)n;
+	}
+}
+
+/* Clients past their deadline: told so where they still read, closed. */
+static void clients_expire(struct ctl *ctl)
+{
+	struct ctl_client *c = ctl->clients, *next;
+	uint64_t now = now_ms();
+
+	for (; c; c = next) {
+		static const char msg[] =
+			"error: request unreadable or not in time\n";
+
+		next = c->next;
+		if (now < c->deadline)
+			continue;
+		if (!c->writing &&
+		    send(c->fd, msg, sizeof(msg) - 1,
+			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			log_debug("ctl: client went away");
+		client_close(ctl, c);
+	}
+}
+
+/* The earliest client deadline as an epoll timeout (-1: none). */
+static int clients_timeout(const struct ctl *ctl)
+{
+	uint64_t first = UINT64_MAX, now = now_ms();
+
+	for (const struct ctl_client *c = ctl->clients; c; c = c->next)
+		first = MIN(first, c->deadline);
+	if (first == UINT64_MAX)
+		return -1;
+	return first <= now ? 0 : (int)MIN(first - now, 60000u);
 }
 
 /*
- * The control thread: one connection per event, so that a stop request
- * or a removed export to close is never queued behind many clients.
+ * Take every waiting connection. At CTL_MAX_CLIENTS the oldest client
+ * still sending its request goes first: a crowd of silent clients then
+ * cycles out in order instead of keeping the next one out.
+ */
+static void serve_ctl(struct ctl *ctl)
+{
+	for (;;) {
+		struct epoll_event ev = { .events = EPOLLIN };
+		int fd = accept_one(ctl->unix_fd, "control socket");
+		struct ctl_client *c, **pp;
+
+		if (fd < 0)
+			return;
+		if (ctl->nr_clients >= CTL_MAX_CLIENTS) {
+			for (c = ctl->clients; c && c->writing; c = c->next)
+				;
+			if (c) {
+				log_ratelimited(LOG_WARN,
+						"ctl: %u clients at once; dropping the oldest that has not sent its request",
+						ctl->nr_clients);
+				client_close(ctl, c);
+			}
+		}
+		c = calloc(1, sizeof(*c));
+		if (c)
+			c->req = malloc(REQ_MAX);
+		if (!c || !c->req) {
+			if (c)
+				free(c);
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->deadline = now_ms() + CTL_IO_TIMEOUT_S * 1000u;
+		ev.data.ptr = c;
+		if (epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+			log_warn("ctl: epoll_ctl: %s", strerror(errno));
+			free(c->req);
+			free(c);
+			close(fd);
+			continue;
+		}
+		for (pp = &ctl->clients; *pp; pp = &(*pp)->next)
+			;
+		*pp = c;
+		ctl->nr_clients++;
+		client_event(ctl, c); /* the request may be there already */
+	}
+}
+
+/*
+ * The control thread: control clients side by side, a stop request,
+ * removed exports to close, metrics clients to cut; nothing here waits
+ * on one client.
  */
 static void *ctl_thread(void *arg)
 {
@@ -207,10 +296,13 @@ static void *ctl_thread(void *arg)
 
 	export_reaper_set(ctl->reap_fd);
 	for (;;) {
-		struct epoll_event evs[4];
+		struct epoll_event evs[16];
 		/* with a metrics endpoint: wake each second to cut its tricklers */
-		int n = epoll_wait(ctl->epfd, evs, 4, ctl->metrics ? 1000 : -1);
+		int tmo = clients_timeout(ctl), n;
 
+		if (ctl->metrics && (tmo < 0 || tmo > 1000))
+			tmo = 1000;
+		n = epoll_wait(ctl->epfd, evs, 16, tmo);
 		if (n < 0 && errno != EINTR) {
 			log_err("ctl: epoll_wait: %s", strerror(errno));
 			break;
@@ -228,11 +320,27 @@ static void *ctl_thread(void *arg)
 				export_reap();
 			} else if (p == &ctl->unix_tag) {
 				serve_ctl(ctl);
+			} else {
+				/*
+				 * A client. One closed by an earlier event
+				 * of this batch (dropped as the oldest) was
+				 * taken out of the epoll set by its close,
+				 * but its event may still be in evs.
+				 */
+				struct ctl_client *c;
+
+				for (c = ctl->clients; c && c != p; c = c->next)
+					;
+				if (c)
+					client_event(ctl, c);
 			}
 		}
+		clients_expire(ctl);
 		metrics_expire(ctl->metrics);
 	}
 out:
+	while (ctl->clients)
+		client_close(ctl, ctl->clients);
 	/* from now on the thread that drops the last reference closes */
 	export_reaper_set(-1);
 	export_reap();

@@ -690,16 +690,36 @@ bool export_visible_to(const struct export *e, const char *host)
 {
 	const struct cfg_export *c = e->cfg;
 
+	(void)host;
 	/*
-	 * The login rule (login_decide(), auth_needed() and auth_decide()
-	 * in login.c): an export with an allow list shows only to the hosts
-	 * on it; one without is closed to everyone unless it is open to any
-	 * host (allow=any, or the target's allow_any_host). Discovery is not
-	 * authenticated, so this reveals names, never data.
+	 * Discovery is not authenticated, so the host name it claims proves
+	 * nothing: only exports open to any host (allow=any, or the
+	 * target's allow_any_host) are listed. One with an allow list needs
+	 * authentication and is listed to nobody (a host on the list logs in
+	 * by name); one without either is closed to everyone.
 	 */
 	if (!c)
 		return true;
-	return c->restricted ? cfg_export_allows(c, host) >= 0 : c->allow_any;
+	return !c->restricted && c->allow_any;
+}
+
+/* Open to any host without authentication: nothing about it to hide. */
+static bool export_open_to_all(const struct export *e)
+{
+	const struct cfg_export *c = e->cfg;
+
+	return !c || (!c->restricted && c->allow_any);
+}
+
+bool exports_all_open(struct target *t)
+{
+	bool open = true;
+
+	pthread_mutex_lock(&t->exports_lock);
+	for (const struct export *e = t->exports; e && open; e = e->next)
+		open = export_open_to_all(e);
+	pthread_mutex_unlock(&t->exports_lock);
+	return open;
 }
 
 struct export *export_create(const struct cfg_export *cfg,

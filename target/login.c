@@ -108,6 +108,15 @@ bool login_vol_id(const struct export *e, uint8_t id[RBLK_VOL_ID_LEN])
 	return e->ident != VOL_IDENT_NONE;
 }
 
+bool login_hidden_refusal(int st, const struct export *e, bool all_open,
+			  bool auth_needed)
+{
+	if (!st || all_open)
+		return false;
+	return st == RBLK_S_NO_EXPORT || st == RBLK_S_ACCESS_DENIED ||
+	       (e && auth_needed);
+}
+
 bool login_auth_needed(const struct cfg_target *cfg, const struct export *e,
 		       const char *host)
 {
@@ -125,7 +134,7 @@ int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 		const struct export *e, const struct rblk_hello *hello,
 		const uint8_t nonce[RBLK_AUTH_NONCE_LEN], struct auth_plan *a)
 {
-	const struct cfg_export *ecfg = e->cfg;
+	const struct cfg_export *ecfg = e ? e->cfg : NULL;
 	struct rblk_auth_response resp;
 	int allow = 0, st;
 

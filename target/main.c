@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -55,10 +56,11 @@ static void usage(FILE *f)
 		"      --engine NAME         io_uring (default) or libaio\n"
 		"      --max-queue-depth N   cap on the queue depth initiators get (default 128)\n"
 		"      --max-io SIZE         cap on the bytes per command (default 1M)\n"
-		"      --max-pending N       connections not yet logged in (default 1024)\n"
+		"      --max-pending N       connections not yet logged in (default 1024;\n"
+		"                            when full, the oldest is evicted)\n"
 		"      --max-pending-per-host N  ... from one address (default 256)\n"
 		"      --max-sessions N      live sessions (default 4096)\n"
-		"      --max-sessions-per-host N ... from one address (default 2048)\n"
+		"      --max-sessions-per-host N ... from one address (default 1024)\n"
 		"      --idle-timeout SEC    drop a session silent this long (default 300,\n"
 		"                            0: never)\n"
 		"      --poll-spin-us N      a worker whose sessions went quiet polls\n"
@@ -79,6 +81,8 @@ static void usage(FILE *f)
 		"                            4K, less at large queue depths\n"
 		"      --ctl-socket PATH     control socket, or none (default %s)\n"
 		"      --ctl-socket-mode MODE  its permissions (default 0600)\n"
+		"      --unix-socket-mode MODE  permissions of unix data sockets\n"
+		"                            (--listen unix:...; default 0660)\n"
 		"      --metrics tcp://HOST:PORT|PORT\n"
 		"                            serve Prometheus text on GET /metrics\n"
 		"                            (a bare PORT: 127.0.0.1)\n"
@@ -231,6 +235,8 @@ static const struct target_opt {
 	{ "window-timeout", required_argument, 0, NULL, "window_timeout" },
 	{ "ctl-socket", required_argument, 0, cfg_set_ctl_socket, NULL },
 	{ "ctl-socket-mode", required_argument, 0, cfg_set_ctl_socket_mode,
+	  NULL },
+	{ "unix-socket-mode", required_argument, 0, cfg_set_unix_socket_mode,
 	  NULL },
 	{ "metrics", required_argument, 0, cfg_set_metrics, NULL },
 	{ "host", required_argument, 0, cfg_add_host_arg, NULL },
@@ -387,6 +393,14 @@ static int open_listeners(struct target *t, struct listener *ls, int epfd)
 		if (ret) {
 			log_err("cannot listen on %s: %s", ls[i].url,
 				strerror(-ret));
+			return ret;
+		}
+		/* made owner-only by the transport; opened as configured */
+		if (!strcmp(u.scheme, "unix") &&
+		    chmod(u.host, t->cfg.unix_socket_mode)) {
+			ret = -errno;
+			log_err("%s: chmod %04o: %s", ls[i].url,
+				t->cfg.unix_socket_mode, strerror(errno));
 			return ret;
 		}
 		if (epoll_ctl(epfd, EPOLL_CTL_ADD, ops->listener_fd(ls[i].xl),

@@ -13,7 +13,9 @@
  *   headers over METRICS_MEM_LIMIT     431 (libmicrohttpd)
  *   malformed request                  400 (libmicrohttpd), then closed
  *
- * Limits: METRICS_MAX_CONNS connections at once; a connection must send a
+ * Limits: METRICS_MAX_CONNS connections at once (a newcomer beyond them
+ * cuts the connection that has waited longest for a request:
+ * make_room()); a connection must send a
  * whole request CTL_IO_TIMEOUT_S after it opens or after its previous
  * answer went out (a trickling client is cut by metrics_expire() on the
  * control thread), take its answer within CTL_IO_TIMEOUT_S, and is closed
@@ -38,6 +40,8 @@
 #include "../common/util.h"
 
 #define METRICS_MAX_CONNS 128
+/* a connection waiting for its request this long may be cut for a newcomer */
+#define METRICS_EVICT_GRACE_MS 1000
 #define METRICS_IDLE_S 60 /* keep-alive between scrapes */
 #define METRICS_MEM_LIMIT 4096 /* per connection: request headers over it get 431 */
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -47,6 +51,8 @@ struct mconn {
 	int fd;
 	/* cut at this now_ms() unless a request arrived; 0: answering */
 	uint64_t deadline;
+	bool cut; /* shut down; libmicrohttpd closes it soon */
+	bool busy; /* a request came; its answer has not gone out */
 	struct mconn *next, **pprev;
 };
 
@@ -55,6 +61,7 @@ struct metrics {
 	struct MHD_Daemon *d;
 	pthread_mutex_t lock; /* conns and their deadlines */
 	struct mconn *conns;
+	unsigned int nr_conns;
 };
 
 /* Prometheus label value: escape backslash, quote and newline. */
@@ -169,8 +176,9 @@ static struct mconn *conn_of(struct MHD_Connection *c)
 	return ci ? ci->socket_context : NULL;
 }
 
+/* busy: a request is being answered (not to be cut for a newcomer) */
 static void set_deadline(struct metrics *m, struct MHD_Connection *c,
-			 uint64_t deadline)
+			 uint64_t deadline, bool busy)
 {
 	struct mconn *mc = conn_of(c);
 
@@ -178,7 +186,45 @@ static void set_deadline(struct metrics *m, struct MHD_Connection *c,
 		return;
 	pthread_mutex_lock(&m->lock);
 	mc->deadline = deadline;
+	mc->busy = busy;
 	pthread_mutex_unlock(&m->lock);
+}
+
+/*
+ * Make room for newcomer, a connection past METRICS_MAX_CONNS: cut the
+ * one that has waited longest for its next request, if that is
+ * METRICS_EVICT_GRACE_MS or more (none: the newcomer stays, up to
+ * libmicrohttpd's own limit of twice as many). A crowd of silent
+ * clients that reconnect as soon as they are cut then cycles through
+ * the table instead of filling it, and a scrape, which sends its
+ * request at once, is served (at libmicrohttpd's limit it stops
+ * accepting: a scrape waited in the backlog behind them, 1-3 s with 200
+ * such clients). Under m->lock.
+ */
+static void make_room(struct metrics *m, struct mconn *newcomer)
+{
+	uint64_t now = now_ms();
+	struct mconn *v = NULL;
+
+	for (struct mconn *mc = m->conns; mc; mc = mc->next) {
+		uint64_t since;
+
+		if (mc == newcomer || mc->cut || mc->busy || !mc->deadline ||
+		    mc->fd < 0)
+			continue;
+		since = mc->deadline - CTL_IO_TIMEOUT_S * 1000u;
+		if (now < since + METRICS_EVICT_GRACE_MS)
+			continue;
+		if (!v || mc->deadline < v->deadline)
+			v = mc;
+	}
+	if (!v)
+		return;
+	log_ratelimited(LOG_WARN,
+			"metrics: %u connections; cutting the one that waited longest for a request",
+			m->nr_conns);
+	shutdown(v->fd, SHUT_RDWR);
+	v->cut = true;
 }
 
 /* libmicrohttpd's thread: a connection opened or closed (before its fd is). */
@@ -203,6 +249,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **ctx,
 			mc->next->pprev = &mc->next;
 		mc->pprev = &m->conns;
 		m->conns = mc;
+		if (++m->nr_conns > METRICS_MAX_CONNS)
+			make_room(m, mc);
 		pthread_mutex_unlock(&m->lock);
 		*ctx = mc;
 	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && mc) {
@@ -210,6 +258,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **ctx,
 		*mc->pprev = mc->next;
 		if (mc->next)
 			mc->next->pprev = mc->pprev;
+		m->nr_conns--;
 		pthread_mutex_unlock(&m->lock);
 		free(mc);
 		*ctx = NULL;
@@ -222,7 +271,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_ctx,
 {
 	(void)req_ctx;
 	(void)code;
-	set_deadline(cls, c, now_ms() + CTL_IO_TIMEOUT_S * 1000u);
+	set_deadline(cls, c, now_ms() + CTL_IO_TIMEOUT_S * 1000u, false);
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned int status,
@@ -269,13 +318,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	 */
 	if (!*req_ctx) {
 		*req_ctx = m;
+		set_deadline(m, c, now_ms() + CTL_IO_TIMEOUT_S * 1000u, true);
 		return MHD_YES;
 	}
 	if (*upload_len) { /* a body we do not want: drop it */
 		*upload_len = 0;
 		return MHD_YES;
 	}
-	set_deadline(m, c, now_ms() + CTL_IO_TIMEOUT_S * 1000u);
+	set_deadline(m, c, now_ms() + CTL_IO_TIMEOUT_S * 1000u, true);
 	f = open_memstream(&body, &len);
 	if (!f)
 		return MHD_NO;
@@ -377,7 +427,8 @@ int metrics_open(struct target *t, const char *url, struct metrics **out)
 		0, NULL, NULL, on_request, m,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, /* first: all its lines */
 		MHD_OPTION_LISTEN_SOCKET, fd,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)METRICS_MAX_CONNS,
+		/* past METRICS_MAX_CONNS make_room() cuts one: never reached */
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(2 * METRICS_MAX_CONNS),
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)METRICS_IDLE_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_MEM_LIMIT,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,

@@ -206,8 +206,9 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);
 void export_close(struct export *e);
 /*
- * May host (the HELLO's host name, possibly empty) see export e in a
- * discovery listing? The one place that decides it; any thread.
+ * May host (the HELLO's host name, possibly empty, never proven) see
+ * export e in a discovery listing? Only when e is open to any host. The
+ * one place that decides it; any thread.
  */
 bool export_visible_to(const struct export *e, const char *host);
 /*
@@ -399,6 +400,13 @@ struct tconn {
 	void *auth_buf; /* send buffer of AUTH_* messages, in msg_mem */
 	struct rblk_hello hello;
 	uint8_t auth_nonce[RBLK_AUTH_NONCE_LEN];
+	/*
+	 * A refusal kept from a stranger (login_hidden_refusal()): answered
+	 * AUTH_REQUIRED or AUTH_FAILED, or with this status once the host
+	 * authenticated; c->exp is NULL. 0: none.
+	 */
+	int hidden_st;
+	char hidden_why[256];
 
 	struct tconn *next; /* worker's list */
 	unsigned int push_inflight; /* push READ responses not completed */
@@ -415,7 +423,9 @@ struct tconn {
 	struct treq *slot_head, *slot_tail;
 	struct tconn *next_slot_conn;
 	bool slot_queued, slot_parked;
-	bool lim_pending, lim_session; /* counted by limits_admit/login */
+	struct lim_conn *adm; /* its admission (limits_admit()); owned */
+	uint64_t accepted_ms; /* when worker_accept() took it */
+	bool talked; /* TCONN_LOGIN: a first message came */
 	uint64_t last_rx_ms; /* worker->now_ms of the last message */
 	uint64_t closing_ms; /* when it became TCONN_CLOSING */
 };
@@ -504,6 +514,7 @@ struct worker {
 	pthread_mutex_t conns_lock;
 	atomic_bool stop;
 	atomic_bool check_removed; /* an export was removed: close its sessions */
+	atomic_bool check_evicted; /* limits evicted a pending connection */
 
 	const struct engine_ops *engine;
 	void *engine_priv;
@@ -607,6 +618,22 @@ bool login_vol_id(const struct export *e, uint8_t id[RBLK_VOL_ID_LEN]);
 bool login_auth_needed(const struct cfg_target *cfg, const struct export *e,
 		       const char *host);
 
+/*
+ * Before authentication a stranger is not told which exports exist
+ * (docs/PROTOCOL.md, "What a stranger learns"): a HELLO refused with st
+ * (e: the export found, or NULL) is answered like one for an export that
+ * needs authentication - AUTH_REQUIRED, or a challenge when it offers a
+ * secret, the real status only once the host has proven itself - when
+ * st is NO_EXPORT, ACCESS_DENIED (a closed export), or any refusal of an
+ * export that needs authentication (auth_needed: login_auth_needed()).
+ * Not when every export is open to any host (all_open): then there is
+ * nothing to hide, and a typo in a name is answered NO_EXPORT. Pure.
+ */
+bool login_hidden_refusal(int st, const struct export *e, bool all_open,
+			  bool auth_needed);
+/* Every export is open to any host without authentication (any thread). */
+bool exports_all_open(struct target *t);
+
 /* What auth_decide() settles for an AUTH_RESPONSE. */
 struct auth_plan {
 	struct rblk_auth_ctx ctx; /* what the MACs bind (for AUTH_RESULT) */
@@ -619,7 +646,8 @@ struct auth_plan {
  * Verify the AUTH_RESPONSE in buf (len bytes) to the challenge nonce sent
  * for hello on export e: decode, refuse a reflected or zero nonce, verify
  * the MAC with the host's secret (a dummy key for an unknown host, so the
- * work is the same), then e's allow list. RBLK_S_OK with a filled, or the
+ * work is the same), then e's allow list (e NULL: a hidden refusal, no
+ * list to check). RBLK_S_OK with a filled, or the
  * status to refuse with (a->why says why). Pure like login_decide(); the
  * caller sends AUTH_RESULT (MAC over a->ctx) and the LOGIN.
  */
@@ -629,16 +657,31 @@ int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 
 /*
  * Limits (target/limits.c; any thread). limits_admit(): may a connection
- * from peer (xp_peer_name()) be accepted? RBLK_S_OK (counted as pending)
- * or RBLK_S_BUSY. limits_login(): turn peer's pending connection into a
- * session, or RBLK_S_BUSY with why set. limits_release(): give back what
- * a connection held.
+ * from peer (xp_peer_name()) be accepted on worker w? Its admission
+ * (counted as pending), or NULL: refuse it BUSY. A full pending table
+ * evicts an older pending connection for it (the comment in limits.c
+ * says which): marked for its worker, which is told by
+ * worker_kick_evicted() and closes the ones limits_evicted() says.
+ * limits_talking(): c sent its first message. limits_login(): turn c's
+ * pending count into a session, or RBLK_S_BUSY with why set.
+ * limits_release(): give back what c held and free it (NULL: nothing).
+ * limits_pressure(): the pending table is three quarters full; pending
+ * connections get LOGIN_PRESSURE_MS, not the full login limit.
  */
-int limits_admit(const struct cfg_target *cfg, const char *peer);
-int limits_login(const struct cfg_target *cfg, const char *peer, char *why,
+struct lim_conn;
+struct lim_conn *limits_admit(const struct cfg_target *cfg, const char *peer,
+			      struct worker *w);
+void limits_talking(struct lim_conn *c);
+bool limits_evicted(const struct lim_conn *c);
+bool limits_pressure(void);
+uint64_t limits_evictions(void); /* since start */
+int limits_login(const struct cfg_target *cfg, struct lim_conn *c, char *why,
 		 size_t whylen);
-void limits_release(const char *peer, bool pending, bool session);
-/* The host part of a peer name ("tcp 192.0.2.1:41234" -> "192.0.2.1"). */
+void limits_release(const struct cfg_target *cfg, struct lim_conn *c);
+/* Any thread: tell w to close its evicted pending connections. */
+void worker_kick_evicted(struct worker *w);
+/* The host part of a peer name ("tcp 192.0.2.1:41234" -> "192.0.2.1",
+ * a unix peer -> "unix uid U"). */
 void limits_host_of(const char *peer, char *out, size_t len);
 
 int worker_start(struct worker *w, struct target *t, unsigned int index);

@@ -192,6 +192,7 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 	char priv[XP_PRIV_MAX], rej[RBLK_CM_REJ_SIZE];
 	struct xp_conn_attr attr;
 	size_t priv_len = sizeof(priv);
+	struct lim_conn *lim;
 	struct xp_conn *xc;
 	struct wgroup *wg;
 	struct tconn *c;
@@ -239,11 +240,12 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 		ret = 0; /* take the next one */
 		goto out_unlock;
 	}
-	if (limits_admit(&t->cfg, xp_peer_name(xc))) {
+	lim = limits_admit(&t->cfg, xp_peer_name(xc), w);
+	if (!lim) {
 		xp_reject(xc, rej, rblk_cm_rej_encode(rej, RBLK_S_BUSY));
 		goto out_unlock;
 	}
-	c = tconn_new(w, wg, xc, qd);
+	c = tconn_new(w, wg, xc, qd, lim);
 	if (c) {
 		pthread_mutex_lock(&w->conns_lock);
 		c->next = w->conns;
@@ -318,6 +320,40 @@ static void close_removed(struct worker *w)
 	}
 }
 
+/*
+ * Close the pending connections the limits evicted for newcomers (only
+ * marked there: they are ours). One line for all of them: a flood
+ * evicts thousands.
+ */
+static void close_evicted(struct worker *w)
+{
+	unsigned int n = 0;
+
+	for (struct tconn *c = w->conns; c; c = c->next) {
+		if (c->state != TCONN_LOGIN || !limits_evicted(c->adm))
+			continue;
+		log_debug("conn %llu (%s): evicted from the pending table",
+			  (unsigned long long)c->id, c->peer);
+		tconn_fail(c, NULL);
+		n++;
+	}
+	if (n)
+		log_ratelimited(LOG_INFO,
+				"worker %u: closed %u connections evicted from the pending table (%llu in all)",
+				w->index, n,
+				(unsigned long long)limits_evictions());
+}
+
+void worker_kick_evicted(struct worker *w)
+{
+	uint64_t one = 1;
+
+	atomic_store(&w->check_evicted, true);
+	if (write(w->mailbox_fd, &one, sizeof(one)) < 0)
+		log_ratelimited(LOG_WARN, "worker %u: write mailbox: %s",
+				w->index, strerror(errno));
+}
+
 static void read_mailbox(struct worker *w)
 {
 	uint64_t cnt;
@@ -327,6 +363,8 @@ static void read_mailbox(struct worker *w)
 			 strerror(errno));
 	if (atomic_exchange(&w->check_removed, false))
 		close_removed(w);
+	if (atomic_exchange(&w->check_evicted, false))
+		close_evicted(w);
 }
 
 /*
@@ -340,9 +378,10 @@ static void reap_closed(struct worker *w, bool check_login_timeouts)
 
 	worker_flush_sends(w); /* nothing freed stays on the flush list */
 	while ((c = *pp)) {
-		if (check_login_timeouts && c->state == TCONN_LOGIN &&
-		    now > c->login_deadline_ms)
-			tconn_fail(c, "no login within 10 s");
+		if (check_login_timeouts && tconn_login_expired(c, now))
+			tconn_fail(c, limits_pressure()
+					  ? "no login within 2 s (pending table under pressure)"
+					  : "no login within 10 s");
 		if (check_login_timeouts && idle_too_long(w, c, now)) {
 			char why[64];
 

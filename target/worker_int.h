@@ -11,6 +11,8 @@
 #include "target.h"
 
 #define LOGIN_TIMEOUT_MS 10000
+/* the login limit while the pending table is under pressure (limits.c) */
+#define LOGIN_PRESSURE_MS 2000
 #define RESP_BUF_SIZE 64 /* per tag; RESP and GRANT are 32 bytes */
 /* The last send buffer: AUTH_CHALLENGE, then AUTH_RESULT (sent right
  * before LOGIN, so it cannot share LOGIN's buffer). */
@@ -47,10 +49,12 @@ void tconn_destroy(struct worker *w, struct tconn *c);
 /*
  * Main thread, under w->turn_lock: set up xc (requested in wg's group)
  * for queue depth qd and accept it. NULL after rejecting xc. Takes over
- * the pending count limits_admit() took for it (released on failure).
+ * lim, its admission (released on failure).
  */
 struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
-			struct xp_conn *xc, uint16_t qd);
+			struct xp_conn *xc, uint16_t qd, struct lim_conn *lim);
+/* c is in TCONN_LOGIN past its login limit (the pressure one included). */
+bool tconn_login_expired(const struct tconn *c, uint64_t now);
 /* One completion of c (RECV or send side). */
 void tconn_handle_wc(struct worker *w, struct tconn *c,
 		     const struct xp_wc *wc);

@@ -34,13 +34,25 @@ void tcp_format_addr(int sock, const struct sockaddr_storage *ss, char *buf,
 		inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
 		snprintf(buf, size, "tcp [%s]:%u", host,
 			 ntohs(sin6->sin6_port));
-	} else if (ss->ss_family == AF_UNIX && sun->sun_path[0]) {
-		snprintf(buf, size, "unix %.*s", (int)sizeof(sun->sun_path),
-			 sun->sun_path);
-	} else if (ss->ss_family == AF_UNIX &&
-		   getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0) {
-		snprintf(buf, size, "unix pid %d uid %u", (int)cr.pid,
-			 (unsigned int)cr.uid);
+	} else if (ss->ss_family == AF_UNIX) {
+		/*
+		 * The credentials first: the target's limits count unix
+		 * peers by uid. A bind path is the client's to choose (a
+		 * newline, an escape sequence): sanitized, and last.
+		 */
+		char path[4 * sizeof(sun->sun_path) + 1] = "";
+		int n = 0;
+
+		if (sun->sun_path[0])
+			str_sanitize(path, sizeof(path), sun->sun_path,
+				     sizeof(sun->sun_path));
+		if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+			n = snprintf(buf, size, "unix pid %d uid %u",
+				     (int)cr.pid, (unsigned int)cr.uid);
+		else
+			n = snprintf(buf, size, "unix ?");
+		if (path[0] && n > 0 && (size_t)n < size)
+			snprintf(buf + n, size - (size_t)n, " path %s", path);
 	} else {
 		snprintf(buf, size, "%s ?",
 			 ss->ss_family == AF_UNIX ? "unix" : "tcp");
@@ -321,12 +333,24 @@ out_close_socket:
 	return -err;
 }
 
+/* A unix listening socket whose file only its owner may connect to. */
+static int tcp_listen_owner_only(const struct sockaddr_un *sun, socklen_t sl)
+{
+	mode_t old = umask(0177);
+	int fd = tcp_listen_one(AF_UNIX, (const struct sockaddr *)sun, sl,
+				false);
+
+	umask(old);
+	return fd;
+}
+
 /*
  * Listen on the unix socket path. A socket file left by a process that
  * is gone (connect() refused) is replaced; one that a live process
- * serves is not. The file is made with the process's umask: a root
- * target's socket takes connections from root only unless the operator
- * opens it (chmod/chgrp, or a systemd socket directory).
+ * serves is not. The file is made owner-only (umask 0177 around the
+ * bind, so there is no moment with the process's own umask, which might
+ * let anyone in); the caller gives it the mode it is configured with
+ * (rblk-target: unix_socket_mode, default 0660).
  */
 static int tcp_listen_unix(const char *path)
 {
@@ -337,7 +361,7 @@ static int tcp_listen_unix(const char *path)
 
 	if (!tcp_unix_addr(path, &sun, &sl))
 		return -ENAMETOOLONG;
-	fd = tcp_listen_one(AF_UNIX, (struct sockaddr *)&sun, sl, false);
+	fd = tcp_listen_owner_only(&sun, sl);
 	if (fd != -EADDRINUSE)
 		return fd;
 	/* never remove what is not a socket (a mistyped volume path) */
@@ -359,7 +383,7 @@ static int tcp_listen_unix(const char *path)
 	log_info("tcp: replacing stale unix socket %s", path);
 	if (unlink(path) < 0 && errno != ENOENT)
 		return -errno;
-	return tcp_listen_one(AF_UNIX, (struct sockaddr *)&sun, sl, false);
+	return tcp_listen_owner_only(&sun, sl);
 }
 
 static int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)

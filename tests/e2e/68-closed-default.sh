@@ -3,8 +3,10 @@
 # refuses every host unless it says allow=any or the target says
 # --allow-any-host / allow_any_host = yes, and each open export is logged
 # with a warning at start.
-#   - no list, no opt-in: login refused with ACCESS_DENIED ("not allowed"),
-#     invisible to discovery, also for a host with a secret
+#   - no list, no opt-in: login refused, invisible to discovery, also for
+#     a host with a secret: ACCESS_DENIED ("not allowed") once the host
+#     has authenticated; before that AUTH_REQUIRED, as for any export a
+#     stranger may not use (issue 25: a stranger is not told which exist)
 #   - allow=any: served (a client verifies data on it throughout)
 #   - ctl set-hosts --open opens a closed export; ctl add-export without
 #     --allow adds a closed one
@@ -33,7 +35,7 @@ grep -q "export closed: no allow list: every host is refused" "$RBLK_TARGET_LOG"
 	fail "no notice that 'closed' refuses every host"
 
 # ---- refused, with a clear initiator error --------------------------------
-expect_refusal 20 1 "host 'h1' is not allowed to use export 'closed'" \
+expect_refusal 20 1 "target requires authentication for host 'h1'" \
 	"$RBLK_BIN" info --host-name h1 "$url/closed"
 expect_refusal 20 1 "host 'alpha' is not allowed to use export 'closed'" \
 	"$RBLK_BIN" info --host-name alpha --key-file "$TEST_DIR/alpha.key" "$url/closed"
@@ -50,7 +52,7 @@ tmo 10 "${ctl[@]}" set-hosts closed --open >/dev/null
 [ "$(tmo 20 "$RBLK_BIN" info -o json --host-name h1 "$url/closed" | jq .size)" = 8388608 ] ||
 	fail "'closed' not served after set-hosts --open"
 tmo 10 "${ctl[@]}" add-export later ram:4M >/dev/null
-expect_refusal 20 1 "host 'h1' is not allowed to use export 'later'" \
+expect_refusal 20 1 "target requires authentication for host 'h1'" \
 	"$RBLK_BIN" info --host-name h1 "$url/later"
 tmo 10 "${ctl[@]}" add-export later2 ram:4M --allow any >/dev/null
 tmo 20 "$RBLK_BIN" info --host-name h1 "$url/later2" >/dev/null ||

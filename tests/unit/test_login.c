@@ -384,6 +384,28 @@ static void test_auth_refused(void **state)
 	assert_int_not_equal(auth(&c, &exp_list, &a), RBLK_S_OK);
 }
 
+/*
+ * What a stranger is told (login_hidden_refusal()): NO_EXPORT, a closed
+ * export's ACCESS_DENIED and any refusal of an export that needs
+ * authentication look like AUTH_REQUIRED, unless every export is open.
+ */
+static void test_hidden_refusal(void **state)
+{
+	(void)state;
+	assert_true(login_hidden_refusal(RBLK_S_NO_EXPORT, NULL, false, false));
+	assert_true(login_hidden_refusal(RBLK_S_ACCESS_DENIED, &exp_closed,
+					 false, false));
+	assert_true(login_hidden_refusal(RBLK_S_INVALID, &exp_list, false,
+					 true));
+	/* every export open: a typo is NO_EXPORT */
+	assert_false(login_hidden_refusal(RBLK_S_NO_EXPORT, NULL, true, false));
+	/* an open export has nothing to hide; a malformed HELLO neither */
+	assert_false(login_hidden_refusal(RBLK_S_INVALID, &exp_open, false,
+					  false));
+	assert_false(login_hidden_refusal(RBLK_S_INVALID, NULL, false, false));
+	assert_false(login_hidden_refusal(RBLK_S_OK, &exp_list, false, true));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -391,6 +413,7 @@ int main(void)
 		cmocka_unit_test_setup(test_read_only_request, setup),
 		cmocka_unit_test_setup(test_refusals, setup),
 		cmocka_unit_test_setup(test_discover, setup),
+		cmocka_unit_test_setup(test_hidden_refusal, setup),
 		cmocka_unit_test_setup(test_vol_id, setup),
 		cmocka_unit_test_setup(test_auth_needed, setup),
 		cmocka_unit_test_setup(test_auth_ok, setup),

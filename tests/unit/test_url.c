@@ -289,6 +289,29 @@ static void test_parse_size(void **state)
 
 /* ---- parse_uint ---------------------------------------------------------- */
 
+/* str_sanitize(): peer-supplied names before a log line or a listing */
+static void test_str_sanitize(void **state)
+{
+	char out[64], again[64], tiny[5];
+	const char nl[] = "/tmp/x\nFAKE: admin\x1b[2J\xff";
+
+	(void)state;
+	str_sanitize(out, sizeof(out), nl, sizeof(nl));
+	assert_string_equal(out, "/tmp/x\\x0aFAKE: admin\\x1b[2J\\xff");
+	assert_null(strchr(out, '\n'));
+	/* idempotent: a second pass changes nothing */
+	str_sanitize(again, sizeof(again), out, sizeof(out));
+	assert_string_equal(again, out);
+	/* srclen bounds an unterminated source (a sun_path) */
+	str_sanitize(out, sizeof(out), "abcdef", 3);
+	assert_string_equal(out, "abc");
+	/* cut on a whole character, never half an escape */
+	str_sanitize(tiny, sizeof(tiny), "a\nb", 3);
+	assert_string_equal(tiny, "a");
+	str_sanitize(tiny, sizeof(tiny), "abcdefgh", 8);
+	assert_string_equal(tiny, "abcd");
+}
+
 static void test_parse_uint(void **state)
 {
 	unsigned long v;
@@ -376,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_url_unix),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_parse_uint),
+		cmocka_unit_test(test_str_sanitize),
 		cmocka_unit_test(test_parse_seconds_ms),
 	};
 
