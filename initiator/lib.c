@@ -74,10 +74,10 @@ void rblk_opts_init(struct rblk_opts *o)
 static void queue_destroy(struct rblk_queue *q)
 {
 	lib_queue_drop_conn(q);
-	xp_group_destroy(q->g); /* deregisters the bounce and user regions */
+	lib_bounce_destroy(q);
+	xp_group_destroy(q->g); /* deregisters the user regions */
 	if (q->timer_fd >= 0)
 		close(q->timer_fd);
-	free(q->bounce);
 	free(q->reqs);
 	free(q->ios);
 	free(q->done);

@@ -227,6 +227,17 @@ const char *rblk_path_url(const struct rblk *r, unsigned int i);
 unsigned int rblk_path_active(const struct rblk *r);
 struct rblk_queue *rblk_get_queue(struct rblk *r, unsigned int index);
 
+/*
+ * Bytes of memory the handle has registered (pinned where the transport
+ * pins: rdma): every queue's message buffers, the buffers given to
+ * rblk_register_buffer(), and the bounce buffers the library holds for
+ * I/O from unregistered buffers (none until such I/O comes; the process's
+ * bounce memory, all handles together, is capped by the environment
+ * variable RBLK_BOUNCE_LIMIT, default 32 MiB, and I/O over the cap waits).
+ * A snapshot: call it where no other thread registers buffers on r.
+ */
+size_t rblk_pinned_bytes(const struct rblk *r);
+
 /* Human-readable reason for the last failure on this thread. */
 const char *rblk_last_error(void);
 
