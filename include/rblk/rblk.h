@@ -282,8 +282,8 @@ struct rblk_completion {
 /*
  * Register [addr, addr+len) with the queue (its poll group) so I/O on
  * buffers inside it moves by RDMA directly to or from it (zero copy). I/O
- * on other buffers goes through the queue's own registered bounce slots
- * (one copy). Register once at setup; it costs one memory registration,
+ * on other buffers goes through bounce buffers the library registers
+ * when they are first needed (one copy; see rblk_pinned_bytes()). Register once at setup; it costs one memory registration,
  * which stays valid across reconnects (also while one is in progress).
  */
 int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len);
