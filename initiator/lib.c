@@ -78,10 +78,10 @@ static void queue_destroy(struct rblk_queue *q)
 	lib_queue_drop_conn(q);
 	for (unsigned int t = 0; q->reqs && t < q->qd; t++)
 		xp_dealloc_mw(q->reqs[t].mw);
-	xp_group_destroy(q->g); /* deregisters the bounce and user regions */
+	lib_bounce_destroy(q);
+	xp_group_destroy(q->g); /* deregisters the user regions */
 	if (q->timer_fd >= 0)
 		close(q->timer_fd);
-	free(q->bounce);
 	free(q->reqs);
 	free(q->ios);
 	free(q->done);

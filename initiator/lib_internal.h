@@ -6,6 +6,7 @@
 #ifndef RBLK_INITIATOR_LIB_INTERNAL_H
 #define RBLK_INITIATOR_LIB_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Set this thread's rblk_last_error() text; returns err. */
@@ -42,5 +43,40 @@ int lib_connect(const struct xp_ops *ops, struct xp_group *g,
  * is idle while it connects) or it spins until deadline.
  */
 int lib_wait_wc(struct xp_conn *xc, struct xp_wc *wc, uint64_t deadline);
+
+/* ---- lib_bounce.c: bounce buffers for unregistered user buffers --------- */
+
+struct rblk_queue;
+struct ireq;
+struct xp_mr;
+
+/* XP_WC_FD_READY cookie of a queue's bounce eventfd (the timer's is 0) */
+#define BOUNCE_COOKIE 1
+
+/*
+ * Before a READ/WRITE part of len bytes whose buffer is not registered
+ * takes a tag: reserve a registered buffer (access: the region's XP_ACCESS_*).
+ * 0; -EAGAIN: over the process's cap, the part waits (pending) and the
+ * queue's group fd wakes when memory frees; another -errno (error set):
+ * the registration failed with nothing in use that could free, fail it.
+ */
+int lib_bounce_reserve(struct rblk_queue *q, uint32_t len, int access);
+/* Give the reserved buffer to rq's tag (right after the reserve). */
+void lib_bounce_attach(struct rblk_queue *q, struct ireq *rq);
+/* rq's part is over: its buffer (if any) goes back. */
+void lib_bounce_release(struct rblk_queue *q, struct ireq *rq);
+/* rq's buffer and its region, or NULL when it has none. */
+char *lib_bounce_buf(const struct rblk_queue *q, const struct ireq *rq);
+struct xp_mr *lib_bounce_mr(const struct rblk_queue *q, const struct ireq *rq);
+/* The bounce eventfd was readable (BOUNCE_COOKIE): clear it. */
+void lib_bounce_wake(struct rblk_queue *q);
+/* At close, before the group goes: free q's buffers. */
+void lib_bounce_destroy(struct rblk_queue *q);
+/*
+ * A registration of len bytes (for what) failed with err: set the error,
+ * naming RLIMIT_MEMLOCK and the bytes needed when the limit is the likely
+ * cause. Returns err.
+ */
+int lib_pin_error(int err, size_t len, const char *what);
 
 #endif

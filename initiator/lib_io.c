@@ -3,7 +3,7 @@
  * librblk's data path: user buffer registrations, rblk_submit() and the
  * synchronous calls on it, splitting an I/O into parts, issuing them,
  * their completions, the pending backlog, rblk_poll(); and, once per
- * queue, its tags, I/Os and bounce slots, and the reissue of kept parts
+ * queue, its tags and I/Os, and the reissue of kept parts
  * after a reconnect (lib_queue_attach()). Sessions are opened in lib.c,
  * queues log in in lib_login.c, the structures are in lib_queue.h.
  *
@@ -193,8 +193,7 @@ int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
 	/* on the group: valid on every connection of the queue, reconnecting too */
 	ret = xp_group_reg_mr(q->g, addr, len, mr_access(q), &mr);
 	if (ret)
-		return set_error(ret, "register: memory registration failed: %s",
-				 strerror(-ret));
+		return lib_pin_error(ret, len, "rblk_register_buffer");
 	for (i = q->nr_umrs; i > 0 && q->umrs[i - 1].addr > (char *)addr; i--)
 		q->umrs[i] = q->umrs[i - 1];
 	q->umrs[i] = (struct user_mr){ .addr = addr, .len = len, .mr = mr };
@@ -249,8 +248,8 @@ static void part_end(struct rblk_queue *q, struct ireq *rq, int res,
 	struct io *io = rq->io;
 
 	if (res == 0 && rq->op == RBLK_OP_READ && !rq->mr)
-		memcpy(rq->buf, (char *)q->bounce + (size_t)rq->tag * q->max_io,
-		       rq->len);
+		memcpy(rq->buf, lib_bounce_buf(q, rq), rq->len);
+	lib_bounce_release(q, rq);
 	if (res && !io->result)
 		io->result = res;
 	if (!res)
@@ -392,7 +391,7 @@ static void return_held(struct rblk_queue *q)
  */
 static int post_data(struct rblk_queue *q, struct ireq *rq)
 {
-	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+	char *slot_local = lib_bounce_buf(q, rq);
 
 	switch (rq->state) {
 	case IREQ_NEED_READ:
@@ -401,7 +400,7 @@ static int post_data(struct rblk_queue *q, struct ireq *rq)
 		qp_add_rdma(&q->qp, XP_WR_RDMA_READ,
 			    qp_wrid(WRID_READ, 1, rq->tag), XP_SEND_SIGNALED,
 			    rq->mr ? rq->buf : slot_local, rq->len,
-			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+			    rq->mr ? rq->mr : lib_bounce_mr(q, rq), rq->raddr,
 			    rq->rkey);
 		rq->state = IREQ_READ;
 		break;
@@ -418,7 +417,7 @@ static int post_data(struct rblk_queue *q, struct ireq *rq)
 			memcpy(slot_local, rq->buf, rq->len);
 		qp_add_rdma(&q->qp, XP_WR_RDMA_WRITE, 0, 0,
 			    rq->mr ? rq->buf : slot_local, rq->len,
-			    rq->mr ? rq->mr : q->bounce_mr, rq->raddr,
+			    rq->mr ? rq->mr : lib_bounce_mr(q, rq), rq->raddr,
 			    rq->rkey);
 		add_done(q, rq);
 		q->qp.batch[q->qp.nr_batch - 1].wr_id =
@@ -463,11 +462,11 @@ static bool direct_io(const struct rblk_queue *q, const struct io *io)
  */
 static void post_direct(struct rblk_queue *q, struct ireq *rq)
 {
-	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+	char *slot_local = lib_bounce_buf(q, rq);
 	enum xp_wr_opcode op = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
 							XP_WR_RDMA_WRITE;
 	void *local = rq->mr ? rq->buf : slot_local;
-	struct xp_mr *mr = rq->mr ? rq->mr : q->bounce_mr;
+	struct xp_mr *mr = rq->mr ? rq->mr : lib_bounce_mr(q, rq);
 	uint64_t raddr = q->vol_addr + rq->offset;
 
 	if (rq->op == RBLK_OP_WRITE && !rq->mr)
@@ -493,22 +492,54 @@ static void post_direct(struct rblk_queue *q, struct ireq *rq)
 }
 
 /*
- * Issue the next part of io by direct access, tracked by a free tag (its
- * bounce slot stands in for an unregistered user buffer). -EAGAIN: no tag
- * or credits. 0 even if posting lost the connection (see issue_part()).
+ * The buffer of io's next READ/WRITE part of len bytes: its registration
+ * in *mr, or (NULL) a bounce buffer reserved for it (lib_bounce.c), which
+ * the caller attaches to the part's tag. 0; -EAGAIN: no bounce memory
+ * now, the part waits; PART_FAILED: none can be had, io fails with the
+ * error (set in io->result, the rest of io abandoned).
+ */
+#define PART_FAILED (-ENOBUFS)
+static int part_buffer(struct rblk_queue *q, struct io *io, uint32_t len,
+		       struct xp_mr **mr)
+{
+	int ret;
+
+	*mr = umr_find(q, io->buf, len);
+	if (*mr)
+		return 0;
+	ret = lib_bounce_reserve(q, len, mr_access(q));
+	if (ret == 0 || ret == -EAGAIN)
+		return ret;
+	log_err("queue %u: %s", q->index, rblk_last_error());
+	if (!io->result)
+		io->result = ret;
+	io->next_off = io->end;
+	return PART_FAILED;
+}
+
+/*
+ * Issue the next part of io by direct access, tracked by a free tag (a
+ * bounce buffer stands in for an unregistered user buffer). -EAGAIN: no
+ * tag, credits or bounce memory; PART_FAILED (part_buffer()). 0 even if
+ * posting lost the connection (see issue_part()).
  */
 static int issue_direct_part(struct rblk_queue *q, struct io *io)
 {
+	struct xp_mr *mr;
 	struct ireq *rq;
 	uint32_t len;
+	int ret;
 
 	/* a tag holding a window: its READ_DONE first, no command follows */
 	if (!q->free_tags && q->held_tags)
 		return_held(q);
 	if (!q->free_tags || q->qp.sq_free < 2)
 		return -EAGAIN;
-	rq = FREELIST_POP(q->free_tags, next);
 	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)q->max_io);
+	ret = part_buffer(q, io, len, &mr);
+	if (ret)
+		return ret;
+	rq = FREELIST_POP(q->free_tags, next);
 	rq->io = io;
 	rq->op = io->op;
 	rq->offset = io->next_off;
@@ -520,7 +551,9 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 	rq->direct_fua = io->op == RBLK_OP_WRITE && (io->flags & RBLK_IO_FUA) &&
 			 io->next_off + len >= io->end;
 	rq->buf = io->buf;
-	rq->mr = umr_find(q, rq->buf, len);
+	rq->mr = mr;
+	if (!mr)
+		lib_bounce_attach(q, rq);
 	io->parts_inflight++;
 	io->next_off += len;
 	io->buf += len;
@@ -540,7 +573,7 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
 static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_cmd cmd = { 0 };
-	char *slot_local = (char *)q->bounce + (size_t)rq->tag * q->max_io;
+	char *slot_local = lib_bounce_buf(q, rq);
 	unsigned int credits = 1;
 
 	cmd.tag = rq->tag;
@@ -556,7 +589,7 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 	}
 	if (rq->op == RBLK_OP_READ && push_reads(q)) {
 		void *dst = rq->mr ? rq->buf : slot_local;
-		struct xp_mr *mr = rq->mr ? rq->mr : q->bounce_mr;
+		struct xp_mr *mr = rq->mr ? rq->mr : lib_bounce_mr(q, rq);
 
 		cmd.flags |= RBLK_CMD_F_PUSH;
 		cmd.addr = (uint64_t)(uintptr_t)dst;
@@ -577,28 +610,37 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 /* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
 static int issue_part(struct rblk_queue *q, struct io *io)
 {
+	struct xp_mr *mr = NULL;
 	struct ireq *rq;
 	uint32_t split, len;
+	int ret;
 
 	if (direct_io(q, io))
 		return issue_direct_part(q, io);
 	if ((!q->free_tags && !q->held_tags) || q->qp.sq_free < 2)
 		return -EAGAIN;
-	rq = lib_tag_get(q);
-	rq->direct = rq->direct_fua = false;
-	rq->failures = 0;
-	rq->timed_out = false;
 	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
 			q->max_io :
 			NODATA_SPLIT;
 	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)split);
+	if (io->buf) {
+		ret = part_buffer(q, io, len, &mr);
+		if (ret)
+			return ret;
+	}
+	rq = lib_tag_get(q);
+	rq->direct = rq->direct_fua = false;
+	rq->failures = 0;
+	rq->timed_out = false;
 	rq->io = io;
 	rq->op = io->op;
 	rq->offset = io->op == RBLK_OP_FLUSH ? 0 : io->next_off;
 	rq->len = io->op == RBLK_OP_FLUSH ? 0 : len;
 	rq->cmd_flags = (io->flags & RBLK_IO_FUA) ? RBLK_CMD_F_FUA : 0;
 	rq->buf = io->buf; /* advanced past earlier parts */
-	rq->mr = io->buf ? umr_find(q, rq->buf, rq->len) : NULL;
+	rq->mr = mr;
+	if (io->buf && !mr)
+		lib_bounce_attach(q, rq);
 	io->parts_inflight++;
 	io->next_off += rq->len;
 	if (io->op == RBLK_OP_FLUSH)
@@ -622,8 +664,14 @@ static void pump_pending(struct rblk_queue *q)
 
 	while ((io = q->pend_head) && !q->dead && !q->draining) {
 		ret = issue_part(q, io);
+		if (ret == PART_FAILED) {
+			(void)FIFO_POP(q->pend_head, q->pend_tail, next);
+			if (!io->parts_inflight) /* else its last part ends it */
+				lib_io_complete(q, io);
+			continue;
+		}
 		if (ret)
-			return; /* -EAGAIN: wait for completions */
+			return; /* -EAGAIN: wait for completions (or memory) */
 		if (io->next_off >= io->end)
 			(void)FIFO_POP(q->pend_head, q->pend_tail, next);
 	}
@@ -760,7 +808,10 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 	uint32_t tag = qp_wrid_val(wc->wr_id);
 
 	if (wc->opcode == XP_WC_FD_READY) {
-		lib_timer_drain(q); /* the tick runs once lib_timer_due() sees it */
+		if (wc->wr_id == BOUNCE_COOKIE)
+			lib_bounce_wake(q); /* progress() pumps the waiting parts */
+		else
+			lib_timer_drain(q); /* the tick runs once lib_timer_due() sees it */
 		return;
 	}
 	if (q->dead) /* the rest of a batch reaped from a lost connection */
@@ -1121,15 +1172,14 @@ int lib_queue_attach(struct rblk_queue *q)
 	return 0;
 }
 
-/* Once per queue, after its first login: tags, I/Os, bounce slots. */
+/*
+ * Once per queue, after its first login: tags and I/Os. Bounce buffers
+ * come when a part first needs one (lib_bounce.c).
+ */
 int lib_queue_setup(struct rblk_queue *q)
 {
 	int ret;
 
-	if (posix_memalign(&q->bounce, 4096, (size_t)q->qd * q->max_io)) {
-		q->bounce = NULL;
-		return set_error(-ENOMEM, "out of memory for bounce buffers");
-	}
 	q->nr_ios = q->r->opts.max_queued ?
 			    MAX(q->r->opts.max_queued, (unsigned int)q->qd) :
 			    RBLK_DEFAULT_QUEUED_FACTOR * q->qd;
@@ -1153,10 +1203,5 @@ int lib_queue_setup(struct rblk_queue *q)
 			return set_error(ret, "allocating a memory window: %s",
 					 strerror(-ret));
 	}
-	ret = xp_group_reg_mr(q->g, q->bounce, (size_t)q->qd * q->max_io,
-			      mr_access(q), &q->bounce_mr);
-	if (ret)
-		return set_error(ret, "registering bounce buffers: %s",
-				 strerror(-ret));
 	return lib_queue_attach(q);
 }

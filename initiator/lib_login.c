@@ -232,6 +232,7 @@ static int queue_dial(struct rblk *r, struct rblk_queue *q,
 {
 	struct xp_conn_attr attr;
 	uint16_t qd = (uint16_t)o->queue_depth;
+	size_t send_len;
 	int ret;
 
 	attr.max_recv_wr = qd + 2u;
@@ -244,12 +245,14 @@ static int queue_dial(struct rblk *r, struct rblk_queue *q,
 	q->cmd_bufs = qd;
 	q->cmd_size = ALIGN_UP(CMD_BUF_SIZE + ask, 64u);
 	q->inline_max = 0;
-	ret = qp_init(&q->qp, q->xc, &attr, 0,
-		      (size_t)qd * q->cmd_size + RBLK_MSG_MAX +
-			      (size_t)qd * RBLK_DONE_SIZE);
-	if (ret)
-		return set_error(ret, "setting up message buffers: %s",
-				 strerror(-ret));
+	send_len = (size_t)qd * q->cmd_size + RBLK_MSG_MAX +
+		   (size_t)qd * RBLK_DONE_SIZE;
+	ret = qp_init(&q->qp, q->xc, &attr, 0, send_len);
+	if (ret) /* registering them is what RLIMIT_MEMLOCK refuses */
+		return lib_pin_error(ret,
+				     send_len + (size_t)attr.max_recv_wr *
+							QP_RECV_SIZE,
+				     "message buffers");
 	return 0;
 }
 

@@ -131,8 +131,7 @@ struct rblk_queue {
 	uint32_t cmd_size;
 	uint32_t inline_max; /* in-capsule WRITE bytes granted (LOGIN) */
 
-	void *bounce; /* qd * max_io */
-	struct xp_mr *bounce_mr;
+	struct lib_bounce *bounce; /* lazy bounce buffers (lib_bounce.c) */
 
 	struct ireq *reqs;
 	struct ireq *free_tags;

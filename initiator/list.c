@@ -19,22 +19,51 @@ static void list_usage(FILE *f)
 	    f,
 	    "Usage: rblk list [-o text|json|url|vol_id] [DEV] [--help]\n"
 	    "Show the devices made by 'rblk map': device, front end, queues, depth,\n"
-	    "state, daemon pid and volume URL. States: starting, running, stopping,\n"
-	    "and dead: the daemon died and left the device, whose I/O fails (nbd) or\n"
-	    "waits (ublk) until 'rblk unmap DEV' (or, ublk, 'rblk map --recover N').\n"
+	    "state, daemon pid, the memory the daemon pins (VmPin) and volume URL.\n"
+	    "States: starting, running, stopping, and dead: the daemon died and left\n"
+	    "the device, whose I/O fails (nbd) or waits (ublk) until 'rblk unmap DEV'\n"
+	    "(or, ublk, 'rblk map --recover N').\n"
 	    "Records of dead daemons whose device is gone are removed. With DEV\n"
 	    "(/dev/ublkb0 or ublkb0), only that device's mapping; exit 1 if none.\n\n"
 	    "  -o, --output FORMAT  text (default; nothing when there are no mappings),\n"
 	    "                       json: {\"mappings\": [{\"dev\", \"dev_id\",\n"
 	    "                       \"frontend\", \"url\", \"vol_id\", \"queues\",\n"
 	    "                       \"depth\", \"state\", \"pid\", \"error\",\n"
-	    "                       \"timeouts\", \"io_failed\"}, ...]};\n"
+	    "                       \"timeouts\", \"io_failed\",\n"
+	    "                       \"pinned_bytes\" (while the daemon lives)}, ...]};\n"
 	    "                       with --path also \"paths\" (URLs, the first\n"
 	    "                       preferred) and \"active\" (index in use);\n"
 	    "                       url: each mapping's volume URL on a line, or\n"
 	    "                       vol_id: each one's volume id (UUID; \"-\" until\n"
 	    "                       connected)\n"
 	    "  -h, --help           show this help\n");
+}
+
+/*
+ * What the mapping's daemon pins (its VmPin: the front end's registered
+ * buffers, librblk's message and bounce buffers), in bytes; -1 when the
+ * daemon is gone or its status unreadable.
+ */
+static long long daemon_pinned(const struct map_record *r)
+{
+	unsigned long long kb;
+	char path[64], line[128];
+	long long ret = -1;
+	FILE *f;
+
+	if (!r->alive || r->pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)r->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmPin: %llu kB", &kb) == 1) {
+			ret = (long long)(kb << 10);
+			break;
+		}
+	fclose(f);
+	return ret;
 }
 
 static void list_json(const struct map_record *recs, int n)
@@ -48,6 +77,9 @@ static void list_json(const struct map_record *recs, int n)
 		/* the daemon's own bookkeeping: not part of the listing */
 		json_object_object_del(x, "start");
 		json_object_object_del(x, "log");
+		if (daemon_pinned(&recs[i]) >= 0)
+			rjson_add_u64(x, "pinned_bytes",
+				      (uint64_t)daemon_pinned(&recs[i]));
 		json_object_array_add(list, x);
 	}
 	rjson_add(o, "mappings", list);
@@ -58,21 +90,26 @@ static void list_text(const struct map_record *recs, int n)
 {
 	if (!n)
 		return;
-	printf("%-14s %-8s %6s %5s %-9s %7s  %s\n", "DEVICE", "FRONTEND",
-	       "QUEUES", "DEPTH", "STATE", "PID", "URL");
+	printf("%-14s %-8s %6s %5s %-9s %7s %7s  %s\n", "DEVICE", "FRONTEND",
+	       "QUEUES", "DEPTH", "STATE", "PID", "PINNED", "URL");
 	for (int i = 0; i < n; i++) {
 		const struct map_record *r = &recs[i];
+		long long pin = daemon_pinned(r);
+		char pinned[32] = "-";
 
-		printf("%-14s %-8s %6u %5u %-9s %7d  %s\n",
+		if (pin >= 0)
+			snprintf(pinned, sizeof(pinned), "%.1fM",
+				 (double)pin / (1 << 20));
+		printf("%-14s %-8s %6u %5u %-9s %7d %7s  %s\n",
 		       r->dev[0] ? r->dev : "-", r->frontend, r->queues,
-		       r->depth, r->state, (int)r->pid, r->url);
+		       r->depth, r->state, (int)r->pid, pinned, r->url);
 		/* commands the target left unanswered (--io-timeout) */
 		if (r->timeouts || r->io_failed)
-			printf("%55s %llu command timeouts, %llu commands failed\n",
+			printf("%63s %llu command timeouts, %llu commands failed\n",
 			       "", r->timeouts, r->io_failed);
 		/* multipath: one line per path, the one in use marked */
 		for (unsigned int p = 0; p < r->nr_paths; p++)
-			printf("%55s path %u: %s%s\n", "", p, r->paths[p],
+			printf("%63s path %u: %s%s\n", "", p, r->paths[p],
 			       p == r->active ? " (active)" : "");
 	}
 }

@@ -58,6 +58,15 @@ struct map_opts {
 	unsigned int poll_spin_us;
 };
 
+/*
+ * The largest request a mapped device (ublk, kernel NBD) passes to us: the
+ * size of each tag's registered buffer. depth x this is what a queue pins
+ * (64 x 128 KiB = 8 MiB; `rblk map --queues 4` about 33 MiB in all, where
+ * depth x max_io was 64 MiB a queue). The kernel splits larger bios; at
+ * 128 KiB a request already streams at the link's rate.
+ */
+#define MAP_MAX_REQUEST (128u << 10)
+
 /* --poll-spin-us default: what `rblk nbd` and the fio engine spin */
 #define MAP_DEFAULT_SPIN_US 50u
 

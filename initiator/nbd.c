@@ -65,7 +65,7 @@ static void usage(FILE *f)
 	    "  --max-client-buffer SIZE\n"
 	    "                        request data one client may hold in memory beyond\n"
 	    "                        its queue's buffer pool (requests larger than\n"
-	    "                        max_io); past it the client's requests are read\n"
+	    "                        128 KiB); past it the client's requests are read\n"
 	    "                        only as its replies go out; default %lluM\n"
 	    "  --poll-spin-us N      before a connection sleeps, poll its socket and\n"
 	    "                        queue for up to N microseconds (no sleep and\n"

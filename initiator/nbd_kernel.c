@@ -24,12 +24,13 @@
  *     threads), the exit eventfd and the count of live threads (threads
  *     -> serve).
  *
- * Buffers: each queue has a pool of min(QD, NK_POOL_MAX / max_io) slots of
- * max_io bytes, registered once with rblk_register_buffer(), so READ and
- * WRITE data move by RDMA straight between the target and the memory the
- * socket reads into or writes from. The kernel's requests are capped at
- * max_io (queue/max_sectors_kb) so one slot holds any of them; a request
- * that finds no free slot gets a malloc'd buffer the library bounces.
+ * Buffers: each queue has a pool of min(QD, NK_POOL_MAX / slot) slots of
+ * slot = min(max_io, MAP_MAX_REQUEST) bytes, registered once with
+ * rblk_register_buffer(), so READ and WRITE data move by RDMA straight
+ * between the target and the memory the socket reads into or writes from.
+ * The kernel's requests are capped at the slot (queue/max_sectors_kb) so
+ * one slot holds any of them; a request that finds no free slot gets a
+ * malloc'd buffer the library bounces.
  * Requests in a thread are limited to the granted queue depth: when all
  * are busy the thread stops reading and the kernel waits in its send.
  *
@@ -551,7 +552,8 @@ static int dev_setup(struct nk_dev *dev)
 			(unsigned long long)dev->size);
 		return -EINVAL;
 	}
-	dev->slot_size = info->max_io ? info->max_io : RBLK_DEFAULT_MAX_IO;
+	dev->slot_size = MIN(info->max_io ? info->max_io : RBLK_DEFAULT_MAX_IO,
+			     MAP_MAX_REQUEST);
 	dev->nreqs = info->queue_depth ? info->queue_depth : 1;
 	dev->nslots = (uint32_t)MAX(
 	    1u, MIN((uint64_t)dev->nreqs, NK_POOL_MAX / dev->slot_size));
@@ -565,7 +567,7 @@ static int dev_setup(struct nk_dev *dev)
 }
 
 /*
- * Keep the kernel's requests within one pool slot (max_io). Best effort:
+ * Keep the kernel's requests within one pool slot. Best effort:
  * larger requests still work, through a bounce buffer.
  */
 static void dev_limit_requests(const struct nk_dev *dev)

@@ -32,13 +32,14 @@
  *     than a pool slot) one client may hold; beyond it its requests are
  *     not read until replies are sent (see nbd_conn.h max_buf).
  *
- * Buffers: each queue gets, on first use, one mapping of nslots * max_io
- * bytes (nslots = the granted queue depth, capped at NBD_POOL_MAX bytes)
- * registered once with rblk_register_buffer(), so READ and WRITE data move
- * by RDMA straight between the target and the buffer the socket reads into
- * or writes from. The mapping outlives its connection and is reused by the
- * next client of that queue. Requests larger than max_io (or arriving when
- * every slot is busy) use a malloc'd buffer that the library bounces.
+ * Buffers: each queue gets, on first use, one mapping of nslots slots of
+ * min(max_io, NBD_SLOT_MAX) bytes (nslots = the granted queue depth,
+ * capped at NBD_POOL_MAX bytes) registered once with
+ * rblk_register_buffer(), so READ and WRITE data move by RDMA straight
+ * between the target and the buffer the socket reads into or writes from.
+ * The mapping outlives its connection and is reused by the next client of
+ * that queue. Larger requests (or ones arriving when every slot is busy)
+ * use a malloc'd buffer that the library bounces (lib_bounce.c).
  *
  * Protocol choices (see docs/man/rblk.8):
  *   - Fixed newstyle only; simple replies only (NBD_OPT_STRUCTURED_REPLY
@@ -93,6 +94,12 @@
 
 #define NBD_DRAIN_TIMEOUT_MS 10000     /* in-flight I/O at server shutdown */
 #define NBD_POOL_MAX (256u << 20)      /* registered bytes per queue, at most */
+/*
+ * A pool slot: most clients' requests fit (qemu, nbdcopy and fio send
+ * 64-256 KiB); larger ones take a heap buffer the library bounces. 64
+ * tags pin 8 MiB a queue, where slots of max_io pinned 64 MiB.
+ */
+#define NBD_SLOT_MAX (128u << 10)
 #define NBD_LISTEN_BACKLOG 128
 
 /* ---- queue claim and buffer pool --------------------------------------- */
@@ -565,7 +572,8 @@ static void server_setup(struct nbd_server *srv, const struct nbd_serve_opts *o)
 	srv->size = info->size;
 	srv->block_size = info->block_size ? info->block_size : 1;
 	srv->read_only = o->read_only || (f & RBLK_FEAT_READ_ONLY);
-	srv->slot_size = info->max_io ? info->max_io : RBLK_DEFAULT_MAX_IO;
+	srv->slot_size = MIN(info->max_io ? info->max_io : RBLK_DEFAULT_MAX_IO,
+			     NBD_SLOT_MAX);
 	srv->nreqs = info->queue_depth ? info->queue_depth : 1;
 	pool_slots = NBD_POOL_MAX / srv->slot_size;
 	srv->nslots = (uint32_t)MAX(1u, MIN((uint64_t)srv->nreqs, pool_slots));

@@ -13,6 +13,7 @@
 
 #include "../common/json.h"
 #include "../common/log.h"
+#include "../common/proto.h"
 #include "cli.h"
 
 struct subcommand {
@@ -51,7 +52,8 @@ static void info_usage(FILE *f)
 {
 	fprintf(f, "Usage: rblk info URL [--path URL]... [-o text|json] [--timeout MS]\n"
 		   "                [--direct|--no-direct]\n"
-		   "Connect to URL, log in, and print the volume's geometry and features.\n"
+		   "Connect to URL, log in, and print the volume's geometry and features, and\n"
+		   "the largest queue depth and I/O size the target grants a queue.\n"
 		   "With --path, log in to each path too: they must be the same volume.\n\n"
 		   "  -o, --output FORMAT  text (default) or json\n"
 		   "      --direct         require direct volume access (fail if not offered)\n"
@@ -95,6 +97,7 @@ static void print_info_json(const char *url, const struct rblk *r)
 	rjson_add_u64(o, "block_size", info->block_size);
 	rjson_add_u64(o, "max_io", info->max_io);
 	rjson_add_u64(o, "queue_depth", info->queue_depth);
+	rjson_add_u64(o, "pinned_bytes", rblk_pinned_bytes(r));
 	rjson_add_bool(o, "read_only", f & RBLK_FEAT_READ_ONLY);
 	rjson_add_bool(o, "flush", f & RBLK_FEAT_FLUSH);
 	rjson_add_bool(o, "fua", f & RBLK_FEAT_FUA);
@@ -167,7 +170,13 @@ int cmd_info(int argc, char **argv)
 		info_usage(stderr);
 		return 2;
 	}
-	o.queue_depth = 1;
+	/*
+	 * Ask for the most the protocol allows: the LOGIN grants the
+	 * target's maxima (min(asked, its limit)). Costs nothing sized by
+	 * them here: bounce buffers come with I/O, and this session does none.
+	 */
+	o.queue_depth = RBLK_MAX_QD;
+	o.max_io = RBLK_MAX_MAX_IO;
 	cli_auth_apply(&auth, &o);
 	cli_paths_apply(&paths, &o);
 	ret = rblk_open(argv[optind], &o, &r);
@@ -191,8 +200,12 @@ int cmd_info(int argc, char **argv)
 		       (unsigned long long)info->size,
 		       (double)info->size / (1 << 30));
 		printf("block size:  %u\n", info->block_size);
-		printf("max I/O:     %u\n", info->max_io);
-		printf("queue depth: %u\n", info->queue_depth);
+		printf("max I/O:     %u (the most the target grants)\n",
+		       info->max_io);
+		printf("queue depth: %u (the most the target grants a queue)\n",
+		       info->queue_depth);
+		printf("pinned:      %zu bytes (this session's registered memory)\n",
+		       rblk_pinned_bytes(r));
 		printf("features:   %s%s%s%s%s%s\n",
 		       info->features & RBLK_FEAT_READ_ONLY ? " read-only" :
 							      " read-write",

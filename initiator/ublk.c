@@ -357,7 +357,8 @@ static int udev_create(struct udev *d, const struct map_opts *o)
 	memset(di, 0, sizeof(*di));
 	di->nr_hw_queues = (uint16_t)info->queues;
 	di->queue_depth = (uint16_t)depth;
-	di->max_io_buf_bytes = info->max_io;
+	/* each tag's buffer is pinned: requests of at most MAP_MAX_REQUEST */
+	di->max_io_buf_bytes = MIN(info->max_io, MAP_MAX_REQUEST);
 	di->dev_id = o->dev_id >= 0 ? (uint32_t)o->dev_id : UINT32_MAX;
 	di->flags = want;
 	ret = uctrl_cmd(&d->ctrl, UBLK_U_CMD_ADD_DEV, di->dev_id, di,

@@ -4,8 +4,10 @@
  * threads' place in it): one per hardware queue, each with its own
  * io_uring, its mapping of the request descriptors and its buffers.
  *
- * Buffers: each queue thread maps depth * max_io bytes in one piece and
- * registers it once with rblk_register_buffer() on its rblk queue; tag t
+ * Buffers: each queue thread maps depth * buf_size bytes (buf_size =
+ * min(max_io, MAP_MAX_REQUEST), the largest request the device passes) in
+ * one piece and registers it once with rblk_register_buffer() on its rblk
+ * queue (the library then needs no bounce buffers for it); tag t
  * owns slice t, which is also the address given to ublk in FETCH and
  * COMMIT. A READ's RDMA READ therefore lands where the kernel copies from
  * at COMMIT, and a WRITE's RDMA WRITE leaves from where the kernel copied

@@ -277,6 +277,17 @@ const char *rblk_path_url(const struct rblk *r, unsigned int i);
 unsigned int rblk_path_active(const struct rblk *r);
 struct rblk_queue *rblk_get_queue(struct rblk *r, unsigned int index);
 
+/*
+ * Bytes of memory the handle has registered (pinned where the transport
+ * pins: rdma): every queue's message buffers, the buffers given to
+ * rblk_register_buffer(), and the bounce buffers the library holds for
+ * I/O from unregistered buffers (none until such I/O comes; the process's
+ * bounce memory, all handles together, is capped by the environment
+ * variable RBLK_BOUNCE_LIMIT, default 32 MiB, and I/O over the cap waits).
+ * A snapshot: call it where no other thread registers buffers on r.
+ */
+size_t rblk_pinned_bytes(const struct rblk *r);
+
 /* Human-readable reason for the last failure on this thread. */
 const char *rblk_last_error(void);
 
@@ -321,8 +332,8 @@ struct rblk_completion {
 /*
  * Register [addr, addr+len) with the queue (its poll group) so I/O on
  * buffers inside it moves by RDMA directly to or from it (zero copy). I/O
- * on other buffers goes through the queue's own registered bounce slots
- * (one copy). Register once at setup; it costs one memory registration,
+ * on other buffers goes through bounce buffers the library registers
+ * when they are first needed (one copy; see rblk_pinned_bytes()). Register once at setup; it costs one memory registration,
  * which stays valid across reconnects (also while one is in progress).
  */
 int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len);
