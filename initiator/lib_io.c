@@ -1101,6 +1101,17 @@ int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	} while (ret == 0);
 	if (ret < 0)
 		return ret;
+	/*
+	 * A synchronous caller may not call again for a long time: give a
+	 * pull READ's window back now rather than with the next command, as
+	 * the target drops a session that holds one past its window_timeout
+	 * (docs/PROTOCOL.md, "What a session may hold").
+	 */
+	if (q->held_tags && !q->dead) {
+		return_held(q);
+		if (!q->plugged)
+			lib_batch_flush(q);
+	}
 	if (c.result)
 		return set_error(c.result, "%s at %llu+%llu: %s",
 				 rblk_opcode_str(op),
