@@ -314,10 +314,16 @@ void lib_timer_set(struct rblk_queue *q, uint64_t at_ms);
 void lib_timer_drain(struct rblk_queue *q);
 /* Free the tag of the KEEPALIVE in flight, if any. */
 void lib_ka_free(struct rblk_queue *q);
-/* A command completed on a connection: it proved stable. */
+/*
+ * A command completed on a connection: it proved stable. Its loss, if it
+ * comes, is a new outage, logged in full (the loss-line bucket refills).
+ */
 static inline void lib_conn_proved(struct rblk_queue *q)
 {
-	q->unstable = false;
+	if (q->unstable) {
+		q->unstable = false;
+		q->log_at = 0;
+	}
 }
 /* Set rq's deadline: it was just posted. */
 static inline void lib_deadline_set(struct rblk_queue *q, struct ireq *rq)
