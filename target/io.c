@@ -595,6 +595,21 @@ static void handle_done(struct tconn *c, const void *buf,
 		pulled_done(c, r);
 		return;
 	}
+	/*
+	 * Where the transport knows (tcp), a WRITE_DATA before the whole
+	 * window was written would write what the slot held before: the
+	 * command fails instead (issue 25). rdma cannot tell.
+	 */
+	if (!xp_mw_fully_written(c->mw[d.tag])) {
+		log_ratelimited(LOG_WARN,
+				"conn %llu (%s): tag %u: WRITE_DATA before its "
+				"window was written in full; failing the command",
+				(unsigned long long)c->id, c->peer, d.tag);
+		r->status = RBLK_S_INVALID;
+		r->state = TREQ_RESPOND;
+		treq_process(r);
+		return;
+	}
 	r->state = TREQ_EXEC;
 	treq_process(r);
 }

@@ -305,6 +305,7 @@ void xr_dereg_mr(struct xp_mr *xm);
 void xr_mr_free(struct xr_group *g, struct xr_mr *m);
 int xr_alloc_mw(struct xp_group *xg, struct xp_mw **out);
 void xr_dealloc_mw(struct xp_mw *xw);
+bool xr_mw_fully_written(struct xp_mw *xw);
 void xr_mw_free(struct xr_group *g, struct xr_mw *w);
 void xr_conn_mws_reset(struct xr_conn *c);
 int xr_post_send(struct xp_conn *xc, struct xp_send_wr *wr,

@@ -195,6 +195,12 @@ void xr_dealloc_mw(struct xp_mw *xw)
 	xr_mw_free(to_xr_group(xw->group), container_of(xw, struct xr_mw, base));
 }
 
+/* The HCA places a peer's WRITEs and tells nobody how many. */
+bool xr_mw_fully_written(struct xp_mw *xw)
+{
+	return true;
+}
+
 static int xr_mw_access(int access)
 {
 	return (access & XP_ACCESS_REMOTE_READ ? IBV_ACCESS_REMOTE_READ : 0) |
@@ -462,6 +468,7 @@ const struct xp_ops xp_rdma_ops = {
     .dereg_mr = xr_dereg_mr,
     .alloc_mw = xr_alloc_mw,
     .dealloc_mw = xr_dealloc_mw,
+    .mw_fully_written = xr_mw_fully_written,
     .post_send = xr_post_send,
     .post_recv = xr_post_recv,
     .get_request = xr_get_request,

@@ -863,6 +863,7 @@ const struct xp_ops xp_tcp_ops = {
     .group_connect = tcp_group_connect,
     .alloc_mw = tcp_alloc_mw,
     .dealloc_mw = tcp_dealloc_mw,
+    .mw_fully_written = tcp_mw_fully_written,
     .reg_mr = tcp_reg_mr,
     .dereg_mr = tcp_dereg_mr,
     .post_send = tcp_post_send,

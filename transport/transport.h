@@ -215,6 +215,15 @@ struct xp_wc {
 struct xp_conn_attr {
 	uint32_t max_send_wr; /* outstanding send-queue requests */
 	uint32_t max_recv_wr; /* outstanding receives */
+	/*
+	 * The most bytes of RDMA READ responses this side holds for its
+	 * peer before they are sent: the peer's outstanding READs of our
+	 * memory (verbs' responder resources, in bytes). A peer that asks
+	 * for more without reading what it asked for fails the connection
+	 * (logged). 0: no limit. tcp only: an HCA bounds its own responder
+	 * resources, and serves a READ from memory without a copy.
+	 */
+	uint64_t max_read_bytes;
 };
 
 enum xp_conn_state {
@@ -317,6 +326,16 @@ struct xp_ops {
 	int (*alloc_mw)(struct xp_group *g, struct xp_mw **out);
 	/* Invalidates the window if bound. */
 	void (*dealloc_mw)(struct xp_mw *mw);
+	/*
+	 * Whether the peer's RDMA WRITEs through mw's last bind (with the
+	 * remote write right) placed every byte of its range, in ascending
+	 * order: each WRITE starting at or before the end of what the ones
+	 * before it covered. Valid after the window is invalidated, until
+	 * it is bound again. tcp: known (the transport places the bytes);
+	 * rdma: cannot be known, always true (the caller must not rely on
+	 * it there: a target that lends memory clears it instead).
+	 */
+	bool (*mw_fully_written)(struct xp_mw *mw);
 
 	/* On failure *bad points at the first request not posted. */
 	int (*post_send)(struct xp_conn *c, struct xp_send_wr *wr,
@@ -509,6 +528,11 @@ static inline void xp_dealloc_mw(struct xp_mw *mw)
 {
 	if (mw)
 		mw->group->ops->dealloc_mw(mw);
+}
+
+static inline bool xp_mw_fully_written(struct xp_mw *mw)
+{
+	return mw->group->ops->mw_fully_written(mw);
 }
 
 static inline void xp_destroy(struct xp_conn *c)
