@@ -511,6 +511,28 @@ static inline bool tcp_rx_pending(const struct tcp_conn *c)
 	       (c->rx.in_payload || staged >= TCP_HDR_LEN);
 }
 
+/*
+ * A WRITE through key kidx placed all its h->len bytes: a window's
+ * written prefix grows when the WRITE starts inside it. Gaps are not
+ * tracked (an initiator writes a window in one WRITE, or in order).
+ * Inline: it runs for every WRITE frame received, and returns at once
+ * for a region's key (push READ data landing at an initiator).
+ */
+static inline void tcp_mw_note_write(struct tcp_conn *c, uint32_t kidx,
+				     const struct tcp_hdr *h)
+{
+	struct tcp_key *k = &c->g->keys[kidx];
+	struct tcp_mw *w;
+	uint64_t off;
+
+	if (k->kind != TCP_KEY_MW || k->conn != c)
+		return;
+	w = k->mw;
+	off = h->addr - (uint64_t)(uintptr_t)k->addr;
+	if (off <= w->filled && off + h->len > w->filled)
+		w->filled = off + h->len;
+}
+
 /* PROTOTYPES */
 
 /* tcp_conn.c */
@@ -577,8 +599,6 @@ int tcp_sge_check(struct tcp_conn *c, const struct xp_sge *sge, int access);
 int tcp_alloc_mw(struct xp_group *xg, struct xp_mw **out);
 void tcp_dealloc_mw(struct xp_mw *mw);
 bool tcp_mw_fully_written(struct xp_mw *mw);
-void tcp_mw_note_write(struct tcp_conn *c, uint32_t kidx,
-		       const struct tcp_hdr *h);
 int tcp_bind_check(struct tcp_conn *c, const struct xp_mw_bind *b);
 int tcp_mw_bind(struct tcp_conn *c, const struct tcp_swr *s);
 int tcp_mw_inv(struct tcp_conn *c, uint32_t rkey);

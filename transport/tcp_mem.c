@@ -423,26 +423,6 @@ int tcp_mw_inv(struct tcp_conn *c, uint32_t rkey)
 	return 0;
 }
 
-/*
- * A WRITE through key kidx placed all its h->len bytes: a window's
- * written prefix grows when the WRITE starts inside it. Gaps are not
- * tracked (an initiator writes a window in one WRITE, or in order).
- */
-void tcp_mw_note_write(struct tcp_conn *c, uint32_t kidx,
-		       const struct tcp_hdr *h)
-{
-	struct tcp_key *k = &c->g->keys[kidx];
-	struct tcp_mw *w;
-	uint64_t off;
-
-	if (k->kind != TCP_KEY_MW || k->conn != c)
-		return;
-	w = k->mw;
-	off = h->addr - (uint64_t)(uintptr_t)k->addr;
-	if (off <= w->filled && off + h->len > w->filled)
-		w->filled = off + h->len;
-}
-
 bool tcp_mw_fully_written(struct xp_mw *mw)
 {
 	struct tcp_mw *w = container_of(mw, struct tcp_mw, mw);
