@@ -398,14 +398,6 @@ struct tcp_conn {
 	uint64_t sq_start; /* next slot to start (fence: may lag sq_tail) */
 	uint64_t sq_tail; /* next slot to post */
 	uint32_t reads_out; /* RDMA READs started, response not placed */
-	/*
-	 * READ_RESP payload bytes queued and not yet sent (referenced in
-	 * place, or copied out when their window or region went), and the
-	 * most the peer may make us hold (xp_conn_attr.max_read_bytes;
-	 * UINT64_MAX: no limit): what an unread socket can cost us.
-	 */
-	uint64_t rd_queued;
-	uint64_t rd_max;
 
 	struct tcp_rwr *rq;
 	uint32_t rq_size;
@@ -443,6 +435,15 @@ struct tcp_conn {
 	 */
 	bool rx_skip;
 	bool rx_arm_skip;
+	/*
+	 * READ_RESP payload bytes queued and not yet sent (referenced in
+	 * place, or copied out when their window or region went), and the
+	 * most the peer may make us hold (xp_conn_attr.max_read_bytes;
+	 * UINT64_MAX: no limit): what an unread socket can cost us. Last,
+	 * so that the hot fields above keep their places.
+	 */
+	uint64_t rd_queued;
+	uint64_t rd_max;
 };
 
 /* A socket accepted by the listener, waiting for its CONNECT frame. */
