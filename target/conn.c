@@ -34,12 +34,17 @@ _Static_assert(RBLK_AUTH_RESULT_SIZE <= AUTH_BUF_SIZE, "result fits");
  * WRITE_DATA per tag besides (it precedes the tag's next command), so
  * 2 * qd receives, plus two to absorb a KEEPALIVE racing a full queue.
  * The send queue holds at most two entries per tag (a bind or RDMA WRITE
- * + SEND) plus LOGIN and its volume bind.
+ * + SEND) plus LOGIN and its volume bind. The initiator reads at most
+ * one command's bytes (<= max_io) per tag from our windows at a time,
+ * so on tcp that is all it may leave unread (issue 25: an initiator that
+ * asks for a window's bytes again and again and never reads them made
+ * the target copy each answer when the window went).
  */
-void tconn_attr(uint16_t qd, struct xp_conn_attr *attr)
+void tconn_attr(uint16_t qd, uint32_t max_io, struct xp_conn_attr *attr)
 {
 	attr->max_recv_wr = 2u * qd + 2u;
 	attr->max_send_wr = 2u * qd + 2u;
+	attr->max_read_bytes = (uint64_t)qd * max_io;
 }
 
 static void tconn_free(struct tconn *c)
@@ -63,7 +68,7 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
 	struct tconn *c;
 	int ret;
 
-	tconn_attr(qd, &attr);
+	tconn_attr(qd, w->tgt->cfg.max_io, &attr);
 	/* struct iostats (in c->stats) is cache-line aligned: calloc is not */
 	if (posix_memalign((void **)&c, _Alignof(struct tconn), sizeof(*c))) {
 		c = NULL;

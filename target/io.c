@@ -459,6 +459,23 @@ static struct xp_mr *block_region(struct tconn *c, struct treq *r)
 }
 
 /*
+ * Could a window with access on c show bytes its command did not put
+ * there? Where the window reaches its block's whole run (rxe's
+ * mw_reaches_region: block_mr), yes. A WRITE window, unless the
+ * transport counts what the peer wrote (tcp: a WRITE_DATA before the
+ * window is full fails the command): over rdma the peer may write part
+ * of it and say it is done. A READ window covers exactly the bytes the
+ * backend just read.
+ */
+static bool window_shows_stale(const struct tconn *c, int access)
+{
+	if (c->wg->block_mr[0])
+		return true;
+	return (access & XP_ACCESS_REMOTE_WRITE) &&
+	       !xp_group_counts_placed(c->wg->g);
+}
+
+/*
  * Bind tag r's window over its slot with access, on the slot block's own
  * region; returns the new key, or 0 (nothing added) when the block's
  * region could not be registered.
@@ -471,7 +488,10 @@ static uint32_t bind_window(struct tconn *c, struct treq *r, int access)
 
 	if (!mr)
 		return 0;
-	slot_scrub(c, r);
+	if (window_shows_stale(c, access))
+		slot_scrub(c, r);
+	else if (access & XP_ACCESS_REMOTE_WRITE)
+		slot_filled(c, r, true); /* the peer must write it all */
 	wr = qp_add(&c->qp);
 	wr->opcode = XP_WR_BIND_MW;
 	wr->bind.mw = mw;
@@ -851,6 +871,7 @@ static void handle_done(struct tconn *c, const void *buf,
 	struct rblk_done d;
 	struct treq *r;
 	enum treq_state want;
+	int64_t placed;
 
 	if (rblk_done_decode(buf, wc->byte_len, c->lim.queue_depth, &d)) {
 		tconn_fail(c, "malformed READ_DONE/WRITE_DATA");
@@ -870,6 +891,23 @@ static void handle_done(struct tconn *c, const void *buf,
 	}
 	if (d.type == RBLK_MSG_READ_DONE) {
 		pulled_done(c, r);
+		return;
+	}
+	/*
+	 * Where the transport counts what its peer wrote (tcp), a WRITE_DATA
+	 * before the whole window was written would write what the slot held
+	 * before: the command fails instead. rdma cannot tell: there the
+	 * window's run was cleared of others' bytes (slot_scrub()).
+	 */
+	placed = xp_mw_placed(c->mw[d.tag]);
+	if (placed != -EOPNOTSUPP && placed < (int64_t)r->cmd.length) {
+		log_ratelimited(LOG_WARN,
+				"conn %llu (%s): tag %u: WRITE_DATA before its "
+				"window was written in full; failing the command",
+				(unsigned long long)c->id, c->peer, d.tag);
+		r->status = RBLK_S_INVALID;
+		r->state = TREQ_RESPOND;
+		treq_process(r);
 		return;
 	}
 	r->state = TREQ_EXEC;

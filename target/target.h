@@ -707,6 +707,6 @@ int worker_pool_buf(struct worker *w);
 int worker_accept(struct worker *w, const struct xp_ops *ops,
 		  struct xp_listener *l, const char *url);
 /* Transport sizes for a connection of queue depth qd. */
-void tconn_attr(uint16_t qd, struct xp_conn_attr *attr);
+void tconn_attr(uint16_t qd, uint32_t max_io, struct xp_conn_attr *attr);
 
 #endif

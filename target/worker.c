@@ -228,7 +228,7 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 	 * session asked for (the login settles on no more): a CQ at the
 	 * device's limit refuses the session, telling the initiator why.
 	 */
-	tconn_attr(qd, &attr);
+	tconn_attr(qd, t->cfg.max_io, &attr);
 	ret = xp_setup_queue(xc, &attr);
 	if (ret) {
 		log_warn("%s: rejecting %s (queue depth %u): %s", url,

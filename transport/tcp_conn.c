@@ -179,6 +179,7 @@ int tcp_setup_queue(struct xp_conn *xc, const struct xp_conn_attr *attr)
 		return -EINVAL;
 	c->sq_max = attr->max_send_wr;
 	c->rq_max = attr->max_recv_wr;
+	c->rd_max = attr->max_read_bytes ? attr->max_read_bytes : UINT64_MAX;
 	return 0;
 }
 
@@ -218,6 +219,7 @@ int tcp_conn_create(int sock, struct xp_group *xg,
 	c->state = state;
 	c->sq_max = attr->max_send_wr;
 	c->rq_max = attr->max_recv_wr;
+	c->rd_max = attr->max_read_bytes ? attr->max_read_bytes : UINT64_MAX;
 	c->sq_size = MIN(MAX(attr->max_send_wr, 1u), TCP_Q_INIT);
 	c->rq_size = MIN(MAX(attr->max_recv_wr, 1u), TCP_Q_INIT);
 	c->cq_size = c->sq_size + c->rq_size;

@@ -71,7 +71,11 @@
  *     at once (its buffer is reusable); larger remainders stay referenced
  *     in place (zero copy) and the WR is done when their last byte reaches
  *     the kernel. READ_RESP payloads are always referenced in the
- *     registered region; dereg_mr() copies out what is still unsent.
+ *     registered region; invalidating a window or dereg_mr() copies out
+ *     what is still unsent. The unsent READ_RESP bytes of a connection
+ *     are bounded (xp_conn_attr.max_read_bytes: the target sets queue
+ *     depth x max I/O): a peer that asks for more while not reading its
+ *     socket fails the connection, so a copy-out costs at most that.
  *     The output buffer is taken (from the group's spare) when bytes must
  *     be copied and given back when the output queue drains.
  *     EPOLLOUT is in the epoll set only while output is queued.
@@ -141,6 +145,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -248,12 +253,6 @@ struct tcp_key {
 	struct tcp_conn *conn; /* MW: bound on this connection, else NULL */
 	struct tcp_mr *mr;  /* the region the bytes belong to */
 	struct tcp_mw *mw;  /* MW: the window object */
-	/*
-	 * MW: bytes the peer's WRITEs placed through the current bind, in
-	 * order from its start; UINT64_MAX once one landed elsewhere in it
-	 * (tcp_mw_placed()).
-	 */
-	uint64_t placed;
 	uint32_t next_free; /* FREE: next free index, 0 ends */
 };
 
@@ -266,6 +265,12 @@ struct tcp_mw {
 	struct xp_mw mw;
 	uint32_t idx;
 	struct tcp_mw *cprev, *cnext; /* windows bound on one connection */
+	/*
+	 * How far from its last bind's start the peer's WRITEs have placed
+	 * bytes without a gap (tcp_mw_count()): kept through the
+	 * invalidation, for mw_placed().
+	 */
+	uint64_t placed;
 };
 
 /*
@@ -335,14 +340,18 @@ struct tcp_cqe {
  * buffer (those segments are FIFO in the buffer, so no offset is kept).
  * Otherwise the bytes are referenced where they are: a user buffer of a
  * posted WR (owned by us until the WR completes), a registered region (a
- * READ_RESP payload) or a malloc'd copy (owned).
+ * READ_RESP payload) or a copy of either made when its memory was pulled
+ * from under it (owned; mapped of its own, so that the pages go back to
+ * the system when it drains whatever the allocator keeps).
  */
 struct tcp_oseg {
 	const char *ptr;
 	size_t len;
 	struct xp_mr *mr; /* region ptr points into, NULL if none */
 	uint64_t seq; /* sq slot that is done once this drains, or TCP_NO_SEQ */
-	void *owned;  /* malloc'd copy ptr points into: freed once drained */
+	void *owned;  /* mapped copy ptr points into: unmapped once drained */
+	size_t owned_len;
+	bool rd;      /* a READ_RESP payload: counted in the conn's rd_queued */
 };
 
 /* A frame to send: header image plus one payload. */
@@ -425,6 +434,15 @@ struct tcp_conn {
 	 */
 	bool rx_skip;
 	bool rx_arm_skip;
+	/*
+	 * READ_RESP payload bytes queued and not yet sent (referenced in
+	 * place, or copied out when their window or region went), and the
+	 * most the peer may make us hold (xp_conn_attr.max_read_bytes;
+	 * UINT64_MAX: no limit): what an unread socket can cost us. Last,
+	 * so that the hot fields above keep their places.
+	 */
+	uint64_t rd_queued;
+	uint64_t rd_max;
 };
 
 /* A socket accepted by the listener, waiting for its CONNECT frame. */
@@ -536,6 +554,7 @@ void tcp_hdr_encode(uint8_t *p, uint8_t type, uint32_t len, uint64_t id,
 			   uint64_t addr, uint32_t rkey, uint32_t aux);
 int tcp_hdr_decode(const uint8_t *p, struct tcp_hdr *h);
 void tcp_oq_drop(struct tcp_conn *c);
+void *tcp_copy_alloc(size_t len);
 int tcp_flush(struct tcp_conn *c);
 int tcp_send_frames(struct tcp_conn *c, struct tcp_frame *f, int nf);
 void tcp_fail(struct tcp_conn *c, uint8_t peer_status, uint64_t peer_id);

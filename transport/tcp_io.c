@@ -214,7 +214,10 @@ static int tcp_ob_append(struct tcp_conn *c, const void *data, size_t len)
 	return 0;
 }
 
-/* Queue a reference to bytes that stay valid until the segment drains. */
+/*
+ * Queue a reference to bytes that stay valid until the segment drains.
+ * No seq: a READ_RESP payload, counted in rd_queued until it is sent.
+ */
 static int tcp_oq_ref(struct tcp_conn *c, const char *ptr, size_t len,
 		      struct xp_mr *mr, uint64_t seq)
 {
@@ -225,8 +228,27 @@ static int tcp_oq_ref(struct tcp_conn *c, const char *ptr, size_t len,
 	    .len = len,
 	    .mr = mr,
 	    .seq = seq,
+	    .rd = seq == TCP_NO_SEQ,
 	};
+	if (seq == TCP_NO_SEQ)
+		c->rd_queued += len;
 	return 0;
+}
+
+/* A copy made by tcp_oq_copy_out(): its own mapping (see tcp_oseg). */
+void *tcp_copy_alloc(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void tcp_oseg_unown(struct tcp_oseg *s)
+{
+	if (s->owned)
+		munmap(s->owned, s->owned_len);
+	s->owned = NULL;
 }
 
 /*
@@ -262,7 +284,7 @@ static void tcp_oseg_drained(struct tcp_conn *c, struct tcp_oseg *s)
 {
 	if (s->seq != TCP_NO_SEQ)
 		tcp_swr(c, s->seq)->done = true;
-	free(s->owned);
+	tcp_oseg_unown(s);
 	c->oq_head = (c->oq_head + 1) % c->oq_cap;
 	c->oq_count--;
 }
@@ -273,11 +295,12 @@ void tcp_oq_drop(struct tcp_conn *c)
 	while (c->oq_count) {
 		struct tcp_oseg *s = tcp_oseg(c, 0);
 
-		free(s->owned);
+		tcp_oseg_unown(s);
 		c->oq_head = (c->oq_head + 1) % c->oq_cap;
 		c->oq_count--;
 	}
 	c->oq_head = 0;
+	c->rd_queued = 0;
 	tcp_ob_release(c);
 }
 
@@ -325,6 +348,8 @@ int tcp_flush(struct tcp_conn *c)
 				s->ptr += k;
 			else
 				c->ob_head += k;
+			if (s->rd)
+				c->rd_queued -= k;
 			s->len -= k;
 			left -= k;
 			if (!s->len)
@@ -566,7 +591,7 @@ void tcp_rx_finish(struct tcp_conn *c)
 			tcp_sq_emit(c);
 		break;
 	case TCP_F_WRITE:
-		/* placed; nothing to report on this side */
+		/* placed (unless discarded); nothing to report on this side */
 		if (h->flags & TCP_FL_ACK)
 			tcp_queue_write_ack(c, h);
 		break;
@@ -591,6 +616,20 @@ static void tcp_rx_read_req(struct tcp_conn *c, const struct tcp_hdr *h)
 	if (c->oq_count >= TCP_OQ_LIMIT ||
 	    c->ob_tail - c->ob_head >= TCP_OB_LIMIT) {
 		tcp_fail_proto(c, h, "peer does not read its READ responses");
+		return;
+	}
+	/*
+	 * What a peer that does not read may make us hold: a legitimate
+	 * one has at most its outstanding READs unanswered.
+	 */
+	if (h->len > c->rd_max - c->rd_queued) {
+		log_ratelimited(LOG_WARN,
+				"%s: peer leaves %llu bytes of READ responses "
+				"unread and asks for %u more, over its limit "
+				"of %llu; failing the connection",
+				c->peer, (unsigned long long)c->rd_queued,
+				h->len, (unsigned long long)c->rd_max);
+		tcp_fail(c, 0, 0);
 		return;
 	}
 	f.mr = mr;

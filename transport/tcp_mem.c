@@ -175,7 +175,8 @@ int tcp_reg_mr(struct xp_group *xg, void *addr, size_t len, int access,
  * payloads served before an invalidate or dereg, or a posted SEND/WRITE
  * the user deregistered early) is copied out so the peer gets the bytes
  * as they were when it asked, and the memory is free for reuse now.
- * Fails the connection when out of memory.
+ * Fails the connection when out of memory. READ_RESP bytes a peer can
+ * make us copy are bounded by its rd_max (tcp_rx_read_req()).
  */
 static void tcp_oq_copy_out(struct tcp_conn *c, struct xp_mr *mr, const char *lo,
 		     const char *hi)
@@ -187,9 +188,9 @@ static void tcp_oq_copy_out(struct tcp_conn *c, struct xp_mr *mr, const char *lo
 		if (s->mr != mr || !s->ptr || s->owned || s->ptr >= hi ||
 		    s->ptr + s->len <= lo)
 			continue;
-		copy = malloc(s->len);
+		copy = tcp_copy_alloc(s->len);
 		if (!copy) {
-			log_err("%s: malloc(%zu) copying unsent bytes: %s",
+			log_err("%s: mmap(%zu) copying unsent bytes: %s",
 				c->peer, s->len, strerror(errno));
 			tcp_fail(c, 0, 0);
 			return;
@@ -197,6 +198,7 @@ static void tcp_oq_copy_out(struct tcp_conn *c, struct xp_mr *mr, const char *lo
 		memcpy(copy, s->ptr, s->len);
 		s->ptr = copy;
 		s->owned = copy;
+		s->owned_len = s->len;
 		s->mr = NULL;
 	}
 }
@@ -397,7 +399,7 @@ int tcp_mw_bind(struct tcp_conn *c, const struct tcp_swr *s)
 	k->len = s->blen;
 	k->mr = m;
 	k->conn = c;
-	k->placed = 0;
+	w->placed = 0;
 	w->cnext = c->mws;
 	w->cprev = NULL;
 	if (c->mws)
@@ -421,27 +423,30 @@ int tcp_mw_inv(struct tcp_conn *c, uint32_t rkey)
 }
 
 /*
- * A WRITE through key kidx was accepted (tcp_mr_check()): a window counts
- * its bytes while they arrive in order from the bind's start.
+ * A WRITE through key kidx was accepted (tcp_mr_check()): a window's
+ * written prefix grows when the WRITE starts inside it (an initiator
+ * writes a window in one WRITE, or in order; one that starts past the
+ * prefix leaves a gap the prefix never crosses).
  */
 void tcp_mw_count(struct tcp_conn *c, uint32_t kidx, const struct tcp_hdr *h)
 {
 	struct tcp_key *k = &c->g->keys[kidx];
+	struct tcp_mw *w;
 	uint64_t off;
 
 	if (k->kind != TCP_KEY_MW)
 		return;
+	w = k->mw;
 	off = h->addr - (uint64_t)(uintptr_t)k->addr;
-	k->placed = off == k->placed ? k->placed + h->len : UINT64_MAX;
+	if (off <= w->placed && off + h->len > w->placed)
+		w->placed = off + h->len;
 }
 
 int64_t tcp_mw_placed(const struct xp_mw *mw)
 {
 	const struct tcp_mw *w = container_of(mw, struct tcp_mw, mw);
-	const struct tcp_key *k = &to_tcp_group(mw->group)->keys[w->idx];
 
-
-	return k->placed == UINT64_MAX ? -EBADMSG : (int64_t)k->placed;
+	return (int64_t)w->placed;
 }
 
 /* Connection destroyed: its windows grant nothing any more. */

@@ -216,6 +216,15 @@ struct xp_wc {
 struct xp_conn_attr {
 	uint32_t max_send_wr; /* outstanding send-queue requests */
 	uint32_t max_recv_wr; /* outstanding receives */
+	/*
+	 * The most bytes of RDMA READ responses this side holds for its
+	 * peer before they are sent: the peer's outstanding READs of our
+	 * memory (verbs' responder resources, in bytes). A peer that asks
+	 * for more without reading what it asked for fails the connection
+	 * (logged). 0: no limit. tcp only: an HCA bounds its own responder
+	 * resources, and serves a READ from memory without a copy.
+	 */
+	uint64_t max_read_bytes;
 };
 
 enum xp_conn_state {
@@ -320,9 +329,12 @@ struct xp_ops {
 	void (*dealloc_mw)(struct xp_mw *mw);
 	/*
 	 * Optional (NULL: the transport cannot tell, as an HCA cannot):
-	 * bytes the peer's RDMA WRITEs placed through mw's current bind, in
-	 * order from its start; -EBADMSG when one landed elsewhere in it.
-	 * Lets the owner check that exactly a command's data arrived.
+	 * how many bytes from the start of mw's last bind the peer's RDMA
+	 * WRITEs placed without a gap (a WRITE that starts past them leaves
+	 * a gap they never cross). Kept through the invalidation, until the
+	 * next bind. Lets the owner check that exactly a command's data
+	 * arrived (a push READ's buffer, a WRITE's slot: the target fails a
+	 * WRITE whose window was not written in full).
 	 */
 	int64_t (*mw_placed)(const struct xp_mw *mw);
 
@@ -531,6 +543,7 @@ static inline void xp_dealloc_mw(struct xp_mw *mw)
 	if (mw)
 		mw->group->ops->dealloc_mw(mw);
 }
+
 
 static inline void xp_destroy(struct xp_conn *c)
 {

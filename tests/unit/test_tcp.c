@@ -684,6 +684,141 @@ static void test_dereg_during_read(void **state)
 	free(dst);
 }
 
+/*
+ * max_read_bytes bounds the READ responses the passive side holds unsent:
+ * two 1 MiB READs within a 2 MiB bound are answered; three that arrive
+ * together (parsed in one poll, before any is flushed) fail the
+ * connection rather than queue a third, and every READ of the issuer
+ * fails with it (issue 25).
+ */
+static void test_read_limit(void **state)
+{
+	enum { LEN = 1 << 20 };
+	const struct xp_conn_attr sattr = {.max_send_wr = 64,
+					   .max_recv_wr = 64,
+					   .max_read_bytes = 2 * LEN};
+	char *region = malloc(3 * LEN), *dst = calloc(1, 3 * LEN);
+	struct xp_mr *rmr, *dmr;
+	struct xp_wc wc[4];
+	struct pair p;
+
+	assert_true(region && dst);
+	make_pair_attr(&p, &small_attr, &sattr);
+	fill(region, 3 * LEN, 5);
+	rmr = reg(p.srv.c, region, 3 * LEN, XP_ACCESS_REMOTE_READ);
+	dmr = reg(p.cli.c, dst, 3 * LEN, LOCAL);
+	for (int i = 0; i < 2; i++)
+		post1(p.cli.c, mkwr(1 + i, XP_WR_RDMA_READ, true, dmr,
+				    dst + i * LEN, LEN, raddr(rmr, i * LEN),
+				    rmr->rkey));
+	expect_wc(&p.cli, &p.srv, 1, XP_WC_SUCCESS, XP_WC_RDMA_READ);
+	expect_wc(&p.cli, &p.srv, 2, XP_WC_SUCCESS, XP_WC_RDMA_READ);
+	assert_memory_equal(dst, region, 2 * LEN);
+
+	for (int i = 0; i < 3; i++)
+		post1(p.cli.c, mkwr(3 + i, XP_WR_RDMA_READ, true, dmr,
+				    dst + i * LEN, LEN, raddr(rmr, i * LEN),
+				    rmr->rkey));
+	usleep(20000); /* all three frames are in the server's socket */
+	for (int i = 0; i < 100 && xp_state(p.srv.c) != XP_CONN_ERROR; i++) {
+		assert_true(xp_poll(p.srv.c, wc, 4) >= 0);
+		usleep(1000);
+	}
+	assert_int_equal(xp_state(p.srv.c), XP_CONN_ERROR);
+	for (int i = 0; i < 3; i++) {
+		struct xp_wc w = wait_wc(&p.cli, NULL);
+
+		assert_int_equal(w.wr_id, 3 + i);
+		assert_int_not_equal(w.status, XP_WC_SUCCESS);
+	}
+	xp_dereg_mr(rmr);
+	xp_dereg_mr(dmr);
+	destroy_pair(&p);
+	free(region);
+	free(dst);
+}
+
+/* The server binds mw over [0, len) of mr for remote write. */
+static void bind_for_write(struct pair *p, struct xp_mw *mw, struct xp_mr *mr,
+			   uint32_t len, uint64_t id)
+{
+	struct xp_send_wr wr = {
+	    .wr_id = id,
+	    .opcode = XP_WR_BIND_MW,
+	    .flags = XP_SEND_SIGNALED,
+	    .bind = {.mw = mw,
+		     .mr = mr,
+		     .addr = raddr(mr, 0),
+		     .length = len,
+		     .access = XP_ACCESS_REMOTE_WRITE,
+		     .rkey = xp_mw_next_rkey(mw)},
+	};
+
+	post1(p->srv.c, wr);
+	expect_wc(&p->srv, &p->cli, id, XP_WC_SUCCESS, XP_WC_BIND_MW);
+}
+
+/* The client RDMA WRITEs [off, off + len) of the window, acknowledged. */
+static void write_window(struct pair *p, struct xp_mr *smr, char *src,
+			 struct xp_mw *mw, struct xp_mr *wmr, uint32_t off,
+			 uint32_t len, uint64_t id)
+{
+	post1(p->cli.c, mkwr(id, XP_WR_RDMA_WRITE, true, smr, src + off, len,
+			     raddr(wmr, off), mw->rkey));
+	expect_wc(&p->cli, &p->srv, id, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
+}
+
+/*
+ * mw_placed(): the bytes the peer's WRITEs covered from the bind's start
+ * without a gap (overlaps fine); kept through the invalidation; reset by
+ * the next bind (a WRITE_DATA on a window written in part must not make
+ * the target write the slot's older bytes).
+ */
+static void test_mw_placed(void **state)
+{
+	enum { LEN = 64 * 1024, HALF = LEN / 2 };
+	struct pair *p = new_pair();
+	char *win = calloc(1, LEN), *src = malloc(LEN);
+	struct xp_mr *wmr, *smr;
+	struct xp_mw *mw = NULL;
+	struct xp_send_wr inv = {.wr_id = 90, .opcode = XP_WR_LOCAL_INV,
+				 .flags = XP_SEND_SIGNALED};
+
+	assert_true(win && src);
+	fill(src, LEN, 3);
+	wmr = reg(p->srv.c, win, LEN, LOCAL | XP_ACCESS_MW_BIND);
+	smr = reg(p->cli.c, src, LEN, 0);
+	assert_int_equal(xp_alloc_mw(xp_conn_group(p->srv.c), &mw), 0);
+
+	bind_for_write(p, mw, wmr, LEN, 80);
+	assert_true(xp_mw_placed(mw) < LEN);
+	write_window(p, smr, src, mw, wmr, 0, HALF, 1);
+	assert_true(xp_mw_placed(mw) < LEN);
+	write_window(p, smr, src, mw, wmr, 4096, HALF, 2); /* overlaps */
+	assert_true(xp_mw_placed(mw) < LEN);
+	write_window(p, smr, src, mw, wmr, HALF, HALF, 3);
+	assert_int_equal(xp_mw_placed(mw), LEN);
+	assert_memory_equal(win, src, LEN);
+	inv.invalidate_rkey = mw->rkey;
+	post1(p->srv.c, inv);
+	expect_wc(&p->srv, &p->cli, 90, XP_WC_SUCCESS, XP_WC_LOCAL_INV);
+	assert_int_equal(xp_mw_placed(mw), LEN); /* kept past the invalidation */
+
+	/* a fresh bind starts from nothing; a gap is not filled later */
+	bind_for_write(p, mw, wmr, LEN, 81);
+	assert_true(xp_mw_placed(mw) < LEN);
+	write_window(p, smr, src, mw, wmr, HALF, HALF, 4);
+	write_window(p, smr, src, mw, wmr, 0, HALF - 4096, 5);
+	assert_true(xp_mw_placed(mw) < LEN);
+
+	xp_dealloc_mw(mw);
+	xp_dereg_mr(wmr);
+	xp_dereg_mr(smr);
+	free_pair(p);
+	free(win);
+	free(src);
+}
+
 /* Keeps the passive side progressing on its own thread until told to stop. */
 struct driver {
 	struct ep *ep;
@@ -834,6 +969,8 @@ int main(void)
 	    cmocka_unit_test(test_skip_read_wakeup),
 	    cmocka_unit_test(test_signaled_write_acked),
 	    cmocka_unit_test(test_dereg_during_read),
+	    cmocka_unit_test(test_read_limit),
+	    cmocka_unit_test(test_mw_placed),
 	    cmocka_unit_test(test_epollout_wakeup),
 	    cmocka_unit_test(test_many_outstanding),
 	};
