@@ -51,8 +51,8 @@ size_t rblk_auth_mac_input(uint8_t *buf, enum rblk_auth_role role,
 	return (size_t)(p - buf);
 }
 
-void rblk_auth_mac(const uint8_t *key, size_t key_len,
-		   enum rblk_auth_role role, const struct rblk_auth_ctx *ctx,
+void rblk_auth_mac(const uint8_t *key, size_t key_len, enum rblk_auth_role role,
+		   const struct rblk_auth_ctx *ctx,
 		   uint8_t mac[RBLK_AUTH_MAC_LEN])
 {
 	uint8_t in[RBLK_AUTH_MAC_INPUT_LEN];
@@ -126,9 +126,10 @@ int rblk_auth_load_secret(const char *path, uint8_t *secret, size_t *len,
 		goto out_close;
 	}
 	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		ret = fail(err, errlen, -EPERM,
-			   "secret file %s is accessible by group or others (mode %04o); chmod 600 it",
-			   path, (unsigned int)(st.st_mode & 07777));
+		ret = fail(
+		    err, errlen, -EPERM,
+		    "secret file %s is accessible by group or others (mode %04o); chmod 600 it",
+		    path, (unsigned int)(st.st_mode & 07777));
 		goto out_close;
 	}
 	while (got < sizeof(buf)) {

@@ -29,7 +29,7 @@
 
 enum rblk_auth_role {
 	RBLK_AUTH_ROLE_INITIATOR, /* "initiator": proves the host */
-	RBLK_AUTH_ROLE_TARGET, /* "target": proves the target (mutual) */
+	RBLK_AUTH_ROLE_TARGET,	  /* "target": proves the target (mutual) */
 };
 
 /* Everything the MAC binds besides the role and the key. */
@@ -48,16 +48,16 @@ int rblk_auth_init(void);
 void rblk_auth_nonce(uint8_t nonce[RBLK_AUTH_NONCE_LEN]);
 
 /* Size of the MAC input; exposed for the known-answer test. */
-#define RBLK_AUTH_MAC_INPUT_LEN                                          \
-	(sizeof(RBLK_AUTH_LABEL) - 1 + RBLK_AUTH_ROLE_LEN +              \
+#define RBLK_AUTH_MAC_INPUT_LEN                                                \
+	(sizeof(RBLK_AUTH_LABEL) - 1 + RBLK_AUTH_ROLE_LEN +                    \
 	 2 * RBLK_AUTH_NONCE_LEN + 3 * RBLK_NAME_MAX)
 
 /* Build the exact MAC input into buf (RBLK_AUTH_MAC_INPUT_LEN bytes). */
 size_t rblk_auth_mac_input(uint8_t *buf, enum rblk_auth_role role,
 			   const struct rblk_auth_ctx *ctx);
 
-void rblk_auth_mac(const uint8_t *key, size_t key_len,
-		   enum rblk_auth_role role, const struct rblk_auth_ctx *ctx,
+void rblk_auth_mac(const uint8_t *key, size_t key_len, enum rblk_auth_role role,
+		   const struct rblk_auth_ctx *ctx,
 		   uint8_t mac[RBLK_AUTH_MAC_LEN]);
 
 /* 0 when mac is right for role/ctx (constant-time compare), else -EACCES. */

@@ -13,23 +13,23 @@
 #ifndef RBLK_COMMON_DLIST_H
 #define RBLK_COMMON_DLIST_H
 
-#define DLIST_PUSH(head, obj, prev, next)       \
-	do {                                    \
-		(obj)->prev = NULL;             \
-		(obj)->next = (head);           \
-		if (head)                       \
-			(head)->prev = (obj);   \
-		(head) = (obj);                 \
+#define DLIST_PUSH(head, obj, prev, next)                                      \
+	do {                                                                   \
+		(obj)->prev = NULL;                                            \
+		(obj)->next = (head);                                          \
+		if (head)                                                      \
+			(head)->prev = (obj);                                  \
+		(head) = (obj);                                                \
 	} while (0)
 
-#define DLIST_UNLINK(head, obj, prev, next)                  \
-	do {                                                 \
-		if ((obj)->prev)                             \
-			(obj)->prev->next = (obj)->next;     \
-		else                                         \
-			(head) = (obj)->next;                \
-		if ((obj)->next)                             \
-			(obj)->next->prev = (obj)->prev;     \
+#define DLIST_UNLINK(head, obj, prev, next)                                    \
+	do {                                                                   \
+		if ((obj)->prev)                                               \
+			(obj)->prev->next = (obj)->next;                       \
+		else                                                           \
+			(head) = (obj)->next;                                  \
+		if ((obj)->next)                                               \
+			(obj)->next->prev = (obj)->prev;                       \
 	} while (0)
 
 #endif

@@ -16,25 +16,25 @@
 #ifndef RBLK_COMMON_FIFO_H
 #define RBLK_COMMON_FIFO_H
 
-#define FIFO_PUSH(head, tail, obj, link)     \
-	do {                                 \
-		(obj)->link = NULL;          \
-		if (tail)                    \
-			(tail)->link = (obj); \
-		else                         \
-			(head) = (obj);      \
-		(tail) = (obj);              \
+#define FIFO_PUSH(head, tail, obj, link)                                       \
+	do {                                                                   \
+		(obj)->link = NULL;                                            \
+		if (tail)                                                      \
+			(tail)->link = (obj);                                  \
+		else                                                           \
+			(head) = (obj);                                        \
+		(tail) = (obj);                                                \
 	} while (0)
 
-#define FIFO_POP(head, tail, link)                     \
-	({                                             \
-		__typeof__(head) fifo_obj_ = (head);   \
-		if (fifo_obj_) {                       \
-			(head) = fifo_obj_->link;      \
-			if (!(head))                   \
-				(tail) = NULL;         \
-		}                                      \
-		fifo_obj_;                             \
+#define FIFO_POP(head, tail, link)                                             \
+	({                                                                     \
+		__typeof__(head) fifo_obj_ = (head);                           \
+		if (fifo_obj_) {                                               \
+			(head) = fifo_obj_->link;                              \
+			if (!(head))                                           \
+				(tail) = NULL;                                 \
+		}                                                              \
+		fifo_obj_;                                                     \
 	})
 
 #endif

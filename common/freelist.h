@@ -13,18 +13,18 @@
 #ifndef RBLK_COMMON_FREELIST_H
 #define RBLK_COMMON_FREELIST_H
 
-#define FREELIST_PUSH(head, obj, link)   \
-	do {                             \
-		(obj)->link = (head);    \
-		(head) = (obj);          \
+#define FREELIST_PUSH(head, obj, link)                                         \
+	do {                                                                   \
+		(obj)->link = (head);                                          \
+		(head) = (obj);                                                \
 	} while (0)
 
-#define FREELIST_POP(head, link)                     \
-	({                                           \
-		__typeof__(head) freelist_obj_ = (head); \
-		if (freelist_obj_)                   \
-			(head) = freelist_obj_->link; \
-		freelist_obj_;                       \
+#define FREELIST_POP(head, link)                                               \
+	({                                                                     \
+		__typeof__(head) freelist_obj_ = (head);                       \
+		if (freelist_obj_)                                             \
+			(head) = freelist_obj_->link;                          \
+		freelist_obj_;                                                 \
 	})
 
 #endif

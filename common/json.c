@@ -105,8 +105,8 @@ static int print_flags(FILE *f, struct json_object *o, int flags)
 
 	if (!o)
 		return -ENOMEM;
-	s = json_object_to_json_string_ext(o, flags |
-					      JSON_C_TO_STRING_NOSLASHESCAPE);
+	s = json_object_to_json_string_ext(
+	    o, flags | JSON_C_TO_STRING_NOSLASHESCAPE);
 	if (!s)
 		ret = -ENOMEM;
 	else if (fputs(s, f) == EOF || fputc('\n', f) == EOF)
@@ -122,12 +122,12 @@ int rjson_print(FILE *f, struct json_object *o)
 
 int rjson_print_pretty(FILE *f, struct json_object *o)
 {
-	return print_flags(f, o, JSON_C_TO_STRING_PRETTY |
-				 JSON_C_TO_STRING_SPACED);
+	return print_flags(f, o,
+			   JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
 }
 
-struct json_object *rjson_read_file(const char *path, size_t max_len,
-				    char *err, size_t errlen)
+struct json_object *rjson_read_file(const char *path, size_t max_len, char *err,
+				    size_t errlen)
 {
 	struct json_object *o = NULL;
 	enum json_tokener_error jerr;

@@ -35,8 +35,8 @@ int rjson_print_pretty(FILE *f, struct json_object *o);
  * reason in err (file missing: errno ENOENT) otherwise the caller's
  * reference.
  */
-struct json_object *rjson_read_file(const char *path, size_t max_len,
-				    char *err, size_t errlen);
+struct json_object *rjson_read_file(const char *path, size_t max_len, char *err,
+				    size_t errlen);
 /* o's member key as a string, or NULL when absent or not a string */
 const char *rjson_get_str(struct json_object *o, const char *key);
 /* o's member key as an integer, or def when absent or not a number */

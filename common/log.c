@@ -35,7 +35,7 @@ void log_set_prefix(const char *prefix)
 
 int log_parse_level(const char *s)
 {
-	static const char *const names[] = { "error", "warn", "info", "debug" };
+	static const char *const names[] = {"error", "warn", "info", "debug"};
 
 	for (int i = 0; i < 4; i++)
 		if (!strcasecmp(s, names[i]))
@@ -46,7 +46,7 @@ int log_parse_level(const char *s)
 }
 
 static void log_vmsg(int level, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+    __attribute__((format(printf, 2, 0)));
 
 void log_msg(int level, const char *fmt, ...)
 {
@@ -92,7 +92,7 @@ void log_msg_rl(struct log_ratelimit *rl, int level, const char *fmt, ...)
 
 static void log_vmsg(int level, const char *fmt, va_list ap)
 {
-	static const char *const tags[] = { "error", "warning", "info", "debug" };
+	static const char *const tags[] = {"error", "warning", "info", "debug"};
 	char line[1024];
 	struct timespec ts;
 	struct tm tm;
@@ -102,9 +102,12 @@ static void log_vmsg(int level, const char *fmt, va_list ap)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld %s: %s: ",
-		     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
-		     log_prefix, tags[level < 0 ? 0 : level > 3 ? 3 : level]);
+	n = snprintf(line, sizeof(line),
+		     "%02d:%02d:%02d.%03ld %s: %s: ", tm.tm_hour, tm.tm_min,
+		     tm.tm_sec, ts.tv_nsec / 1000000, log_prefix,
+		     tags[level < 0   ? 0
+			  : level > 3 ? 3
+				      : level]);
 	msg = n;
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	if (n > (int)sizeof(line) - 2)

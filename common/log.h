@@ -29,7 +29,7 @@ void log_set_prefix(const char *prefix);
 void log_set_error_hook(void (*fn)(const char *msg, void *arg), void *arg);
 
 void log_msg(int level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /*
  * Rate limiting for lines an outsider can trigger at will (refused
@@ -47,26 +47,26 @@ struct log_ratelimit {
 };
 
 void log_msg_rl(struct log_ratelimit *rl, int level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
-#define log_ratelimited(level, ...)                              \
-	do {                                                     \
-		static struct log_ratelimit log_rl_state_;       \
-		if ((level) <= rblk_log_level)                   \
-			log_msg_rl(&log_rl_state_, level, __VA_ARGS__); \
+#define log_ratelimited(level, ...)                                            \
+	do {                                                                   \
+		static struct log_ratelimit log_rl_state_;                     \
+		if ((level) <= rblk_log_level)                                 \
+			log_msg_rl(&log_rl_state_, level, __VA_ARGS__);        \
 	} while (0)
 
 #define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
-#define log_info(...)                                  \
-	do {                                           \
-		if (rblk_log_level >= LOG_INFO)        \
-			log_msg(LOG_INFO, __VA_ARGS__); \
+#define log_info(...)                                                          \
+	do {                                                                   \
+		if (rblk_log_level >= LOG_INFO)                                \
+			log_msg(LOG_INFO, __VA_ARGS__);                        \
 	} while (0)
-#define log_debug(...)                                  \
-	do {                                            \
-		if (rblk_log_level >= LOG_DEBUG)        \
-			log_msg(LOG_DEBUG, __VA_ARGS__); \
+#define log_debug(...)                                                         \
+	do {                                                                   \
+		if (rblk_log_level >= LOG_DEBUG)                               \
+			log_msg(LOG_DEBUG, __VA_ARGS__);                       \
 	} while (0)
 
 #endif

@@ -7,7 +7,6 @@
 
 #include "util.h"
 
-
 _Static_assert(sizeof(struct rblk_wire_hdr) == 8, "hdr size");
 _Static_assert(sizeof(struct rblk_wire_hello) == RBLK_HELLO_SIZE, "hello size");
 _Static_assert(sizeof(struct rblk_wire_login) == RBLK_LOGIN_SIZE, "login size");
@@ -24,9 +23,11 @@ _Static_assert(sizeof(struct rblk_wire_disc_reply) == RBLK_DISC_REPLY_SIZE,
 _Static_assert(RBLK_DISC_REPLY_SIZE <= RBLK_MSG_MAX,
 	       "discovery reply fits a receive buffer");
 _Static_assert(sizeof(struct rblk_wire_auth_challenge) ==
-		       RBLK_AUTH_CHALLENGE_SIZE, "auth challenge size");
+		   RBLK_AUTH_CHALLENGE_SIZE,
+	       "auth challenge size");
 _Static_assert(sizeof(struct rblk_wire_auth_response) ==
-		       RBLK_AUTH_RESPONSE_SIZE, "auth response size");
+		   RBLK_AUTH_RESPONSE_SIZE,
+	       "auth response size");
 _Static_assert(sizeof(struct rblk_wire_auth_result) == RBLK_AUTH_RESULT_SIZE,
 	       "auth result size");
 _Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= RBLK_MSG_MAX, "challenge fits");
@@ -38,25 +39,25 @@ _Static_assert(RBLK_CMD_SIZE + RBLK_INLINE_MAX <= 0xffff,
 _Static_assert(RBLK_INLINE_MAX % RBLK_INLINE_ALIGN == 0, "inline granule");
 
 static const char *const status_names[] = {
-	[RBLK_S_OK] = "success",
-	[RBLK_S_INVALID] = "malformed message",
-	[RBLK_S_BAD_VERSION] = "protocol version mismatch",
-	[RBLK_S_NO_EXPORT] = "no such export",
-	[RBLK_S_READ_ONLY] = "volume is read-only",
-	[RBLK_S_OUT_OF_RANGE] = "offset or length beyond the end of the volume",
-	[RBLK_S_IO_ERROR] = "I/O error on the target",
-	[RBLK_S_NOT_SUPPORTED] = "operation not supported by this volume",
-	[RBLK_S_BAD_TAG] = "tag out of range or in use",
-	[RBLK_S_NO_SPACE] = "no space left on the target",
-	[RBLK_S_ACCESS_DENIED] = "access denied",
-	[RBLK_S_NO_RESOURCES] = "target out of resources",
-	[RBLK_S_BAD_STATE] = "message not valid in this state",
-	[RBLK_S_SHUTDOWN] = "target is shutting down",
-	[RBLK_S_MISALIGNED] = "offset or length not aligned to the block size",
-	[RBLK_S_TOO_LARGE] = "length zero or above the maximum I/O size",
-	[RBLK_S_AUTH_FAILED] = "authentication failed",
-	[RBLK_S_AUTH_REQUIRED] = "authentication required",
-	[RBLK_S_BUSY] = "connection or session limit reached",
+    [RBLK_S_OK] = "success",
+    [RBLK_S_INVALID] = "malformed message",
+    [RBLK_S_BAD_VERSION] = "protocol version mismatch",
+    [RBLK_S_NO_EXPORT] = "no such export",
+    [RBLK_S_READ_ONLY] = "volume is read-only",
+    [RBLK_S_OUT_OF_RANGE] = "offset or length beyond the end of the volume",
+    [RBLK_S_IO_ERROR] = "I/O error on the target",
+    [RBLK_S_NOT_SUPPORTED] = "operation not supported by this volume",
+    [RBLK_S_BAD_TAG] = "tag out of range or in use",
+    [RBLK_S_NO_SPACE] = "no space left on the target",
+    [RBLK_S_ACCESS_DENIED] = "access denied",
+    [RBLK_S_NO_RESOURCES] = "target out of resources",
+    [RBLK_S_BAD_STATE] = "message not valid in this state",
+    [RBLK_S_SHUTDOWN] = "target is shutting down",
+    [RBLK_S_MISALIGNED] = "offset or length not aligned to the block size",
+    [RBLK_S_TOO_LARGE] = "length zero or above the maximum I/O size",
+    [RBLK_S_AUTH_FAILED] = "authentication failed",
+    [RBLK_S_AUTH_REQUIRED] = "authentication required",
+    [RBLK_S_BUSY] = "connection or session limit reached",
 };
 
 const char *rblk_status_str(int status)
@@ -132,11 +133,13 @@ int rblk_errno_to_status(int neg_errno)
 const char *rblk_opcode_str(int opcode)
 {
 	static const char *const names[] = {
-		[RBLK_OP_READ] = "READ",   [RBLK_OP_WRITE] = "WRITE",
-		[RBLK_OP_FLUSH] = "FLUSH", [RBLK_OP_TRIM] = "TRIM",
-		[RBLK_OP_WRITE_ZEROES] = "WRITE_ZEROES",
-		[RBLK_OP_DISCONNECT] = "DISCONNECT",
-		[RBLK_OP_KEEPALIVE] = "KEEPALIVE",
+	    [RBLK_OP_READ] = "READ",
+	    [RBLK_OP_WRITE] = "WRITE",
+	    [RBLK_OP_FLUSH] = "FLUSH",
+	    [RBLK_OP_TRIM] = "TRIM",
+	    [RBLK_OP_WRITE_ZEROES] = "WRITE_ZEROES",
+	    [RBLK_OP_DISCONNECT] = "DISCONNECT",
+	    [RBLK_OP_KEEPALIVE] = "KEEPALIVE",
 	};
 
 	if (opcode <= 0 || opcode > RBLK_OP_MAX_)
@@ -183,7 +186,8 @@ static int name_decode(char *dst, const char *src, bool allow_empty)
 	if (n == RBLK_NAME_MAX || (!allow_empty && n == 0))
 		return RBLK_S_INVALID;
 	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)src[i] < 0x20 || (unsigned char)src[i] > 0x7e)
+		if ((unsigned char)src[i] < 0x20 ||
+		    (unsigned char)src[i] > 0x7e)
 			return RBLK_S_INVALID;
 	for (size_t i = n; i < RBLK_NAME_MAX; i++)
 		if (src[i])
@@ -241,7 +245,8 @@ int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out)
 
 /* ---- authentication messages ---------------------------------------- */
 
-size_t rblk_auth_challenge_encode(void *buf, const struct rblk_auth_challenge *c)
+size_t rblk_auth_challenge_encode(void *buf,
+				  const struct rblk_auth_challenge *c)
 {
 	struct rblk_wire_auth_challenge *w = buf;
 
@@ -309,8 +314,8 @@ int rblk_auth_result_decode(const void *buf, size_t len,
 			    struct rblk_auth_result *out)
 {
 	const struct rblk_wire_auth_result *w = buf;
-	int st = hdr_check(buf, len, RBLK_MSG_AUTH_RESULT,
-			   RBLK_AUTH_RESULT_SIZE);
+	int st =
+	    hdr_check(buf, len, RBLK_MSG_AUTH_RESULT, RBLK_AUTH_RESULT_SIZE);
 
 	if (st)
 		return st;
@@ -353,7 +358,8 @@ int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out)
 	if (out->status > RBLK_S_MAX_)
 		return RBLK_S_INVALID;
 	if (out->status != RBLK_S_OK)
-		return w->inline_data ? RBLK_S_INVALID : RBLK_S_OK; /* status only */
+		return w->inline_data ? RBLK_S_INVALID
+				      : RBLK_S_OK; /* status only */
 	out->queue_depth = le16toh(w->queue_depth);
 	out->inline_data = le16toh(w->inline_data);
 	if (out->inline_data % RBLK_INLINE_ALIGN ||
@@ -461,9 +467,9 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 	out->offset = le64toh(w->offset);
 	out->addr = le64toh(w->addr);
 	out->rkey = le32toh(w->rkey);
-	out->data = (out->flags & RBLK_CMD_F_INLINE) ?
-			    (const char *)buf + RBLK_CMD_SIZE :
-			    NULL;
+	out->data = (out->flags & RBLK_CMD_F_INLINE)
+			? (const char *)buf + RBLK_CMD_SIZE
+			: NULL;
 
 	if (out->tag >= lim->queue_depth)
 		return RBLK_S_BAD_TAG;
@@ -730,8 +736,8 @@ int rblk_disc_reply_decode(const void *buf, size_t len,
 			   struct rblk_disc_reply *out)
 {
 	const struct rblk_wire_disc_reply *w = buf;
-	int st = hdr_check(buf, len, RBLK_MSG_DISCOVER_REPLY,
-			   RBLK_DISC_REPLY_SIZE);
+	int st =
+	    hdr_check(buf, len, RBLK_MSG_DISCOVER_REPLY, RBLK_DISC_REPLY_SIZE);
 
 	if (st)
 		return st;

@@ -22,7 +22,7 @@
 #define RBLK_DEFAULT_PORT 7441
 
 #define RBLK_NAME_MAX 128 /* export and host names, including NUL */
-#define RBLK_MAX_QD 1024 /* tags are 16 bits on the wire; we allow 1024 */
+#define RBLK_MAX_QD 1024  /* tags are 16 bits on the wire; we allow 1024 */
 #define RBLK_MIN_MAX_IO 4096
 #define RBLK_MAX_MAX_IO (8u << 20)
 #define RBLK_DEFAULT_MAX_IO (1u << 20)
@@ -38,15 +38,15 @@
 enum rblk_msg_type {
 	RBLK_MSG_HELLO = 1, /* initiator -> target, first message */
 	RBLK_MSG_LOGIN = 2, /* target -> initiator, answer to HELLO */
-	RBLK_MSG_CMD = 3, /* initiator -> target, a command capsule */
-	RBLK_MSG_RESP = 4, /* target -> initiator, a response capsule */
+	RBLK_MSG_CMD = 3,   /* initiator -> target, a command capsule */
+	RBLK_MSG_RESP = 4,  /* target -> initiator, a response capsule */
 	RBLK_MSG_DISCOVER_REPLY = 10, /* target -> initiator, exports listed */
-	RBLK_MSG_AUTH_CHALLENGE = 5, /* target -> initiator, answer to HELLO */
-	RBLK_MSG_AUTH_RESPONSE = 6, /* initiator -> target */
-	RBLK_MSG_AUTH_RESULT = 7, /* target -> initiator, target's proof */
+	RBLK_MSG_AUTH_CHALLENGE = 5,  /* target -> initiator, answer to HELLO */
+	RBLK_MSG_AUTH_RESPONSE = 6,   /* initiator -> target */
+	RBLK_MSG_AUTH_RESULT = 7,     /* target -> initiator, target's proof */
 	/* version 2: per-command windows (docs/PROTOCOL.md) */
-	RBLK_MSG_GRANT = 11, /* target -> initiator: a WRITE's window */
-	RBLK_MSG_READ_DONE = 12, /* initiator -> target, SEND_WITH_INV */
+	RBLK_MSG_GRANT = 11,	  /* target -> initiator: a WRITE's window */
+	RBLK_MSG_READ_DONE = 12,  /* initiator -> target, SEND_WITH_INV */
 	RBLK_MSG_WRITE_DATA = 13, /* initiator -> target, SEND_WITH_INV */
 };
 
@@ -63,7 +63,9 @@ enum rblk_opcode {
 };
 
 /* Command flags (rblk_wire_cmd.flags). */
-#define RBLK_CMD_F_FUA 0x01u /* WRITE, WRITE_ZEROES: durable before response */
+#define RBLK_CMD_F_FUA                                                         \
+	0x01u		      /* WRITE, WRITE_ZEROES: durable before response  \
+			       */
 #define RBLK_CMD_F_PUSH 0x02u /* READ: target RDMA WRITEs into addr/rkey */
 /* WRITE: its length bytes of data follow the capsule (in-capsule data) */
 #define RBLK_CMD_F_INLINE 0x04u
@@ -73,7 +75,7 @@ enum rblk_opcode {
  * of the READ's window key.
  */
 #define RBLK_CMD_F_DONE 0x08u
-#define RBLK_CMD_F_ALL \
+#define RBLK_CMD_F_ALL                                                         \
 	(RBLK_CMD_F_FUA | RBLK_CMD_F_PUSH | RBLK_CMD_F_INLINE | RBLK_CMD_F_DONE)
 
 /*
@@ -110,18 +112,22 @@ enum rblk_opcode {
 #define RBLK_F_ALL 0x1ffu
 
 /* HELLO flags. */
-#define RBLK_HELLO_F_READ_ONLY 0x01u /* initiator asks for a read-only login */
+#define RBLK_HELLO_F_READ_ONLY                                                 \
+	0x01u /* initiator asks for a read-only login                          \
+	       */
 /*
  * Discovery: no login; the export name is empty, queue_id is the index of
  * the first export wanted, and the target answers with one DISCOVER_REPLY
  * (or a LOGIN refusal) and disconnects.
  */
 #define RBLK_HELLO_F_DISCOVER 0x02u
-#define RBLK_HELLO_F_AUTH 0x04u /* initiator holds a secret: may authenticate */
+#define RBLK_HELLO_F_AUTH                                                      \
+	0x04u /* initiator holds a secret: may authenticate                    \
+	       */
 /* the initiator knows RBLK_F_NO_IDENTITY: the target may set it */
 #define RBLK_HELLO_F_IDENTITY 0x08u
-#define RBLK_HELLO_F_ALL                                                      \
-	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH | \
+#define RBLK_HELLO_F_ALL                                                       \
+	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
 	 RBLK_HELLO_F_IDENTITY)
 
 /*
@@ -130,21 +136,21 @@ enum rblk_opcode {
  */
 enum rblk_status {
 	RBLK_S_OK = 0,
-	RBLK_S_INVALID = 1, /* malformed message or field */
-	RBLK_S_BAD_VERSION = 2, /* protocol version not spoken here */
-	RBLK_S_NO_EXPORT = 3, /* no export of that name */
-	RBLK_S_READ_ONLY = 4, /* write-class command on a read-only volume */
+	RBLK_S_INVALID = 1,	 /* malformed message or field */
+	RBLK_S_BAD_VERSION = 2,	 /* protocol version not spoken here */
+	RBLK_S_NO_EXPORT = 3,	 /* no export of that name */
+	RBLK_S_READ_ONLY = 4,	 /* write-class command on a read-only volume */
 	RBLK_S_OUT_OF_RANGE = 5, /* offset + length beyond the volume */
-	RBLK_S_IO_ERROR = 6, /* the backend failed the I/O */
-	RBLK_S_NOT_SUPPORTED = 7, /* opcode/flag not offered by this volume */
-	RBLK_S_BAD_TAG = 8, /* tag out of range or still in use */
-	RBLK_S_NO_SPACE = 9, /* backend out of space */
+	RBLK_S_IO_ERROR = 6,	 /* the backend failed the I/O */
+	RBLK_S_NOT_SUPPORTED = 7,  /* opcode/flag not offered by this volume */
+	RBLK_S_BAD_TAG = 8,	   /* tag out of range or still in use */
+	RBLK_S_NO_SPACE = 9,	   /* backend out of space */
 	RBLK_S_ACCESS_DENIED = 10, /* host not allowed */
-	RBLK_S_NO_RESOURCES = 11, /* target out of memory or registrations */
-	RBLK_S_BAD_STATE = 12, /* message not valid in this connection state */
-	RBLK_S_SHUTDOWN = 13, /* target is shutting down */
+	RBLK_S_NO_RESOURCES = 11,  /* target out of memory or registrations */
+	RBLK_S_BAD_STATE = 12,	/* message not valid in this connection state */
+	RBLK_S_SHUTDOWN = 13,	/* target is shutting down */
 	RBLK_S_MISALIGNED = 14, /* offset/length not a multiple of block size */
-	RBLK_S_TOO_LARGE = 15, /* length above max_io, or zero */
+	RBLK_S_TOO_LARGE = 15,	/* length above max_io, or zero */
 	RBLK_S_AUTH_FAILED = 16, /* wrong secret, unknown host, bad response */
 	RBLK_S_AUTH_REQUIRED = 17, /* host/export needs authentication */
 	RBLK_S_BUSY = 18, /* connection or session limit reached: retry later */
@@ -170,9 +176,9 @@ struct rblk_wire_hdr {
 struct rblk_wire_hello {
 	struct rblk_wire_hdr hdr;
 	uint16_t queue_depth; /* requested; target may grant less */
-	uint16_t queue_id; /* index of this connection among the session's */
-	uint32_t max_io; /* requested; target may grant less */
-	uint32_t flags; /* RBLK_HELLO_F_* */
+	uint16_t queue_id;    /* index of this connection among the session's */
+	uint32_t max_io;      /* requested; target may grant less */
+	uint32_t flags;	      /* RBLK_HELLO_F_* */
 	uint32_t inline_data; /* in-capsule WRITE bytes asked for; 0: none */
 	char export_name[RBLK_NAME_MAX];
 	char host_name[RBLK_NAME_MAX];
@@ -185,14 +191,14 @@ struct rblk_wire_login {
 	uint32_t status;
 	uint16_t queue_depth; /* granted */
 	uint16_t inline_data; /* in-capsule WRITE bytes granted; 0: none */
-	uint32_t max_io; /* granted */
+	uint32_t max_io;      /* granted */
 	uint32_t block_size;
-	uint64_t size; /* volume size in bytes */
+	uint64_t size;	   /* volume size in bytes */
 	uint32_t features; /* RBLK_F_* */
 	/* DIRECT only (zero otherwise): the volume window of this conn */
 	uint32_t vol_rkey;
 	uint64_t vol_addr; /* byte b of the volume is at vol_addr + b */
-	uint64_t vol_len; /* == size */
+	uint64_t vol_len;  /* == size */
 	uint64_t session_id;
 	uint8_t vol_id[RBLK_VOL_ID_LEN]; /* the volume's stable identity */
 } __attribute__((packed));
@@ -217,8 +223,8 @@ struct rblk_wire_resp {
 	uint16_t flags; /* RBLK_RESP_F_* */
 	uint32_t status;
 	uint32_t length; /* bytes transferred */
-	uint32_t rkey; /* PULL only */
-	uint64_t addr; /* PULL only */
+	uint32_t rkey;	 /* PULL only */
+	uint64_t addr;	 /* PULL only */
 } __attribute__((packed));
 
 /* A WRITE's window: [addr, + length) writable by this connection. */
@@ -243,7 +249,7 @@ struct rblk_wire_done {
 /* One export as discovery lists it. */
 struct rblk_wire_disc_entry {
 	char name[RBLK_NAME_MAX]; /* NUL-terminated, printable, NUL-padded */
-	uint64_t size; /* bytes, a multiple of block_size */
+	uint64_t size;		  /* bytes, a multiple of block_size */
 	uint32_t block_size;
 	uint32_t features; /* RBLK_F_* the export offers */
 } __attribute__((packed));
@@ -254,7 +260,8 @@ struct rblk_wire_disc_entry {
 struct rblk_wire_disc_reply {
 	struct rblk_wire_hdr hdr;
 	uint16_t total; /* exports visible to this host */
-	uint16_t first; /* index of entry[0] among them (the HELLO's queue_id) */
+	uint16_t
+	    first;     /* index of entry[0] among them (the HELLO's queue_id) */
 	uint8_t count; /* entries used, 0..RBLK_DISC_PER_REPLY */
 	uint8_t reserved[11];
 	struct rblk_wire_disc_entry entry[RBLK_DISC_PER_REPLY]; /* unused: 0 */
@@ -269,7 +276,7 @@ struct rblk_wire_auth_challenge {
 	uint32_t flags; /* 0 */
 	uint32_t reserved;
 	uint8_t nonce[RBLK_AUTH_NONCE_LEN]; /* target's, fresh per connection */
-	char target_name[RBLK_NAME_MAX]; /* the target's identity */
+	char target_name[RBLK_NAME_MAX];    /* the target's identity */
 } __attribute__((packed));
 
 struct rblk_wire_auth_response {
@@ -277,7 +284,7 @@ struct rblk_wire_auth_response {
 	uint32_t flags; /* 0 */
 	uint32_t reserved;
 	uint8_t nonce[RBLK_AUTH_NONCE_LEN]; /* initiator's, fresh */
-	uint8_t mac[RBLK_AUTH_MAC_LEN]; /* role "initiator" */
+	uint8_t mac[RBLK_AUTH_MAC_LEN];	    /* role "initiator" */
 } __attribute__((packed));
 
 struct rblk_wire_auth_result {

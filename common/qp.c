@@ -24,7 +24,8 @@ int qp_init(struct qp *qp, struct xp_conn *xc, const struct xp_conn_attr *attr,
 		return -EINVAL;
 	qp->xc = xc;
 	qp->nr_recv = attr->max_recv_wr;
-	qp->recv_size = (uint32_t)ALIGN_UP(MAX(recv_size, (size_t)QP_RECV_SIZE), 64);
+	qp->recv_size =
+	    (uint32_t)ALIGN_UP(MAX(recv_size, (size_t)QP_RECV_SIZE), 64);
 	qp->sq_size = qp->sq_free = attr->max_send_wr;
 	recv_len = (size_t)qp->nr_recv * qp->recv_size;
 	qp->msg_len = recv_len + send_len;
@@ -70,9 +71,9 @@ void qp_fini(struct qp *qp)
 int qp_post_recv(struct qp *qp, unsigned int i)
 {
 	struct xp_sge sge = {
-		.addr = qp_recv_buf(qp, i),
-		.length = qp->recv_size,
-		.mr = qp->msg_mr,
+	    .addr = qp_recv_buf(qp, i),
+	    .length = qp->recv_size,
+	    .mr = qp->msg_mr,
 	};
 
 	return xp_post_recv(qp->xc, qp_wrid(QP_WRID_RECV, 0, i), &sge);

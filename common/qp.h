@@ -27,8 +27,7 @@
 #define QP_WRID_VAL_BITS 32
 #define QP_WRID_KIND_SHIFT (64 - QP_WRID_KIND_BITS)
 #define QP_WRID_CREDIT_SHIFT QP_WRID_VAL_BITS
-_Static_assert(QP_WRID_KIND_BITS + QP_WRID_CREDIT_BITS + QP_WRID_VAL_BITS <=
-		       64,
+_Static_assert(QP_WRID_KIND_BITS + QP_WRID_CREDIT_BITS + QP_WRID_VAL_BITS <= 64,
 	       "wr_id fields fit 64 bits");
 
 enum {
@@ -40,9 +39,9 @@ static inline uint64_t qp_wrid(unsigned int kind, unsigned int credits,
 			       uint32_t val)
 {
 	return (uint64_t)(kind & ((1u << QP_WRID_KIND_BITS) - 1))
-		       << QP_WRID_KIND_SHIFT |
+		   << QP_WRID_KIND_SHIFT |
 	       (uint64_t)(credits & ((1u << QP_WRID_CREDIT_BITS) - 1))
-		       << QP_WRID_CREDIT_SHIFT |
+		   << QP_WRID_CREDIT_SHIFT |
 	       val;
 }
 
@@ -75,7 +74,7 @@ struct qp {
 	size_t msg_len;
 	struct xp_mr *msg_mr;
 	unsigned int nr_recv;
-	uint32_t recv_size; /* bytes per receive buffer, a multiple of 64 */
+	uint32_t recv_size;   /* bytes per receive buffer, a multiple of 64 */
 	unsigned int sq_free; /* send-queue credits */
 	unsigned int sq_size; /* attr.max_send_wr */
 	/*

@@ -12,7 +12,7 @@
 int sd_notify_send(const char *state)
 {
 	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t n, len = strlen(state);
 	socklen_t salen;
 	ssize_t sent;
@@ -34,8 +34,8 @@ int sd_notify_send(const char *state)
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	sent = sendto(fd, state, len, MSG_NOSIGNAL, (struct sockaddr *)&sa,
-		      salen);
+	sent =
+	    sendto(fd, state, len, MSG_NOSIGNAL, (struct sockaddr *)&sa, salen);
 	ret = sent == (ssize_t)len ? 1 : -errno;
 	close(fd);
 	return ret;

@@ -39,8 +39,9 @@ struct slot_pool {
 	uint32_t free_pages;
 	uint32_t heads[SLOT_MAX_ORDER + 1]; /* first free block, or NONE */
 	uint32_t *next, *prev; /* free-list links, per page (block heads) */
-	int8_t *free_order; /* order of the free block headed here, or -1 */
-	int8_t *used_order; /* order of the allocated block headed here, or -1 */
+	int8_t *free_order;    /* order of the free block headed here, or -1 */
+	int8_t
+	    *used_order; /* order of the allocated block headed here, or -1 */
 	/* keep mode: see above */
 	bool keep;
 	bool merging; /* a request found no block: frees merge until served */

@@ -53,9 +53,9 @@ static inline void spin_result(struct spin_backoff *s, bool found)
 		s->backoff = 0;
 		return;
 	}
-	s->backoff = !s->backoff ? 1 :
-		     2 * s->backoff > SPIN_BACKOFF_MAX ? SPIN_BACKOFF_MAX :
-							 2 * s->backoff;
+	s->backoff = !s->backoff			 ? 1
+		     : 2 * s->backoff > SPIN_BACKOFF_MAX ? SPIN_BACKOFF_MAX
+							 : 2 * s->backoff;
 	s->skip = s->backoff;
 }
 

@@ -54,9 +54,10 @@ static int url_parse_unix(const char *url, const char *p, struct rblk_url *out,
 	p++;
 	q = strchr(p, '?');
 	if (!q || strncmp(q, "?socket=", 8))
-		return url_fail(err, errlen,
-				"'%s': no socket path (want unix:///[EXPORT]?socket=PATH)",
-				url);
+		return url_fail(
+		    err, errlen,
+		    "'%s': no socket path (want unix:///[EXPORT]?socket=PATH)",
+		    url);
 	if (url_export(url, p, (size_t)(q - p), out, err, errlen))
 		return -EINVAL;
 	q += 8;
@@ -113,7 +114,8 @@ int rblk_url_parse(const char *url, uint16_t default_port, struct rblk_url *out,
 
 	memset(out, 0, sizeof(*out));
 	if (!p || p == url)
-		return url_fail(err, errlen, "'%s': expected scheme://host", url);
+		return url_fail(err, errlen, "'%s': expected scheme://host",
+				url);
 	n = (size_t)(p - url);
 	if (n >= sizeof(out->scheme))
 		return url_fail(err, errlen, "'%s': unknown scheme", url);
@@ -157,7 +159,8 @@ int rblk_url_parse(const char *url, uint16_t default_port, struct rblk_url *out,
 		rest++;
 		return url_export(url, rest, strlen(rest), out, err, errlen);
 	} else if (*rest) {
-		return url_fail(err, errlen, "'%s': unexpected '%s'", url, rest);
+		return url_fail(err, errlen, "'%s': unexpected '%s'", url,
+				rest);
 	}
 	return 0;
 }

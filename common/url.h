@@ -17,8 +17,8 @@
 
 struct rblk_url {
 	char scheme[16]; /* "tcp", "rdma", "unix" */
-	char host[256]; /* without brackets; unix: the socket's path */
-	uint16_t port; /* default_port when absent; unix: 0 */
+	char host[256];	 /* without brackets; unix: the socket's path */
+	uint16_t port;	 /* default_port when absent; unix: 0 */
 	char export_name[RBLK_NAME_MAX]; /* "" when absent */
 };
 

@@ -10,16 +10,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member)                                        \
+	((type *)((char *)(ptr)-offsetof(type, member)))
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-#define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
-#define IS_POW2(x) ((x) != 0 && ((x) & ((x) - 1)) == 0)
+#define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
+#define IS_POW2(x) ((x) != 0 && ((x) & ((x)-1)) == 0)
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -41,7 +41,8 @@ int parse_size(const char *s, uint64_t *out);
 int parse_uint(const char *s, unsigned long min, unsigned long max,
 	       unsigned long *out);
 
-/* Write/read exactly len bytes on a blocking fd; 0 or -errno (-EPIPE on EOF). */
+/* Write/read exactly len bytes on a blocking fd; 0 or -errno (-EPIPE on EOF).
+ */
 int write_full(int fd, const void *buf, size_t len);
 int read_full(int fd, void *buf, size_t len);
 

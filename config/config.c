@@ -26,8 +26,6 @@
 #include "../common/util.h"
 #include "config_internal.h"
 
-
-
 void cfg_init(struct cfg_target *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -65,14 +63,16 @@ static int check_export_name(const char *name, char *err, size_t errlen)
 		return fail(err, errlen, -EINVAL, "empty export name");
 	if (n >= RBLK_NAME_MAX)
 		return fail(err, errlen, -EINVAL,
-			    "export name longer than %d bytes", RBLK_NAME_MAX - 1);
+			    "export name longer than %d bytes",
+			    RBLK_NAME_MAX - 1);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)name[i];
 
 		if (c < 0x21 || c > 0x7e || c == '/')
-			return fail(err, errlen, -EINVAL,
-				    "export name '%.*s' holds a bad character (0x%02x): use printable ASCII without '/' or spaces",
-				    (int)n, name, c);
+			return fail(
+			    err, errlen, -EINVAL,
+			    "export name '%.*s' holds a bad character (0x%02x): use printable ASCII without '/' or spaces",
+			    (int)n, name, c);
 	}
 	return 0;
 }
@@ -105,9 +105,10 @@ int cfg_check_block_size(uint64_t bs, char *err, size_t errlen)
 {
 	if (bs == 0 || (IS_POW2(bs) && bs >= 512 && bs <= 65536))
 		return 0;
-	return fail(err, errlen, -EINVAL,
-		    "block size %llu is not 0 or a power of two from 512 to 65536",
-		    (unsigned long long)bs);
+	return fail(
+	    err, errlen, -EINVAL,
+	    "block size %llu is not 0 or a power of two from 512 to 65536",
+	    (unsigned long long)bs);
 }
 
 /* "0123abcd-..." (8-4-4-4-12 hex digits) -> 16 bytes; 0 or -EINVAL. */
@@ -139,11 +140,11 @@ int cfg_parse_uuid(const char *s, uint8_t out[16])
 		if (!isxdigit((unsigned char)s[i]) ||
 		    !isxdigit((unsigned char)s[i + 1]))
 			return -EINVAL;
-		hi = isdigit((unsigned char)s[i]) ? s[i] - '0' :
-						    (tolower(s[i]) - 'a' + 10);
-		lo = isdigit((unsigned char)s[i + 1]) ?
-			     s[i + 1] - '0' :
-			     (tolower(s[i + 1]) - 'a' + 10);
+		hi = isdigit((unsigned char)s[i]) ? s[i] - '0'
+						  : (tolower(s[i]) - 'a' + 10);
+		lo = isdigit((unsigned char)s[i + 1])
+			 ? s[i + 1] - '0'
+			 : (tolower(s[i + 1]) - 'a' + 10);
 		out[n++] = (uint8_t)(hi << 4 | lo);
 		i++;
 	}
@@ -161,8 +162,8 @@ int cfg_check_max_io(uint64_t v, char *err, size_t errlen)
 
 int cfg_parse_bool(const char *s, bool *out)
 {
-	static const char *const yes[] = { "yes", "true", "1", "on" };
-	static const char *const no[] = { "no", "false", "0", "off" };
+	static const char *const yes[] = {"yes", "true", "1", "on"};
+	static const char *const no[] = {"no", "false", "0", "off"};
 
 	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
 		if (!strcasecmp(s, yes[i])) {
@@ -220,14 +221,16 @@ int cfg_check_host_name(const char *name, char *err, size_t errlen)
 		return fail(err, errlen, -EINVAL, "empty host name");
 	if (n >= RBLK_NAME_MAX)
 		return fail(err, errlen, -EINVAL,
-			    "host name longer than %d bytes", RBLK_NAME_MAX - 1);
+			    "host name longer than %d bytes",
+			    RBLK_NAME_MAX - 1);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)name[i];
 
 		if (c < 0x21 || c > 0x7e || c == ',')
-			return fail(err, errlen, -EINVAL,
-				    "host name '%.*s' holds a bad character (0x%02x): use printable ASCII without ',' or spaces",
-				    (int)n, name, c);
+			return fail(
+			    err, errlen, -EINVAL,
+			    "host name '%.*s' holds a bad character (0x%02x): use printable ASCII without ',' or spaces",
+			    (int)n, name, c);
 	}
 	return 0;
 }
@@ -259,8 +262,8 @@ struct cfg_host *cfg_new_host(struct cfg_target *cfg, const char *name,
 	if (*ret)
 		return NULL;
 	if (cfg_find_host(cfg, name)) {
-		*ret = fail(err, errlen, -EINVAL, "host '%s' defined twice",
-			    name);
+		*ret =
+		    fail(err, errlen, -EINVAL, "host '%s' defined twice", name);
 		return NULL;
 	}
 	if (cfg->nr_hosts >= CFG_MAX_HOSTS) {
@@ -287,8 +290,8 @@ char *cfg_trim(char *s)
 }
 
 /* Add the comma-separated host names in list to e's access list. */
-int cfg_add_allow(struct cfg_export *e, const char *list, bool ro,
-		  char *err, size_t errlen)
+int cfg_add_allow(struct cfg_export *e, const char *list, bool ro, char *err,
+		  size_t errlen)
 {
 	char buf[4096], *rest = buf, *name;
 	int ret;
@@ -298,11 +301,13 @@ int cfg_add_allow(struct cfg_export *e, const char *list, bool ro,
 	snprintf(buf, sizeof(buf), "%s", list);
 	if (!strcmp(cfg_trim(buf), "any")) {
 		if (ro)
-			return fail(err, errlen, -EINVAL,
-				    "allow_ro=any is not supported; give allow=any and read-only");
+			return fail(
+			    err, errlen, -EINVAL,
+			    "allow_ro=any is not supported; give allow=any and read-only");
 		if (e->restricted)
-			return fail(err, errlen, -EINVAL,
-				    "allow=any cannot be combined with a host list");
+			return fail(
+			    err, errlen, -EINVAL,
+			    "allow=any cannot be combined with a host list");
 		e->allow_any = true;
 		return 0;
 	}
@@ -356,9 +361,10 @@ int cfg_export_set_access(const struct cfg_target *cfg, struct cfg_export *e,
 	}
 	for (unsigned int i = 0; i < e->nr_allow; i++)
 		if (!cfg_find_host(cfg, e->allow[i]))
-			return fail(err, errlen, -EINVAL,
-				    "host '%s' has no secret on this target ([host %s] or --host); every host in an access list needs one",
-				    e->allow[i], e->allow[i]);
+			return fail(
+			    err, errlen, -EINVAL,
+			    "host '%s' has no secret on this target ([host %s] or --host); every host in an access list needs one",
+			    e->allow[i], e->allow[i]);
 	if (!e->restricted && cfg->allow_any_host)
 		e->allow_any = true;
 	return 0;
@@ -424,14 +430,16 @@ int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,
 		return fail(err, errlen, -EINVAL, "listen: %s", why);
 	if (strcmp(u.scheme, "tcp") && strcmp(u.scheme, "rdma") &&
 	    strcmp(u.scheme, "unix"))
-		return fail(err, errlen, -EINVAL,
-			    "listen '%s': scheme must be tcp://, rdma:// or unix:///?socket=PATH",
-			    url);
+		return fail(
+		    err, errlen, -EINVAL,
+		    "listen '%s': scheme must be tcp://, rdma:// or unix:///?socket=PATH",
+		    url);
 	if (u.export_name[0] || (strcmp(u.scheme, "unix") &&
 				 strchr(url + strlen(u.scheme) + 3, '/')))
-		return fail(err, errlen, -EINVAL,
-			    "listen '%s': a listen URL names no export (drop the '/...')",
-			    url);
+		return fail(
+		    err, errlen, -EINVAL,
+		    "listen '%s': a listen URL names no export (drop the '/...')",
+		    url);
 	if (strlen(url) >= sizeof(cfg->listen[0]))
 		return fail(err, errlen, -EINVAL, "listen '%s': URL too long",
 			    url);
@@ -459,7 +467,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	char buf[RBLK_NAME_MAX + PATH_MAX + 64];
 	struct cfg_export *e;
 	char *eq, *path, *opts, *opt;
-	struct cfg_export acl = { 0 };
+	struct cfg_export acl = {0};
 	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
 	bool ro = false, has_uuid = false, overcommit = false, buffered = false;
 	uint8_t uuid[16];
@@ -471,8 +479,9 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	snprintf(buf, sizeof(buf), "%s", arg);
 	eq = strchr(buf, '=');
 	if (!eq || eq == buf)
-		return fail(why, whylen, -EINVAL,
-			    "expected NAME=PATH[,ro][,bs=N][,direct][,cache=buffered][,allow=HOST|any][,allow_ro=HOST][,overcommit]");
+		return fail(
+		    why, whylen, -EINVAL,
+		    "expected NAME=PATH[,ro][,bs=N][,direct][,cache=buffered][,allow=HOST|any][,allow_ro=HOST][,overcommit]");
 	*eq = 0;
 	path = eq + 1;
 	opts = strchr(path, ',');
@@ -498,20 +507,23 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 			overcommit = true;
 		} else if (!strncmp(opt, "cache=", 6)) {
 			if (cfg_parse_cache(opt + 6, &buffered))
-				return fail(why, whylen, -EINVAL,
-					    "bad cache '%.32s' (direct or buffered)",
-					    opt + 6);
+				return fail(
+				    why, whylen, -EINVAL,
+				    "bad cache '%.32s' (direct or buffered)",
+				    opt + 6);
 		} else if (!strncmp(opt, "bs=", 3)) {
 			if (parse_size(opt + 3, &bs) ||
 			    cfg_check_block_size(bs, NULL, 0))
-				return fail(why, whylen, -EINVAL,
-					    "bad bs '%.32s' (0 or a power of two from 512 to 65536)",
-					    opt + 3);
+				return fail(
+				    why, whylen, -EINVAL,
+				    "bad bs '%.32s' (0 or a power of two from 512 to 65536)",
+				    opt + 3);
 		} else if (!strncmp(opt, "uuid=", 5)) {
 			if (cfg_parse_uuid(opt + 5, uuid))
-				return fail(why, whylen, -EINVAL,
-					    "bad uuid '%.40s' (8-4-4-4-12 hex digits)",
-					    opt + 5);
+				return fail(
+				    why, whylen, -EINVAL,
+				    "bad uuid '%.40s' (8-4-4-4-12 hex digits)",
+				    opt + 5);
 			has_uuid = true;
 		} else if (!strncmp(opt, "allow=", 6)) {
 			ret = cfg_add_allow(&acl, opt + 6, false, why, whylen);
@@ -522,9 +534,10 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 			if (ret)
 				return ret;
 		} else {
-			return fail(why, whylen, -EINVAL,
-				    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit)",
-				    *opt ? "unknown" : "empty", opt);
+			return fail(
+			    why, whylen, -EINVAL,
+			    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit)",
+			    *opt ? "unknown" : "empty", opt);
 		}
 	}
 	e = cfg_new_export(cfg, buf, why, whylen, &ret);
@@ -575,16 +588,17 @@ int cfg_set_ctl_socket(struct cfg_target *cfg, const char *path, char *err,
 	if (!*path)
 		return fail(err, errlen, -EINVAL, "ctl_socket: empty path");
 	if (strlen(path) >= sizeof(cfg->ctl_socket))
-		return fail(err, errlen, -EINVAL,
-			    "ctl_socket '%.40s...': longer than %zu bytes (a unix socket limit)",
-			    path, sizeof(cfg->ctl_socket) - 1);
+		return fail(
+		    err, errlen, -EINVAL,
+		    "ctl_socket '%.40s...': longer than %zu bytes (a unix socket limit)",
+		    path, sizeof(cfg->ctl_socket) - 1);
 	snprintf(cfg->ctl_socket, sizeof(cfg->ctl_socket), "%s", path);
 	cfg->ctl_socket_set = true;
 	return 0;
 }
 
-int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
-			    char *err, size_t errlen)
+int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode, char *err,
+			    size_t errlen)
 {
 	char *end;
 	unsigned long v;
@@ -592,17 +606,19 @@ int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
 	errno = 0;
 	v = strtoul(mode, &end, 8);
 	if (!*mode || *end || errno || v > 0777 || !(v & 0600))
-		return fail(err, errlen, -EINVAL,
-			    "ctl_socket_mode: '%s' is not an octal mode from 0200 to 0777 that lets the owner in",
-			    mode);
+		return fail(
+		    err, errlen, -EINVAL,
+		    "ctl_socket_mode: '%s' is not an octal mode from 0200 to 0777 that lets the owner in",
+		    mode);
 	/*
 	 * Connecting to a unix socket needs write permission, so 0660 is how
 	 * a dedicated group gets in; any user at all never should.
 	 */
 	if (v & 0002)
-		return fail(err, errlen, -EINVAL,
-			    "ctl_socket_mode: '%s' lets every local user connect, and whoever connects can add and remove exports; use 0600, or 0660 with a dedicated group",
-			    mode);
+		return fail(
+		    err, errlen, -EINVAL,
+		    "ctl_socket_mode: '%s' lets every local user connect, and whoever connects can add and remove exports; use 0600, or 0660 with a dedicated group",
+		    mode);
 	cfg->ctl_socket_mode = (unsigned int)v;
 	return 0;
 }
@@ -617,9 +633,10 @@ int cfg_set_unix_socket_mode(struct cfg_target *cfg, const char *mode,
 	v = strtoul(mode, &end, 8);
 	/* connecting needs write permission: the owner must have it */
 	if (!*mode || *end || errno || v > 0777 || !(v & 0200))
-		return fail(err, errlen, -EINVAL,
-			    "unix_socket_mode: '%s' is not an octal mode up to 0777 that lets the owner connect (e.g. 0660)",
-			    mode);
+		return fail(
+		    err, errlen, -EINVAL,
+		    "unix_socket_mode: '%s' is not an octal mode up to 0777 that lets the owner connect (e.g. 0660)",
+		    mode);
 	cfg->unix_socket_mode = (unsigned int)v;
 	return 0;
 }
@@ -632,24 +649,22 @@ int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
 		size_t off;
 		unsigned long min, max;
 	} keys[] = {
-		{ "max_pending", offsetof(struct cfg_target, max_pending), 1,
-		  1000000 },
-		{ "max_pending_per_host",
-		  offsetof(struct cfg_target, max_pending_per_host), 1,
-		  1000000 },
-		{ "max_sessions", offsetof(struct cfg_target, max_sessions), 1,
-		  1000000 },
-		{ "max_sessions_per_host",
-		  offsetof(struct cfg_target, max_sessions_per_host), 1,
-		  1000000 },
-		{ "idle_timeout", offsetof(struct cfg_target, idle_timeout), 0,
-		  86400 },
-		{ "poll_spin_us", offsetof(struct cfg_target, poll_spin_us), 0,
-		  1000 },
-		{ "session_pool_share",
-		  offsetof(struct cfg_target, session_pool_share), 1, 100 },
-		{ "window_timeout", offsetof(struct cfg_target, window_timeout),
-		  1, 3600 },
+	    {"max_pending", offsetof(struct cfg_target, max_pending), 1,
+	     1000000},
+	    {"max_pending_per_host",
+	     offsetof(struct cfg_target, max_pending_per_host), 1, 1000000},
+	    {"max_sessions", offsetof(struct cfg_target, max_sessions), 1,
+	     1000000},
+	    {"max_sessions_per_host",
+	     offsetof(struct cfg_target, max_sessions_per_host), 1, 1000000},
+	    {"idle_timeout", offsetof(struct cfg_target, idle_timeout), 0,
+	     86400},
+	    {"poll_spin_us", offsetof(struct cfg_target, poll_spin_us), 0,
+	     1000},
+	    {"session_pool_share",
+	     offsetof(struct cfg_target, session_pool_share), 1, 100},
+	    {"window_timeout", offsetof(struct cfg_target, window_timeout), 1,
+	     3600},
 	};
 	unsigned long v;
 
@@ -657,7 +672,8 @@ int cfg_set_limit(struct cfg_target *cfg, const char *key, const char *value,
 		if (strcmp(keys[i].name, key))
 			continue;
 		if (parse_uint(value, keys[i].min, keys[i].max, &v)) {
-			snprintf(err, errlen, "%s: '%s' is not a number from %lu to %lu",
+			snprintf(err, errlen,
+				 "%s: '%s' is not a number from %lu to %lu",
 				 key, value, keys[i].min, keys[i].max);
 			return -EINVAL;
 		}
@@ -678,9 +694,10 @@ int cfg_set_inline_data(struct cfg_target *cfg, const char *value, char *err,
 	}
 	if (parse_size(value, &size) || size > RBLK_INLINE_MAX ||
 	    size % RBLK_INLINE_ALIGN) {
-		snprintf(err, errlen,
-			 "inline_data: '%s' is not auto or a multiple of 512 from 0 to 16K",
-			 value);
+		snprintf(
+		    err, errlen,
+		    "inline_data: '%s' is not auto or a multiple of 512 from 0 to 16K",
+		    value);
 		return -EINVAL;
 	}
 	cfg->inline_data = (int)size;
@@ -708,16 +725,18 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 	struct rblk_url u;
 	char why[256], buf[64];
 
-	if (*url && strlen(url) <= 5 && strspn(url, "0123456789") == strlen(url)) {
+	if (*url && strlen(url) <= 5 &&
+	    strspn(url, "0123456789") == strlen(url)) {
 		/* a bare port: loopback */
 		snprintf(buf, sizeof(buf), "tcp://127.0.0.1:%s", url);
 		url = buf;
 	}
 	if (rblk_url_parse(url, 0, &u, why, sizeof(why)) ||
 	    strcmp(u.scheme, "tcp") || !u.port || u.export_name[0])
-		return fail(err, errlen, -EINVAL,
-			    "metrics '%s': want tcp://HOST:PORT or a port on loopback (e.g. tcp://127.0.0.1:9441, 9441)",
-			    url);
+		return fail(
+		    err, errlen, -EINVAL,
+		    "metrics '%s': want tcp://HOST:PORT or a port on loopback (e.g. tcp://127.0.0.1:9441, 9441)",
+		    url);
 	if (strlen(url) >= sizeof(cfg->metrics))
 		return fail(err, errlen, -EINVAL, "metrics: URL too long");
 	snprintf(cfg->metrics, sizeof(cfg->metrics), "%s", url);
@@ -729,13 +748,17 @@ int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen)
 	char why[256];
 
 	if (cfg->nr_exports == 0)
-		return fail(err, errlen, -EINVAL,
-			    "no export: give --export NAME=PATH or an [export NAME] section");
+		return fail(
+		    err, errlen, -EINVAL,
+		    "no export: give --export NAME=PATH or an [export NAME] section");
 	if (cfg->nr_listen == 0)
+		return fail(
+		    err, errlen, -EINVAL,
+		    "no listener: give --listen tcp://HOST[:PORT] or rdma://HOST[:PORT]");
+	if (cfg->nr_exports > CFG_MAX_EXPORTS ||
+	    cfg->nr_listen > CFG_MAX_LISTEN)
 		return fail(err, errlen, -EINVAL,
-			    "no listener: give --listen tcp://HOST[:PORT] or rdma://HOST[:PORT]");
-	if (cfg->nr_exports > CFG_MAX_EXPORTS || cfg->nr_listen > CFG_MAX_LISTEN)
-		return fail(err, errlen, -EINVAL, "too many exports or listeners");
+			    "too many exports or listeners");
 	for (unsigned int i = 0; i < cfg->nr_exports; i++) {
 		const struct cfg_export *e = &cfg->exports[i];
 
@@ -751,19 +774,22 @@ int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen)
 				return fail(err, errlen, -EINVAL,
 					    "export '%s' defined twice",
 					    e->name);
-			/* one identity, two volumes: multipath would join them */
+			/* one identity, two volumes: multipath would join them
+			 */
 			if (e->has_uuid && o->has_uuid &&
 			    !memcmp(e->uuid, o->uuid, sizeof(e->uuid)))
-				return fail(err, errlen, -EINVAL,
-					    "exports '%s' and '%s' have the same uuid: two volumes must not share one identity (initiators would take one for the other)",
-					    o->name, e->name);
+				return fail(
+				    err, errlen, -EINVAL,
+				    "exports '%s' and '%s' have the same uuid: two volumes must not share one identity (initiators would take one for the other)",
+				    o->name, e->name);
 		}
 		for (unsigned int j = 0; j < e->nr_allow; j++)
 			if (!cfg_find_host(cfg, e->allow[j]))
-				return fail(err, errlen, -EINVAL,
-					    "export '%s' allows host '%s', which has no [host %s] section (or --host %s:secret-file=PATH)",
-					    e->name, e->allow[j], e->allow[j],
-					    e->allow[j]);
+				return fail(
+				    err, errlen, -EINVAL,
+				    "export '%s' allows host '%s', which has no [host %s] section (or --host %s:secret-file=PATH)",
+				    e->name, e->allow[j], e->allow[j],
+				    e->allow[j]);
 	}
 	for (unsigned int i = 0; i < cfg->nr_hosts; i++)
 		if (!cfg->hosts[i].secret_len)

@@ -47,7 +47,7 @@ struct cfg_export {
 	 * [host] section must still authenticate).
 	 */
 	bool restricted; /* allow or allow_ro given */
-	bool allow_any; /* allow=any: open to every host (not with a list) */
+	bool allow_any;	 /* allow=any: open to every host (not with a list) */
 	bool overcommit; /* ram:SIZE beyond the memory available is accepted */
 	unsigned int nr_allow;
 	char allow[CFG_MAX_ALLOW][RBLK_NAME_MAX];
@@ -66,24 +66,25 @@ struct cfg_export {
 
 /* Ceph settings shared by the rbd: exports (target/backend_rbd.c). */
 struct cfg_ceph {
-	char conf[PATH_MAX]; /* ceph.conf; "": $CEPH_CONF, /etc/ceph/... */
-	char id[RBLK_NAME_MAX]; /* client name without "client.": "admin" */
-	char keyring[PATH_MAX]; /* "": what ceph.conf says */
+	char conf[PATH_MAX];	  /* ceph.conf; "": $CEPH_CONF, /etc/ceph/... */
+	char id[RBLK_NAME_MAX];	  /* client name without "client.": "admin" */
+	char keyring[PATH_MAX];	  /* "": what ceph.conf says */
 	unsigned int connections; /* rados cluster connections, default 1 */
 	bool takeover; /* break another gateway's lock (blocklist); yes */
 	unsigned int timeout_s; /* mon, mount and OSD op timeout, 20 s */
 };
 
 struct cfg_target {
-	char listen[CFG_MAX_LISTEN][256]; /* URLs: tcp://host:port, rdma://... */
+	char listen[CFG_MAX_LISTEN]
+		   [256]; /* URLs: tcp://host:port, rdma://... */
 	unsigned int nr_listen;
 	struct cfg_export exports[CFG_MAX_EXPORTS];
 	unsigned int nr_exports;
-	unsigned int workers; /* 0: one per online CPU */
-	char engine[16]; /* "io_uring" (default) or "libaio" */
-	int log_level; /* enum log_level; -1: not set */
+	unsigned int workers;	      /* 0: one per online CPU */
+	char engine[16];	      /* "io_uring" (default) or "libaio" */
+	int log_level;		      /* enum log_level; -1: not set */
 	unsigned int max_queue_depth; /* cap on what initiators may request */
-	uint32_t max_io; /* cap on max_io, power of two */
+	uint32_t max_io;	      /* cap on max_io, power of two */
 	/* slot pool bytes for the whole target, split over the workers */
 	uint64_t slot_pool;
 	/*
@@ -116,7 +117,8 @@ struct cfg_target {
 	unsigned int poll_spin_us;
 	/* control socket: a unix socket path, or "none" */
 	char ctl_socket[108];
-	bool ctl_socket_set; /* given explicitly: failing to create it is fatal */
+	bool ctl_socket_set; /* given explicitly: failing to create it is fatal
+			      */
 	unsigned int ctl_socket_mode; /* permission bits, default 0600 */
 	/* permission bits of unix data sockets (listen unix:), default 0660 */
 	unsigned int unix_socket_mode;
@@ -240,8 +242,8 @@ int cfg_parse_uuid(const char *s, uint8_t out[16]);
 int cfg_set_ctl_socket(struct cfg_target *cfg, const char *path, char *err,
 		       size_t errlen);
 /* Parse an octal mode such as 0600 or 660; -EINVAL with reason. */
-int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode,
-			    char *err, size_t errlen);
+int cfg_set_ctl_socket_mode(struct cfg_target *cfg, const char *mode, char *err,
+			    size_t errlen);
 /* The same for unix data sockets (any mode that lets the owner in). */
 int cfg_set_unix_socket_mode(struct cfg_target *cfg, const char *mode,
 			     char *err, size_t errlen);

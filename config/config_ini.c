@@ -36,48 +36,79 @@
 
 /* ---- the INI file ------------------------------------------------------ */
 
-enum { KEY_LISTEN, KEY_WORKERS, KEY_ENGINE, KEY_LOG_LEVEL, KEY_MAX_QD,
-       KEY_MAX_IO, KEY_CTL_SOCKET, KEY_CTL_SOCKET_MODE, KEY_UNIX_SOCKET_MODE, KEY_METRICS,
-       KEY_NAME, KEY_SLOT_POOL, KEY_CEPH_CONF, KEY_CEPH_ID, KEY_CEPH_KEYRING,
-       KEY_RBD_CONNS, KEY_RBD_TAKEOVER, KEY_RBD_TIMEOUT, KEY_ALLOW_ANY_HOST,
-       KEY_INLINE_DATA, NR_TARGET_KEYS };
-enum { KEY_PATH, KEY_READ_ONLY, KEY_BLOCK_SIZE, KEY_ALLOW, KEY_ALLOW_RO,
-       KEY_DIRECT, KEY_UUID, KEY_OVERCOMMIT, KEY_CACHE, NR_EXPORT_KEYS };
+enum {
+	KEY_LISTEN,
+	KEY_WORKERS,
+	KEY_ENGINE,
+	KEY_LOG_LEVEL,
+	KEY_MAX_QD,
+	KEY_MAX_IO,
+	KEY_CTL_SOCKET,
+	KEY_CTL_SOCKET_MODE,
+	KEY_UNIX_SOCKET_MODE,
+	KEY_METRICS,
+	KEY_NAME,
+	KEY_SLOT_POOL,
+	KEY_CEPH_CONF,
+	KEY_CEPH_ID,
+	KEY_CEPH_KEYRING,
+	KEY_RBD_CONNS,
+	KEY_RBD_TAKEOVER,
+	KEY_RBD_TIMEOUT,
+	KEY_ALLOW_ANY_HOST,
+	KEY_INLINE_DATA,
+	NR_TARGET_KEYS
+};
+enum {
+	KEY_PATH,
+	KEY_READ_ONLY,
+	KEY_BLOCK_SIZE,
+	KEY_ALLOW,
+	KEY_ALLOW_RO,
+	KEY_DIRECT,
+	KEY_UUID,
+	KEY_OVERCOMMIT,
+	KEY_CACHE,
+	NR_EXPORT_KEYS
+};
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
 
 static const char *const target_keys[NR_TARGET_KEYS] = {
-	[KEY_LISTEN] = "listen",	  [KEY_WORKERS] = "workers",
-	[KEY_ENGINE] = "engine",	  [KEY_LOG_LEVEL] = "log_level",
-	[KEY_MAX_QD] = "max_queue_depth", [KEY_MAX_IO] = "max_io",
-	[KEY_CTL_SOCKET] = "ctl_socket",
-	[KEY_CTL_SOCKET_MODE] = "ctl_socket_mode",
-	[KEY_UNIX_SOCKET_MODE] = "unix_socket_mode",
-	[KEY_METRICS] = "metrics",
-	[KEY_NAME] = "name",
-	[KEY_SLOT_POOL] = "slot_pool",
-	[KEY_INLINE_DATA] = "inline_data",
-	[KEY_CEPH_CONF] = "ceph_conf",
-	[KEY_CEPH_ID] = "ceph_id",
-	[KEY_CEPH_KEYRING] = "ceph_keyring",
-	[KEY_RBD_CONNS] = "rbd_cluster_connections",
-	[KEY_RBD_TAKEOVER] = "rbd_takeover",
-	[KEY_RBD_TIMEOUT] = "rbd_timeout",
-	[KEY_ALLOW_ANY_HOST] = "allow_any_host",
+    [KEY_LISTEN] = "listen",
+    [KEY_WORKERS] = "workers",
+    [KEY_ENGINE] = "engine",
+    [KEY_LOG_LEVEL] = "log_level",
+    [KEY_MAX_QD] = "max_queue_depth",
+    [KEY_MAX_IO] = "max_io",
+    [KEY_CTL_SOCKET] = "ctl_socket",
+    [KEY_CTL_SOCKET_MODE] = "ctl_socket_mode",
+    [KEY_UNIX_SOCKET_MODE] = "unix_socket_mode",
+    [KEY_METRICS] = "metrics",
+    [KEY_NAME] = "name",
+    [KEY_SLOT_POOL] = "slot_pool",
+    [KEY_INLINE_DATA] = "inline_data",
+    [KEY_CEPH_CONF] = "ceph_conf",
+    [KEY_CEPH_ID] = "ceph_id",
+    [KEY_CEPH_KEYRING] = "ceph_keyring",
+    [KEY_RBD_CONNS] = "rbd_cluster_connections",
+    [KEY_RBD_TAKEOVER] = "rbd_takeover",
+    [KEY_RBD_TIMEOUT] = "rbd_timeout",
+    [KEY_ALLOW_ANY_HOST] = "allow_any_host",
 };
 static const char *const export_keys[NR_EXPORT_KEYS] = {
-	[KEY_PATH] = "path",
-	[KEY_READ_ONLY] = "read_only",
-	[KEY_BLOCK_SIZE] = "block_size",
-	[KEY_ALLOW] = "allow",
-	[KEY_ALLOW_RO] = "allow_ro",
-	[KEY_DIRECT] = "direct",
-	[KEY_UUID] = "uuid",
-	[KEY_OVERCOMMIT] = "overcommit",
-	[KEY_CACHE] = "cache",
+    [KEY_PATH] = "path",
+    [KEY_READ_ONLY] = "read_only",
+    [KEY_BLOCK_SIZE] = "block_size",
+    [KEY_ALLOW] = "allow",
+    [KEY_ALLOW_RO] = "allow_ro",
+    [KEY_DIRECT] = "direct",
+    [KEY_UUID] = "uuid",
+    [KEY_OVERCOMMIT] = "overcommit",
+    [KEY_CACHE] = "cache",
 };
 static const char *const host_keys[NR_HOST_KEYS] = {
-	[KEY_SECRET] = "secret",
-	[KEY_SECRET_FILE] = "secret_file",
+    [KEY_SECRET] = "secret",
+    [KEY_SECRET_FILE] = "secret_file",
 };
 
 enum section { SEC_NONE, SEC_TARGET, SEC_EXPORT, SEC_HOST };
@@ -89,12 +120,12 @@ struct parse_ctx {
 	size_t line_cap;
 	int lineno; /* the line libinih is working on */
 	enum section sec;
-	unsigned int exp; /* SEC_EXPORT: index into cfg->exports */
+	unsigned int exp;	/* SEC_EXPORT: index into cfg->exports */
 	unsigned int first_new; /* exports below this came from the caller */
 	int target_seen[NR_TARGET_KEYS]; /* line of first use, 0: none */
 	int export_seen[CFG_MAX_EXPORTS][NR_EXPORT_KEYS];
 	int export_line[CFG_MAX_EXPORTS]; /* line of [export NAME] */
-	unsigned int host; /* SEC_HOST: index into cfg->hosts */
+	unsigned int host;		  /* SEC_HOST: index into cfg->hosts */
 	unsigned int first_new_host;
 	int host_seen[CFG_MAX_HOSTS][NR_HOST_KEYS];
 	int host_line[CFG_MAX_HOSTS];
@@ -103,7 +134,7 @@ struct parse_ctx {
 };
 
 static int ctx_fail(struct parse_ctx *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* Record the first error; returns 0 so a handler can return it to inih. */
 static int ctx_fail(struct parse_ctx *c, const char *fmt, ...)
@@ -137,7 +168,8 @@ static void host_section_begin(struct parse_ctx *c, const char *name)
 		unsigned int i = (unsigned int)(old - c->cfg->hosts);
 
 		if (i >= c->first_new_host)
-			ctx_fail(c, "host '%s' defined twice (first on line %d)",
+			ctx_fail(c,
+				 "host '%s' defined twice (first on line %d)",
 				 name, c->host_line[i]);
 		else
 			ctx_fail(c, "host '%s' is already defined", name);
@@ -174,8 +206,10 @@ static void section_begin(struct parse_ctx *c, char *text)
 	if (strncmp(text, "export", 6) ||
 	    (text[6] && !isspace((unsigned char)text[6]))) {
 		c->sec = SEC_NONE;
-		ctx_fail(c, "unknown section [%s] (known: [target], [export NAME], [host NAME])",
-			 text);
+		ctx_fail(
+		    c,
+		    "unknown section [%s] (known: [target], [export NAME], [host NAME])",
+		    text);
 		return;
 	}
 	name = cfg_trim(text + 6);
@@ -188,7 +222,8 @@ static void section_begin(struct parse_ctx *c, char *text)
 		unsigned int i = (unsigned int)(e - c->cfg->exports);
 
 		if (i >= c->first_new)
-			ctx_fail(c, "export '%s' defined twice (first on line %d)",
+			ctx_fail(c,
+				 "export '%s' defined twice (first on line %d)",
 				 name, c->export_line[i]);
 		else
 			ctx_fail(c, "export '%s' is already defined", name);
@@ -280,32 +315,40 @@ static int ceph_key(struct parse_ctx *c, int key, const char *value)
 	case KEY_CEPH_CONF:
 	case KEY_CEPH_KEYRING:
 		if (strlen(value) >= PATH_MAX)
-			return ctx_fail(c, "%s: path too long", target_keys[key]);
+			return ctx_fail(c, "%s: path too long",
+					target_keys[key]);
 		snprintf(key == KEY_CEPH_CONF ? ceph->conf : ceph->keyring,
 			 PATH_MAX, "%s", value);
 		return 1;
 	case KEY_CEPH_ID:
-		if (strlen(value) >= sizeof(ceph->id) ||
-		    strpbrk(value, " \t/"))
-			return ctx_fail(c, "ceph_id: '%s' is not a client id (e.g. admin, for client.admin)",
-					value);
+		if (strlen(value) >= sizeof(ceph->id) || strpbrk(value, " \t/"))
+			return ctx_fail(
+			    c,
+			    "ceph_id: '%s' is not a client id (e.g. admin, for client.admin)",
+			    value);
 		snprintf(ceph->id, sizeof(ceph->id), "%s", value);
 		return 1;
 	case KEY_RBD_CONNS:
 		if (parse_uint(value, 1, 64, &v))
-			return ctx_fail(c, "rbd_cluster_connections: '%s' is not a number from 1 to 64",
-					value);
+			return ctx_fail(
+			    c,
+			    "rbd_cluster_connections: '%s' is not a number from 1 to 64",
+			    value);
 		ceph->connections = (unsigned int)v;
 		return 1;
 	case KEY_RBD_TAKEOVER:
 		if (cfg_parse_bool(value, &ceph->takeover))
-			return ctx_fail(c, "rbd_takeover: '%s' is not yes/no, true/false, on/off or 1/0",
-					value);
+			return ctx_fail(
+			    c,
+			    "rbd_takeover: '%s' is not yes/no, true/false, on/off or 1/0",
+			    value);
 		return 1;
 	case KEY_RBD_TIMEOUT:
 		if (parse_uint(value, 1, 3600, &v))
-			return ctx_fail(c, "rbd_timeout: '%s' is not a number of seconds from 1 to 3600",
-					value);
+			return ctx_fail(
+			    c,
+			    "rbd_timeout: '%s' is not a number of seconds from 1 to 3600",
+			    value);
 		ceph->timeout_s = (unsigned int)v;
 		return 1;
 	}
@@ -322,8 +365,8 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 	int lvl;
 	bool b;
 
-	if (key != KEY_LISTEN && seen_before(c, &c->target_seen[key],
-					     target_keys[key]))
+	if (key != KEY_LISTEN &&
+	    seen_before(c, &c->target_seen[key], target_keys[key]))
 		return 0;
 	switch (key) {
 	case KEY_LISTEN:
@@ -332,27 +375,33 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 		return 1;
 	case KEY_WORKERS:
 		if (parse_uint(value, 0, CFG_MAX_WORKERS, &v))
-			return ctx_fail(c, "workers: '%s' is not a number from 0 (one per CPU) to %d",
-					value, CFG_MAX_WORKERS);
+			return ctx_fail(
+			    c,
+			    "workers: '%s' is not a number from 0 (one per CPU) to %d",
+			    value, CFG_MAX_WORKERS);
 		cfg->workers = (unsigned int)v;
 		return 1;
 	case KEY_ENGINE:
 		if (strcmp(value, "io_uring") && strcmp(value, "libaio"))
-			return ctx_fail(c, "engine: '%s' is not io_uring or libaio",
-					value);
+			return ctx_fail(
+			    c, "engine: '%s' is not io_uring or libaio", value);
 		snprintf(cfg->engine, sizeof(cfg->engine), "%s", value);
 		return 1;
 	case KEY_LOG_LEVEL:
 		lvl = log_parse_level(value);
 		if (lvl < 0)
-			return ctx_fail(c, "log_level: '%s' is not error, warn, info or debug",
-					value);
+			return ctx_fail(
+			    c,
+			    "log_level: '%s' is not error, warn, info or debug",
+			    value);
 		cfg->log_level = lvl;
 		return 1;
 	case KEY_MAX_QD:
 		if (parse_uint(value, 1, RBLK_MAX_QD, &v))
-			return ctx_fail(c, "max_queue_depth: '%s' is not a number from 1 to %d",
-					value, RBLK_MAX_QD);
+			return ctx_fail(
+			    c,
+			    "max_queue_depth: '%s' is not a number from 1 to %d",
+			    value, RBLK_MAX_QD);
 		cfg->max_queue_depth = (unsigned int)v;
 		return 1;
 	case KEY_SLOT_POOL:
@@ -400,8 +449,10 @@ static int target_key(struct parse_ctx *c, int key, const char *value)
 		return ceph_key(c, key, value);
 	case KEY_ALLOW_ANY_HOST:
 		if (cfg_parse_bool(value, &b))
-			return ctx_fail(c, "allow_any_host: '%s' is not yes/no, true/false, on/off or 1/0",
-					value);
+			return ctx_fail(
+			    c,
+			    "allow_any_host: '%s' is not yes/no, true/false, on/off or 1/0",
+			    value);
 		cfg->allow_any_host = b;
 		return 1;
 	}
@@ -425,8 +476,10 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 		return 1;
 	case KEY_READ_ONLY:
 		if (cfg_parse_bool(value, &b))
-			return ctx_fail(c, "read_only: '%s' is not yes/no, true/false, on/off or 1/0",
-					value);
+			return ctx_fail(
+			    c,
+			    "read_only: '%s' is not yes/no, true/false, on/off or 1/0",
+			    value);
 		e->read_only = b;
 		return 1;
 	case KEY_BLOCK_SIZE:
@@ -439,31 +492,37 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 		return 1;
 	case KEY_ALLOW:
 	case KEY_ALLOW_RO:
-		if (cfg_add_allow(e, value, key == KEY_ALLOW_RO, why, sizeof(why)))
+		if (cfg_add_allow(e, value, key == KEY_ALLOW_RO, why,
+				  sizeof(why)))
 			return ctx_fail(c, "export '%s': %s: %s", e->name,
 					export_keys[key], why);
 		return 1;
 	case KEY_DIRECT:
 		if (cfg_parse_bool(value, &b))
-			return ctx_fail(c, "direct: '%s' is not yes/no, true/false, on/off or 1/0",
-					value);
+			return ctx_fail(
+			    c,
+			    "direct: '%s' is not yes/no, true/false, on/off or 1/0",
+			    value);
 		e->direct = b ? CFG_DIRECT_YES : CFG_DIRECT_NO;
 		return 1;
 	case KEY_CACHE:
 		if (cfg_parse_cache(value, &e->cache_buffered))
-			return ctx_fail(c, "cache: '%s' is not direct or buffered",
-					value);
+			return ctx_fail(
+			    c, "cache: '%s' is not direct or buffered", value);
 		return 1;
 	case KEY_UUID:
 		if (cfg_parse_uuid(value, e->uuid))
-			return ctx_fail(c, "uuid: '%s' is not 8-4-4-4-12 hex digits",
-					value);
+			return ctx_fail(
+			    c, "uuid: '%s' is not 8-4-4-4-12 hex digits",
+			    value);
 		e->has_uuid = true;
 		return 1;
 	case KEY_OVERCOMMIT:
 		if (cfg_parse_bool(value, &b))
-			return ctx_fail(c, "overcommit: '%s' is not yes/no, true/false, on/off or 1/0",
-					value);
+			return ctx_fail(
+			    c,
+			    "overcommit: '%s' is not yes/no, true/false, on/off or 1/0",
+			    value);
 		e->overcommit = b;
 		return 1;
 	}
@@ -479,8 +538,9 @@ static int host_key(struct parse_ctx *c, int key, const char *value)
 	if (seen_before(c, &seen[key], host_keys[key]))
 		return 0;
 	if (seen[KEY_SECRET] && seen[KEY_SECRET_FILE])
-		return ctx_fail(c, "host '%s': give secret or secret_file, not both",
-				h->name);
+		return ctx_fail(
+		    c, "host '%s': give secret or secret_file, not both",
+		    h->name);
 	switch (key) {
 	case KEY_SECRET:
 		if (rblk_auth_check_secret(value, strlen(value), why,
@@ -490,8 +550,8 @@ static int host_key(struct parse_ctx *c, int key, const char *value)
 		memcpy(h->secret, value, h->secret_len);
 		return 1;
 	case KEY_SECRET_FILE:
-		if (rblk_auth_load_secret(value, h->secret, &h->secret_len,
-					  why, sizeof(why)))
+		if (rblk_auth_load_secret(value, h->secret, &h->secret_len, why,
+					  sizeof(why)))
 			return ctx_fail(c, "host '%s': %s", h->name, why);
 		return 1;
 	}
@@ -523,13 +583,17 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 		return ctx_fail(c, "'%s' has no value", name);
 	switch (c->sec) {
 	case SEC_NONE:
-		return ctx_fail(c, "'%s' outside a section ([target], [export NAME] or [host NAME])",
-				name);
+		return ctx_fail(
+		    c,
+		    "'%s' outside a section ([target], [export NAME] or [host NAME])",
+		    name);
 	case SEC_HOST:
 		key = lookup_key(host_keys, NR_HOST_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [host %s] (known: secret, secret_file)",
-					name, c->cfg->hosts[c->host].name);
+			return ctx_fail(
+			    c,
+			    "unknown key '%s' in [host %s] (known: secret, secret_file)",
+			    name, c->cfg->hosts[c->host].name);
 		return host_key(c, key, value);
 	case SEC_TARGET:
 		key = lookup_key(target_keys, NR_TARGET_KEYS, name);
@@ -544,14 +608,18 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 				return ctx_fail(c, "%s", why);
 		}
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, poll_spin_us, session_pool_share, window_timeout, ctl_socket, ctl_socket_mode, unix_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
-					name);
+			return ctx_fail(
+			    c,
+			    "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, poll_spin_us, session_pool_share, window_timeout, ctl_socket, ctl_socket_mode, unix_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
+			    name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
 		if (key < 0)
-			return ctx_fail(c, "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid, overcommit)",
-					name, c->cfg->exports[c->exp].name);
+			return ctx_fail(
+			    c,
+			    "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid, overcommit)",
+			    name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);
 	}
 	return ctx_fail(c, "internal error: section %d", c->sec);
@@ -572,21 +640,23 @@ static int open_config(const char *path, FILE **fp, char *err, size_t errlen)
 	if (fd < 0)
 		return fail(err, errlen, fd, "%s: %s", path, strerror(-fd));
 	if (!S_ISREG(st.st_mode)) {
-		ret = fail(err, errlen, -EINVAL,
-			   "%s: not a regular file (a configuration file is one)",
-			   path);
+		ret =
+		    fail(err, errlen, -EINVAL,
+			 "%s: not a regular file (a configuration file is one)",
+			 path);
 		goto out_close;
 	}
 	if (st.st_size > CFG_MAX_FILE_SIZE) {
-		ret = fail(err, errlen, -EFBIG,
-			   "%s: %lld bytes, more than the %d a configuration file may have",
-			   path, (long long)st.st_size, CFG_MAX_FILE_SIZE);
+		ret = fail(
+		    err, errlen, -EFBIG,
+		    "%s: %lld bytes, more than the %d a configuration file may have",
+		    path, (long long)st.st_size, CFG_MAX_FILE_SIZE);
 		goto out_close;
 	}
 	*fp = fdopen(fd, "r");
 	if (!*fp) {
-		ret = fail(err, errlen, -errno, "%s: %s", path,
-			   strerror(errno));
+		ret =
+		    fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
 		goto out_close;
 	}
 	return 0;
@@ -596,8 +666,7 @@ out_close:
 	return ret;
 }
 
-int cfg_load(struct cfg_target *cfg, const char *path, char *err,
-	     size_t errlen)
+int cfg_load(struct cfg_target *cfg, const char *path, char *err, size_t errlen)
 {
 	struct parse_ctx *c;
 	int ret, line;
@@ -629,9 +698,10 @@ int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 	}
 	if (line > 0 && (!c->err_line || line < c->err_line)) {
 		/* inih found a line it could not parse before we objected */
-		ret = fail(err, errlen, -EINVAL,
-			   "%s:%d: syntax error (expected [section], key = value, or a ; comment)",
-			   path, line);
+		ret = fail(
+		    err, errlen, -EINVAL,
+		    "%s:%d: syntax error (expected [section], key = value, or a ; comment)",
+		    path, line);
 		goto out_close;
 	}
 	if (c->err_line) {
@@ -649,9 +719,10 @@ int cfg_load(struct cfg_target *cfg, const char *path, char *err,
 	}
 	for (unsigned int i = c->first_new_host; i < c->cfg->nr_hosts; i++) {
 		if (!c->cfg->hosts[i].secret_len) {
-			ret = fail(err, errlen, -EINVAL,
-				   "%s:%d: host '%s' has no secret (give secret_file = PATH or secret = TEXT)",
-				   path, c->host_line[i], c->cfg->hosts[i].name);
+			ret = fail(
+			    err, errlen, -EINVAL,
+			    "%s:%d: host '%s' has no secret (give secret_file = PATH or secret = TEXT)",
+			    path, c->host_line[i], c->cfg->hosts[i].name);
 			goto out_close;
 		}
 	}
@@ -667,4 +738,3 @@ out_free_ctx:
 	free(c);
 	return ret;
 }
-

@@ -46,7 +46,8 @@ int cli_parse_output(const char *cmd, const char *arg, bool *json)
 	if (!strcmp(arg, "json")) {
 		*json = true;
 	} else if (strcmp(arg, "text")) {
-		fprintf(stderr, "rblk %s: unknown output format '%s' (text, json)\n",
+		fprintf(stderr,
+			"rblk %s: unknown output format '%s' (text, json)\n",
 			cmd, arg);
 		return -1;
 	}
@@ -68,17 +69,17 @@ int cli_parse_log_level(const char *cmd, const char *arg)
 	int lvl = log_parse_level(arg);
 
 	if (lvl < 0) {
-		fprintf(stderr,
-			"rblk %s: --log-level: '%s': expected error, warn, info or debug\n",
-			cmd, arg);
+		fprintf(
+		    stderr,
+		    "rblk %s: --log-level: '%s': expected error, warn, info or debug\n",
+		    cmd, arg);
 		return -1;
 	}
 	log_set_level(lvl);
 	return 0;
 }
 
-int cli_path_opt(const char *cmd, int ch, const char *arg,
-		 struct cli_paths *p)
+int cli_path_opt(const char *cmd, int ch, const char *arg, struct cli_paths *p)
 {
 	char *end;
 	double v;
@@ -95,9 +96,10 @@ int cli_path_opt(const char *cmd, int ch, const char *arg,
 	case CLI_OPT_FAILBACK:
 		v = strtod(arg, &end);
 		if (*end || end == arg || !(v >= 0 && v <= 86400)) {
-			fprintf(stderr,
-				"rblk %s: --failback: '%s' is not a number of seconds\n",
-				cmd, arg);
+			fprintf(
+			    stderr,
+			    "rblk %s: --failback: '%s' is not a number of seconds\n",
+			    cmd, arg);
 			return -1;
 		}
 		p->failback_ms = (int)(v * 1000 + 0.5);
@@ -116,9 +118,10 @@ int cli_io_opt(const char *cmd, int ch, const char *arg, struct cli_io *c)
 	case CLI_OPT_IO_TIMEOUT:
 		v = strtod(arg, &end);
 		if (*end || end == arg || !(v >= 0 && v <= 86400)) {
-			fprintf(stderr,
-				"rblk %s: --io-timeout: '%s' is not a number of seconds (0..86400)\n",
-				cmd, arg);
+			fprintf(
+			    stderr,
+			    "rblk %s: --io-timeout: '%s' is not a number of seconds (0..86400)\n",
+			    cmd, arg);
 			return -1;
 		}
 		c->timeout_ms = (int)(v * 1000 + 0.5);
@@ -129,9 +132,10 @@ int cli_io_opt(const char *cmd, int ch, const char *arg, struct cli_io *c)
 	case CLI_OPT_IO_RETRIES:
 		n = strtol(arg, &end, 10);
 		if (*end || end == arg || n < -1 || n > 1000) {
-			fprintf(stderr,
-				"rblk %s: --io-retries: '%s' is not a number from -1 to 1000\n",
-				cmd, arg);
+			fprintf(
+			    stderr,
+			    "rblk %s: --io-retries: '%s' is not a number from -1 to 1000\n",
+			    cmd, arg);
 			return -1;
 		}
 		c->retries = (int)n;

@@ -21,14 +21,16 @@ enum {
 	CLI_OPT_MUTUAL_AUTH,
 };
 
-#define CLI_AUTH_LONGOPTS                                                  \
-	{ "host-name", required_argument, NULL, CLI_OPT_HOST_NAME },       \
-	{ "key-file", required_argument, NULL, CLI_OPT_KEY_FILE },         \
-	{ "mutual-auth", no_argument, NULL, CLI_OPT_MUTUAL_AUTH }
+#define CLI_AUTH_LONGOPTS                                                      \
+	{"host-name", required_argument, NULL, CLI_OPT_HOST_NAME},             \
+	    {"key-file", required_argument, NULL, CLI_OPT_KEY_FILE},           \
+	{                                                                      \
+		"mutual-auth", no_argument, NULL, CLI_OPT_MUTUAL_AUTH          \
+	}
 
-#define CLI_AUTH_HELP                                                          \
+#define CLI_AUTH_HELP                                                                \
 	"      --host-name NAME      who we are to the target (default: hostname)\n" \
-	"      --key-file PATH       this host's shared secret (mode 0600)\n"       \
+	"      --key-file PATH       this host's shared secret (mode 0600)\n"        \
 	"      --mutual-auth         refuse a target that does not prove the secret\n"
 
 struct cli_auth {
@@ -54,8 +56,7 @@ static inline bool cli_auth_opt(int ch, const char *arg, struct cli_auth *a)
 	return false;
 }
 
-static inline void cli_auth_apply(const struct cli_auth *a,
-				  struct rblk_opts *o)
+static inline void cli_auth_apply(const struct cli_auth *a, struct rblk_opts *o)
 {
 	if (a->host_name)
 		o->host_name = a->host_name;
@@ -74,16 +75,21 @@ enum {
 	CLI_OPT_FAILBACK,
 };
 
-#define CLI_PATH_LONGOPTS { "path", required_argument, NULL, CLI_OPT_PATH }
-#define CLI_FAILBACK_LONGOPT                                              \
-	{ "failback", required_argument, NULL, CLI_OPT_FAILBACK }
+#define CLI_PATH_LONGOPTS                                                      \
+	{                                                                      \
+		"path", required_argument, NULL, CLI_OPT_PATH                  \
+	}
+#define CLI_FAILBACK_LONGOPT                                                   \
+	{                                                                      \
+		"failback", required_argument, NULL, CLI_OPT_FAILBACK          \
+	}
 
-#define CLI_PATH_HELP                                                          \
+#define CLI_PATH_HELP                                                                \
 	"      --path URL            another path to the same volume (repeatable,\n" \
 	"                            up to 7): used when the active one fails\n"
-#define CLI_FAILBACK_HELP                                                      \
-	"      --failback SEC        while not on the first path, probe it this\n"  \
-	"                            often and move back once it answers\n"         \
+#define CLI_FAILBACK_HELP                                                          \
+	"      --failback SEC        while not on the first path, probe it this\n" \
+	"                            often and move back once it answers\n"        \
 	"                            (default 5; 0: never)\n"
 
 struct cli_paths {
@@ -96,8 +102,7 @@ struct cli_paths {
  * Take ch if it is a multipath option: 1 taken, 0 not one, -1 bad value
  * (printed as "rblk CMD: ...").
  */
-int cli_path_opt(const char *cmd, int ch, const char *arg,
-		 struct cli_paths *p);
+int cli_path_opt(const char *cmd, int ch, const char *arg, struct cli_paths *p);
 void cli_paths_apply(const struct cli_paths *p, struct rblk_opts *o);
 
 /*
@@ -110,16 +115,18 @@ enum {
 	CLI_OPT_IO_RETRIES,
 };
 
-#define CLI_IO_LONGOPTS                                                   \
-	{ "io-timeout", required_argument, NULL, CLI_OPT_IO_TIMEOUT },    \
-	{ "io-retries", required_argument, NULL, CLI_OPT_IO_RETRIES }
+#define CLI_IO_LONGOPTS                                                        \
+	{"io-timeout", required_argument, NULL, CLI_OPT_IO_TIMEOUT},           \
+	{                                                                      \
+		"io-retries", required_argument, NULL, CLI_OPT_IO_RETRIES      \
+	}
 
-#define CLI_IO_HELP                                                            \
-	"      --io-timeout SEC      a command the target has not answered in SEC\n" \
-	"                            seconds drops the connection, which is\n"      \
-	"                            reconnected (default 30; 0: no deadline)\n"    \
-	"      --io-retries N        a command whose connection failed N + 1 times\n"\
-	"                            fails: ETIMEDOUT, or EIO (default 3; -1: no\n" \
+#define CLI_IO_HELP                                                                   \
+	"      --io-timeout SEC      a command the target has not answered in SEC\n"  \
+	"                            seconds drops the connection, which is\n"        \
+	"                            reconnected (default 30; 0: no deadline)\n"      \
+	"      --io-retries N        a command whose connection failed N + 1 times\n" \
+	"                            fails: ETIMEDOUT, or EIO (default 3; -1: no\n"   \
 	"                            limit)\n"
 
 struct cli_io {
@@ -133,12 +140,12 @@ int cli_io_opt(const char *cmd, int ch, const char *arg, struct cli_io *c);
 void cli_io_apply(const struct cli_io *c, struct rblk_opts *o);
 
 int cmd_info(int argc, char **argv);
-int cmd_nbd(int argc, char **argv); /* initiator/nbd.c */
-int cmd_map(int argc, char **argv); /* initiator/map.c */
-int cmd_unmap(int argc, char **argv); /* initiator/unmap.c */
-int cmd_list(int argc, char **argv); /* initiator/list.c */
+int cmd_nbd(int argc, char **argv);	 /* initiator/nbd.c */
+int cmd_map(int argc, char **argv);	 /* initiator/map.c */
+int cmd_unmap(int argc, char **argv);	 /* initiator/unmap.c */
+int cmd_list(int argc, char **argv);	 /* initiator/list.c */
 int cmd_discover(int argc, char **argv); /* initiator/discover.c */
-int cmd_version(int argc, char **argv); /* initiator/discover.c */
+int cmd_version(int argc, char **argv);	 /* initiator/discover.c */
 
 /*
  * Option parsers shared by the subcommands (initiator/cli.c). Each

@@ -19,30 +19,29 @@
 
 static void discover_usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: rblk discover URL [-o text|json] [--timeout MS] [--host-name NAME]\n"
-		"List the exports the target at URL (tcp://HOST[:PORT] or\n"
-		"rdma://HOST[:PORT], default port 7441) lets this host see, with\n"
-		"size, block size, read-only and features.\n\n"
-		"  -o, --output FORMAT  text (default) or json:\n"
-		"                       {\"url\", \"exports\": [{\"name\", \"size\",\n"
-		"                       \"block_size\", \"read_only\", \"features\": [...]}]}\n"
-		"  -t, --timeout MS     connect/answer timeout (default 10000)\n"
-		"  -H, --host-name NAME name this host to the target (default: hostname)\n"
-		"  -L, --log-level L    error, warn (default), info, debug\n"
-		"  -h, --help           show this help\n\n"
-		"Exit status: 0 listed (possibly none), 1 error, 2 usage error.\n");
+	fprintf(
+	    f,
+	    "Usage: rblk discover URL [-o text|json] [--timeout MS] [--host-name NAME]\n"
+	    "List the exports the target at URL (tcp://HOST[:PORT] or\n"
+	    "rdma://HOST[:PORT], default port 7441) lets this host see, with\n"
+	    "size, block size, read-only and features.\n\n"
+	    "  -o, --output FORMAT  text (default) or json:\n"
+	    "                       {\"url\", \"exports\": [{\"name\", \"size\",\n"
+	    "                       \"block_size\", \"read_only\", \"features\": [...]}]}\n"
+	    "  -t, --timeout MS     connect/answer timeout (default 10000)\n"
+	    "  -H, --host-name NAME name this host to the target (default: hostname)\n"
+	    "  -L, --log-level L    error, warn (default), info, debug\n"
+	    "  -h, --help           show this help\n\n"
+	    "Exit status: 0 listed (possibly none), 1 error, 2 usage error.\n");
 }
 
 static const struct {
 	unsigned int bit;
 	const char *name;
 } feature_names[] = {
-	{ RBLK_FEAT_FLUSH, "flush" },
-	{ RBLK_FEAT_FUA, "fua" },
-	{ RBLK_FEAT_TRIM, "trim" },
-	{ RBLK_FEAT_ZEROES, "write-zeroes" },
-	{ RBLK_FEAT_PUSH, "push" },
+    {RBLK_FEAT_FLUSH, "flush"}, {RBLK_FEAT_FUA, "fua"},
+    {RBLK_FEAT_TRIM, "trim"},	{RBLK_FEAT_ZEROES, "write-zeroes"},
+    {RBLK_FEAT_PUSH, "push"},
 };
 
 static void print_json(const char *url, const struct rblk_export_entry *l,
@@ -64,7 +63,7 @@ static void print_json(const char *url, const struct rblk_export_entry *l,
 		for (size_t f = 0; f < ARRAY_SIZE(feature_names); f++)
 			if (l[i].features & feature_names[f].bit)
 				json_object_array_add(
-					feats, rjson_str(feature_names[f].name));
+				    feats, rjson_str(feature_names[f].name));
 		rjson_add(x, "features", feats);
 		json_object_array_add(list, x);
 	}
@@ -83,8 +82,8 @@ static void print_text(const struct rblk_export_entry *l, int n)
 	for (int i = 0; i < n; i++) {
 		char feats[96] = "";
 
-		for (size_t f = 0; f < sizeof(feature_names) /
-					       sizeof(feature_names[0]);
+		for (size_t f = 0;
+		     f < sizeof(feature_names) / sizeof(feature_names[0]);
 		     f++) {
 			if (!(l[i].features & feature_names[f].bit))
 				continue;
@@ -102,12 +101,12 @@ static void print_text(const struct rblk_export_entry *l, int n)
 int cmd_discover(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "host-name", required_argument, NULL, 'H' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	    {"output", required_argument, NULL, 'o'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"host-name", required_argument, NULL, 'H'},
+	    {"log-level", required_argument, NULL, 'L'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	struct rblk_export_entry *list;
 	struct rblk_opts o;
@@ -122,7 +121,8 @@ int cmd_discover(int argc, char **argv)
 				return 2;
 			break;
 		case 't':
-			if (cli_parse_timeout("discover", optarg, &o.timeout_ms))
+			if (cli_parse_timeout("discover", optarg,
+					      &o.timeout_ms))
 				return 2;
 			break;
 		case 'H':
@@ -159,15 +159,16 @@ int cmd_discover(int argc, char **argv)
 
 int cmd_version(int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		printf("Usage: rblk version\nPrint the version of rblk and librblk.\n");
+	if (argc > 1 &&
+	    (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		printf(
+		    "Usage: rblk version\nPrint the version of rblk and librblk.\n");
 		return 0;
 	}
 	if (argc > 1) {
 		fprintf(stderr, "Usage: rblk version\n");
 		return 2;
 	}
-	printf("rblk %s (protocol %d)\n", rblk_version(),
-	       RBLK_PROTO_VERSION);
+	printf("rblk %s (protocol %d)\n", rblk_version(), RBLK_PROTO_VERSION);
 	return 0;
 }

@@ -53,7 +53,8 @@ void lib_clear_error(void)
 	last_error[0] = 0;
 }
 
-/* ---- options ----------------------------------------------------------------- */
+/* ---- options
+ * ----------------------------------------------------------------- */
 
 void rblk_opts_init(struct rblk_opts *o)
 {
@@ -100,8 +101,8 @@ static int queue_init(struct rblk_queue *q)
 	if (ret)
 		return set_error(ret, "creating a poll group: %s",
 				 strerror(-ret));
-	q->timer_fd = timerfd_create(CLOCK_MONOTONIC,
-				     TFD_NONBLOCK | TFD_CLOEXEC);
+	q->timer_fd =
+	    timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (q->timer_fd < 0)
 		return set_error(-errno, "timerfd_create: %s", strerror(errno));
 	ret = xp_group_watch(q->g, q->timer_fd, TIMER_COOKIE);
@@ -119,8 +120,8 @@ static int open_secret(struct rblk *r, const struct rblk_opts *o)
 	if (o->opts_size <= offsetof(struct rblk_opts, key_file) ||
 	    !o->key_file) {
 		if (r->mutual)
-			return set_error(-EINVAL,
-					 "mutual authentication needs a key file");
+			return set_error(
+			    -EINVAL, "mutual authentication needs a key file");
 		return 0;
 	}
 	if (rblk_auth_init())
@@ -143,16 +144,18 @@ static int open_opts(const struct rblk_opts *user_opts, struct rblk_opts *o)
 	if (user_opts) {
 		if (user_opts->opts_size < offsetof(struct rblk_opts, flags) ||
 		    user_opts->opts_size > sizeof(*o))
-			return set_error(-EINVAL,
-					 "rblk_opts: bad opts_size (use rblk_opts_init)");
+			return set_error(
+			    -EINVAL,
+			    "rblk_opts: bad opts_size (use rblk_opts_init)");
 		memcpy(o, user_opts, user_opts->opts_size);
 	}
 	if (!o->queues || o->queues > 256)
 		return set_error(-EINVAL, "queues must be 1..256");
 	if ((o->flags & RBLK_OPEN_PUSH_READS) &&
 	    (o->flags & RBLK_OPEN_PULL_READS))
-		return set_error(-EINVAL,
-				 "RBLK_OPEN_PUSH_READS and RBLK_OPEN_PULL_READS exclude each other");
+		return set_error(
+		    -EINVAL,
+		    "RBLK_OPEN_PUSH_READS and RBLK_OPEN_PULL_READS exclude each other");
 	if (!o->queue_depth || o->queue_depth > RBLK_MAX_QD)
 		return set_error(-EINVAL, "queue depth must be 1..%d",
 				 RBLK_MAX_QD);
@@ -163,17 +166,19 @@ static int open_opts(const struct rblk_opts *user_opts, struct rblk_opts *o)
 	if (o->timeout_ms <= 0)
 		o->timeout_ms = 10000;
 	if (o->direct < RBLK_DIRECT_AUTO || o->direct > RBLK_DIRECT_OFF)
-		return set_error(-EINVAL, "direct must be RBLK_DIRECT_AUTO, _ON or _OFF");
+		return set_error(
+		    -EINVAL, "direct must be RBLK_DIRECT_AUTO, _ON or _OFF");
 	if (o->max_queued > RBLK_MAX_QUEUED)
 		return set_error(-EINVAL, "max_queued must be 0..%d",
 				 RBLK_MAX_QUEUED);
 	if (o->reconnect_delay_ms < 0 || o->ctrl_loss_timeout_s < -1 ||
 	    o->keepalive_ms < 0)
-		return set_error(-EINVAL,
-				 "reconnect delay and keep-alive must be >= 0, ctrl-loss timeout >= -1");
+		return set_error(
+		    -EINVAL,
+		    "reconnect delay and keep-alive must be >= 0, ctrl-loss timeout >= -1");
 	if (o->io_timeout_ms < 0 || o->io_retries < -1 || o->io_retries > 1000)
-		return set_error(-EINVAL,
-				 "I/O timeout must be >= 0, I/O retries -1..1000");
+		return set_error(
+		    -EINVAL, "I/O timeout must be >= 0, I/O retries -1..1000");
 	return 0;
 }
 
@@ -185,13 +190,14 @@ static int open_url(struct rblk *r, const char *url)
 	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &r->url, err, sizeof(err)))
 		return set_error(-EINVAL, "%s", err);
 	if (!r->url.export_name[0])
-		return set_error(-EINVAL, "'%s': no export name (want %s)",
-				 url, rblk_url_form(r->url.scheme, true));
+		return set_error(-EINVAL, "'%s': no export name (want %s)", url,
+				 rblk_url_form(r->url.scheme, true));
 	r->ops = xp_find(r->url.scheme);
 	if (!r->ops)
-		return set_error(-EPROTONOSUPPORT,
-				 "'%s': unknown transport '%s' (tcp, rdma, unix)", url,
-				 r->url.scheme);
+		return set_error(
+		    -EPROTONOSUPPORT,
+		    "'%s': unknown transport '%s' (tcp, rdma, unix)", url,
+		    r->url.scheme);
 	return 0;
 }
 
@@ -212,7 +218,8 @@ static int open_session(struct rblk *r, const char *url, struct rblk_opts *o)
 	if (ret)
 		return ret;
 	if (o->host_name)
-		snprintf(r->host_name, sizeof(r->host_name), "%s", o->host_name);
+		snprintf(r->host_name, sizeof(r->host_name), "%s",
+			 o->host_name);
 	else if (gethostname(r->host_name, sizeof(r->host_name) - 1))
 		snprintf(r->host_name, sizeof(r->host_name), "unknown");
 	ret = open_secret(r, o);
@@ -222,14 +229,15 @@ static int open_session(struct rblk *r, const char *url, struct rblk_opts *o)
 	r->queues = calloc(o->queues, sizeof(*r->queues));
 	if (!r->queues)
 		return set_error(-ENOMEM, "out of memory");
-	r->info.transport = strcmp(r->url.scheme, "unix") ? r->ops->name : "unix";
+	r->info.transport =
+	    strcmp(r->url.scheme, "unix") ? r->ops->name : "unix";
 	r->info.export_name = r->url.export_name;
 	r->info.host = r->url.host;
 	r->info.port = r->url.port;
 	r->info.queues = o->queues;
 	o->host_name = NULL; /* r->host_name holds it */
-	o->key_file = NULL; /* r->secret holds it */
-	o->paths = NULL; /* r->paths holds them */
+	o->key_file = NULL;  /* r->secret holds it */
+	o->paths = NULL;     /* r->paths holds them */
 	r->opts = *o;
 	return 0;
 }

@@ -46,7 +46,7 @@
 #include "lib_queue.h"
 
 #define BOUNCE_MIN_SHIFT 12 /* 4 KiB */
-#define BOUNCE_CLASSES 12 /* 4 KiB .. 8 MiB (RBLK_MAX_MAX_IO) */
+#define BOUNCE_CLASSES 12   /* 4 KiB .. 8 MiB (RBLK_MAX_MAX_IO) */
 _Static_assert((4096u << (BOUNCE_CLASSES - 1)) >= RBLK_MAX_MAX_IO,
 	       "a class holds the largest part");
 #define BOUNCE_LIMIT_DEFAULT (32ull << 20)
@@ -62,12 +62,13 @@ struct bbuf {
 /* A queue's bounce state, created at its first need (q->bounce). */
 struct lib_bounce {
 	struct rblk_queue *q;
-	struct bbuf **tag; /* [qd]: the buffer each tag's part uses, or NULL */
+	struct bbuf **tag;  /* [qd]: the buffer each tag's part uses, or NULL */
 	struct bbuf *spare; /* reserved, not yet given to a tag */
 	struct bbuf *free[BOUNCE_CLASSES]; /* the cache */
-	size_t cached; /* bytes in the cache */
-	_Atomic size_t bytes; /* every byte of this queue's (rblk_pinned_bytes) */
-	int efd; /* written when memory frees; -1 until the first wait */
+	size_t cached;			   /* bytes in the cache */
+	_Atomic size_t
+	    bytes;    /* every byte of this queue's (rblk_pinned_bytes) */
+	int efd;      /* written when memory frees; -1 until the first wait */
 	bool waiting; /* on waiters */
 	struct lib_bounce *wnext;
 };
@@ -93,20 +94,24 @@ static void limit_init(void)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	switch (*end) {
-	case 'G': case 'g':
+	case 'G':
+	case 'g':
 		v <<= 10;
 		/* fall through */
-	case 'M': case 'm':
+	case 'M':
+	case 'm':
 		v <<= 10;
 		/* fall through */
-	case 'K': case 'k':
+	case 'K':
+	case 'k':
 		v <<= 10;
 		end++;
 		break;
 	}
 	if (errno || *end || end == s)
-		log_warn("RBLK_BOUNCE_LIMIT='%s' is not a size; using %llu bytes",
-			 s, (unsigned long long)g_limit);
+		log_warn(
+		    "RBLK_BOUNCE_LIMIT='%s' is not a size; using %llu bytes", s,
+		    (unsigned long long)g_limit);
 	else
 		g_limit = v;
 }
@@ -255,8 +260,7 @@ static bool charge(uint32_t size)
 	uint64_t cur = atomic_load(&g_pinned);
 
 	do {
-		if (cur + size > bounce_limit() &&
-		    cur > atomic_load(&g_cached))
+		if (cur + size > bounce_limit() && cur > atomic_load(&g_cached))
 			return false;
 	} while (!atomic_compare_exchange_weak(&g_pinned, &cur, cur + size));
 	return true;
@@ -307,7 +311,8 @@ int lib_bounce_reserve(struct rblk_queue *q, uint32_t len, int access)
 	int ret;
 
 	if (!b)
-		return lib_set_error(-ENOMEM, "out of memory for bounce buffers");
+		return lib_set_error(-ENOMEM,
+				     "out of memory for bounce buffers");
 	if (b->spare && b->spare->size >= len)
 		return 0;
 	if ((bb = b->spare)) { /* too small: back to the cache */
@@ -336,7 +341,8 @@ int lib_bounce_reserve(struct rblk_queue *q, uint32_t len, int access)
 		int err = start_wait(b);
 
 		if (err)
-			return lib_set_error(err, "waiting for bounce memory: %s",
+			return lib_set_error(err,
+					     "waiting for bounce memory: %s",
 					     strerror(-err));
 		ret = bbuf_new(b, cls, access, &bb);
 		if (ret == -EAGAIN || (ret && in_use_anywhere()))
@@ -419,7 +425,8 @@ void lib_bounce_destroy(struct rblk_queue *q)
 		wake_waiters();
 }
 
-/* ---- what a handle pins ---------------------------------------------------- */
+/* ---- what a handle pins ----------------------------------------------------
+ */
 
 size_t rblk_pinned_bytes(const struct rblk *r)
 {
@@ -464,10 +471,9 @@ int lib_pin_error(int err, size_t len, const char *what)
 		return lib_set_error(err, "registering %zu bytes (%s): %s", len,
 				     what, strerror(-err));
 	pinned = vm_pinned();
-	return lib_set_error(err,
-			     "registering %zu bytes (%s): %s: RLIMIT_MEMLOCK is %llu bytes and this process pins %llu already, so it needs at least %llu: raise it (ulimit -l, LimitMEMLOCK=) or register less",
-			     len, what, strerror(-err),
-			     (unsigned long long)rl.rlim_cur,
-			     (unsigned long long)pinned,
-			     (unsigned long long)(pinned + len));
+	return lib_set_error(
+	    err,
+	    "registering %zu bytes (%s): %s: RLIMIT_MEMLOCK is %llu bytes and this process pins %llu already, so it needs at least %llu: raise it (ulimit -l, LimitMEMLOCK=) or register less",
+	    len, what, strerror(-err), (unsigned long long)rl.rlim_cur,
+	    (unsigned long long)pinned, (unsigned long long)(pinned + len));
 }

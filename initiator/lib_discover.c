@@ -61,9 +61,9 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 {
 	const struct rblk_url *u = d->url;
 	uint8_t msg[RBLK_MSG_MAX];
-	struct xp_conn_attr attr = { .max_send_wr = 2, .max_recv_wr = 2 };
-	struct rblk_hello hello = { 0 };
-	struct xp_send_wr wr = { 0 }, *bad;
+	struct xp_conn_attr attr = {.max_send_wr = 2, .max_recv_wr = 2};
+	struct rblk_hello hello = {0};
+	struct xp_send_wr wr = {0}, *bad;
 	struct xp_sge sge;
 	struct xp_conn *xc;
 	struct xp_mr *mr;
@@ -88,7 +88,7 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 			      strerror(-ret));
 		goto out_destroy;
 	}
-	sge = (struct xp_sge){ .addr = mem, .length = RBLK_MSG_MAX, .mr = mr };
+	sge = (struct xp_sge){.addr = mem, .length = RBLK_MSG_MAX, .mr = mr};
 	ret = xp_post_recv(xc, WR_RECV, &sge);
 	if (ret) {
 		lib_set_error(ret, "posting a receive: %s", strerror(-ret));
@@ -130,23 +130,22 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 		 */
 		if (login.status == RBLK_S_INVALID ||
 		    login.status == RBLK_S_BAD_STATE) {
-			ret = lib_set_error(-EOPNOTSUPP,
-					    "%s: target does not support discovery (older rblk-target?): %s",
-					    rblk_url_str(u),
-					    rblk_status_str((int)login.status));
+			ret = lib_set_error(
+			    -EOPNOTSUPP,
+			    "%s: target does not support discovery (older rblk-target?): %s",
+			    rblk_url_str(u),
+			    rblk_status_str((int)login.status));
 			goto out_destroy;
 		}
 		/* refused: denied, shutting down, ... */
 		ret = lib_set_error(rblk_status_to_errno((int)login.status),
-				    "%s refused discovery: %s",
-				    rblk_url_str(u),
+				    "%s refused discovery: %s", rblk_url_str(u),
 				    rblk_status_str((int)login.status));
 		goto out_destroy;
 	}
 	st = rblk_disc_reply_decode(msg, msg_len, reply);
 	if (st || reply->first != first) {
-		ret = lib_set_error(-EPROTO,
-				    "%s: malformed discovery answer",
+		ret = lib_set_error(-EPROTO, "%s: malformed discovery answer",
 				    rblk_url_str(u));
 		goto out_destroy;
 	}
@@ -163,7 +162,7 @@ int rblk_discover(const char *url, const struct rblk_opts *opts,
 	struct rblk_export_entry *list = NULL;
 	struct rblk_disc_reply reply;
 	struct rblk_url u;
-	struct disc_ctx d = { .url = &u, .timeout_ms = 10000 };
+	struct disc_ctx d = {.url = &u, .timeout_ms = 10000};
 	char host[RBLK_NAME_MAX], err[256];
 	unsigned int total = 0, have = 0;
 	int ret;
@@ -176,20 +175,21 @@ int rblk_discover(const char *url, const struct rblk_opts *opts,
 			d.timeout_ms = opts->timeout_ms;
 		d.host_name = opts->host_name;
 	} else if (opts) {
-		return lib_set_error(-EINVAL,
-				     "rblk_opts: bad opts_size (use rblk_opts_init)");
+		return lib_set_error(
+		    -EINVAL, "rblk_opts: bad opts_size (use rblk_opts_init)");
 	}
 	if (rblk_url_parse(url, RBLK_DEFAULT_PORT, &u, err, sizeof(err)))
 		return lib_set_error(-EINVAL, "%s", err);
 	if (u.export_name[0])
-		return lib_set_error(-EINVAL,
-				     "'%s': discovery takes no export name (want %s)",
-				     url, rblk_url_form(u.scheme, false));
+		return lib_set_error(
+		    -EINVAL, "'%s': discovery takes no export name (want %s)",
+		    url, rblk_url_form(u.scheme, false));
 	d.ops = xp_find(u.scheme);
 	if (!d.ops)
-		return lib_set_error(-EPROTONOSUPPORT,
-				     "'%s': unknown transport '%s' (tcp, rdma, unix)",
-				     url, u.scheme);
+		return lib_set_error(
+		    -EPROTONOSUPPORT,
+		    "'%s': unknown transport '%s' (tcp, rdma, unix)", url,
+		    u.scheme);
 	if (!d.host_name) {
 		if (gethostname(host, sizeof(host) - 1))
 			snprintf(host, sizeof(host), "unknown");
@@ -224,8 +224,8 @@ int rblk_discover(const char *url, const struct rblk_opts *opts,
 				break;
 			}
 			/* count 0 at first == total: the end of the list */
-			for (unsigned int i = 0; i < reply.count && have < total;
-			     i++) {
+			for (unsigned int i = 0;
+			     i < reply.count && have < total; i++) {
 				struct rblk_export_entry *x = &list[have++];
 
 				snprintf(x->name, sizeof(x->name), "%s",

@@ -30,8 +30,8 @@ struct xp_wc;
  * transport's failure.
  */
 int lib_connect(const struct xp_ops *ops, struct xp_group *g,
-		const struct rblk_url *u, const struct xp_conn_attr *attr, uint16_t queue_depth,
-		int timeout_ms, struct xp_conn **out);
+		const struct rblk_url *u, const struct xp_conn_attr *attr,
+		uint16_t queue_depth, int timeout_ms, struct xp_conn **out);
 
 /*
  * Wait for one completion on xc until deadline (now_ms() clock), sleeping

@@ -55,10 +55,10 @@
 #define NODATA_SPLIT (1u << 30)
 
 _Static_assert((int)RBLK_IO_READ == RBLK_OP_READ &&
-		       (int)RBLK_IO_WRITE == RBLK_OP_WRITE &&
-		       (int)RBLK_IO_FLUSH == RBLK_OP_FLUSH &&
-		       (int)RBLK_IO_TRIM == RBLK_OP_TRIM &&
-		       (int)RBLK_IO_WRITE_ZEROES == RBLK_OP_WRITE_ZEROES,
+		   (int)RBLK_IO_WRITE == RBLK_OP_WRITE &&
+		   (int)RBLK_IO_FLUSH == RBLK_OP_FLUSH &&
+		   (int)RBLK_IO_TRIM == RBLK_OP_TRIM &&
+		   (int)RBLK_IO_WRITE_ZEROES == RBLK_OP_WRITE_ZEROES,
 	       "public opcodes are the wire opcodes");
 
 /*
@@ -68,10 +68,12 @@ _Static_assert((int)RBLK_IO_READ == RBLK_OP_READ &&
  */
 static void *done_buf(struct rblk_queue *q, unsigned int tag)
 {
-	return (char *)hello_buf(q) + RBLK_MSG_MAX + (size_t)tag * RBLK_DONE_SIZE;
+	return (char *)hello_buf(q) + RBLK_MSG_MAX +
+	       (size_t)tag * RBLK_DONE_SIZE;
 }
 
-/* ---- user buffer registrations ------------------------------------------------ */
+/* ---- user buffer registrations
+ * ------------------------------------------------ */
 
 static struct xp_mr *umr_find(struct rblk_queue *q, const char *addr,
 			      uint32_t len)
@@ -87,9 +89,8 @@ static struct xp_mr *umr_find(struct rblk_queue *q, const char *addr,
 		} else if (addr >= u->addr + u->len) {
 			lo = mid + 1;
 		} else {
-			return (size_t)(addr - u->addr) + len <= u->len ?
-				       u->mr :
-				       NULL;
+			return (size_t)(addr - u->addr) + len <= u->len ? u->mr
+									: NULL;
 		}
 	}
 	return NULL;
@@ -144,10 +145,10 @@ static uint32_t push_window_bind(struct rblk_queue *q, struct ireq *rq,
 static int push_window_end(struct rblk_queue *q, struct ireq *rq)
 {
 	struct xp_send_wr wr = {
-		.wr_id = qp_wrid(WRID_INV, 1, rq->tag),
-		.opcode = XP_WR_LOCAL_INV,
-		.flags = XP_SEND_SIGNALED,
-		.invalidate_rkey = rq->mw->rkey,
+	    .wr_id = qp_wrid(WRID_INV, 1, rq->tag),
+	    .opcode = XP_WR_LOCAL_INV,
+	    .flags = XP_SEND_SIGNALED,
+	    .invalidate_rkey = rq->mw->rkey,
 	};
 	struct xp_send_wr *bad;
 
@@ -171,15 +172,16 @@ int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
 	if (!addr || !len)
 		return set_error(-EINVAL, "register: empty buffer");
 	if (q->failed)
-		return set_error(-ENOTCONN, "register: queue %u is disconnected",
-				 q->index);
+		return set_error(
+		    -ENOTCONN, "register: queue %u is disconnected", q->index);
 	for (i = 0; i < q->nr_umrs; i++) {
 		struct user_mr *u = &q->umrs[i];
 
 		if ((char *)addr < u->addr + u->len &&
 		    u->addr < (char *)addr + len)
-			return set_error(-EEXIST,
-					 "register: buffer overlaps one already registered");
+			return set_error(
+			    -EEXIST,
+			    "register: buffer overlaps one already registered");
 	}
 	if (q->nr_umrs == q->cap_umrs) {
 		unsigned int cap = q->cap_umrs ? q->cap_umrs * 2 : 16;
@@ -190,13 +192,14 @@ int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
 		q->umrs = n;
 		q->cap_umrs = cap;
 	}
-	/* on the group: valid on every connection of the queue, reconnecting too */
+	/* on the group: valid on every connection of the queue, reconnecting
+	 * too */
 	ret = xp_group_reg_mr(q->g, addr, len, mr_access(q), &mr);
 	if (ret)
 		return lib_pin_error(ret, len, "rblk_register_buffer");
 	for (i = q->nr_umrs; i > 0 && q->umrs[i - 1].addr > (char *)addr; i--)
 		q->umrs[i] = q->umrs[i - 1];
-	q->umrs[i] = (struct user_mr){ .addr = addr, .len = len, .mr = mr };
+	q->umrs[i] = (struct user_mr){.addr = addr, .len = len, .mr = mr};
 	q->nr_umrs++;
 	return 0;
 }
@@ -212,8 +215,9 @@ int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
 			if (rq->state != IREQ_FREE && rq->io && rq->buf &&
 			    rq->buf >= q->umrs[i].addr &&
 			    rq->buf < q->umrs[i].addr + q->umrs[i].len)
-				return set_error(-EBUSY,
-						 "unregister: buffer has I/O in flight");
+				return set_error(
+				    -EBUSY,
+				    "unregister: buffer has I/O in flight");
 		}
 		xp_dereg_mr(q->umrs[i].mr);
 		memmove(&q->umrs[i], &q->umrs[i + 1],
@@ -224,7 +228,8 @@ int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
 	return set_error(-ENOENT, "unregister: buffer not registered");
 }
 
-/* ---- completion of parts and ios ------------------------------------------------ */
+/* ---- completion of parts and ios
+ * ------------------------------------------------ */
 
 void lib_io_complete(struct rblk_queue *q, struct io *io)
 {
@@ -236,14 +241,12 @@ void lib_io_complete(struct rblk_queue *q, struct io *io)
 	FREELIST_PUSH(q->free_ios, io, next);
 }
 
-
 /*
  * A part finished with result res (0 or -errno). Its tag is free, or with
  * hold (a pull READ whose window the target still lends) held: its next
  * command returns the window.
  */
-static void part_end(struct rblk_queue *q, struct ireq *rq, int res,
-		     bool hold)
+static void part_end(struct rblk_queue *q, struct ireq *rq, int res, bool hold)
 {
 	struct io *io = rq->io;
 
@@ -272,7 +275,8 @@ void lib_part_done(struct rblk_queue *q, struct ireq *rq, int res)
 	part_end(q, rq, res, false);
 }
 
-/* ---- tags ------------------------------------------------------------------ */
+/* ---- tags ------------------------------------------------------------------
+ */
 
 struct ireq *lib_tag_get(struct rblk_queue *q)
 {
@@ -291,7 +295,8 @@ void lib_tags_unhold(struct rblk_queue *q)
 	}
 }
 
-/* ---- posting --------------------------------------------------------------- */
+/* ---- posting ---------------------------------------------------------------
+ */
 
 /* Post the batch; a failure loses the connection. */
 int lib_batch_flush(struct rblk_queue *q)
@@ -327,10 +332,10 @@ static void last_send_ends_window(struct rblk_queue *q, struct ireq *rq)
 static void add_done(struct rblk_queue *q, struct ireq *rq)
 {
 	struct rblk_done d = {
-		.type = rq->op == RBLK_OP_READ ? RBLK_MSG_READ_DONE :
-						 RBLK_MSG_WRITE_DATA,
-		.tag = rq->tag,
-		.rkey = rq->rkey,
+	    .type = rq->op == RBLK_OP_READ ? RBLK_MSG_READ_DONE
+					   : RBLK_MSG_WRITE_DATA,
+	    .tag = rq->tag,
+	    .rkey = rq->rkey,
 	};
 	void *db = done_buf(q, rq->tag);
 
@@ -421,7 +426,7 @@ static int post_data(struct rblk_queue *q, struct ireq *rq)
 			    rq->rkey);
 		add_done(q, rq);
 		q->qp.batch[q->qp.nr_batch - 1].wr_id =
-			qp_wrid(WRID_CMD, 2, rq->tag);
+		    qp_wrid(WRID_CMD, 2, rq->tag);
 		rq->state = IREQ_CMD;
 		rq->data_sent = true;
 		break;
@@ -463,8 +468,8 @@ static bool direct_io(const struct rblk_queue *q, const struct io *io)
 static void post_direct(struct rblk_queue *q, struct ireq *rq)
 {
 	char *slot_local = lib_bounce_buf(q, rq);
-	enum xp_wr_opcode op = rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ :
-							XP_WR_RDMA_WRITE;
+	enum xp_wr_opcode op =
+	    rq->op == RBLK_OP_READ ? XP_WR_RDMA_READ : XP_WR_RDMA_WRITE;
 	void *local = rq->mr ? rq->buf : slot_local;
 	struct xp_mr *mr = rq->mr ? rq->mr : lib_bounce_mr(q, rq);
 	uint64_t raddr = q->vol_addr + rq->offset;
@@ -473,8 +478,7 @@ static void post_direct(struct rblk_queue *q, struct ireq *rq)
 		memcpy(slot_local, rq->buf, rq->len);
 	lib_deadline_set(q, rq);
 	if (rq->direct_fua) {
-		struct rblk_cmd cmd = { .tag = rq->tag,
-					.opcode = RBLK_OP_FLUSH };
+		struct rblk_cmd cmd = {.tag = rq->tag, .opcode = RBLK_OP_FLUSH};
 
 		qp_take(&q->qp, 2);
 		qp_add_rdma(&q->qp, op, 0, 0, local, rq->len, mr, raddr,
@@ -572,7 +576,7 @@ static int issue_direct_part(struct rblk_queue *q, struct io *io)
  */
 static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 {
-	struct rblk_cmd cmd = { 0 };
+	struct rblk_cmd cmd = {0};
 	char *slot_local = lib_bounce_buf(q, rq);
 	unsigned int credits = 1;
 
@@ -619,9 +623,9 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 		return issue_direct_part(q, io);
 	if ((!q->free_tags && !q->held_tags) || q->qp.sq_free < 2)
 		return -EAGAIN;
-	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE) ?
-			q->max_io :
-			NODATA_SPLIT;
+	split = (io->op == RBLK_OP_READ || io->op == RBLK_OP_WRITE)
+		    ? q->max_io
+		    : NODATA_SPLIT;
 	len = (uint32_t)MIN(io->end - io->next_off, (uint64_t)split);
 	if (io->buf) {
 		ret = part_buffer(q, io, len, &mr);
@@ -666,7 +670,8 @@ static void pump_pending(struct rblk_queue *q)
 		ret = issue_part(q, io);
 		if (ret == PART_FAILED) {
 			(void)FIFO_POP(q->pend_head, q->pend_tail, next);
-			if (!io->parts_inflight) /* else its last part ends it */
+			if (!io->parts_inflight) /* else its last part ends it
+						  */
 				lib_io_complete(q, io);
 			continue;
 		}
@@ -698,7 +703,8 @@ static void retry_reads(struct rblk_queue *q)
 	}
 }
 
-/* ---- completions --------------------------------------------------------------- */
+/* ---- completions
+ * --------------------------------------------------------------- */
 
 /* rq's window arrived: post its data half now, or wait for credits. */
 static void data_ready(struct rblk_queue *q, struct ireq *rq, uint64_t addr,
@@ -724,7 +730,8 @@ static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
 	rq = &q->reqs[g.tag];
 	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE || rq->inl ||
 	    g.length != rq->len || rq == q->ka) {
-		lib_queue_lost(q, "GRANT for a tag with no WRITE waiting for one");
+		lib_queue_lost(q,
+			       "GRANT for a tag with no WRITE waiting for one");
 		return;
 	}
 	data_ready(q, rq, g.addr, g.rkey);
@@ -769,11 +776,13 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 	}
 	/* success moved exactly the command's bytes (a FUA FLUSH: none) */
 	if (resp.length != (rq->direct ? 0u : rq->len)) {
-		lib_queue_lost(q, "response reports a length other than the command's");
+		lib_queue_lost(
+		    q, "response reports a length other than the command's");
 		return;
 	}
 	if (rq->op == RBLK_OP_WRITE && !rq->direct && !rq->data_sent) {
-		lib_queue_lost(q, "WRITE acknowledged before its data was sent");
+		lib_queue_lost(q,
+			       "WRITE acknowledged before its data was sent");
 		return;
 	}
 	if (!pull) {
@@ -787,10 +796,11 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 			if (got != (int64_t)rq->len) {
 				char why[128];
 
-				snprintf(why, sizeof(why),
-					 "push READ of %u bytes answered with %s%lld bytes in its buffer",
-					 rq->len, got < 0 ? "scattered " : "",
-					 got < 0 ? 0ll : (long long)got);
+				snprintf(
+				    why, sizeof(why),
+				    "push READ of %u bytes answered with %s%lld bytes in its buffer",
+				    rq->len, got < 0 ? "scattered " : "",
+				    got < 0 ? 0ll : (long long)got);
 				lib_queue_lost(q, why);
 				return;
 			}
@@ -809,9 +819,11 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 
 	if (wc->opcode == XP_WC_FD_READY) {
 		if (wc->wr_id == BOUNCE_COOKIE)
-			lib_bounce_wake(q); /* progress() pumps the waiting parts */
+			lib_bounce_wake(
+			    q); /* progress() pumps the waiting parts */
 		else
-			lib_timer_drain(q); /* the tick runs once lib_timer_due() sees it */
+			lib_timer_drain(
+			    q); /* the tick runs once lib_timer_due() sees it */
 		return;
 	}
 	if (q->dead) /* the rest of a batch reaped from a lost connection */
@@ -829,7 +841,8 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 	switch (qp_wrid_kind(wc->wr_id)) {
 	case QP_WRID_RECV:
 		if (tag >= q->qp.nr_recv) {
-			lib_queue_lost(q, "transport returned a bad receive id");
+			lib_queue_lost(q,
+				       "transport returned a bad receive id");
 			break;
 		}
 		q->rx_seen = true;
@@ -893,7 +906,8 @@ static int progress(struct rblk_queue *q)
 	return n < 0 ? n : total;
 }
 
-/* ---- public I/O API ------------------------------------------------------------- */
+/* ---- public I/O API
+ * ------------------------------------------------------------- */
 
 int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 		uint64_t offset, uint64_t len, unsigned int flags,
@@ -912,17 +926,17 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 		return set_error(-EINVAL, "submit: unknown flags 0x%x", flags);
 	if (op != RBLK_IO_FLUSH) {
 		if (!len || offset % info->block_size || len % info->block_size)
-			return set_error(-EINVAL,
-					 "submit: offset %llu / length %llu not multiples of the block size %u",
-					 (unsigned long long)offset,
-					 (unsigned long long)len,
-					 info->block_size);
+			return set_error(
+			    -EINVAL,
+			    "submit: offset %llu / length %llu not multiples of the block size %u",
+			    (unsigned long long)offset, (unsigned long long)len,
+			    info->block_size);
 		if (offset > info->size || len > info->size - offset)
-			return set_error(-ERANGE,
-					 "submit: %llu+%llu is beyond the end of the volume (%llu bytes)",
-					 (unsigned long long)offset,
-					 (unsigned long long)len,
-					 (unsigned long long)info->size);
+			return set_error(
+			    -ERANGE,
+			    "submit: %llu+%llu is beyond the end of the volume (%llu bytes)",
+			    (unsigned long long)offset, (unsigned long long)len,
+			    (unsigned long long)info->size);
 		if ((op == RBLK_IO_READ || op == RBLK_IO_WRITE) && !buf)
 			return set_error(-EINVAL, "submit: no buffer");
 	}
@@ -1032,7 +1046,8 @@ static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
 int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 	      int timeout_ms)
 {
-	uint64_t deadline = timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+	uint64_t deadline =
+	    timeout_ms > 0 ? now_ms() + (uint64_t)timeout_ms : 0;
 	bool spun = false;
 
 	if (max <= 0)
@@ -1046,7 +1061,8 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 	if (q->done_count >= (unsigned int)max)
 		return take_done(q, c, max);
 	if (!q->dead)
-		lib_batch_flush(q); /* nothing plugged may wait while we sleep */
+		lib_batch_flush(
+		    q); /* nothing plugged may wait while we sleep */
 	for (;;) {
 		struct pollfd pfd;
 		int wait;
@@ -1063,7 +1079,8 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 		if (timeout_ms == 0)
 			return 0;
 		if (!spun && q->r->poll_spin_us && q->inflight) {
-			spun = true; /* once per call: one sleep, one decision */
+			spun =
+			    true; /* once per call: one sleep, one decision */
 			if (spin_poll(q, q->r->poll_spin_us))
 				continue;
 		}
@@ -1091,8 +1108,8 @@ int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	int ret;
 
 	if (q->inflight)
-		return set_error(-EBUSY,
-				 "synchronous I/O on a queue with I/O in flight");
+		return set_error(
+		    -EBUSY, "synchronous I/O on a queue with I/O in flight");
 	ret = rblk_submit(q, op, buf, offset, len, flags, NULL);
 	if (ret)
 		return ret;
@@ -1191,9 +1208,9 @@ int lib_queue_setup(struct rblk_queue *q)
 {
 	int ret;
 
-	q->nr_ios = q->r->opts.max_queued ?
-			    MAX(q->r->opts.max_queued, (unsigned int)q->qd) :
-			    RBLK_DEFAULT_QUEUED_FACTOR * q->qd;
+	q->nr_ios = q->r->opts.max_queued
+			? MAX(q->r->opts.max_queued, (unsigned int)q->qd)
+			: RBLK_DEFAULT_QUEUED_FACTOR * q->qd;
 	q->reqs = calloc(q->qd, sizeof(*q->reqs));
 	q->ios = calloc(q->nr_ios, sizeof(*q->ios));
 	q->done = calloc(q->nr_ios, sizeof(*q->done));

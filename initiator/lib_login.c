@@ -28,17 +28,17 @@
 #define set_error lib_set_error
 
 _Static_assert(RBLK_DEFAULT_INLINE == RBLK_INLINE_DEFAULT &&
-		       RBLK_DEFAULT_INLINE <= RBLK_INLINE_MAX,
+		   RBLK_DEFAULT_INLINE <= RBLK_INLINE_MAX,
 	       "librblk asks what a target grants by default");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
 _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
-		       RBLK_FEAT_FLUSH == RBLK_F_FLUSH &&
-		       RBLK_FEAT_FUA == RBLK_F_FUA &&
-		       RBLK_FEAT_TRIM == RBLK_F_TRIM &&
-		       RBLK_FEAT_ZEROES == RBLK_F_ZEROES &&
-		       RBLK_FEAT_PUSH == RBLK_F_PUSH &&
-		       RBLK_FEAT_DIRECT == RBLK_F_DIRECT &&
-		       RBLK_FEAT_NO_IDENTITY == RBLK_F_NO_IDENTITY,
+		   RBLK_FEAT_FLUSH == RBLK_F_FLUSH &&
+		   RBLK_FEAT_FUA == RBLK_F_FUA &&
+		   RBLK_FEAT_TRIM == RBLK_F_TRIM &&
+		   RBLK_FEAT_ZEROES == RBLK_F_ZEROES &&
+		   RBLK_FEAT_PUSH == RBLK_F_PUSH &&
+		   RBLK_FEAT_DIRECT == RBLK_F_DIRECT &&
+		   RBLK_FEAT_NO_IDENTITY == RBLK_F_NO_IDENTITY,
 	       "public feature bits are the wire bits");
 
 /* Push reads when asked to, or by default where the transport prefers it. */
@@ -69,22 +69,25 @@ static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
 	if (rblk_msg_type(buf, len) == RBLK_MSG_AUTH_RESULT) {
 		if (!*challenged || q->authed ||
 		    rblk_auth_result_decode(buf, len, &res))
-			return set_error(-EPROTO,
-					 "target sent a malformed or unexpected AUTH_RESULT");
+			return set_error(
+			    -EPROTO,
+			    "target sent a malformed or unexpected AUTH_RESULT");
 		if (rblk_auth_verify(r->secret, r->secret_len,
 				     RBLK_AUTH_ROLE_TARGET, ctx, res.mac))
-			return set_error(-EACCES,
-					 "authentication failed: target '%s' does not hold our secret (mutual authentication)",
-					 ctx->target_name);
+			return set_error(
+			    -EACCES,
+			    "authentication failed: target '%s' does not hold our secret (mutual authentication)",
+			    ctx->target_name);
 		q->authed = true;
 		return 0;
 	}
 	if (!r->secret_len)
-		return set_error(-ENOKEY,
-				 "target requires authentication; give --key-file");
+		return set_error(
+		    -ENOKEY, "target requires authentication; give --key-file");
 	if (*challenged || rblk_auth_challenge_decode(buf, len, &ch))
-		return set_error(-EPROTO,
-				 "target sent a malformed or repeated AUTH_CHALLENGE");
+		return set_error(
+		    -EPROTO,
+		    "target sent a malformed or repeated AUTH_CHALLENGE");
 	*challenged = true;
 	memcpy(ctx->target_nonce, ch.nonce, sizeof(ctx->target_nonce));
 	memcpy(ctx->target_name, ch.target_name, sizeof(ctx->target_name));
@@ -97,9 +100,9 @@ static int login_auth_step(struct rblk_queue *q, struct rblk_auth_ctx *ctx,
 	memcpy(resp.nonce, ctx->initiator_nonce, sizeof(resp.nonce));
 	rblk_auth_mac(r->secret, r->secret_len, RBLK_AUTH_ROLE_INITIATOR, ctx,
 		      resp.mac);
-	ret = qp_send_now(&q->qp, WRID_HELLO, 0, hello_buf(q),
-			  (uint32_t)rblk_auth_response_encode(hello_buf(q),
-							      &resp));
+	ret = qp_send_now(
+	    &q->qp, WRID_HELLO, 0, hello_buf(q),
+	    (uint32_t)rblk_auth_response_encode(hello_buf(q), &resp));
 	if (ret == -EAGAIN)
 		return set_error(-EPROTO, "no send credit for AUTH_RESPONSE");
 	if (ret)
@@ -117,7 +120,7 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 		      struct rblk_login *login, bool *err_set)
 {
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	struct rblk_auth_ctx ctx = { 0 };
+	struct rblk_auth_ctx ctx = {0};
 	bool challenged = false;
 	struct xp_wc wc;
 	const void *buf;
@@ -154,8 +157,8 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 			return -EPROTO;
 		if (login->status == RBLK_S_OK && challenged && !q->authed) {
 			*err_set = true;
-			return set_error(-EPROTO,
-					 "target logged us in without AUTH_RESULT");
+			return set_error(
+			    -EPROTO, "target logged us in without AUTH_RESULT");
 		}
 		/*
 		 * A refusal: the target disconnects right behind it, and on
@@ -164,8 +167,8 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 		 */
 		if (login->status != RBLK_S_OK)
 			return 0;
-		return qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)) ? -ECONNRESET :
-								      0;
+		return qp_post_recv(&q->qp, qp_wrid_val(wc.wr_id)) ? -ECONNRESET
+								   : 0;
 	}
 }
 
@@ -174,17 +177,20 @@ static bool login_auth_error(struct rblk *r, int status)
 {
 	switch (status) {
 	case RBLK_S_AUTH_FAILED:
-		set_error(-EACCES,
-			  "authentication failed: wrong secret or unknown host '%s'",
-			  r->host_name);
+		set_error(
+		    -EACCES,
+		    "authentication failed: wrong secret or unknown host '%s'",
+		    r->host_name);
 		return true;
 	case RBLK_S_AUTH_REQUIRED:
-		set_error(-ENOKEY,
-			  "target requires authentication for host '%s'; give --key-file",
-			  r->host_name);
+		set_error(
+		    -ENOKEY,
+		    "target requires authentication for host '%s'; give --key-file",
+		    r->host_name);
 		return true;
 	case RBLK_S_ACCESS_DENIED:
-		set_error(-EACCES, "host '%s' is not allowed to use export '%s'",
+		set_error(-EACCES,
+			  "host '%s' is not allowed to use export '%s'",
 			  r->host_name, r->url.export_name);
 		return true;
 	}
@@ -249,10 +255,9 @@ static int queue_dial(struct rblk *r, struct rblk_queue *q,
 		   (size_t)qd * RBLK_DONE_SIZE;
 	ret = qp_init(&q->qp, q->xc, &attr, 0, send_len);
 	if (ret) /* registering them is what RLIMIT_MEMLOCK refuses */
-		return lib_pin_error(ret,
-				     send_len + (size_t)attr.max_recv_wr *
-							QP_RECV_SIZE,
-				     "message buffers");
+		return lib_pin_error(
+		    ret, send_len + (size_t)attr.max_recv_wr * QP_RECV_SIZE,
+		    "message buffers");
 	return 0;
 }
 
@@ -260,15 +265,15 @@ static int queue_dial(struct rblk *r, struct rblk_queue *q,
 static int send_hello(struct rblk *r, struct rblk_queue *q,
 		      const struct rblk_opts *o, uint32_t ask)
 {
-	struct rblk_hello hello = { 0 };
+	struct rblk_hello hello = {0};
 	int ret;
 
 	hello.queue_depth = (uint16_t)o->queue_depth;
 	hello.queue_id = (uint16_t)q->index;
 	hello.max_io = o->max_io;
 	hello.inline_data = ask;
-	hello.flags = (o->flags & RBLK_OPEN_READ_ONLY) ? RBLK_HELLO_F_READ_ONLY :
-							  0;
+	hello.flags =
+	    (o->flags & RBLK_OPEN_READ_ONLY) ? RBLK_HELLO_F_READ_ONLY : 0;
 	if (r->secret_len)
 		hello.flags |= RBLK_HELLO_F_AUTH;
 	if (!r->identity_refused)
@@ -326,15 +331,17 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 				 u->export_name, rblk_url_str(u));
 	if (login->status == RBLK_S_INVALID && !r->identity_refused) {
 		r->identity_refused = true;
-		return set_error(-EPROTO,
-				 "login to '%s' refused as malformed: the target may not know the HELLO flag IDENTITY",
-				 u->export_name);
+		return set_error(
+		    -EPROTO,
+		    "login to '%s' refused as malformed: the target may not know the HELLO flag IDENTITY",
+		    u->export_name);
 	}
 	if (login->status == RBLK_S_INVALID && ask) {
 		r->inline_refused = true;
-		return set_error(-EPROTO,
-				 "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
-				 u->export_name, ask);
+		return set_error(
+		    -EPROTO,
+		    "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
+		    u->export_name, ask);
 	}
 	return set_error(ret, "login to '%s' refused: %s", u->export_name,
 			 rblk_status_str((int)login->status));
@@ -352,9 +359,10 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 	const struct rblk_url *u = lib_path_url(q);
 
 	if (r->mutual && !q->authed)
-		return set_error(-EACCES,
-				 "target did not authenticate itself and mutual authentication was required (is host '%s' configured on the target?)",
-				 r->host_name);
+		return set_error(
+		    -EACCES,
+		    "target did not authenticate itself and mutual authentication was required (is host '%s' configured on the target?)",
+		    r->host_name);
 	if (login->queue_depth > (uint16_t)o->queue_depth ||
 	    login->max_io > o->max_io || login->inline_data > ask)
 		return set_error(-EPROTO,
@@ -367,14 +375,14 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 	    login->block_size != r->info.block_size ||
 	    login->max_io != q->max_io || login->queue_depth != q->qd ||
 	    (login->features ^ q->features) & ~RBLK_F_CMD_DONE)
-		return set_error(-EPROTO,
-				 "%s, export %s, changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
-				 rblk_url_str(u), u->export_name,
-				 (unsigned long long)r->info.size,
-				 r->info.block_size, q->max_io, q->qd,
-				 q->features, (unsigned long long)login->size,
-				 login->block_size, login->max_io,
-				 login->queue_depth, login->features);
+		return set_error(
+		    -EPROTO,
+		    "%s, export %s, changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
+		    rblk_url_str(u), u->export_name,
+		    (unsigned long long)r->info.size, r->info.block_size,
+		    q->max_io, q->qd, q->features,
+		    (unsigned long long)login->size, login->block_size,
+		    login->max_io, login->queue_depth, login->features);
 	return 0;
 }
 
@@ -413,9 +421,10 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 		   login->block_size != r->info.block_size ||
 		   login->max_io != r->info.max_io ||
 		   login->queue_depth != r->info.queue_depth) {
-		return set_error(-EPROTO,
-				 "queue %u got a different volume geometry than queue 0",
-				 q->index);
+		return set_error(
+		    -EPROTO,
+		    "queue %u got a different volume geometry than queue 0",
+		    q->index);
 	}
 	return 0;
 }
@@ -459,13 +468,13 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		bool id = r->identity_refused, in = r->inline_refused;
 		int ret = queue_connect_once(r, q, o);
 
-		if (!ret || (id == r->identity_refused &&
-			     in == r->inline_refused))
+		if (!ret ||
+		    (id == r->identity_refused && in == r->inline_refused))
 			return ret;
 		log_info("queue %u: %s; connecting again without %s", q->index,
 			 rblk_last_error(),
-			 id != r->identity_refused ? "the IDENTITY flag" :
-						     "in-capsule data");
+			 id != r->identity_refused ? "the IDENTITY flag"
+						   : "in-capsule data");
 		lib_queue_drop_conn(q);
 	}
 }

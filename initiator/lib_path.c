@@ -69,13 +69,14 @@ int lib_path_setup(struct rblk *r, const char *url, const struct rblk_opts *o)
 			return set_error(-EINVAL, "%s", err);
 		if (!p->url.export_name[0])
 			return set_error(-EINVAL,
-					 "'%s': no export name (want %s)",
-					 s, rblk_url_form(p->url.scheme, true));
+					 "'%s': no export name (want %s)", s,
+					 rblk_url_form(p->url.scheme, true));
 		/* the queues' poll groups and regions are one transport's */
 		if (strcmp(p->url.scheme, r->url.scheme))
-			return set_error(-EINVAL,
-					 "path '%s' uses %s, the first path %s: every path must use one transport",
-					 s, p->url.scheme, r->url.scheme);
+			return set_error(
+			    -EINVAL,
+			    "path '%s' uses %s, the first path %s: every path must use one transport",
+			    s, p->url.scheme, r->url.scheme);
 	}
 	atomic_init(&r->active, 0);
 	atomic_init(&r->probe_at, 0);
@@ -127,17 +128,20 @@ int lib_path_vol_mismatch(const struct rblk_queue *q,
 	vol_id_str(vol_id, got);
 	vol_id_str(q->vol_id, want);
 	if (r->nr_paths < 2)
-		return set_error(-EPROTO,
-				 "%s is another volume after the reconnect (volume id %s, was %s)",
-				 r->paths[q->path].str, got, want);
+		return set_error(
+		    -EPROTO,
+		    "%s is another volume after the reconnect (volume id %s, was %s)",
+		    r->paths[q->path].str, got, want);
 	/* name a path that has the expected id: the session's */
 	if (active == q->path)
-		return set_error(-EPROTO,
-				 "path %s is another volume now (volume id %s, was %s): refusing to use it",
-				 r->paths[q->path].str, got, want);
-	return set_error(-EPROTO,
-			 "path %s is not the same volume as %s (volume id %s, expected %s): refusing to use it",
-			 r->paths[q->path].str, r->paths[active].str, got, want);
+		return set_error(
+		    -EPROTO,
+		    "path %s is another volume now (volume id %s, was %s): refusing to use it",
+		    r->paths[q->path].str, got, want);
+	return set_error(
+	    -EPROTO,
+	    "path %s is not the same volume as %s (volume id %s, expected %s): refusing to use it",
+	    r->paths[q->path].str, r->paths[active].str, got, want);
 }
 
 /* Publish that a queue connected on path p. */
@@ -186,14 +190,14 @@ static int path_login(struct rblk *r, unsigned int p, int timeout_ms)
 {
 	const struct rblk_queue *q0 = &r->queues[0];
 	struct rblk_queue t = {
-		.r = r,
-		.index = 0,
-		.timer_fd = -1,
-		.connected_once = true,
-		.qd = q0->qd,
-		.max_io = q0->max_io,
-		.features = q0->features,
-		.path = p,
+	    .r = r,
+	    .index = 0,
+	    .timer_fd = -1,
+	    .connected_once = true,
+	    .qd = q0->qd,
+	    .max_io = q0->max_io,
+	    .features = q0->features,
+	    .path = p,
 	};
 	struct rblk_opts o = r->opts;
 	int ret;
@@ -224,9 +228,10 @@ int lib_path_verify(struct rblk *r)
 	 */
 	if (r->nr_paths > 1 && (r->info.features & RBLK_FEAT_NO_IDENTITY)) {
 		vol_id_str(r->info.vol_id, id);
-		return set_error(-EPROTO,
-				 "%s has no volume identity of its own (volume id %s is a stand-in): refusing to use it with other paths, which could be another volume (give the export uuid= on every target that serves this one volume)",
-				 r->paths[active].str, id);
+		return set_error(
+		    -EPROTO,
+		    "%s has no volume identity of its own (volume id %s is a stand-in): refusing to use it with other paths, which could be another volume (give the export uuid= on every target that serves this one volume)",
+		    r->paths[active].str, id);
 	}
 	for (unsigned int p = 0; p < r->nr_paths; p++) {
 		if (p == active)
@@ -235,8 +240,9 @@ int lib_path_verify(struct rblk *r)
 		if (ret == -EPROTO)
 			return ret; /* another volume: the error names both */
 		if (ret)
-			log_warn("path %s is not available now (%s); it is used once it answers",
-				 r->paths[p].str, rblk_last_error());
+			log_warn(
+			    "path %s is not available now (%s); it is used once it answers",
+			    r->paths[p].str, rblk_last_error());
 	}
 	return 0;
 }
@@ -255,8 +261,8 @@ void lib_path_lost(struct rblk_queue *q)
 		q->path_first = (q->path + 1) % r->nr_paths;
 }
 
-int lib_path_connect(struct rblk_queue *q, const struct rblk_opts *o,
-		     char *why, size_t why_len)
+int lib_path_connect(struct rblk_queue *q, const struct rblk_opts *o, char *why,
+		     size_t why_len)
 {
 	struct rblk *r = q->r;
 	int ret = 0;
@@ -293,8 +299,8 @@ static void path_probe(struct rblk_queue *q, uint64_t now)
 
 	if (!r->opts.failback_ms || !atomic_load(&r->active) || now < at)
 		return;
-	if (!atomic_compare_exchange_strong(&r->probe_at, &at,
-					    now + (uint64_t)r->opts.failback_ms))
+	if (!atomic_compare_exchange_strong(
+		&r->probe_at, &at, now + (uint64_t)r->opts.failback_ms))
 		return; /* another queue probes */
 	if (path_login(r, 0, PROBE_TIMEOUT_MS)) {
 		log_debug("failback probe of %s: %s", r->paths[0].str,
@@ -338,10 +344,12 @@ bool lib_path_tick(struct rblk_queue *q, uint64_t now)
 		lib_timer_set(q, now + 1); /* look again soon */
 		return true;
 	}
-	snprintf(why, sizeof(why), "%s to follow the session to path %u",
-		 parts_busy(q) ? "commands still in flight after the drain timeout; leaving" :
-				 "leaving",
-		 atomic_load(&r->active));
+	snprintf(
+	    why, sizeof(why), "%s to follow the session to path %u",
+	    parts_busy(q)
+		? "commands still in flight after the drain timeout; leaving"
+		: "leaving",
+	    atomic_load(&r->active));
 	/* reconnects on r->active, reissuing whatever did not complete */
 	lib_queue_lost(q, why);
 	return true;

@@ -44,12 +44,12 @@ enum ireq_state {
 	IREQ_FREE,
 	IREQ_CMD, /* command (or WRITE data) posted; waiting for RESP/GRANT */
 	IREQ_NEED_READ, /* RESP(PULL); its RDMA READ waits for credits */
-	IREQ_READ, /* RDMA READ of the window posted */
+	IREQ_READ,	/* RDMA READ of the window posted */
 	IREQ_NEED_DONE, /* READ done; READ_DONE waits for a credit */
 	IREQ_NEED_DATA, /* GRANT; RDMA WRITE + WRITE_DATA wait for credits */
-	IREQ_DIRECT, /* RDMA READ/WRITE against the volume posted */
-	IREQ_REISSUE, /* connection lost before completion: resend it */
-	IREQ_KA, /* KEEPALIVE posted (no io) */
+	IREQ_DIRECT,	/* RDMA READ/WRITE against the volume posted */
+	IREQ_REISSUE,	/* connection lost before completion: resend it */
+	IREQ_KA,	/* KEEPALIVE posted (no io) */
 	/*
 	 * Pull READ done, its window not yet returned (RBLK_F_CMD_DONE): on
 	 * held_tags; the tag's next command, or a READ_DONE, returns it.
@@ -65,15 +65,15 @@ struct ireq {
 	uint8_t cmd_flags; /* RBLK_CMD_F_FUA */
 	uint32_t len;
 	uint64_t offset;
-	char *buf; /* user buffer for this part */
+	char *buf;	  /* user buffer for this part */
 	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
 	/* push READs with per-command windows (q->push_mw): the tag's window */
 	struct xp_mw *mw;
-	bool direct; /* by direct access to the volume (post_direct()) */
+	bool direct;	 /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
-	bool inl; /* a WRITE whose data went in its command capsule */
-	bool data_sent; /* a granted WRITE's data is posted: RESP may come */
-	uint64_t raddr; /* the target's window (RESP PULL, GRANT) */
+	bool inl;	 /* a WRITE whose data went in its command capsule */
+	bool data_sent;	 /* a granted WRITE's data is posted: RESP may come */
+	uint64_t raddr;	 /* the target's window (RESP PULL, GRANT) */
 	uint32_t rkey;
 	struct ireq *next; /* free list or credit wait list */
 	/*
@@ -143,7 +143,8 @@ struct rblk_queue {
 	 * queue goes idle (lib_io.c, return_held()).
 	 */
 	struct ireq *held_tags;
-	unsigned int empty_polls; /* progress() passes in a row that reaped nothing */
+	unsigned int
+	    empty_polls; /* progress() passes in a row that reaped nothing */
 	struct ireq *wait_head, *wait_tail; /* RDMA READs waiting for credits */
 
 	/*
@@ -154,7 +155,7 @@ struct rblk_queue {
 	 */
 	unsigned int plugged;
 
-	struct io *ios; /* nr_ios of them */
+	struct io *ios;	     /* nr_ios of them */
 	unsigned int nr_ios; /* opts.max_queued, resolved at setup */
 	struct io *free_ios;
 	struct io *pend_head, *pend_tail; /* ios with parts not yet issued */
@@ -185,12 +186,12 @@ struct rblk_queue {
 	bool connected_once;
 	int timer_fd;
 	uint64_t timer_at;
-	uint64_t lost_at; /* when the connection was lost */
+	uint64_t lost_at;	     /* when the connection was lost */
 	unsigned int retry_delay_ms; /* next wait between attempts */
 	unsigned int attempts;
 	bool rx_seen; /* a message arrived since the last keep-alive tick */
 	unsigned int stalled_ticks; /* silent ticks with no tag for a KA */
-	struct ireq *ka; /* KEEPALIVE awaiting its answer */
+	struct ireq *ka;	    /* KEEPALIVE awaiting its answer */
 	uint64_t ka_at; /* the next keep-alive tick (lib_tick_next()) */
 	uint64_t to_at; /* the next deadline check (lib_tick_next()) */
 	/*
@@ -233,9 +234,9 @@ struct rblk {
 	struct rblk_queue *queues;
 	char host_name[RBLK_NAME_MAX];
 	uint8_t secret[RBLK_SECRET_MAX]; /* from opts.key_file */
-	size_t secret_len; /* 0: none */
-	bool mutual; /* RBLK_OPEN_MUTUAL_AUTH */
-	unsigned int poll_spin_us; /* rblk_opts.poll_spin_us */
+	size_t secret_len;		 /* 0: none */
+	bool mutual;			 /* RBLK_OPEN_MUTUAL_AUTH */
+	unsigned int poll_spin_us;	 /* rblk_opts.poll_spin_us */
 	struct rblk_opts opts; /* as opened; reconnects log in with these */
 	/* a target refused the HELLO asking for in-capsule data: ask none */
 	bool inline_refused;
@@ -256,10 +257,10 @@ struct rblk {
 /* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
 enum wrid_kind {
 	WRID_CMD = QP_WRID_USER, /* a SEND of a tag (+ RDMA WRITE/READ) */
-	WRID_READ, /* pull RDMA READ of a tag */
-	WRID_HELLO, /* HELLO, AUTH_RESPONSE */
+	WRID_READ,		 /* pull RDMA READ of a tag */
+	WRID_HELLO,		 /* HELLO, AUTH_RESPONSE */
 	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
-	WRID_INV, /* LOCAL_INV of a push READ's window */
+	WRID_INV,    /* LOCAL_INV of a push READ's window */
 };
 
 static inline void *cmd_buf(struct rblk_queue *q, unsigned int tag)
@@ -273,7 +274,8 @@ static inline void *hello_buf(struct rblk_queue *q)
 	return cmd_buf(q, q->cmd_bufs);
 }
 
-/* ---- lib_io.c: the data path ---------------------------------------------- */
+/* ---- lib_io.c: the data path ----------------------------------------------
+ */
 
 /* An io is done: queue its completion for rblk_poll(), free it. */
 void lib_io_complete(struct rblk_queue *q, struct io *io);
@@ -298,7 +300,8 @@ int lib_queue_setup(struct rblk_queue *q);
 /* After lib_queue_connect(): resend kept parts, start keep-alive. */
 int lib_queue_attach(struct rblk_queue *q);
 
-/* ---- lib_login.c: a queue's connection and login --------------------------- */
+/* ---- lib_login.c: a queue's connection and login ---------------------------
+ */
 
 /* Connect q and log in (HELLO/LOGIN, authentication): 0 or -errno, set. */
 int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
@@ -306,7 +309,8 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 /* Forget the connection and its message buffers; the group stays. */
 void lib_queue_drop_conn(struct rblk_queue *q);
 
-/* ---- lib_reconnect.c: keep-alive, reconnect, the queue's timer ------------ */
+/* ---- lib_reconnect.c: keep-alive, reconnect, the queue's timer ------------
+ */
 
 /* Arm the timer for at_ms (now_ms() clock; 0: disarm). */
 void lib_timer_set(struct rblk_queue *q, uint64_t at_ms);
@@ -366,8 +370,8 @@ void lib_path_lost(struct rblk_queue *q);
  * path_first. 0, or the last attempt's -errno with why set; with several
  * paths a refusal (reconnect_fatal) is reported as -EAGAIN.
  */
-int lib_path_connect(struct rblk_queue *q, const struct rblk_opts *o,
-		     char *why, size_t why_len);
+int lib_path_connect(struct rblk_queue *q, const struct rblk_opts *o, char *why,
+		     size_t why_len);
 /*
  * A live queue's tick: failback probe, following r->active. true when it
  * took the tick (draining or switching paths; the timer is set).

@@ -62,7 +62,7 @@ void rblk_queue_stats(const struct rblk_queue *q, struct rblk_queue_stats *s)
 
 void lib_timer_set(struct rblk_queue *q, uint64_t at_ms)
 {
-	struct itimerspec its = { 0 };
+	struct itimerspec its = {0};
 
 	q->timer_at = at_ms;
 	if (at_ms) {
@@ -97,7 +97,6 @@ void lib_ka_free(struct rblk_queue *q)
 	FREELIST_PUSH(q->free_tags, rq, next);
 }
 
-
 /* Give up for good: fail everything in flight and pending. */
 void lib_queue_fail(struct rblk_queue *q, const char *why)
 {
@@ -111,8 +110,7 @@ void lib_queue_fail(struct rblk_queue *q, const char *why)
 		if (q->reqs[t].state != IREQ_FREE &&
 		    q->reqs[t].state != IREQ_HELD && &q->reqs[t] != q->ka)
 			q->stats.io_failed++;
-	log_warn("queue %u (%s): %s", q->index, q->r->paths[q->path].str,
-		 why);
+	log_warn("queue %u (%s): %s", q->index, q->r->paths[q->path].str, why);
 	if (q->xc)
 		xp_disconnect(q->xc);
 	if (q->timer_fd >= 0)
@@ -163,8 +161,8 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 		lib_conn_proved(q); /* it lived long enough */
 	q->stats.conn_lost++;
 	if (loss_log_ok(q, quiet, sizeof(quiet)))
-		log_warn("queue %u (%s): %s; reconnecting%s%s",
-			 q->index, xp_peer_name(q->xc), why,
+		log_warn("queue %u (%s): %s; reconnecting%s%s", q->index,
+			 xp_peer_name(q->xc), why,
 			 q->unstable ? "; the connection was not stable" : "",
 			 quiet);
 	q->dead = true;
@@ -188,8 +186,9 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 		kept++;
 	}
 	if (failed)
-		log_warn("queue %u: %u command(s) failed after %d attempts each",
-			 q->index, failed, o->io_retries + 1);
+		log_warn(
+		    "queue %u: %u command(s) failed after %d attempts each",
+		    q->index, failed, o->io_retries + 1);
 	q->stats.retries += kept;
 	q->wait_head = q->wait_tail = NULL;
 	lib_path_lost(q);
@@ -198,9 +197,9 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 		q->unstable = true;
 		q->lost_at = now;
 		q->attempts = 0;
-		q->retry_delay_ms = o->reconnect_delay_ms > 0 ?
-					    (unsigned int)o->reconnect_delay_ms :
-					    0;
+		q->retry_delay_ms = o->reconnect_delay_ms > 0
+					? (unsigned int)o->reconnect_delay_ms
+					: 0;
 		lib_timer_set(q, now);
 		return;
 	}
@@ -211,11 +210,12 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 	next = now + MAX(q->retry_delay_ms, 1u);
 	if (o->ctrl_loss_timeout_s > 0)
 		next = MIN(next, q->lost_at +
-				       (uint64_t)o->ctrl_loss_timeout_s * 1000u);
+				     (uint64_t)o->ctrl_loss_timeout_s * 1000u);
 	lib_timer_set(q, next);
-	q->retry_delay_ms = MIN(MAX(q->retry_delay_ms * 2u, 1u),
-				MAX(RECONNECT_DELAY_CAP_MS,
-				    (unsigned int)MAX(o->reconnect_delay_ms, 0)));
+	q->retry_delay_ms =
+	    MIN(MAX(q->retry_delay_ms * 2u, 1u),
+		MAX(RECONNECT_DELAY_CAP_MS,
+		    (unsigned int)MAX(o->reconnect_delay_ms, 0)));
 }
 
 /*
@@ -249,17 +249,19 @@ static bool deadline_check(struct rblk_queue *q, uint64_t now)
 	if (!late)
 		return false;
 	q->stats.timeouts += late;
-	snprintf(why, sizeof(why),
-		 "%s of %u bytes at %llu (tag %u) unanswered after %d ms (io-timeout), attempt %u of %d%s",
-		 rblk_opcode_str(first->op), first->len,
-		 (unsigned long long)first->offset, first->tag, to,
-		 first->failures + 1u, q->r->opts.io_retries + 1,
-		 late > 1 ? ", and more commands" : "");
+	snprintf(
+	    why, sizeof(why),
+	    "%s of %u bytes at %llu (tag %u) unanswered after %d ms (io-timeout), attempt %u of %d%s",
+	    rblk_opcode_str(first->op), first->len,
+	    (unsigned long long)first->offset, first->tag, to,
+	    first->failures + 1u, q->r->opts.io_retries + 1,
+	    late > 1 ? ", and more commands" : "");
 	lib_queue_lost(q, why);
 	return true;
 }
 
-/* ---- timer duties ---------------------------------------------------------- */
+/* ---- timer duties ----------------------------------------------------------
+ */
 
 /*
  * Every keepalive_ms while live: a queue that heard nothing since the last
@@ -286,7 +288,7 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 		lib_queue_lost(q, why);
 		return;
 	} else if ((q->free_tags || q->held_tags) && qp_take(&q->qp, 1)) {
-		struct rblk_cmd cmd = { 0 };
+		struct rblk_cmd cmd = {0};
 
 		rq = lib_tag_get(q);
 		rq->io = NULL;
@@ -334,8 +336,8 @@ uint64_t lib_tick_next(struct rblk_queue *q, uint64_t now)
 			next = q->to_at;
 	}
 	if (q->r->nr_paths > 1) {
-		uint64_t p = now + (o->failback_ms ? (uint64_t)o->failback_ms :
-						     1000u);
+		uint64_t p =
+		    now + (o->failback_ms ? (uint64_t)o->failback_ms : 1000u);
 
 		if (!next || (p < next && (o->failback_ms || !o->keepalive_ms)))
 			next = p;
@@ -368,9 +370,10 @@ static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
 	if (o.ctrl_loss_timeout_s > 0) {
 		give_up = q->lost_at + (uint64_t)o.ctrl_loss_timeout_s * 1000u;
 		if (now >= give_up) {
-			snprintf(why, sizeof(why),
-				 "no connection for %d s (ctrl-loss-timeout) after %u attempts; failing I/O",
-				 o.ctrl_loss_timeout_s, q->attempts);
+			snprintf(
+			    why, sizeof(why),
+			    "no connection for %d s (ctrl-loss-timeout) after %u attempts; failing I/O",
+			    o.ctrl_loss_timeout_s, q->attempts);
 			lib_queue_fail(q, why);
 			return;
 		}
@@ -385,10 +388,11 @@ static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
 
 		q->stats.reconnects++;
 		if (loss_log_ok(q, quiet, sizeof(quiet)))
-			log_warn("queue %u: reconnected to %s after %llu ms (%u attempts)%s",
-				 q->index, r->paths[q->path].str,
-				 (unsigned long long)(now_ms() - q->lost_at),
-				 q->attempts, quiet);
+			log_warn(
+			    "queue %u: reconnected to %s after %llu ms (%u attempts)%s",
+			    q->index, r->paths[q->path].str,
+			    (unsigned long long)(now_ms() - q->lost_at),
+			    q->attempts, quiet);
 		return;
 	}
 	/* several paths and ctrl-loss-timeout 0: one round, then give up */
@@ -399,9 +403,10 @@ static void reconnect_attempt(struct rblk_queue *q, uint64_t now)
 	log_debug("queue %u: reconnect attempt %u: %s", q->index, q->attempts,
 		  why);
 	next = now_ms() + q->retry_delay_ms;
-	q->retry_delay_ms = MIN(MAX(q->retry_delay_ms * 2u, 1u),
-				MAX(RECONNECT_DELAY_CAP_MS,
-				    (unsigned int)MAX(o.reconnect_delay_ms, 0)));
+	q->retry_delay_ms =
+	    MIN(MAX(q->retry_delay_ms * 2u, 1u),
+		MAX(RECONNECT_DELAY_CAP_MS,
+		    (unsigned int)MAX(o.reconnect_delay_ms, 0)));
 	lib_timer_set(q, give_up && give_up < next ? give_up : next);
 }
 

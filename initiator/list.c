@@ -105,8 +105,9 @@ static void list_text(const struct map_record *recs, int n)
 		       r->depth, r->state, (int)r->pid, pinned, r->url);
 		/* commands the target left unanswered (--io-timeout) */
 		if (r->timeouts || r->io_failed)
-			printf("%63s %llu command timeouts, %llu commands failed\n",
-			       "", r->timeouts, r->io_failed);
+			printf(
+			    "%63s %llu command timeouts, %llu commands failed\n",
+			    "", r->timeouts, r->io_failed);
 		/* multipath: one line per path, the one in use marked */
 		for (unsigned int p = 0; p < r->nr_paths; p++)
 			printf("%63s path %u: %s%s\n", "", p, r->paths[p],
@@ -119,7 +120,8 @@ static void list_field(const struct map_record *recs, int n, bool vol_id)
 {
 	for (int i = 0; i < n; i++) {
 		if (vol_id)
-			printf("%s\n", recs[i].vol_id[0] ? recs[i].vol_id : "-");
+			printf("%s\n",
+			       recs[i].vol_id[0] ? recs[i].vol_id : "-");
 		else
 			printf("%s\n", recs[i].url);
 	}
@@ -152,12 +154,13 @@ static void list_warn_dead(const struct map_record *recs, int n)
 
 		if (r->alive)
 			continue;
-		fprintf(stderr,
-			"rblk list: the daemon of %s died%s%s; its I/O fails until 'rblk unmap %s'%s\n",
-			r->dev, r->error[0] ? " (last error: " : "",
-			r->error[0] ? r->error : "", r->dev,
-			fe && fe->recover_queues ?
-				" or 'rblk map --recover ID'" : "");
+		fprintf(
+		    stderr,
+		    "rblk list: the daemon of %s died%s%s; its I/O fails until 'rblk unmap %s'%s\n",
+		    r->dev, r->error[0] ? " (last error: " : "",
+		    r->error[0] ? r->error : "", r->dev,
+		    fe && fe->recover_queues ? " or 'rblk map --recover ID'"
+					     : "");
 	}
 }
 
@@ -187,9 +190,10 @@ int cmd_list(int argc, char **argv)
 			} else if (!strcmp(optarg, "text")) {
 				out = OUT_TEXT;
 			} else {
-				fprintf(stderr,
-					"rblk list: unknown output format '%s' (text, json, url, vol_id)\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "rblk list: unknown output format '%s' (text, json, url, vol_id)\n",
+				    optarg);
 				return 2;
 			}
 			break;

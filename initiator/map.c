@@ -34,7 +34,9 @@
 #define MAP_DEFAULT_DEPTH 64
 #define MAP_MAX_DEFAULT_QUEUES 4
 #define MAP_MAX_QUEUES 256
-#define MAP_READY_TIMEOUT_S 120 /* `rblk map` waits this long for the device */
+#define MAP_READY_TIMEOUT_S                                                    \
+	120		    /* `rblk map` waits this long for the device       \
+			     */
 #define MAP_CHILD_EXIT_S 30 /* ... and this long for a failed daemon to go */
 
 /*
@@ -42,9 +44,9 @@
  * probe() succeeds serves the mapping.
  */
 const struct frontend_ops *const map_frontends[] = {
-	&frontend_ublk_ops, /* first: the default where ublk_drv is loaded */
-	&frontend_nbd_ops,
-	NULL,
+    &frontend_ublk_ops, /* first: the default where ublk_drv is loaded */
+    &frontend_nbd_ops,
+    NULL,
 };
 
 const struct frontend_ops *frontend_find(const char *name)
@@ -190,11 +192,8 @@ static void map_usage(FILE *f)
 	    "                     (backs off where it finds nothing; 0 sleeps at\n"
 	    "                     once; default %u)\n"
 	    "  --foreground       do not detach: log to stderr, stop on SIGINT/SIGTERM\n"
-	    "  --log-level L      error, warn, info (default) or debug\n"
-	    CLI_IO_HELP
-	    CLI_PATH_HELP
-	    CLI_FAILBACK_HELP
-	    CLI_AUTH_HELP
+	    "  --log-level L      error, warn, info (default) or debug\n" CLI_IO_HELP
+		CLI_PATH_HELP CLI_FAILBACK_HELP CLI_AUTH_HELP
 	    "  -h, --help         show this help\n\n"
 	    "The daemon logs to %s/map-PID.log (directory: $RBLK_RUN_DIR).\n"
 	    "Exit status: 0 with the device path on stdout; 1 on errors; 2 on usage\n"
@@ -311,14 +310,12 @@ static int map_opt(struct map_ctx *ctx, struct map_args *a, int ch,
 		a->want = ch == OPT_NBD ? "nbd" : "ublk";
 		break;
 	case OPT_QUEUES:
-		ret = num_opt("queues", arg, 1, MAP_MAX_QUEUES,
-			      NULL, &v);
+		ret = num_opt("queues", arg, 1, MAP_MAX_QUEUES, NULL, &v);
 		o->queues = (unsigned int)v;
 		a->queues_given = true;
 		break;
 	case OPT_DEPTH:
-		ret = num_opt("depth", arg, 1, RBLK_MAX_QD,
-			      NULL, &v);
+		ret = num_opt("depth", arg, 1, RBLK_MAX_QD, NULL, &v);
 		o->queue_depth = (unsigned int)v;
 		break;
 	case OPT_RO:
@@ -333,8 +330,8 @@ static int map_opt(struct map_ctx *ctx, struct map_args *a, int ch,
 		if ((o->dev_id >= 0 && o->recover != (ch == OPT_RECOVER)))
 			return cli_usage_error(
 			    "map", "--recover and --device-id are exclusive");
-		ret = num_opt(ch == OPT_DEVID ? "device-id" : "recover", arg,
-			      0, INT_MAX, "a device number", &v);
+		ret = num_opt(ch == OPT_DEVID ? "device-id" : "recover", arg, 0,
+			      INT_MAX, "a device number", &v);
 		o->dev_id = (int)v;
 		o->recover = ch == OPT_RECOVER;
 		break;
@@ -389,29 +386,28 @@ static int map_parse_args(int argc, char **argv, struct map_ctx *ctx,
 			  struct map_args *a)
 {
 	static const struct option longopts[] = {
-		{ "nbd", no_argument, NULL, OPT_NBD },
-		{ "ublk", no_argument, NULL, OPT_UBLK },
-		{ "queues", required_argument, NULL, OPT_QUEUES },
-		{ "depth", required_argument, NULL, OPT_DEPTH },
-		{ "queue-depth", required_argument, NULL, OPT_DEPTH },
-		{ "read-only", no_argument, NULL, OPT_RO },
-		{ "device-id", required_argument, NULL, OPT_DEVID },
-		{ "recover", required_argument, NULL, OPT_RECOVER },
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-		{ "foreground", no_argument, NULL, OPT_FG },
-		{ "direct", no_argument, NULL, OPT_DIRECT },
-		{ "no-direct", no_argument, NULL, OPT_NO_DIRECT },
-		{ "log-level", required_argument, NULL, OPT_LOGLEVEL },
-		{ "reconnect-delay", required_argument, NULL,
-		  OPT_RECONNECT_DELAY },
-		{ "ctrl-loss-timeout", required_argument, NULL, OPT_CTRL_LOSS },
-		{ "poll-spin-us", required_argument, NULL, OPT_SPIN },
-		{ "help", no_argument, NULL, 'h' },
-		CLI_AUTH_LONGOPTS,
-		CLI_PATH_LONGOPTS,
-		CLI_FAILBACK_LONGOPT,
-		CLI_IO_LONGOPTS,
-		{ NULL, 0, NULL, 0 },
+	    {"nbd", no_argument, NULL, OPT_NBD},
+	    {"ublk", no_argument, NULL, OPT_UBLK},
+	    {"queues", required_argument, NULL, OPT_QUEUES},
+	    {"depth", required_argument, NULL, OPT_DEPTH},
+	    {"queue-depth", required_argument, NULL, OPT_DEPTH},
+	    {"read-only", no_argument, NULL, OPT_RO},
+	    {"device-id", required_argument, NULL, OPT_DEVID},
+	    {"recover", required_argument, NULL, OPT_RECOVER},
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+	    {"foreground", no_argument, NULL, OPT_FG},
+	    {"direct", no_argument, NULL, OPT_DIRECT},
+	    {"no-direct", no_argument, NULL, OPT_NO_DIRECT},
+	    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+	    {"reconnect-delay", required_argument, NULL, OPT_RECONNECT_DELAY},
+	    {"ctrl-loss-timeout", required_argument, NULL, OPT_CTRL_LOSS},
+	    {"poll-spin-us", required_argument, NULL, OPT_SPIN},
+	    {"help", no_argument, NULL, 'h'},
+	    CLI_AUTH_LONGOPTS,
+	    CLI_PATH_LONGOPTS,
+	    CLI_FAILBACK_LONGOPT,
+	    CLI_IO_LONGOPTS,
+	    {NULL, 0, NULL, 0},
 	};
 	char err[256];
 	struct rblk_url u;
@@ -460,9 +456,10 @@ static int map_check_recover(struct map_ctx *ctx, const struct map_args *a)
 	if (!ctx->opts.recover)
 		return 0;
 	if (!ctx->fe->recover_queues) {
-		fprintf(stderr,
-			"rblk map: the %s front end cannot take over a device (--recover); 'rblk unmap /dev/%s%d' and map again\n",
-			ctx->fe->name, ctx->fe->dev_prefix, ctx->opts.dev_id);
+		fprintf(
+		    stderr,
+		    "rblk map: the %s front end cannot take over a device (--recover); 'rblk unmap /dev/%s%d' and map again\n",
+		    ctx->fe->name, ctx->fe->dev_prefix, ctx->opts.dev_id);
 		return 1;
 	}
 	hw = ctx->fe->recover_queues(ctx->opts.dev_id);
@@ -552,8 +549,9 @@ static int map_fork(struct map_ctx *ctx, const char *dir)
 
 int cmd_map(int argc, char **argv)
 {
-	static struct map_ctx ctx; /* outlives cmd_map in the daemon's threads */
-	struct map_args a = { 0 };
+	static struct map_ctx
+	    ctx; /* outlives cmd_map in the daemon's threads */
+	struct map_args a = {0};
 	struct rblk_opts ro;
 	const char *dir;
 	int ret;

@@ -45,11 +45,11 @@ struct map_opts {
 	 */
 	bool recover;
 	unsigned int io_timeout_s; /* kernel request timeout; 0: default */
-	struct cli_auth auth; /* --host-name, --key-file, --mutual-auth */
-	struct cli_paths paths; /* --path, --failback */
-	struct cli_io io; /* --io-timeout, --io-retries */
-	int reconnect_delay_ms; /* rblk_opts: what the library does when */
-	int ctrl_loss_timeout_s; /* a connection is lost (I/O waits) */
+	struct cli_auth auth;	   /* --host-name, --key-file, --mutual-auth */
+	struct cli_paths paths;	   /* --path, --failback */
+	struct cli_io io;	   /* --io-timeout, --io-retries */
+	int reconnect_delay_ms;	   /* rblk_opts: what the library does when */
+	int ctrl_loss_timeout_s;   /* a connection is lost (I/O waits) */
 	/*
 	 * A queue thread with I/O out at the target polls for its answers
 	 * (and for new requests) this long before it sleeps (common/spin.h
@@ -85,7 +85,7 @@ bool map_should_stop(struct map_ctx *ctx);
  * a front end that logs its failure with log_err() need not call this.
  */
 void map_set_error(struct map_ctx *ctx, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 struct frontend_ops {
 	const char *name; /* "ublk", "nbd" */

@@ -185,7 +185,7 @@ static void record_refresh_path(struct map_ctx *ctx)
  */
 static void *signal_thread(void *arg)
 {
-	const struct timespec tick = { .tv_sec = 1 };
+	const struct timespec tick = {.tv_sec = 1};
 	struct map_ctx *ctx = arg;
 	int sig;
 
@@ -232,8 +232,8 @@ static int daemon_detach(struct map_ctx *ctx)
 	dup2(fd, STDIN_FILENO);
 	dup2(fd, STDOUT_FILENO);
 	close(fd);
-	fd = open(ctx->rec.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-		  0640);
+	fd =
+	    open(ctx->rec.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 	if (fd < 0)
 		return -errno;
 	dup2(fd, STDERR_FILENO);
@@ -256,7 +256,8 @@ static int daemon_start(struct map_ctx *ctx, char *msg, size_t len,
 	if (!ctx->foreground) {
 		ret = daemon_detach(ctx);
 		if (ret) {
-			snprintf(msg, len, "cannot start the daemon: %.600s: %s",
+			snprintf(msg, len,
+				 "cannot start the daemon: %.600s: %s",
 				 ctx->rec.log, strerror(-ret));
 			return -1;
 		}
@@ -342,9 +343,10 @@ int map_daemon(struct map_ctx *ctx)
 			goto out_remove_record;
 		goto out_report;
 	}
-	log_info("pid %d: mapping %s with the %s front end (%u queues x %u, poll spin %u us)",
-		 (int)getpid(), ctx->opts.url, ctx->fe->name, ctx->opts.queues,
-		 ctx->opts.queue_depth, ctx->opts.poll_spin_us);
+	log_info(
+	    "pid %d: mapping %s with the %s front end (%u queues x %u, poll spin %u us)",
+	    (int)getpid(), ctx->opts.url, ctx->fe->name, ctx->opts.queues,
+	    ctx->opts.queue_depth, ctx->opts.poll_spin_us);
 	r = daemon_open(ctx, msg, sizeof(msg));
 	if (!r)
 		goto out_remove_record;

@@ -55,7 +55,7 @@ struct map_record {
 	unsigned long long start; /* /proc/PID/stat starttime */
 	char state[16];
 	char log[PATH_MAX];
-	char error[MAP_ERROR_MAX]; /* "" when none */
+	char error[MAP_ERROR_MAX];	 /* "" when none */
 	char paths[RBLK_MAX_PATHS][512]; /* multipath; nr_paths 0 without */
 	unsigned int nr_paths;
 	unsigned int active; /* index into paths */

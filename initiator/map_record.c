@@ -207,8 +207,9 @@ static void record_read_paths(struct json_object *o, struct map_record *rec)
 		return;
 	n = json_object_array_length(a);
 	for (size_t i = 0; i < n && rec->nr_paths < RBLK_MAX_PATHS; i++)
-		copy_field(rec->paths[rec->nr_paths++], sizeof(rec->paths[0]),
-			   json_object_get_string(json_object_array_get_idx(a, i)));
+		copy_field(
+		    rec->paths[rec->nr_paths++], sizeof(rec->paths[0]),
+		    json_object_get_string(json_object_array_get_idx(a, i)));
 	rec->active = (unsigned int)rjson_get_i64(o, "active", 0);
 	if (rec->active >= rec->nr_paths)
 		rec->active = 0;
@@ -242,7 +243,8 @@ static int record_read(const char *path, struct map_record *rec)
 		return -EINVAL;
 	}
 	copy_field(rec->url, sizeof(rec->url), rjson_get_str(o, "url"));
-	copy_field(rec->vol_id, sizeof(rec->vol_id), rjson_get_str(o, "vol_id"));
+	copy_field(rec->vol_id, sizeof(rec->vol_id),
+		   rjson_get_str(o, "vol_id"));
 	copy_field(rec->frontend, sizeof(rec->frontend),
 		   rjson_get_str(o, "frontend"));
 	copy_field(rec->dev, sizeof(rec->dev), rjson_get_str(o, "dev"));

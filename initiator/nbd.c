@@ -78,11 +78,8 @@ static void usage(FILE *f)
 	    "  --ctrl-loss-timeout SEC\n"
 	    "                        give up reconnecting after SEC seconds and fail\n"
 	    "                        requests with EIO; default 60, 0 at once, -1 never\n"
-	    "  --log-level L         error, warn (default), info or debug, to stderr\n"
-	    CLI_IO_HELP
-	    CLI_PATH_HELP
-	    CLI_FAILBACK_HELP
-	    CLI_AUTH_HELP
+	    "  --log-level L         error, warn (default), info or debug, to stderr\n" CLI_IO_HELP
+		CLI_PATH_HELP CLI_FAILBACK_HELP CLI_AUTH_HELP
 	    "  -h, --help            this text\n"
 	    "\n"
 	    "The export is offered under its rblk export name and as the default\n"
@@ -112,16 +109,15 @@ struct nbd_args {
 	struct rblk_url vol, listen; /* url and listen_url, parsed */
 	struct cli_auth auth;
 	struct cli_paths paths;
-	struct cli_io io; /* --io-timeout, --io-retries */
-	int direct; /* enum rblk_direct */
+	struct cli_io io;	/* --io-timeout, --io-retries */
+	int direct;		/* enum rblk_direct */
 	int reconnect_delay_ms; /* -2: library default */
-	int ctrl_loss_ms; /* -2: library default; -1: never */
+	int ctrl_loss_ms;	/* -2: library default; -1: never */
 	int handshake_ms;
 	int idle_ms; /* 0: none */
 	unsigned long spin_us;
 	uint64_t max_client_buf;
 };
-
 
 /* 0, or 2 after the usage error: arg is not a number in min..max */
 static int set_count(const char *opt, const char *arg, unsigned long min,
@@ -169,8 +165,7 @@ static int set_queues(struct nbd_args *a, const char *arg)
 
 static int set_queue_depth(struct nbd_args *a, const char *arg)
 {
-	return set_count("--queue-depth", arg, 1, RBLK_MAX_QD,
-			 &a->queue_depth);
+	return set_count("--queue-depth", arg, 1, RBLK_MAX_QD, &a->queue_depth);
 }
 
 static int set_read_only(struct nbd_args *a, const char *arg)
@@ -226,8 +221,8 @@ static int set_handshake_timeout(struct nbd_args *a, const char *arg)
 
 static int set_idle_timeout(struct nbd_args *a, const char *arg)
 {
-	return set_seconds("--idle-timeout", arg, false,
-			   "a number of seconds", &a->idle_ms);
+	return set_seconds("--idle-timeout", arg, false, "a number of seconds",
+			   &a->idle_ms);
 }
 
 static int set_client_buffer(struct nbd_args *a, const char *arg)
@@ -253,21 +248,21 @@ static const struct nbd_opt {
 	int has_arg;
 	nbd_set_fn set;
 } nbd_opts[] = {
-	{ "socket", required_argument, set_socket },
-	{ "listen", required_argument, set_listen },
-	{ "queues", required_argument, set_queues },
-	{ "queue-depth", required_argument, set_queue_depth },
-	{ "read-only", no_argument, set_read_only },
-	{ "direct", no_argument, set_direct },
-	{ "no-direct", no_argument, set_no_direct },
-	{ "max-connections", required_argument, set_max_conns },
-	{ "log-level", required_argument, set_log_level },
-	{ "reconnect-delay", required_argument, set_reconnect_delay },
-	{ "ctrl-loss-timeout", required_argument, set_ctrl_loss },
-	{ "handshake-timeout", required_argument, set_handshake_timeout },
-	{ "idle-timeout", required_argument, set_idle_timeout },
-	{ "max-client-buffer", required_argument, set_client_buffer },
-	{ "poll-spin-us", required_argument, set_poll_spin },
+    {"socket", required_argument, set_socket},
+    {"listen", required_argument, set_listen},
+    {"queues", required_argument, set_queues},
+    {"queue-depth", required_argument, set_queue_depth},
+    {"read-only", no_argument, set_read_only},
+    {"direct", no_argument, set_direct},
+    {"no-direct", no_argument, set_no_direct},
+    {"max-connections", required_argument, set_max_conns},
+    {"log-level", required_argument, set_log_level},
+    {"reconnect-delay", required_argument, set_reconnect_delay},
+    {"ctrl-loss-timeout", required_argument, set_ctrl_loss},
+    {"handshake-timeout", required_argument, set_handshake_timeout},
+    {"idle-timeout", required_argument, set_idle_timeout},
+    {"max-client-buffer", required_argument, set_client_buffer},
+    {"poll-spin-us", required_argument, set_poll_spin},
 };
 #define NR_NBD_OPTS ARRAY_SIZE(nbd_opts)
 /* getopt_long() returns OPT_BASE + index for nbd_opts[index] */
@@ -275,11 +270,11 @@ static const struct nbd_opt {
 
 /* The options cli.h shares with rblk info and rblk map, and --help. */
 static const struct option shared_opts[] = {
-	{ "help", no_argument, NULL, 'h' },
-	CLI_AUTH_LONGOPTS,
-	CLI_PATH_LONGOPTS,
-	CLI_FAILBACK_LONGOPT,
-	CLI_IO_LONGOPTS,
+    {"help", no_argument, NULL, 'h'},
+    CLI_AUTH_LONGOPTS,
+    CLI_PATH_LONGOPTS,
+    CLI_FAILBACK_LONGOPT,
+    CLI_IO_LONGOPTS,
 };
 #define NR_SHARED_OPTS ARRAY_SIZE(shared_opts)
 
@@ -287,10 +282,10 @@ static const struct option shared_opts[] = {
 static void build_getopt(struct option *lo)
 {
 	for (size_t i = 0; i < NR_NBD_OPTS; i++)
-		lo[i] = (struct option){ nbd_opts[i].name, nbd_opts[i].has_arg,
-					 NULL, OPT_BASE + (int)i };
+		lo[i] = (struct option){nbd_opts[i].name, nbd_opts[i].has_arg,
+					NULL, OPT_BASE + (int)i};
 	memcpy(lo + NR_NBD_OPTS, shared_opts, sizeof(shared_opts));
-	lo[NR_NBD_OPTS + NR_SHARED_OPTS] = (struct option){ 0 };
+	lo[NR_NBD_OPTS + NR_SHARED_OPTS] = (struct option){0};
 }
 
 /*
@@ -409,14 +404,13 @@ static void open_opts(const struct nbd_args *a, struct rblk_opts *o)
 	if (a->reconnect_delay_ms >= 0)
 		o->reconnect_delay_ms = a->reconnect_delay_ms;
 	if (a->ctrl_loss_ms != -2)
-		o->ctrl_loss_timeout_s = a->ctrl_loss_ms < 0 ?
-					       -1 :
-					       (a->ctrl_loss_ms + 999) / 1000;
+		o->ctrl_loss_timeout_s =
+		    a->ctrl_loss_ms < 0 ? -1 : (a->ctrl_loss_ms + 999) / 1000;
 }
 
 int cmd_nbd(int argc, char **argv)
 {
-	struct nbd_args a = { 0 };
+	struct nbd_args a = {0};
 	struct rblk_opts ro;
 	int ret;
 
@@ -426,16 +420,16 @@ int cmd_nbd(int argc, char **argv)
 		return ret;
 	open_opts(&a, &ro);
 	return nbd_serve(&(struct nbd_serve_opts){
-		.url = a.url,
-		.export_name = a.vol.export_name,
-		.ropts = &ro,
-		.socket_path = a.socket_path,
-		.listen = a.listen_url ? &a.listen : NULL,
-		.read_only = a.read_only,
-		.max_conns = (unsigned int)a.max_conns,
-		.handshake_ms = (unsigned int)a.handshake_ms,
-		.idle_ms = (unsigned int)a.idle_ms,
-		.spin_us = (unsigned int)a.spin_us,
-		.max_client_buf = (size_t)a.max_client_buf,
+	    .url = a.url,
+	    .export_name = a.vol.export_name,
+	    .ropts = &ro,
+	    .socket_path = a.socket_path,
+	    .listen = a.listen_url ? &a.listen : NULL,
+	    .read_only = a.read_only,
+	    .max_conns = (unsigned int)a.max_conns,
+	    .handshake_ms = (unsigned int)a.handshake_ms,
+	    .idle_ms = (unsigned int)a.idle_ms,
+	    .spin_us = (unsigned int)a.spin_us,
+	    .max_client_buf = (size_t)a.max_client_buf,
 	});
 }

@@ -518,7 +518,7 @@ static int spin_poll(struct nc *c, struct pollfd *p, nfds_t np)
 	struct spin_fds f = {.p = p, .np = np};
 
 	return spin_run(&c->spin, c->o->spin_us, spin_poll_once, &f) ? f.ret
-								      : 0;
+								     : 0;
 }
 
 static bool nc_done(const struct nc *c)
@@ -555,8 +555,8 @@ static inline int nc_timeout(struct nc *c, int *timeout)
 			nc_sock_fail(c, -ETIMEDOUT);
 			return 1;
 		}
-		*timeout = *timeout < 0 ? (int)(end - now) :
-					  MIN(*timeout, (int)(end - now));
+		*timeout = *timeout < 0 ? (int)(end - now)
+					: MIN(*timeout, (int)(end - now));
 	}
 	return 0;
 }
@@ -627,9 +627,8 @@ static int nc_loop(struct nc *c)
 			return ret;
 		if (ret)
 			continue;
-		if (!c->rx_closed &&
-		    (c->rx_state != NC_RX_HDR ||
-		     (c->free_reqs && !c->rx_stalled)))
+		if (!c->rx_closed && (c->rx_state != NC_RX_HDR ||
+				      (c->free_reqs && !c->rx_stalled)))
 			ev |= POLLIN;
 		if (c->tx.head && !c->sock_dead)
 			ev |= POLLOUT;
@@ -659,7 +658,8 @@ static int nc_loop(struct nc *c)
 						  .events = POLLIN};
 		}
 		ret = 0;
-		/* spin for a reply from the queue or a request from the client */
+		/* spin for a reply from the queue or a request from the client
+		 */
 		if (o->spin_us && timeout && !c->aborting &&
 		    (c->inflight || (ev & POLLIN)))
 			ret = spin_poll(c, p, (nfds_t)np);

@@ -80,11 +80,11 @@ struct nbd_conn_opts {
 	enum nbd_conn_qlost qlost; /* policy once the queue is gone */
 	/* requests at once; at most the queue's max_queued (rblk_opts) */
 	unsigned int nreqs;
-	void *pool;		   /* nslots * slot_size bytes */
-	uint32_t slot_size;	   /* the largest request a slot holds */
-	uint32_t nslots;	   /* >= 1 */
-	int abort_fd;		   /* readable: stop reading and drain */
-	unsigned int drain_ms;	   /* in-flight I/O allowed after abort */
+	void *pool;	       /* nslots * slot_size bytes */
+	uint32_t slot_size;    /* the largest request a slot holds */
+	uint32_t nslots;       /* >= 1 */
+	int abort_fd;	       /* readable: stop reading and drain */
+	unsigned int drain_ms; /* in-flight I/O allowed after abort */
 	/*
 	 * Heap bytes (buffers outside the pool) the run's requests may hold
 	 * at once; 0: no limit. A READ or WRITE that would need more is not

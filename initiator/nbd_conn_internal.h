@@ -71,11 +71,11 @@ struct nc {
 	struct nc_req *free_reqs;
 	int *free_slots;
 	unsigned int nfree_slots;
-	struct nc_list tx;	/* replies to send, head partly sent */
-	size_t tx_off;		/* bytes of tx.head already sent */
-	unsigned int inflight;	/* submitted to rblk, not yet reaped */
-	size_t heap_bytes;	/* malloc'd request buffers held: <= o->max_buf */
-	bool rx_stalled; /* a header waits for heap_bytes to drop (max_buf) */
+	struct nc_list tx;     /* replies to send, head partly sent */
+	size_t tx_off;	       /* bytes of tx.head already sent */
+	unsigned int inflight; /* submitted to rblk, not yet reaped */
+	size_t heap_bytes; /* malloc'd request buffers held: <= o->max_buf */
+	bool rx_stalled;   /* a header waits for heap_bytes to drop (max_buf) */
 	uint64_t last_io_ms; /* a byte last moved on the socket (idle_ms) */
 
 	unsigned char *rx; /* staging buffer for headers and payloads */
@@ -99,9 +99,9 @@ struct nc {
 	 */
 	bool q_ready;
 	struct spin_backoff spin; /* o->spin_us: common/spin.h */
-	bool sock_dead; /* the socket failed: replies are dropped */
-	bool q_dead;	/* the rblk connection failed */
-	bool aborting;	/* abort_fd fired; deadline_ms applies */
+	bool sock_dead;		  /* the socket failed: replies are dropped */
+	bool q_dead;		  /* the rblk connection failed */
+	bool aborting;		  /* abort_fd fired; deadline_ms applies */
 	uint64_t deadline_ms;
 };
 

@@ -20,8 +20,8 @@
 #include "initiator/nbd_proto.h"
 #include "initiator/nbd_server.h"
 
-#define NBD_MAX_OPTIONS 32	/* options per handshake */
-#define NBD_OPT_DATA_MAX 8192	/* longest option payload we read */
+#define NBD_MAX_OPTIONS 32    /* options per handshake */
+#define NBD_OPT_DATA_MAX 8192 /* longest option payload we read */
 
 /* ---- handshake I/O ----------------------------------------------------- */
 

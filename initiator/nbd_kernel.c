@@ -86,9 +86,9 @@
 #include "initiator/nbd_pool.h"
 #include "initiator/nbd_proto.h"
 
-#define NK_DEFAULT_TIMEOUT_S 30 /* kernel request timeout */
-#define NK_POOL_MAX (64u << 20) /* registered buffer bytes per queue */
-#define NK_SOCK_BUF (4u << 20)	/* socket buffer we ask for, each way */
+#define NK_DEFAULT_TIMEOUT_S 30	  /* kernel request timeout */
+#define NK_POOL_MAX (64u << 20)	  /* registered buffer bytes per queue */
+#define NK_SOCK_BUF (4u << 20)	  /* socket buffer we ask for, each way */
 #define NK_DRAIN_MS 10000	  /* rblk I/O still in flight at teardown */
 #define NK_NL_TIMEOUT_MS 30000	  /* a netlink request and its answer */
 #define NK_BACKEND_PREFIX "rblk:" /* our NBD_ATTR_BACKEND_IDENTIFIER */

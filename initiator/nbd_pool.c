@@ -8,8 +8,8 @@
 
 #include "../common/log.h"
 
-int nbd_pool_map(struct rblk_queue *q, size_t len, const char *who,
-		 void **pool, bool *registered)
+int nbd_pool_map(struct rblk_queue *q, size_t len, const char *who, void **pool,
+		 bool *registered)
 {
 	void *p;
 	int ret;
@@ -26,8 +26,9 @@ int nbd_pool_map(struct rblk_queue *q, size_t len, const char *who,
 	}
 	*pool = p;
 	if (rblk_register_buffer(q, p, len) < 0)
-		log_warn("%s: rblk_register_buffer (%zu bytes): %s; data will be copied through the library's slots",
-			 who, len, rblk_last_error());
+		log_warn(
+		    "%s: rblk_register_buffer (%zu bytes): %s; data will be copied through the library's slots",
+		    who, len, rblk_last_error());
 	else
 		*registered = true;
 	return 0;

@@ -19,8 +19,8 @@
  * false: the library then copies through its own registered slots).
  * 0, or -errno when the mapping fails (*pool stays NULL).
  */
-int nbd_pool_map(struct rblk_queue *q, size_t len, const char *who,
-		 void **pool, bool *registered);
+int nbd_pool_map(struct rblk_queue *q, size_t len, const char *who, void **pool,
+		 bool *registered);
 /* Undo nbd_pool_map(); pool may be NULL. The queue must be idle. */
 void nbd_pool_unmap(struct rblk_queue *q, void *pool, size_t len,
 		    bool registered);

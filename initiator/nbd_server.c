@@ -91,9 +91,8 @@
 #include "initiator/nbd_proto.h"
 #include "initiator/nbd_server.h"
 
-
-#define NBD_DRAIN_TIMEOUT_MS 10000     /* in-flight I/O at server shutdown */
-#define NBD_POOL_MAX (256u << 20)      /* registered bytes per queue, at most */
+#define NBD_DRAIN_TIMEOUT_MS 10000 /* in-flight I/O at server shutdown */
+#define NBD_POOL_MAX (256u << 20)  /* registered bytes per queue, at most */
 /*
  * A pool slot: most clients' requests fit (qemu, nbdcopy and fio send
  * 64-256 KiB); larger ones take a heap buffer the library bounces. 64
@@ -347,9 +346,10 @@ static bool evict_negotiating(struct nbd_server *srv)
 	victim->evicted = true;
 	srv->nconns--;
 	shutdown(victim->fd, SHUT_RDWR);
-	log_warn("client %u (%s): dropped while still in its handshake to make "
-		 "room for a new connection (%u connections, --max-connections)",
-		 victim->id, victim->peer, srv->max_conns);
+	log_warn(
+	    "client %u (%s): dropped while still in its handshake to make "
+	    "room for a new connection (%u connections, --max-connections)",
+	    victim->id, victim->peer, srv->max_conns);
 	return true;
 }
 
@@ -644,8 +644,7 @@ static int block_signals(void)
 }
 
 /* The eventfds, the volume and its queue slots. 0, or -1 (said why). */
-static int server_open(struct nbd_server *srv,
-		       const struct nbd_serve_opts *o)
+static int server_open(struct nbd_server *srv, const struct nbd_serve_opts *o)
 {
 	srv->stop_fd = eventfd(0, EFD_CLOEXEC);
 	srv->reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -673,8 +672,7 @@ static int server_open(struct nbd_server *srv,
  * Listen where o says and tell the world: a log line and the ready line on
  * stdout. Returns the listening socket, or -1 (said why).
  */
-static int server_listen(struct nbd_server *srv,
-			 const struct nbd_serve_opts *o)
+static int server_listen(struct nbd_server *srv, const struct nbd_serve_opts *o)
 {
 	char addr[320], uri[1100], name[3 * RBLK_NAME_MAX];
 	int lfd = -1;

@@ -22,7 +22,8 @@
 #define NBD_DEFAULT_MAX_CONNS 64
 #define NBD_MAX_QUEUES 256
 #define NBD_DEFAULT_HANDSHAKE_MS 10000 /* whole handshake, per client */
-#define NBD_DEFAULT_CLIENT_BUFFER (2ull * NBD_MAX_PAYLOAD) /* heap, per client */
+#define NBD_DEFAULT_CLIENT_BUFFER                                              \
+	(2ull * NBD_MAX_PAYLOAD) /* heap, per client */
 /*
  * --poll-spin-us: at QD1 a spin replaces two sleeps and wake-ups per
  * request; at QD32, yielding while it spins, it costs little
@@ -84,9 +85,10 @@ struct nbd_server {
 	int stop_fd; /* eventfd: readable once shutdown begins; never drained */
 	int reap_fd; /* eventfd: a connection thread has finished */
 
-	pthread_mutex_t lock; /* conns, nconns, qs[].busy, nbd_conn.negotiating */
+	pthread_mutex_t
+	    lock; /* conns, nconns, qs[].busy, nbd_conn.negotiating */
 	struct nbd_conn *conns; /* newest first */
-	unsigned int nconns; /* counted against max_conns: not evicted */
+	unsigned int nconns;	/* counted against max_conns: not evicted */
 	unsigned int next_id;
 	struct nbd_qslot *qs;
 	unsigned int nqueues;
@@ -104,7 +106,7 @@ struct nbd_conn {
 	 */
 	bool negotiating;
 	bool evicted; /* srv->lock */
-	int fd;	       /* client socket, non-blocking */
+	int fd;	      /* client socket, non-blocking */
 	unsigned int id;
 	char peer[96];
 	bool fixed;	      /* client set NBD_FLAG_C_FIXED_NEWSTYLE */

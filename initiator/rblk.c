@@ -23,13 +23,13 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-	{ "info", cmd_info, "show a volume's size, block size and features" },
-	{ "nbd", cmd_nbd, "serve a volume to NBD clients (unix or TCP socket)" },
-	{ "map", cmd_map, "present a volume as a local block device (ublk, nbd)" },
-	{ "unmap", cmd_unmap, "remove a device made by 'rblk map'" },
-	{ "list", cmd_list, "show the devices made by 'rblk map'" },
-	{ "discover", cmd_discover, "list the exports a target lets this host see" },
-	{ "version", cmd_version, "show the version" },
+    {"info", cmd_info, "show a volume's size, block size and features"},
+    {"nbd", cmd_nbd, "serve a volume to NBD clients (unix or TCP socket)"},
+    {"map", cmd_map, "present a volume as a local block device (ublk, nbd)"},
+    {"unmap", cmd_unmap, "remove a device made by 'rblk map'"},
+    {"list", cmd_list, "show the devices made by 'rblk map'"},
+    {"discover", cmd_discover, "list the exports a target lets this host see"},
+    {"version", cmd_version, "show the version"},
 };
 
 static void usage(FILE *f)
@@ -37,32 +37,35 @@ static void usage(FILE *f)
 	fprintf(f, "Usage: rblk COMMAND [OPTIONS] [URL|DEV]\n"
 		   "Use rblk volumes exported by rblk-target.\n\n"
 		   "Commands:\n");
-	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]);
+	     i++)
 		fprintf(f, "  %-9s %s\n", subcommands[i].name,
 			subcommands[i].summary);
-	fprintf(f, "\nURL is tcp://HOST[:PORT]/EXPORT or rdma://HOST[:PORT]/EXPORT"
-		   " (default port 7441;\n'rblk discover' takes the URL without /EXPORT),"
-		   " or unix:///EXPORT?socket=PATH for a\ntarget's unix socket on this host.\n"
-		   "'rblk COMMAND --help' describes each command.\n"
-		   "  -h, --help     show this help\n"
-		   "  -V, --version  show the version\n");
+	fprintf(
+	    f,
+	    "\nURL is tcp://HOST[:PORT]/EXPORT or rdma://HOST[:PORT]/EXPORT"
+	    " (default port 7441;\n'rblk discover' takes the URL without /EXPORT),"
+	    " or unix:///EXPORT?socket=PATH for a\ntarget's unix socket on this host.\n"
+	    "'rblk COMMAND --help' describes each command.\n"
+	    "  -h, --help     show this help\n"
+	    "  -V, --version  show the version\n");
 }
 
 static void info_usage(FILE *f)
 {
-	fprintf(f, "Usage: rblk info URL [--path URL]... [-o text|json] [--timeout MS]\n"
-		   "                [--direct|--no-direct]\n"
-		   "Connect to URL, log in, and print the volume's geometry and features, and\n"
-		   "the largest queue depth and I/O size the target grants a queue.\n"
-		   "With --path, log in to each path too: they must be the same volume.\n\n"
-		   "  -o, --output FORMAT  text (default) or json\n"
-		   "      --direct         require direct volume access (fail if not offered)\n"
-		   "      --no-direct      do not use direct volume access\n"
-		   "  -t, --timeout MS     connect/login timeout (default 10000)\n"
-		   "  -L, --log-level L    error, warn (default), info, debug\n"
-		   CLI_PATH_HELP
-		   CLI_AUTH_HELP
-		   "  -h, --help           show this help\n");
+	fprintf(
+	    f,
+	    "Usage: rblk info URL [--path URL]... [-o text|json] [--timeout MS]\n"
+	    "                [--direct|--no-direct]\n"
+	    "Connect to URL, log in, and print the volume's geometry and features, and\n"
+	    "the largest queue depth and I/O size the target grants a queue.\n"
+	    "With --path, log in to each path too: they must be the same volume.\n\n"
+	    "  -o, --output FORMAT  text (default) or json\n"
+	    "      --direct         require direct volume access (fail if not offered)\n"
+	    "      --no-direct      do not use direct volume access\n"
+	    "  -t, --timeout MS     connect/login timeout (default 10000)\n"
+	    "  -L, --log-level L    error, warn (default), info, debug\n" CLI_PATH_HELP
+		CLI_AUTH_HELP "  -h, --help           show this help\n");
 }
 
 /* Paths of r, the active one marked: JSON array of {url, active}. */
@@ -111,18 +114,18 @@ static void print_info_json(const char *url, const struct rblk *r)
 int cmd_info(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "direct", no_argument, NULL, 'D' },
-		{ "no-direct", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },
-		CLI_AUTH_LONGOPTS,
-		CLI_PATH_LONGOPTS,
-		{ 0 },
+	    {"output", required_argument, NULL, 'o'},
+	    {"timeout", required_argument, NULL, 't'},
+	    {"log-level", required_argument, NULL, 'L'},
+	    {"direct", no_argument, NULL, 'D'},
+	    {"no-direct", no_argument, NULL, 'N'},
+	    {"help", no_argument, NULL, 'h'},
+	    CLI_AUTH_LONGOPTS,
+	    CLI_PATH_LONGOPTS,
+	    {0},
 	};
-	struct cli_auth auth = { 0 };
-	struct cli_paths paths = { .failback_ms = -1 };
+	struct cli_auth auth = {0};
+	struct cli_paths paths = {.failback_ms = -1};
 	const struct rblk_info *info;
 	char id[CLI_VOL_ID_STR_LEN];
 	struct rblk_opts o;
@@ -192,10 +195,11 @@ int cmd_info(int argc, char **argv)
 		printf("transport:   %s\n", info->transport);
 		printf("export:      %s\n", info->export_name);
 		cli_format_vol_id(info->vol_id, id);
-		printf("volume id:   %s%s\n", id,
-		       info->features & RBLK_FEAT_NO_IDENTITY ?
-			       " (a stand-in: the volume has no identity of its own)" :
-			       "");
+		printf(
+		    "volume id:   %s%s\n", id,
+		    info->features & RBLK_FEAT_NO_IDENTITY
+			? " (a stand-in: the volume has no identity of its own)"
+			: "");
 		printf("size:        %llu bytes (%.2f GiB)\n",
 		       (unsigned long long)info->size,
 		       (double)info->size / (1 << 30));
@@ -204,11 +208,12 @@ int cmd_info(int argc, char **argv)
 		       info->max_io);
 		printf("queue depth: %u (the most the target grants a queue)\n",
 		       info->queue_depth);
-		printf("pinned:      %zu bytes (this session's registered memory)\n",
-		       rblk_pinned_bytes(r));
+		printf(
+		    "pinned:      %zu bytes (this session's registered memory)\n",
+		    rblk_pinned_bytes(r));
 		printf("features:   %s%s%s%s%s%s\n",
-		       info->features & RBLK_FEAT_READ_ONLY ? " read-only" :
-							      " read-write",
+		       info->features & RBLK_FEAT_READ_ONLY ? " read-only"
+							    : " read-write",
 		       info->features & RBLK_FEAT_FLUSH ? " flush" : "",
 		       info->features & RBLK_FEAT_FUA ? " fua" : "",
 		       info->features & RBLK_FEAT_TRIM ? " trim" : "",
@@ -238,7 +243,8 @@ int main(int argc, char **argv)
 		return cmd_version(1, argv + 1);
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]);
+	     i++)
 		if (!strcmp(argv[1], subcommands[i].name))
 			return subcommands[i].run(argc - 1, argv + 1);
 	fprintf(stderr, "rblk: unknown command '%s'\n", argv[1]);

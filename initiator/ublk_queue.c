@@ -81,10 +81,10 @@ static inline unsigned int ud_tag(uint64_t ud)
 }
 
 enum utag_state {
-	UTAG_IDLE,    /* nothing posted yet */
-	UTAG_FETCH,   /* FETCH or COMMIT_AND_FETCH posted: the kernel owns it */
-	UTAG_RBLK,    /* request taken; its rblk I/O is in flight */
-	UTAG_DONE,    /* the kernel aborted the fetch: no more requests */
+	UTAG_IDLE,  /* nothing posted yet */
+	UTAG_FETCH, /* FETCH or COMMIT_AND_FETCH posted: the kernel owns it */
+	UTAG_RBLK,  /* request taken; its rblk I/O is in flight */
+	UTAG_DONE,  /* the kernel aborted the fetch: no more requests */
 };
 
 /* One tag of a queue: the request the kernel handed it and where it is. */
@@ -472,7 +472,8 @@ static int uq_run(struct uq *q)
 				strerror(-ret));
 			return ret;
 		}
-		/* every request of this wake-up goes to the target in one post */
+		/* every request of this wake-up goes to the target in one post
+		 */
 		uq_handle_ring(q);
 		if (q->stopping && !q->expired && now_ms() >= q->stop_deadline)
 			uq_expire(q);

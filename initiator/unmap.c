@@ -96,7 +96,8 @@ static const struct frontend_ops *dev_from_name(const char *arg, int *id)
 		const char *prefix = map_frontends[i]->dev_prefix;
 		size_t n = strlen(prefix);
 
-		if (strncmp(base, prefix, n) || !isdigit((unsigned char)base[n]))
+		if (strncmp(base, prefix, n) ||
+		    !isdigit((unsigned char)base[n]))
 			continue;
 		v = strtol(base + n, &end, 10);
 		if (*end || v < 0 || v > INT_MAX)
@@ -115,9 +116,10 @@ static int unmap_unrecorded(const char *arg, const char *real, bool force)
 
 	fe = dev_from_name(real[0] ? real : arg, &id);
 	if (!force || !fe) {
-		fprintf(stderr,
-			"rblk unmap: %s is not mapped by rblk (see 'rblk list')%s\n",
-			arg, fe ? "; --force detaches it anyway" : "");
+		fprintf(
+		    stderr,
+		    "rblk unmap: %s is not mapped by rblk (see 'rblk list')%s\n",
+		    arg, fe ? "; --force detaches it anyway" : "");
 		return 1;
 	}
 	ret = fe->detach(id);
@@ -135,15 +137,17 @@ static int unmap_unrecorded(const char *arg, const char *real, bool force)
 static int unmap_daemon(const struct map_record *rec, bool force)
 {
 	if (!force && device_busy(rec->dev)) {
-		fprintf(stderr,
-			"rblk unmap: %s is in use (mounted or held open); unmount it first, or use --force\n",
-			rec->dev);
+		fprintf(
+		    stderr,
+		    "rblk unmap: %s is in use (mounted or held open); unmount it first, or use --force\n",
+		    rec->dev);
 		return 1;
 	}
 	if (kill(rec->pid, SIGTERM) && errno != ESRCH) {
-		fprintf(stderr,
-			"rblk unmap: cannot signal the daemon (pid %d) of %s: %s\n",
-			(int)rec->pid, rec->dev, strerror(errno));
+		fprintf(
+		    stderr,
+		    "rblk unmap: cannot signal the daemon (pid %d) of %s: %s\n",
+		    (int)rec->pid, rec->dev, strerror(errno));
 		return 1;
 	}
 	if (wait_daemon_exit(rec, force ? UNMAP_FORCE_WAIT_S : UNMAP_WAIT_S)) {
@@ -152,15 +156,17 @@ static int unmap_daemon(const struct map_record *rec, bool force)
 		return 0;
 	}
 	if (!force) {
-		fprintf(stderr,
-			"rblk unmap: the daemon (pid %d) of %s did not exit within %d s (see %s); 'rblk unmap --force %s' kills it and detaches the device\n",
-			(int)rec->pid, rec->dev, UNMAP_WAIT_S,
-			rec->log[0] ? rec->log : "its log", rec->dev);
+		fprintf(
+		    stderr,
+		    "rblk unmap: the daemon (pid %d) of %s did not exit within %d s (see %s); 'rblk unmap --force %s' kills it and detaches the device\n",
+		    (int)rec->pid, rec->dev, UNMAP_WAIT_S,
+		    rec->log[0] ? rec->log : "its log", rec->dev);
 		return 1;
 	}
-	fprintf(stderr,
-		"rblk unmap: the daemon (pid %d) of %s did not exit within %d s; killing it\n",
-		(int)rec->pid, rec->dev, UNMAP_FORCE_WAIT_S);
+	fprintf(
+	    stderr,
+	    "rblk unmap: the daemon (pid %d) of %s did not exit within %d s; killing it\n",
+	    (int)rec->pid, rec->dev, UNMAP_FORCE_WAIT_S);
 	kill(rec->pid, SIGKILL);
 	wait_daemon_exit(rec, 5);
 	if (record_device_present(rec))

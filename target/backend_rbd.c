@@ -51,10 +51,10 @@
 /* ---- settings ------------------------------------------------------------ */
 
 static struct cfg_ceph ceph_cfg = {
-	.id = "admin",
-	.connections = 1,
-	.takeover = true,
-	.timeout_s = 20,
+    .id = "admin",
+    .connections = 1,
+    .takeover = true,
+    .timeout_s = 20,
 };
 
 void backend_rbd_setup(const struct cfg_ceph *ceph)
@@ -110,7 +110,7 @@ static int conf_set(rados_t r, const char *key, const char *val, char *err,
 
 	if (ret)
 		return open_fail(err, errlen, ret, "rados_conf_set(%s=%s): %s",
-			    key, val, strerror(-ret));
+				 key, val, strerror(-ret));
 	return 0;
 }
 
@@ -139,7 +139,7 @@ static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 	ret = rados_create(&c->rados, ceph_cfg.id);
 	if (ret) {
 		open_fail(err, errlen, ret, "rados_create(client.%s): %s",
-		     ceph_cfg.id, strerror(-ret));
+			  ceph_cfg.id, strerror(-ret));
 		goto out_free;
 	}
 	/*
@@ -158,9 +158,10 @@ static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 				   ceph_cfg.conf[0] ? ceph_cfg.conf : NULL);
 	if (ret) {
 		open_fail(err, errlen, ret, "reading %s: %s",
-		     ceph_cfg.conf[0] ? ceph_cfg.conf :
-					"ceph.conf ($CEPH_CONF, /etc/ceph/ceph.conf)",
-		     strerror(-ret));
+			  ceph_cfg.conf[0]
+			      ? ceph_cfg.conf
+			      : "ceph.conf ($CEPH_CONF, /etc/ceph/ceph.conf)",
+			  strerror(-ret));
 		goto out_shutdown;
 	}
 	snprintf(tmo, sizeof(tmo), "%u", ceph_cfg.timeout_s);
@@ -185,18 +186,20 @@ static int conn_create(struct rbd_conn **out, char *err, size_t errlen)
 		goto out_shutdown;
 	ret = rados_connect(c->rados);
 	if (ret) {
-		open_fail(err, errlen, ret, "connecting to the cluster as client.%s: %s",
-		     ceph_cfg.id, rados_why(ret));
+		open_fail(err, errlen, ret,
+			  "connecting to the cluster as client.%s: %s",
+			  ceph_cfg.id, rados_why(ret));
 		goto out_shutdown;
 	}
 	ret = rados_cluster_fsid(c->rados, c->fsid, sizeof(c->fsid));
 	if (ret < 0) {
-		open_fail(err, errlen, ret, "rados_cluster_fsid: %s", strerror(-ret));
+		open_fail(err, errlen, ret, "rados_cluster_fsid: %s",
+			  strerror(-ret));
 		goto out_shutdown;
 	}
 	c->budget_ops = conf_u64(c->rados, "objecter_inflight_ops", 1024);
-	c->budget_bytes = conf_u64(c->rados, "objecter_inflight_op_bytes",
-				   100u << 20);
+	c->budget_bytes =
+	    conf_u64(c->rados, "objecter_inflight_op_bytes", 100u << 20);
 	*out = c;
 	return 0;
 
@@ -218,9 +221,11 @@ static int conn_get(struct rbd_conn **out, char *err, size_t errlen)
 		ret = conn_create(&conns[i], err, errlen);
 		if (ret)
 			return ret;
-		log_info("rbd: connected to cluster %s as client.%s (connection %u of %u, op budget %" PRIu64 " ops, %" PRIu64 " bytes)",
-			 conns[i]->fsid, ceph_cfg.id, i + 1, n,
-			 conns[i]->budget_ops, conns[i]->budget_bytes);
+		log_info(
+		    "rbd: connected to cluster %s as client.%s (connection %u of %u, op budget %" PRIu64
+		    " ops, %" PRIu64 " bytes)",
+		    conns[i]->fsid, ceph_cfg.id, i + 1, n, conns[i]->budget_ops,
+		    conns[i]->budget_bytes);
 	}
 	conns[i]->refs++;
 	*out = conns[i];
@@ -260,7 +265,8 @@ static int pool_get(struct rbd_conn *c, const char *name, const char *nspace,
 	if (ret) {
 		free(p);
 		return open_fail(err, errlen, ret, "pool '%s': %s", name,
-			    ret == -ENOENT ? "no such pool" : rados_why(ret));
+				 ret == -ENOENT ? "no such pool"
+						: rados_why(ret));
 	}
 	rados_ioctx_set_namespace(p->ioctx, nspace);
 	p->pool_id = rados_ioctx_get_id(p->ioctx);
@@ -284,14 +290,15 @@ static void pool_put(struct rbd_conn *c, struct rbd_pool *p)
 	free(p);
 }
 
-/* ---- images ---------------------------------------------------------------- */
+/* ---- images ----------------------------------------------------------------
+ */
 
 /* The exclusive lock, as this target sees it. */
 enum rbd_lock_state {
-	LOCK_NONE, /* read-only export or no exclusive-lock feature */
+	LOCK_NONE,     /* read-only export or no exclusive-lock feature */
 	LOCK_UNLOCKED, /* not held; the next write-class command takes it */
-	LOCK_HELD, /* held: write-class commands go straight to librbd */
-	LOCK_FENCED, /* another gateway took it over: writes fail */
+	LOCK_HELD,     /* held: write-class commands go straight to librbd */
+	LOCK_FENCED,   /* another gateway took it over: writes fail */
 };
 
 struct rbd_op;
@@ -302,14 +309,14 @@ struct rbd_image {
 	struct rbd_pool *pool;
 	rbd_image_t image;
 	char spec[1024]; /* pool/[ns/]image[@snap] for logs */
-	char id[64]; /* the image id */
+	char id[64];	 /* the image id */
 	uint64_t watch_handle;
 	bool watching;
 	uint8_t vol_id[EXPORT_VOL_ID_LEN];
 
-	uint64_t obj_size; /* bytes per RADOS object */
+	uint64_t obj_size;	/* bytes per RADOS object */
 	_Atomic int lock_state; /* enum rbd_lock_state */
-	atomic_uint inflight; /* ops in librbd */
+	atomic_uint inflight;	/* ops in librbd */
 	/*
 	 * The lock thread: acquires the lock for parked write-class ops,
 	 * releases it once no session is left. parked and want are under
@@ -323,7 +330,8 @@ struct rbd_image {
 	bool stop;
 };
 
-/* ---- per-worker completion queue ------------------------------------------ */
+/* ---- per-worker completion queue ------------------------------------------
+ */
 
 struct rbd_wq {
 	struct rbd_op *_Atomic head; /* pushed by librbd threads */
@@ -351,7 +359,7 @@ struct rbd_wq {
 static __thread struct rbd_wq tls_wq;
 
 enum rbd_stage {
-	STAGE_IO, /* the command's own operation */
+	STAGE_IO,	 /* the command's own operation */
 	STAGE_FUA_FLUSH, /* a FUA write's flush after the write */
 };
 
@@ -369,15 +377,14 @@ struct rbd_op {
 static void wq_push(struct rbd_op *op)
 {
 	struct rbd_wq *q = op->wq;
-	struct rbd_op *head = atomic_load_explicit(&q->head,
-						   memory_order_relaxed);
+	struct rbd_op *head =
+	    atomic_load_explicit(&q->head, memory_order_relaxed);
 	uint64_t one = 1;
 
 	do {
 		op->next = head;
-	} while (!atomic_compare_exchange_weak_explicit(&q->head, &head, op,
-							memory_order_release,
-							memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &q->head, &head, op, memory_order_release, memory_order_relaxed));
 	/* the consumer drains after reading the eventfd: wake on the
 	 * empty -> non-empty edge only */
 	if (!head && write(q->efd, &one, sizeof(one)) < 0)
@@ -413,12 +420,12 @@ static void op_weigh(struct rbd_op *op)
 		op->weight_bytes = 0;
 		return;
 	}
-	op->weight_ops = (cmd->offset + cmd->length - 1) / osz -
-			 cmd->offset / osz + 1;
-	op->weight_bytes = cmd->opcode == RBLK_OP_READ ||
-					   cmd->opcode == RBLK_OP_WRITE ?
-				   cmd->length :
-				   0;
+	op->weight_ops =
+	    (cmd->offset + cmd->length - 1) / osz - cmd->offset / osz + 1;
+	op->weight_bytes =
+	    cmd->opcode == RBLK_OP_READ || cmd->opcode == RBLK_OP_WRITE
+		? cmd->length
+		: 0;
 }
 
 /*
@@ -529,8 +536,8 @@ static unsigned int gate_share(const struct rbd_wq *q)
 }
 
 /*
- * Whether op may be issued now (the gate, see struct rbd_wq); weighs op. An op alone
- * on its worker always may, whatever it weighs: nothing else would make
+ * Whether op may be issued now (the gate, see struct rbd_wq); weighs op. An op
+ * alone on its worker always may, whatever it weighs: nothing else would make
  * room for it.
  */
 static bool gate_open(const struct rbd_wq *q, struct rbd_op *op)
@@ -556,10 +563,15 @@ static void gate_note_wait(struct rbd_wq *q, const struct rbd_conn *c)
 	q->waits++;
 	if (q->waits_logged_ms && q->w->now_ms - q->waits_logged_ms < 60000)
 		return;
-	log_info("rbd: worker %u: %" PRIu64 " I/O%s waited for the worker's share of the cluster connection's op budget (%" PRIu64 " ops, %" PRIu64 " bytes of objecter_inflight_ops %" PRIu64 ", objecter_inflight_op_bytes %" PRIu64 "); raise those in ceph.conf if this repeats",
-		 q->w->index, q->waits, q->waits == 1 ? "" : "s",
-		 c->budget_ops / share, c->budget_bytes / share,
-		 c->budget_ops, c->budget_bytes);
+	log_info(
+	    "rbd: worker %u: %" PRIu64
+	    " I/O%s waited for the worker's share of the cluster connection's op budget (%" PRIu64
+	    " ops, %" PRIu64 " bytes of objecter_inflight_ops %" PRIu64
+	    ", objecter_inflight_op_bytes %" PRIu64
+	    "); raise those in ceph.conf if this repeats",
+	    q->w->index, q->waits, q->waits == 1 ? "" : "s",
+	    c->budget_ops / share, c->budget_bytes / share, c->budget_ops,
+	    c->budget_bytes);
 	q->waits = 0;
 	q->waits_logged_ms = q->w->now_ms ? q->w->now_ms : 1;
 }
@@ -623,8 +635,7 @@ int backend_remote_reap(struct worker *w)
 
 	if (!atomic_load_explicit(&tls_wq.head, memory_order_relaxed))
 		return 0;
-	op = atomic_exchange_explicit(&tls_wq.head, NULL,
-				      memory_order_acquire);
+	op = atomic_exchange_explicit(&tls_wq.head, NULL, memory_order_acquire);
 	/* oldest first */
 	for (; op; op = next) {
 		next = op->next;
@@ -655,12 +666,12 @@ int backend_remote_reap(struct worker *w)
 		if (res >= 0)
 			res = (int)r->cmd.length;
 		if (res < 0 && is_write_class(r->cmd.opcode) &&
-		    is_fencing_error(res) &&
-		    img->lock_state != LOCK_NONE &&
+		    is_fencing_error(res) && img->lock_state != LOCK_NONE &&
 		    atomic_exchange(&img->lock_state, LOCK_FENCED) !=
-			    LOCK_FENCED)
-			log_err("export %s: rbd %s: the cluster refuses this target's writes (%s): another gateway took the image's lock over; write-class commands fail from now on (remove and re-add the export once this target should serve it again)",
-				img->e->name, img->spec, strerror(-res));
+			LOCK_FENCED)
+			log_err(
+			    "export %s: rbd %s: the cluster refuses this target's writes (%s): another gateway took the image's lock over; write-class commands fail from now on (remove and re-add the export once this target should serve it again)",
+			    img->e->name, img->spec, strerror(-res));
 		if (res < 0) {
 			log_debug("export %s: rbd %s at %" PRIu64 ": %s",
 				  img->e->name, rblk_opcode_str(r->cmd.opcode),
@@ -676,7 +687,8 @@ int backend_remote_reap(struct worker *w)
 	return n;
 }
 
-/* ---- the exclusive lock ------------------------------------------------------ */
+/* ---- the exclusive lock
+ * ------------------------------------------------------ */
 
 /*
  * Take the lock; lock thread. With takeover, break another client's lock
@@ -699,11 +711,11 @@ static int lock_take(struct rbd_image *img)
 	if (ceph_cfg.takeover && !mine) {
 		ret = rbd_lock_get_owners(img->image, &mode, owners, &nr);
 		if (ret == 0 && nr > 0) {
-			log_warn("export %s: rbd %s: taking the exclusive lock over from %s (blocklisting it)",
-				 img->e->name, img->spec, owners[0]);
-			ret = rbd_lock_break(img->image,
-					     RBD_LOCK_MODE_EXCLUSIVE,
-					     owners[0]);
+			log_warn(
+			    "export %s: rbd %s: taking the exclusive lock over from %s (blocklisting it)",
+			    img->e->name, img->spec, owners[0]);
+			ret = rbd_lock_break(
+			    img->image, RBD_LOCK_MODE_EXCLUSIVE, owners[0]);
 			if (ret)
 				log_warn("export %s: rbd_lock_break(%s): %s",
 					 img->e->name, owners[0],
@@ -716,10 +728,12 @@ static int lock_take(struct rbd_image *img)
 	}
 	ret = rbd_lock_acquire(img->image, RBD_LOCK_MODE_EXCLUSIVE);
 	if (ret)
-		log_err("export %s: rbd %s: cannot take the exclusive lock: %s%s",
-			img->e->name, img->spec, strerror(-ret),
-			ceph_cfg.takeover ? "" :
-					    " (another gateway holds it; rbd_takeover is off)");
+		log_err(
+		    "export %s: rbd %s: cannot take the exclusive lock: %s%s",
+		    img->e->name, img->spec, strerror(-ret),
+		    ceph_cfg.takeover
+			? ""
+			: " (another gateway holds it; rbd_takeover is off)");
 	else
 		log_info("export %s: rbd %s: exclusive lock held", img->e->name,
 			 img->spec);
@@ -742,9 +756,9 @@ static void *lock_thread_main(void *arg)
 			int state = atomic_load(&img->lock_state);
 
 			pthread_mutex_unlock(&img->mu);
-			ret = state == LOCK_FENCED ? -EIO :
-			      state == LOCK_HELD   ? 0 :
-						     lock_take(img);
+			ret = state == LOCK_FENCED ? -EIO
+			      : state == LOCK_HELD ? 0
+						   : lock_take(img);
 			pthread_mutex_lock(&img->mu);
 			if (!ret && state != LOCK_FENCED)
 				atomic_store(&img->lock_state, LOCK_HELD);
@@ -786,8 +800,9 @@ static void *lock_thread_main(void *arg)
 			pthread_mutex_lock(&img->mu);
 			if (!img->parked && !ret) {
 				atomic_store(&img->lock_state, LOCK_UNLOCKED);
-				log_info("export %s: rbd %s: exclusive lock released (no session)",
-					 img->e->name, img->spec);
+				log_info(
+				    "export %s: rbd %s: exclusive lock released (no session)",
+				    img->e->name, img->spec);
 			}
 			idle = 0;
 		}
@@ -799,7 +814,8 @@ static void *lock_thread_main(void *arg)
 	return NULL;
 }
 
-/* ---- resize ------------------------------------------------------------------ */
+/* ---- resize
+ * ------------------------------------------------------------------ */
 
 /* librbd thread: the image header changed (resize among others). */
 static void update_cb(void *arg)
@@ -817,7 +833,8 @@ static void update_cb(void *arg)
 			 img->e->name, img->spec, old, size);
 }
 
-/* ---- open and close -------------------------------------------------------------- */
+/* ---- open and close
+ * -------------------------------------------------------------- */
 
 struct rbd_spec {
 	char pool[128], nspace[128], image[256], snap[256];
@@ -859,9 +876,10 @@ static int parse_spec(const char *path, struct rbd_spec *s, char *err,
 	snprintf(s->image, sizeof(s->image), "%s", parts[n - 1]);
 	return 0;
 bad:
-	return open_fail(err, errlen, -EINVAL,
-		    "bad rbd spec '%s' (want rbd:POOL/IMAGE, rbd:POOL/NAMESPACE/IMAGE, optionally @SNAP)",
-		    path);
+	return open_fail(
+	    err, errlen, -EINVAL,
+	    "bad rbd spec '%s' (want rbd:POOL/IMAGE, rbd:POOL/NAMESPACE/IMAGE, optionally @SNAP)",
+	    path);
 }
 
 static void make_vol_id(struct rbd_image *img, const struct rbd_spec *s)
@@ -871,11 +889,12 @@ static void make_vol_id(struct rbd_image *img, const struct rbd_spec *s)
 	int n;
 
 	/* the same on every target: cluster, pool, namespace, image, snap */
-	n = snprintf(text, sizeof(text), "rblk-rbd\n%s\n%" PRId64 "\n%s\n%s\n%s",
-		     img->conn->fsid, img->pool->pool_id, s->nspace, img->id,
-		     s->snap);
-	crypto_hash_sha256(h, (const unsigned char *)text,
-			   (unsigned long long)MIN((size_t)n, sizeof(text) - 1));
+	n = snprintf(text, sizeof(text),
+		     "rblk-rbd\n%s\n%" PRId64 "\n%s\n%s\n%s", img->conn->fsid,
+		     img->pool->pool_id, s->nspace, img->id, s->snap);
+	crypto_hash_sha256(
+	    h, (const unsigned char *)text,
+	    (unsigned long long)MIN((size_t)n, sizeof(text) - 1));
 	memcpy(img->vol_id, h, sizeof(img->vol_id));
 }
 
@@ -922,22 +941,24 @@ static int img_open(struct rbd_image *img, const struct rbd_spec *s,
 		return ret;
 
 	if (read_only)
-		ret = rbd_open_read_only(img->pool->ioctx, s->image, &img->image,
-					 s->snap[0] ? s->snap : NULL);
+		ret =
+		    rbd_open_read_only(img->pool->ioctx, s->image, &img->image,
+				       s->snap[0] ? s->snap : NULL);
 	else
 		ret = rbd_open(img->pool->ioctx, s->image, &img->image, NULL);
 	if (ret) {
 		open_fail(err, errlen, ret, "rbd image %s: %s", img->spec,
-		     ret == -ENOENT ? "no such image (or snapshot)" :
-				      rados_why(ret));
+			  ret == -ENOENT ? "no such image (or snapshot)"
+					 : rados_why(ret));
 		goto out_put_pool;
 	}
 	if ((ret = rbd_get_size(img->image, size)) ||
 	    (ret = rbd_get_id(img->image, img->id, sizeof(img->id))) ||
 	    (ret = rbd_get_features(img->image, features)) ||
 	    (ret = image_obj_size(img))) {
-		open_fail(err, errlen, ret, "rbd image %s: reading its header: %s",
-		     img->spec, strerror(-ret));
+		open_fail(err, errlen, ret,
+			  "rbd image %s: reading its header: %s", img->spec,
+			  strerror(-ret));
 		goto out_close_image;
 	}
 	return 0;
@@ -963,8 +984,9 @@ static int img_lock_setup(struct export *e, struct rbd_image *img,
 		atomic_init(&img->lock_state, LOCK_NONE);
 	} else if (!(features & RBD_FEATURE_EXCLUSIVE_LOCK)) {
 		atomic_init(&img->lock_state, LOCK_NONE);
-		log_warn("export %s: rbd %s has no exclusive-lock feature: no fencing against another gateway (rbd feature enable %s exclusive-lock)",
-			 e->name, img->spec, img->spec);
+		log_warn(
+		    "export %s: rbd %s has no exclusive-lock feature: no fencing against another gateway (rbd feature enable %s exclusive-lock)",
+		    e->name, img->spec, img->spec);
 	} else {
 		atomic_init(&img->lock_state, LOCK_UNLOCKED);
 	}
@@ -975,7 +997,7 @@ static int img_lock_setup(struct export *e, struct rbd_image *img,
 	ret = -pthread_create(&img->lock_thread, NULL, lock_thread_main, img);
 	if (ret) {
 		open_fail(err, errlen, ret, "pthread_create: %s",
-		     strerror(-ret));
+			  strerror(-ret));
 		pthread_cond_destroy(&img->cond);
 		pthread_mutex_destroy(&img->mu);
 		return ret;
@@ -987,12 +1009,13 @@ static int img_lock_setup(struct export *e, struct rbd_image *img,
 /* Notice resizes through a header watch; best effort. */
 static void img_watch(struct export *e, struct rbd_image *img)
 {
-	int ret = rbd_update_watch(img->image, &img->watch_handle, update_cb,
-				   img);
+	int ret =
+	    rbd_update_watch(img->image, &img->watch_handle, update_cb, img);
 
 	if (ret)
-		log_warn("export %s: rbd_update_watch: %s (resizes will not be noticed)",
-			 e->name, strerror(-ret));
+		log_warn(
+		    "export %s: rbd_update_watch: %s (resizes will not be noticed)",
+		    e->name, strerror(-ret));
 	else
 		img->watching = true;
 }
@@ -1009,8 +1032,9 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	if (ret)
 		return ret;
 	if (cfg->direct == CFG_DIRECT_YES)
-		return open_fail(err, errlen, -EINVAL,
-				 "direct access is not offered for rbd exports (the volume is not memory here)");
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "direct access is not offered for rbd exports (the volume is not memory here)");
 	img = calloc(1, sizeof(*img));
 	if (!img)
 		return open_fail(err, errlen, -ENOMEM, "out of memory");
@@ -1028,15 +1052,16 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	e->block_size = cfg->block_size ? cfg->block_size : 512;
 	e->size = size - size % e->block_size;
 	if (!e->size) {
-		ret = open_fail(err, errlen, -EINVAL,
-			   "rbd image %s is smaller than the block size %u",
-			   img->spec, e->block_size);
+		ret =
+		    open_fail(err, errlen, -EINVAL,
+			      "rbd image %s is smaller than the block size %u",
+			      img->spec, e->block_size);
 		goto out_close_image;
 	}
 	/* no volatile cache (rbd_cache off), yet FLUSH is cheap and honest */
-	e->features = e->read_only ? 0 :
-				     RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM |
-					     RBLK_F_ZEROES;
+	e->features = e->read_only ? 0
+				   : RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM |
+					 RBLK_F_ZEROES;
 	make_vol_id(img, &s);
 
 	ret = img_lock_setup(e, img, features, err, errlen);
@@ -1044,13 +1069,12 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 		goto out_close_image;
 	e->priv = img;
 	img_watch(e, img);
-	log_info("export %s: rbd image %s, id %s, %s", e->name, img->spec,
-		 img->id,
-		 atomic_load(&img->lock_state) == LOCK_NONE ?
-			 "no exclusive lock" :
-			 ceph_cfg.takeover ?
-			 "exclusive lock on first write, taken over if another gateway holds it" :
-			 "exclusive lock on first write, never taken over");
+	log_info(
+	    "export %s: rbd image %s, id %s, %s", e->name, img->spec, img->id,
+	    atomic_load(&img->lock_state) == LOCK_NONE ? "no exclusive lock"
+	    : ceph_cfg.takeover
+		? "exclusive lock on first write, taken over if another gateway holds it"
+		: "exclusive lock on first write, never taken over");
 	return 0;
 
 out_close_image:
@@ -1098,9 +1122,9 @@ static bool rbd_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN])
 }
 
 const struct backend_ops backend_rbd_ops = {
-	.name = "rbd",
-	.open = rbd_open_export,
-	.close = rbd_close_export,
-	.submit = rbd_submit,
-	.vol_id = rbd_vol_id,
+    .name = "rbd",
+    .open = rbd_open_export,
+    .close = rbd_close_export,
+    .submit = rbd_submit,
+    .vol_id = rbd_vol_id,
 };

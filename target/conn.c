@@ -61,8 +61,8 @@ static void tconn_free(struct tconn *c)
 	free(c);
 }
 
-struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
-			struct xp_conn *xc, uint16_t qd, struct lim_conn *lim)
+struct tconn *tconn_new(struct worker *w, struct wgroup *wg, struct xp_conn *xc,
+			uint16_t qd, struct lim_conn *lim)
 {
 	struct xp_conn_attr attr;
 	struct tconn *c;
@@ -137,7 +137,8 @@ bool tconn_login_expired(const struct tconn *c, uint64_t now)
 	       (limits_pressure() && now > c->accepted_ms + LOGIN_PRESSURE_MS);
 }
 
-/* ---- teardown -------------------------------------------------------------- */
+/* ---- teardown --------------------------------------------------------------
+ */
 
 void tconn_fail(struct tconn *c, const char *why)
 {
@@ -235,10 +236,10 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro);
 
 static void login_refuse(struct tconn *c, int status, const char *why)
 {
-	struct rblk_login l = { .status = (uint32_t)status };
+	struct rblk_login l = {.status = (uint32_t)status};
 
-	log_warn("conn %llu (%s): login refused: %s",
-		 (unsigned long long)c->id, c->peer, why);
+	log_warn("conn %llu (%s): login refused: %s", (unsigned long long)c->id,
+		 c->peer, why);
 	c->login_sent_close = true;
 	if (send_login(c, &l))
 		tconn_fail(c, "sending the login refusal failed");
@@ -246,7 +247,7 @@ static void login_refuse(struct tconn *c, int status, const char *why)
 static void handle_discover(struct worker *w, struct tconn *c,
 			    const struct rblk_hello *h)
 {
-	struct rblk_disc_reply d = { .first = h->queue_id };
+	struct rblk_disc_reply d = {.first = h->queue_id};
 	void *buf = send_buf(c, c->cm_qd);
 	unsigned int idx = 0;
 
@@ -291,18 +292,20 @@ static int send_auth(struct tconn *c, size_t len)
  */
 static void auth_challenge(struct worker *w, struct tconn *c)
 {
-	struct rblk_auth_challenge ch = { 0 };
+	struct rblk_auth_challenge ch = {0};
 	char why[600];
 
 	if (!(c->hello.flags & RBLK_HELLO_F_AUTH)) {
 		if (c->hidden_st)
-			snprintf(why, sizeof(why),
-				 "host '%s' offered no secret; %s (answered AUTH_REQUIRED: an unauthenticated host is not told)",
-				 c->hello.host_name, c->hidden_why);
+			snprintf(
+			    why, sizeof(why),
+			    "host '%s' offered no secret; %s (answered AUTH_REQUIRED: an unauthenticated host is not told)",
+			    c->hello.host_name, c->hidden_why);
 		else
-			snprintf(why, sizeof(why),
-				 "host '%s' must authenticate for export %s and offered no secret",
-				 c->hello.host_name, c->exp->name);
+			snprintf(
+			    why, sizeof(why),
+			    "host '%s' must authenticate for export %s and offered no secret",
+			    c->hello.host_name, c->exp->name);
 		login_refuse(c, RBLK_S_AUTH_REQUIRED, why);
 		return;
 	}
@@ -347,8 +350,8 @@ static void handle_auth_response(struct worker *w, struct tconn *c,
 		return;
 	}
 	/* mutual: prove we hold the secret too, bound to both nonces */
-	rblk_auth_mac(a.host->secret, a.host->secret_len,
-		      RBLK_AUTH_ROLE_TARGET, &a.ctx, res.mac);
+	rblk_auth_mac(a.host->secret, a.host->secret_len, RBLK_AUTH_ROLE_TARGET,
+		      &a.ctx, res.mac);
 	if (send_auth(c, rblk_auth_result_encode(c->auth_buf, &res))) {
 		tconn_fail(c, "sending AUTH_RESULT failed");
 		return;
@@ -390,7 +393,8 @@ static int tconn_volume_window(struct worker *w, struct tconn *c)
 		 */
 		if (e->kind == EXPORT_RAM || !e->read_only)
 			access |= XP_ACCESS_LOCAL_WRITE;
-		ret = xp_group_reg_mr(c->wg->g, e->mem, e->size, access, &v->mr);
+		ret =
+		    xp_group_reg_mr(c->wg->g, e->mem, e->size, access, &v->mr);
 		if (ret) {
 			free(v);
 			return ret;
@@ -451,9 +455,10 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 		 * pinned writable (the kernel counts MW_BIND as write access).
 		 * The session goes through the slot path instead.
 		 */
-		log_warn("conn %llu (%s): export %s: no direct access (%s); serving it through the slot path",
-			 (unsigned long long)c->id, c->peer, e->name,
-			 strerror(-ret));
+		log_warn(
+		    "conn %llu (%s): export %s: no direct access (%s); serving it through the slot path",
+		    (unsigned long long)c->id, c->peer, e->name,
+		    strerror(-ret));
 		xp_dealloc_mw(c->vol_mw);
 		c->vol_mw = NULL;
 		vol_put(w, c->vol);
@@ -479,11 +484,12 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	c->state = TCONN_LIVE;
 	pthread_mutex_unlock(&w->conns_lock);
 	atomic_fetch_add(&e->sessions, 1);
-	log_info("conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u, inline %u%s%s)",
-		 (unsigned long long)c->id, c->peer, h->host_name, e->name,
-		 h->queue_id, qd, c->lim.max_io, c->lim.inline_max,
-		 (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "",
-		 c->vol_mw ? ", direct" : "");
+	log_info(
+	    "conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u, inline %u%s%s)",
+	    (unsigned long long)c->id, c->peer, h->host_name, e->name,
+	    h->queue_id, qd, c->lim.max_io, c->lim.inline_max,
+	    (c->lim.features & RBLK_F_READ_ONLY) ? ", read-only" : "",
+	    c->vol_mw ? ", direct" : "");
 }
 
 static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
@@ -498,9 +504,10 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	st = login_decide(buf, len, c->cm_qd, t->cfg.max_io, lookup_export, t,
 			  &p);
 	if (st && !p.discover &&
-	    login_hidden_refusal(st, p.exp, all_open,
-				 p.exp && login_auth_needed(&t->cfg, p.exp,
-							    p.hello.host_name))) {
+	    login_hidden_refusal(
+		st, p.exp, all_open,
+		p.exp &&
+		    login_auth_needed(&t->cfg, p.exp, p.hello.host_name))) {
 		/*
 		 * A stranger is answered as for an export that needs
 		 * authentication, whatever the reason (login_hidden_refusal()).
@@ -526,8 +533,8 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	c->exp = p.exp; /* the lookup's reference, dropped in tconn_free() */
 	c->hello = p.hello;
 	c->lim = p.lim; /* granted once LOGIN is sent */
-	c->lim.inline_max = MIN(p.hello.inline_data, c->inline_cap) &
-			    ~(RBLK_INLINE_ALIGN - 1u);
+	c->lim.inline_max =
+	    MIN(p.hello.inline_data, c->inline_cap) & ~(RBLK_INLINE_ALIGN - 1u);
 	if (login_auth_needed(&t->cfg, c->exp, c->hello.host_name)) {
 		auth_challenge(w, c);
 		return;
@@ -535,16 +542,16 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	login_grant(w, c, false);
 }
 
-static void tconn_login_recv(struct worker *w, struct tconn *c,
-			     const void *buf, uint32_t len)
+static void tconn_login_recv(struct worker *w, struct tconn *c, const void *buf,
+			     uint32_t len)
 {
 	int type = rblk_msg_type(buf, len);
 
 	if (c->auth_wait) {
 		if (type != RBLK_MSG_AUTH_RESPONSE)
-			login_refuse(c, type < 0 ? RBLK_S_INVALID :
-						   RBLK_S_BAD_STATE,
-				     "expected AUTH_RESPONSE");
+			login_refuse(
+			    c, type < 0 ? RBLK_S_INVALID : RBLK_S_BAD_STATE,
+			    "expected AUTH_RESPONSE");
 		else
 			handle_auth_response(w, c, buf, len);
 	} else if (type >= 0 && type != RBLK_MSG_HELLO) {
@@ -588,7 +595,8 @@ static void handle_recv(struct worker *w, struct tconn *c,
 	case TCONN_LIVE:
 		c->last_rx_ms = w->now_ms;
 		if (treq_recv(c, buf, wc))
-			return; /* an inline WRITE holds it until it has a slot */
+			return; /* an inline WRITE holds it until it has a slot
+				 */
 		break;
 	case TCONN_CLOSING:
 		return;
@@ -601,12 +609,15 @@ static void handle_recv(struct worker *w, struct tconn *c,
 void tconn_handle_wc(struct worker *w, struct tconn *c, const struct xp_wc *wc)
 {
 	if (wc->opcode != XP_WC_RECV)
-		treq_send_done(c, wc); /* push slots go back whatever happened */
+		treq_send_done(c,
+			       wc); /* push slots go back whatever happened */
 	if (wc->status != XP_WC_SUCCESS) {
 		if (wc->opcode == XP_WC_RECV &&
 		    wc->status == XP_WC_REM_ACCESS_ERR) {
 			/* the transport refused the peer's one-sided access */
-			tconn_fail(c, "remote access refused (a key not valid on this connection, outside its range or without the right)");
+			tconn_fail(
+			    c,
+			    "remote access refused (a key not valid on this connection, outside its range or without the right)");
 		} else if (c->state == TCONN_CLOSING ||
 			   wc->status == XP_WC_FLUSH_ERR) {
 			tconn_fail(c, NULL);

@@ -49,10 +49,10 @@ struct ctl_client;
 
 struct ctl {
 	struct target *t;
-	int unix_fd; /* -1: none */
+	int unix_fd;		 /* -1: none */
 	struct metrics *metrics; /* NULL: none */
-	int epfd; /* the control thread's */
-	int stop_fd; /* eventfd: end the thread */
+	int epfd;		 /* the control thread's */
+	int stop_fd;		 /* eventfd: end the thread */
 	int reap_fd; /* eventfd: a removed export waits to be closed */
 	pthread_t thread;
 	bool started;
@@ -96,9 +96,9 @@ static int accept_one(int lfd, const char *what)
  */
 struct ctl_client {
 	int fd;
-	bool writing; /* the request is answered; resp is going out */
+	bool writing;	   /* the request is answered; resp is going out */
 	uint64_t deadline; /* to finish reading, then again to finish writing */
-	char *req; /* REQ_MAX bytes */
+	char *req;	   /* REQ_MAX bytes */
 	size_t req_len;
 	char *resp;
 	size_t resp_len, resp_off;
@@ -143,7 +143,7 @@ static bool client_write(struct ctl_client *c)
 static void client_answer(struct ctl *ctl, struct ctl_client *c,
 			  const char *error)
 {
-	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
 	FILE *out = open_memstream(&c->resp, &c->resp_len);
 	char *nl;
 
@@ -162,8 +162,7 @@ static void client_answer(struct ctl *ctl, struct ctl_client *c,
 	fclose(out);
 	c->writing = true;
 	c->deadline = now_ms() + CTL_IO_TIMEOUT_S * 1000u;
-	if (client_write(c) ||
-	    epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, c->fd, &ev))
+	if (client_write(c) || epoll_ctl(ctl->epfd, EPOLL_CTL_MOD, c->fd, &ev))
 		client_close(ctl, c);
 }
 
@@ -208,14 +207,13 @@ static void clients_expire(struct ctl *ctl)
 
 	for (; c; c = next) {
 		static const char msg[] =
-			"error: request unreadable or not in time\n";
+		    "error: request unreadable or not in time\n";
 
 		next = c->next;
 		if (now < c->deadline)
 			continue;
-		if (!c->writing &&
-		    send(c->fd, msg, sizeof(msg) - 1,
-			 MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		if (!c->writing && send(c->fd, msg, sizeof(msg) - 1,
+					MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			log_debug("ctl: client went away");
 		client_close(ctl, c);
 	}
@@ -241,7 +239,7 @@ static int clients_timeout(const struct ctl *ctl)
 static void serve_ctl(struct ctl *ctl)
 {
 	for (;;) {
-		struct epoll_event ev = { .events = EPOLLIN };
+		struct epoll_event ev = {.events = EPOLLIN};
 		int fd = accept_one(ctl->unix_fd, "control socket");
 		struct ctl_client *c, **pp;
 
@@ -251,9 +249,10 @@ static void serve_ctl(struct ctl *ctl)
 			for (c = ctl->clients; c && c->writing; c = c->next)
 				;
 			if (c) {
-				log_ratelimited(LOG_WARN,
-						"ctl: %u clients at once; dropping the oldest that has not sent its request",
-						ctl->nr_clients);
+				log_ratelimited(
+				    LOG_WARN,
+				    "ctl: %u clients at once; dropping the oldest that has not sent its request",
+				    ctl->nr_clients);
 				client_close(ctl, c);
 			}
 		}
@@ -297,7 +296,8 @@ static void *ctl_thread(void *arg)
 	export_reaper_set(ctl->reap_fd);
 	for (;;) {
 		struct epoll_event evs[16];
-		/* with a metrics endpoint: wake each second to cut its tricklers */
+		/* with a metrics endpoint: wake each second to cut its
+		 * tricklers */
 		int tmo = clients_timeout(ctl), n;
 
 		if (ctl->metrics && (tmo < 0 || tmo > 1000))
@@ -349,7 +349,7 @@ out:
 
 static int watch(struct ctl *ctl, int fd, void *tag)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
 
 	return epoll_ctl(ctl->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
@@ -360,7 +360,7 @@ static int watch(struct ctl *ctl, int fd, void *tag)
  */
 static int check_existing(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct stat st;
 	int fd, ret;
 
@@ -383,7 +383,7 @@ static int check_existing(const char *path)
 
 static int open_unix(struct ctl *ctl, const struct cfg_target *cfg)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	const char *path = cfg->ctl_socket;
 	mode_t old;
 	int fd, ret;
@@ -450,18 +450,19 @@ int ctl_open(struct target *t, struct ctl **out)
 		ret = open_unix(ctl, cfg);
 		if (ret && cfg->ctl_socket_set) {
 			log_err("control socket %s: %s", cfg->ctl_socket,
-				ret == -EADDRINUSE ?
-					"another rblk-target is serving it" :
-					strerror(-ret));
+				ret == -EADDRINUSE
+				    ? "another rblk-target is serving it"
+				    : strerror(-ret));
 			goto out_close;
 		}
 		if (ret) {
 			/* the default place: run without rather than fail */
-			log_warn("control socket %s: %s; running without one (--ctl-socket PATH|none)",
-				 cfg->ctl_socket,
-				 ret == -EADDRINUSE ?
-					 "another rblk-target is serving it" :
-					 strerror(-ret));
+			log_warn(
+			    "control socket %s: %s; running without one (--ctl-socket PATH|none)",
+			    cfg->ctl_socket,
+			    ret == -EADDRINUSE
+				? "another rblk-target is serving it"
+				: strerror(-ret));
 		} else {
 			ret = watch(ctl, ctl->unix_fd, &ctl->unix_tag);
 			if (ret)
@@ -515,4 +516,3 @@ void ctl_close(struct ctl *ctl)
 		close(ctl->reap_fd);
 	free(ctl);
 }
-

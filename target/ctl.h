@@ -11,7 +11,9 @@
 
 #include "target.h"
 
-#define CTL_IO_TIMEOUT_S 2 /* to send a request, and again to take the answer */
+#define CTL_IO_TIMEOUT_S                                                       \
+	2 /* to send a request, and again to take the answer                   \
+	   */
 #define CTL_MAX_ARGS 32
 
 /* One control request being run. */
@@ -19,13 +21,13 @@ struct ctl_req {
 	char *argv[CTL_MAX_ARGS];
 	int argc;
 	bool json;
-	FILE *out; /* the body */
+	FILE *out;     /* the body */
 	char err[512]; /* set: the request failed */
 };
 
 /* Set r's error message; returns -1. */
 int ctl_req_fail(struct ctl_req *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /*
  * Run one request line (modified in place); the response, status line

@@ -21,28 +21,29 @@
 
 static void client_usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: rblk-target ctl [--socket PATH] COMMAND [ARGS] [-o json]\n"
-		"Talk to a running rblk-target through its control socket\n"
-		"(default %s).\n"
-		"\n"
-		"Commands:\n"
-		"  list-exports                       exports: name, path, size, block size, sessions\n"
-		"  list-sessions [--export NAME]      sessions: peer, host, export, queue, worker, state\n"
-		"  add-export NAME PATH [--read-only] [--block-size N] [--allow H,..] [--allow-ro H,..]\n"
-		"             [--cache direct|buffered] [--uuid UUID]\n"
-		"                                     export a file, block device or ram:SIZE now\n"
-		"  remove-export NAME [--force [--wait]]\n"
-		"                                     stop exporting; --force closes its sessions,\n"
-		"                                     --wait until they are closed and the file released\n"
-		"  set-hosts EXPORT [--allow H,..] [--allow-ro H,..] | --open\n"
-		"                                     replace an export's host allow lists\n"
-		"  stats [EXPORT]                     I/O counters and latency per export and session\n"
-		"\n"
-		"  -s, --socket PATH   the control socket\n"
-		"  -o json             JSON output (any command)\n"
-		"Errors go to stderr and the exit status is 1 (2 for usage errors).\n",
-		CFG_DEFAULT_CTL_SOCKET);
+	fprintf(
+	    f,
+	    "Usage: rblk-target ctl [--socket PATH] COMMAND [ARGS] [-o json]\n"
+	    "Talk to a running rblk-target through its control socket\n"
+	    "(default %s).\n"
+	    "\n"
+	    "Commands:\n"
+	    "  list-exports                       exports: name, path, size, block size, sessions\n"
+	    "  list-sessions [--export NAME]      sessions: peer, host, export, queue, worker, state\n"
+	    "  add-export NAME PATH [--read-only] [--block-size N] [--allow H,..] [--allow-ro H,..]\n"
+	    "             [--cache direct|buffered] [--uuid UUID]\n"
+	    "                                     export a file, block device or ram:SIZE now\n"
+	    "  remove-export NAME [--force [--wait]]\n"
+	    "                                     stop exporting; --force closes its sessions,\n"
+	    "                                     --wait until they are closed and the file released\n"
+	    "  set-hosts EXPORT [--allow H,..] [--allow-ro H,..] | --open\n"
+	    "                                     replace an export's host allow lists\n"
+	    "  stats [EXPORT]                     I/O counters and latency per export and session\n"
+	    "\n"
+	    "  -s, --socket PATH   the control socket\n"
+	    "  -o json             JSON output (any command)\n"
+	    "Errors go to stderr and the exit status is 1 (2 for usage errors).\n",
+	    CFG_DEFAULT_CTL_SOCKET);
 }
 
 /*
@@ -57,7 +58,8 @@ static int build_line(int argc, char **argv, char **line, size_t *len)
 		return 1;
 	for (int j = 0; j < argc; j++) {
 		if (strchr(argv[j], '\n')) {
-			fprintf(stderr, "rblk-target ctl: newline in argument\n");
+			fprintf(stderr,
+				"rblk-target ctl: newline in argument\n");
 			fclose(lf);
 			free(*line);
 			*line = NULL;
@@ -97,8 +99,10 @@ static int read_response(int fd, const char *path, char **resp, size_t *len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			fprintf(stderr, "rblk-target ctl: %s: no answer from the target within %d s\n",
-				path, CLIENT_TIMEOUT_S);
+			fprintf(
+			    stderr,
+			    "rblk-target ctl: %s: no answer from the target within %d s\n",
+			    path, CLIENT_TIMEOUT_S);
 			return -ETIMEDOUT;
 		}
 		if (n < 0) {
@@ -117,8 +121,8 @@ static int read_response(int fd, const char *path, char **resp, size_t *len)
 /* Send line to the socket at path and print the answer; the exit code. */
 static int exchange(const char *path, const char *line, size_t line_len)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_S };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_S};
 	char *resp = NULL;
 	size_t resp_len;
 	int fd, ret = 1;
@@ -135,8 +139,10 @@ static int exchange(const char *path, const char *line, size_t line_len)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (write_full(fd, line, line_len)) {
 		if (errno == EAGAIN)
-			fprintf(stderr, "rblk-target ctl: %s: no answer from the target within %d s\n",
-				path, CLIENT_TIMEOUT_S);
+			fprintf(
+			    stderr,
+			    "rblk-target ctl: %s: no answer from the target within %d s\n",
+			    path, CLIENT_TIMEOUT_S);
 		else
 			fprintf(stderr, "rblk-target ctl: sending: %s\n",
 				strerror(errno));
@@ -176,11 +182,13 @@ int ctl_client_main(int argc, char **argv)
 			path = argv[++i];
 		} else if (!strncmp(argv[i], "--socket=", 9)) {
 			path = argv[i] + 9;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+		} else if (!strcmp(argv[i], "-h") ||
+			   !strcmp(argv[i], "--help")) {
 			client_usage(stdout);
 			return 0;
 		} else {
-			fprintf(stderr, "rblk-target ctl: unknown option '%s'\n",
+			fprintf(stderr,
+				"rblk-target ctl: unknown option '%s'\n",
 				argv[i]);
 			client_usage(stderr);
 			return 2;

@@ -114,7 +114,8 @@ static int split_line(char *line, struct ctl_req *r)
 		if (!*in)
 			return 0;
 		if (r->argc == CTL_MAX_ARGS)
-			return ctl_req_fail(r, "more than %d arguments", CTL_MAX_ARGS);
+			return ctl_req_fail(r, "more than %d arguments",
+					    CTL_MAX_ARGS);
 		r->argv[r->argc++] = out;
 		while (*in && *in != ' ' && *in != '\t') {
 			if (*in == '\\' && in[1])
@@ -133,7 +134,7 @@ static int split_line(char *line, struct ctl_req *r)
  */
 struct opt {
 	const char *name; /* long name without "--" */
-	char short_name; /* 0: none */
+	char short_name;  /* 0: none */
 	bool has_arg;
 	const char *val;
 };
@@ -154,8 +155,9 @@ static int parse_opts(struct ctl_req *r, struct opt *opts, const char **pos,
 
 		if (a[0] != '-' || !a[1]) {
 			if (npos == max_pos)
-				return ctl_req_fail(r, "%s: unexpected argument '%s'",
-						r->argv[0], a);
+				return ctl_req_fail(
+				    r, "%s: unexpected argument '%s'",
+				    r->argv[0], a);
 			pos[npos++] = a;
 			continue;
 		}
@@ -165,7 +167,8 @@ static int parse_opts(struct ctl_req *r, struct opt *opts, const char **pos,
 				val++;
 			else if (i + 1 < r->argc)
 				val = r->argv[++i];
-			if (!val || (strcmp(val, "json") && strcmp(val, "text")))
+			if (!val ||
+			    (strcmp(val, "json") && strcmp(val, "text")))
 				return ctl_req_fail(r, "-o: want json or text");
 			r->json = !strcmp(val, "json");
 			continue;
@@ -177,31 +180,31 @@ static int parse_opts(struct ctl_req *r, struct opt *opts, const char **pos,
 			    (a[1] == '-' && !strncmp(a + 2, p->name, n) &&
 			     (!a[2 + n] || a[2 + n] == '='))) {
 				o = p;
-				val = a[1] == '-' && a[2 + n] == '=' ?
-					      a + 3 + n : NULL;
+				val = a[1] == '-' && a[2 + n] == '=' ? a + 3 + n
+								     : NULL;
 				break;
 			}
 		}
 		if (!o)
-			return ctl_req_fail(r, "%s: unknown option '%s'", r->argv[0],
-					a);
+			return ctl_req_fail(r, "%s: unknown option '%s'",
+					    r->argv[0], a);
 		if (o->has_arg) {
 			if (!val && i + 1 < r->argc)
 				val = r->argv[++i];
 			if (!val)
 				return ctl_req_fail(r, "%s: %s needs a value",
-						r->argv[0], a);
+						    r->argv[0], a);
 			o->val = val;
 		} else {
 			if (val)
 				return ctl_req_fail(r, "%s: %s takes no value",
-						r->argv[0], a);
+						    r->argv[0], a);
 			o->val = "1";
 		}
 	}
 	if (npos < min_pos)
 		return ctl_req_fail(r, "%s: missing argument (see 'help')",
-				r->argv[0]);
+				    r->argv[0]);
 	return npos;
 }
 
@@ -214,7 +217,7 @@ static struct export *find_locked(struct target *t, const char *name)
 }
 
 struct ctl_export_row *ctl_exports_copy(struct target *t, struct ctl_req *r,
-				    const char *only, unsigned int *n)
+					const char *only, unsigned int *n)
 {
 	struct ctl_export_row *rows;
 	unsigned int max;
@@ -398,7 +401,7 @@ static uint64_t sess_uptime_s(const struct sess_row *c)
 
 static void cmd_list_sessions(struct target *t, struct ctl_req *r)
 {
-	struct opt opts[] = { { "export", 'e', true, NULL }, { 0 } };
+	struct opt opts[] = {{"export", 'e', true, NULL}, {0}};
 	struct sess_row *rows;
 	FILE *f = r->out;
 	unsigned int n;
@@ -447,17 +450,17 @@ static void cmd_list_sessions(struct target *t, struct ctl_req *r)
 static void cmd_add_export(struct target *t, struct ctl_req *r)
 {
 	struct opt opts[] = {
-		{ "read-only", 'r', false, NULL },
-		{ "block-size", 'b', true, NULL },
-		{ "allow", 'a', true, NULL },
-		{ "allow-ro", 0, true, NULL },
-		{ "cache", 0, true, NULL },
-		{ "uuid", 0, true, NULL },
-		{ 0 },
+	    {"read-only", 'r', false, NULL},
+	    {"block-size", 'b', true, NULL},
+	    {"allow", 'a', true, NULL},
+	    {"allow-ro", 0, true, NULL},
+	    {"cache", 0, true, NULL},
+	    {"uuid", 0, true, NULL},
+	    {0},
 	};
 	const char *pos[2];
 	const struct export *clash;
-	struct cfg_export ce = { 0 };
+	struct cfg_export ce = {0};
 	struct export *e, **pp;
 	char why[400];
 	unsigned int n;
@@ -477,8 +480,10 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 	if (pos[1][0] != '/' && strncmp(pos[1], "ram:", 4) &&
 	    strncmp(pos[1], "rbd:", 4)) {
 		/* the target's working directory is not the client's */
-		ctl_req_fail(r, "add-export: '%s': give an absolute path, ram:SIZE or rbd:POOL/IMAGE",
-			 pos[1]);
+		ctl_req_fail(
+		    r,
+		    "add-export: '%s': give an absolute path, ram:SIZE or rbd:POOL/IMAGE",
+		    pos[1]);
 		return;
 	}
 	snprintf(ce.name, sizeof(ce.name), "%s", pos[0]);
@@ -486,14 +491,17 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 	ce.read_only = opts[0].val != NULL;
 	ce.block_size = bs > UINT32_MAX ? 1 : (uint32_t)bs; /* 1: refused */
 	if (opts[4].val && cfg_parse_cache(opts[4].val, &ce.cache_buffered)) {
-		ctl_req_fail(r, "add-export: bad cache '%s' (direct or buffered)",
+		ctl_req_fail(r,
+			     "add-export: bad cache '%s' (direct or buffered)",
 			     opts[4].val);
 		return;
 	}
 	if (opts[5].val) {
 		if (cfg_parse_uuid(opts[5].val, ce.uuid)) {
-			ctl_req_fail(r, "add-export: bad uuid '%.40s' (8-4-4-4-12 hex digits)",
-				     opts[5].val);
+			ctl_req_fail(
+			    r,
+			    "add-export: bad uuid '%.40s' (8-4-4-4-12 hex digits)",
+			    opts[5].val);
 			return;
 		}
 		ce.has_uuid = true;
@@ -511,8 +519,10 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 		return;
 	}
 	if (n >= CFG_MAX_EXPORTS) {
-		ctl_req_fail(r, "add-export: already %u exports, the most one target serves",
-			 n);
+		ctl_req_fail(
+		    r,
+		    "add-export: already %u exports, the most one target serves",
+		    n);
 		return;
 	}
 	/* opening may take a moment (files, mmap); not under the lock */
@@ -524,8 +534,10 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 	pthread_mutex_lock(&t->exports_lock);
 	clash = export_id_clash(t->exports, e);
 	if (clash) {
-		ctl_req_fail(r, "add-export: export '%s' has that volume id already: two volumes must not share one identity",
-			     clash->name);
+		ctl_req_fail(
+		    r,
+		    "add-export: export '%s' has that volume id already: two volumes must not share one identity",
+		    clash->name);
 		pthread_mutex_unlock(&t->exports_lock);
 		export_put(e);
 		return;
@@ -556,9 +568,9 @@ static void cmd_add_export(struct target *t, struct ctl_req *r)
 static void cmd_remove_export(struct target *t, struct ctl_req *r)
 {
 	struct opt opts[] = {
-		{ "force", 'f', false, NULL },
-		{ "wait", 'w', false, NULL },
-		{ 0 },
+	    {"force", 'f', false, NULL},
+	    {"wait", 'w', false, NULL},
+	    {0},
 	};
 	bool wait, released;
 	struct export **pp, *e;
@@ -587,9 +599,11 @@ static void cmd_remove_export(struct target *t, struct ctl_req *r)
 	refs = atomic_load(&e->refs);
 	if (refs > 1 && !opts[0].val) {
 		pthread_mutex_unlock(&t->exports_lock);
-		ctl_req_fail(r, "export '%s' is in use by %u session%s (%u connection%s); --force closes them",
-			 e->name, sessions, sessions == 1 ? "" : "s", refs - 1,
-			 refs == 2 ? "" : "s");
+		ctl_req_fail(
+		    r,
+		    "export '%s' is in use by %u session%s (%u connection%s); --force closes them",
+		    e->name, sessions, sessions == 1 ? "" : "s", refs - 1,
+		    refs == 2 ? "" : "s");
 		return;
 	}
 	*pp = e->next;
@@ -619,8 +633,10 @@ static void cmd_remove_export(struct target *t, struct ctl_req *r)
 	 */
 	export_put(e);
 	if (wait && !released) {
-		ctl_req_fail(r, "removed export %s, but %u connection%s still closing after %d s",
-			 name, left, left == 1 ? " is" : "s are", REMOVE_WAIT_S);
+		ctl_req_fail(
+		    r,
+		    "removed export %s, but %u connection%s still closing after %d s",
+		    name, left, left == 1 ? " is" : "s are", REMOVE_WAIT_S);
 		return;
 	}
 	if (r->json) {
@@ -636,9 +652,10 @@ static void cmd_remove_export(struct target *t, struct ctl_req *r)
 		fprintf(r->out, "removed export %s (%u session%s closed)\n",
 			name, sessions, sessions == 1 ? "" : "s");
 	} else {
-		fprintf(r->out,
-			"removed export %s (closing %u session%s; --wait waits for them)\n",
-			name, sessions, sessions == 1 ? "" : "s");
+		fprintf(
+		    r->out,
+		    "removed export %s (closing %u session%s; --wait waits for them)\n",
+		    name, sessions, sessions == 1 ? "" : "s");
 	}
 }
 
@@ -653,10 +670,10 @@ static void cmd_remove_export(struct target *t, struct ctl_req *r)
 static void cmd_set_hosts(struct target *t, struct ctl_req *r)
 {
 	struct opt opts[] = {
-		{ "allow", 'a', true, NULL },
-		{ "allow-ro", 0, true, NULL },
-		{ "open", 0, false, NULL },
-		{ 0 },
+	    {"allow", 'a', true, NULL},
+	    {"allow-ro", 0, true, NULL},
+	    {"open", 0, false, NULL},
+	    {0},
 	};
 	struct cfg_retired *old = NULL;
 	struct cfg_export *copy = NULL;
@@ -668,11 +685,14 @@ static void cmd_set_hosts(struct target *t, struct ctl_req *r)
 	if (parse_opts(r, opts, pos, 1, 1) < 0)
 		return;
 	if (!opts[0].val == !opts[2].val && !opts[1].val == !opts[2].val) {
-		ctl_req_fail(r, "set-hosts: give --allow and/or --allow-ro, or --open (every host may log in)");
+		ctl_req_fail(
+		    r,
+		    "set-hosts: give --allow and/or --allow-ro, or --open (every host may log in)");
 		return;
 	}
 	if (opts[2].val && (opts[0].val || opts[1].val)) {
-		ctl_req_fail(r, "set-hosts: --open replaces the lists; give it alone");
+		ctl_req_fail(
+		    r, "set-hosts: --open replaces the lists; give it alone");
 		return;
 	}
 	copy = malloc(sizeof(*copy));
@@ -690,8 +710,8 @@ static void cmd_set_hosts(struct target *t, struct ctl_req *r)
 	}
 	memcpy(copy, e->cfg, sizeof(*copy));
 	if (cfg_export_set_access(&t->cfg, copy,
-				  opts[2].val ? "any" : opts[0].val, opts[1].val,
-				  r->err, sizeof(r->err))) {
+				  opts[2].val ? "any" : opts[0].val,
+				  opts[1].val, r->err, sizeof(r->err))) {
 		pthread_mutex_unlock(&t->exports_lock);
 		goto out_free; /* r->err says why */
 	}
@@ -714,12 +734,12 @@ static void cmd_set_hosts(struct target *t, struct ctl_req *r)
 		rjson_add_u64(o, "sessions", sessions);
 		json_print_obj(r, o);
 	} else {
-		fprintf(r->out,
-			"export %s: %s; applies to new logins (%u session%s keep their access)\n",
-			pos[0],
-			restricted ? "access list replaced" :
-				     "open to every host",
-			sessions, sessions == 1 ? "" : "s");
+		fprintf(
+		    r->out,
+		    "export %s: %s; applies to new logins (%u session%s keep their access)\n",
+		    pos[0],
+		    restricted ? "access list replaced" : "open to every host",
+		    sessions, sessions == 1 ? "" : "s");
 	}
 	return;
 
@@ -728,9 +748,9 @@ out_free:
 	free(old);
 }
 
-static void stats_print_json(struct ctl_req *r,
-			     const struct ctl_export_row *ex, unsigned int nex,
-			     const struct sess_row *ss, unsigned int nss)
+static void stats_print_json(struct ctl_req *r, const struct ctl_export_row *ex,
+			     unsigned int nex, const struct sess_row *ss,
+			     unsigned int nss)
 {
 	struct json_object *o = json_object_new_object();
 	struct json_object *exl = json_object_new_array();
@@ -779,7 +799,7 @@ static void stats_print_text(FILE *f, const struct ctl_export_row *ex,
 
 static void cmd_stats(struct target *t, struct ctl_req *r)
 {
-	const char *pos[1] = { NULL };
+	const char *pos[1] = {NULL};
 	struct ctl_export_row *ex;
 	struct sess_row *ss;
 	unsigned int nex, nss;
@@ -808,34 +828,35 @@ static void cmd_help(struct target *t, struct ctl_req *r)
 	(void)t;
 	if (parse_opts(r, NULL, NULL, 0, 0) < 0)
 		return;
-	fputs("commands (each takes -o json):\n"
-	      "  list-exports\n"
-	      "  list-sessions [--export NAME]\n"
-	      "  add-export NAME PATH [--read-only] [--block-size N] [--cache direct|buffered]\n"
-	      "             [--allow H,..] [--allow-ro H,..]\n"
-	      "  remove-export NAME [--force [--wait]]\n"
-	      "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open\n"
-	      "  stats [EXPORT]\n",
-	      r->out);
+	fputs(
+	    "commands (each takes -o json):\n"
+	    "  list-exports\n"
+	    "  list-sessions [--export NAME]\n"
+	    "  add-export NAME PATH [--read-only] [--block-size N] [--cache direct|buffered]\n"
+	    "             [--allow H,..] [--allow-ro H,..]\n"
+	    "  remove-export NAME [--force [--wait]]\n"
+	    "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open\n"
+	    "  stats [EXPORT]\n",
+	    r->out);
 }
 
 static const struct {
 	const char *name;
 	void (*fn)(struct target *t, struct ctl_req *r);
 } commands[] = {
-	{ "help", cmd_help },
-	{ "list-exports", cmd_list_exports },
-	{ "list-sessions", cmd_list_sessions },
-	{ "add-export", cmd_add_export },
-	{ "remove-export", cmd_remove_export },
-	{ "set-hosts", cmd_set_hosts },
-	{ "stats", cmd_stats },
+    {"help", cmd_help},
+    {"list-exports", cmd_list_exports},
+    {"list-sessions", cmd_list_sessions},
+    {"add-export", cmd_add_export},
+    {"remove-export", cmd_remove_export},
+    {"set-hosts", cmd_set_hosts},
+    {"stats", cmd_stats},
 };
 
 /* Run one request line; the response (status line and body) goes to out. */
 void ctl_run(struct target *t, char *line, FILE *out)
 {
-	struct ctl_req r = { 0 };
+	struct ctl_req r = {0};
 	char *body = NULL;
 	size_t body_len = 0;
 
@@ -854,7 +875,7 @@ void ctl_run(struct target *t, char *line, FILE *out)
 				break;
 		if (i == ARRAY_SIZE(commands))
 			ctl_req_fail(&r, "unknown command '%s' (try 'help')",
-				 r.argv[0]);
+				     r.argv[0]);
 		else
 			commands[i].fn(t, &r);
 	}
@@ -869,4 +890,3 @@ void ctl_run(struct target *t, char *line, FILE *out)
 	}
 	free(body);
 }
-

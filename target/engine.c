@@ -11,8 +11,8 @@
 const struct engine_ops *engine_find(const char *name)
 {
 	static const struct engine_ops *const engines[] = {
-		&engine_uring_ops,
-		&engine_aio_ops,
+	    &engine_uring_ops,
+	    &engine_aio_ops,
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(engines); i++)

@@ -174,7 +174,8 @@ static int aio_submit(struct worker *w)
 		if (n == -EAGAIN || n == 0)
 			break; /* retried on the next loop iteration */
 		if (n < 0) {
-			/* the first iocb is bad: fail it, go on with the rest */
+			/* the first iocb is bad: fail it, go on with the rest
+			 */
 			struct aio_op *op = a->pending[done]->data;
 			struct treq *r = op->r;
 
@@ -195,7 +196,7 @@ static int aio_reap(struct worker *w)
 {
 	struct aio_priv *a = priv_of(w);
 	struct io_event ev[AIO_REAP_BATCH];
-	struct timespec zero = { 0, 0 };
+	struct timespec zero = {0, 0};
 	struct aio_op *local;
 	uint64_t cnt;
 	int total = 0, n;
@@ -236,14 +237,14 @@ static int aio_reap(struct worker *w)
 }
 
 const struct engine_ops engine_aio_ops = {
-	.name = "libaio",
-	.init = aio_init,
-	.fini = aio_fini,
-	.fd = aio_fd,
-	.register_buf = aio_register_buf,
-	.unregister_buf = aio_unregister_buf,
-	.queue_rw = aio_queue_rw,
-	.queue_fdatasync = aio_queue_fdatasync,
-	.submit = aio_submit,
-	.reap = aio_reap,
+    .name = "libaio",
+    .init = aio_init,
+    .fini = aio_fini,
+    .fd = aio_fd,
+    .register_buf = aio_register_buf,
+    .unregister_buf = aio_unregister_buf,
+    .queue_rw = aio_queue_rw,
+    .queue_fdatasync = aio_queue_fdatasync,
+    .submit = aio_submit,
+    .reap = aio_reap,
 };

@@ -79,8 +79,9 @@ static int uring_init(struct worker *w, unsigned int depth)
 		if (!u->buf_used)
 			u->nr_bufs = 0;
 	} else {
-		log_info("worker %u: io_uring fixed buffers unavailable; using plain reads and writes",
-			 w->index);
+		log_info(
+		    "worker %u: io_uring fixed buffers unavailable; using plain reads and writes",
+		    w->index);
 	}
 	w->engine_priv = u;
 	return 0;
@@ -115,7 +116,7 @@ static int uring_fd(struct worker *w)
 static int uring_register_buf(struct worker *w, void *addr, size_t len)
 {
 	struct uring_priv *u = priv_of(w);
-	struct iovec iov = { .iov_base = addr, .iov_len = len };
+	struct iovec iov = {.iov_base = addr, .iov_len = len};
 	int ret;
 
 	for (unsigned int i = 0; i < u->nr_bufs; i++) {
@@ -124,8 +125,9 @@ static int uring_register_buf(struct worker *w, void *addr, size_t len)
 		ret = io_uring_register_buffers_update_tag(&u->ring, i, &iov,
 							   NULL, 1);
 		if (ret < 0) {
-			log_warn("worker %u: io_uring_register_buffers_update_tag: %s",
-				 w->index, strerror(-ret));
+			log_warn(
+			    "worker %u: io_uring_register_buffers_update_tag: %s",
+			    w->index, strerror(-ret));
 			return ret;
 		}
 		u->buf_used[i] = 1;
@@ -137,7 +139,7 @@ static int uring_register_buf(struct worker *w, void *addr, size_t len)
 static void uring_unregister_buf(struct worker *w, int index)
 {
 	struct uring_priv *u = priv_of(w);
-	struct iovec iov = { 0 };
+	struct iovec iov = {0};
 
 	if (index < 0 || (unsigned int)index >= u->nr_bufs)
 		return;
@@ -249,15 +251,15 @@ static bool uring_ready(struct worker *w)
 }
 
 const struct engine_ops engine_uring_ops = {
-	.name = "io_uring",
-	.init = uring_init,
-	.fini = uring_fini,
-	.fd = uring_fd,
-	.register_buf = uring_register_buf,
-	.unregister_buf = uring_unregister_buf,
-	.queue_rw = uring_queue_rw,
-	.queue_fdatasync = uring_queue_fdatasync,
-	.submit = uring_submit,
-	.reap = uring_reap,
-	.ready = uring_ready,
+    .name = "io_uring",
+    .init = uring_init,
+    .fini = uring_fini,
+    .fd = uring_fd,
+    .register_buf = uring_register_buf,
+    .unregister_buf = uring_unregister_buf,
+    .queue_rw = uring_queue_rw,
+    .queue_fdatasync = uring_queue_fdatasync,
+    .submit = uring_submit,
+    .reap = uring_reap,
+    .ready = uring_ready,
 };

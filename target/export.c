@@ -73,9 +73,10 @@ static int file_geometry(struct export *e, const struct cfg_export *cfg,
 					 cfg->path, strerror(errno));
 		if ((uint32_t)lbs > e->block_size) {
 			if (cfg->block_size)
-				return open_fail(err, errlen, -EINVAL,
-						 "block size %u is below the logical block size %d of %s",
-						 cfg->block_size, lbs, cfg->path);
+				return open_fail(
+				    err, errlen, -EINVAL,
+				    "block size %u is below the logical block size %d of %s",
+				    cfg->block_size, lbs, cfg->path);
 			e->block_size = (uint32_t)lbs;
 		}
 		e->dio_align = e->block_size;
@@ -89,25 +90,26 @@ static int file_geometry(struct export *e, const struct cfg_export *cfg,
 			    ((unsigned long)sfs.f_type == TMPFS_MAGIC ||
 			     (unsigned long)sfs.f_type == RAMFS_MAGIC);
 	} else {
-		return open_fail(err, errlen,
-				 S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL,
-				 "%s is %s, not a regular file or a block device",
-				 cfg->path,
-				 S_ISDIR(st->st_mode)  ? "a directory" :
-				 S_ISFIFO(st->st_mode) ? "a FIFO" :
-				 S_ISCHR(st->st_mode)  ? "a character device" :
-				 S_ISSOCK(st->st_mode) ? "a socket" :
-						        "something else");
+		return open_fail(
+		    err, errlen, S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL,
+		    "%s is %s, not a regular file or a block device", cfg->path,
+		    S_ISDIR(st->st_mode)    ? "a directory"
+		    : S_ISFIFO(st->st_mode) ? "a FIFO"
+		    : S_ISCHR(st->st_mode)  ? "a character device"
+		    : S_ISSOCK(st->st_mode) ? "a socket"
+					    : "something else");
 	}
 	if (e->size % e->block_size) {
-		log_warn("export %s: size %llu is not a multiple of the block size %u; the tail is not exported",
-			 e->name, (unsigned long long)e->size, e->block_size);
+		log_warn(
+		    "export %s: size %llu is not a multiple of the block size %u; the tail is not exported",
+		    e->name, (unsigned long long)e->size, e->block_size);
 		e->size -= e->size % e->block_size;
 	}
 	if (e->size == 0)
-		return open_fail(err, errlen, -EINVAL,
-				 "%s is empty (or smaller than the block size %u)",
-				 cfg->path, e->block_size);
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "%s is empty (or smaller than the block size %u)",
+		    cfg->path, e->block_size);
 	return 0;
 }
 
@@ -134,31 +136,35 @@ static void file_cache_mode(struct export *e, const struct cfg_export *cfg,
 		if (ret)
 			log_warn("export %s: posix_fadvise(SEQUENTIAL): %s",
 				 e->name, strerror(ret));
-		log_info("export %s: cache=buffered: I/O through the page cache",
-			 e->name);
+		log_info(
+		    "export %s: cache=buffered: I/O through the page cache",
+		    e->name);
 	} else if (e->dio_align && e->dio_align <= e->block_size) {
 		struct stat st2;
 
 		/* the path may name something else by now: same inode only */
-		e->fd_odirect = open_user_path(cfg->path, flags | O_DIRECT, &st2);
-		if (e->fd_odirect >= 0 && (st2.st_dev != st->st_dev ||
-					  st2.st_ino != st->st_ino)) {
+		e->fd_odirect =
+		    open_user_path(cfg->path, flags | O_DIRECT, &st2);
+		if (e->fd_odirect >= 0 &&
+		    (st2.st_dev != st->st_dev || st2.st_ino != st->st_ino)) {
 			close(e->fd_odirect);
 			e->fd_odirect = -ESTALE;
 		}
 		if (e->fd_odirect < 0) {
-			log_info("export %s: O_DIRECT refused (%s); using buffered I/O",
-				 e->name, strerror(-e->fd_odirect));
+			log_info(
+			    "export %s: O_DIRECT refused (%s); using buffered I/O",
+			    e->name, strerror(-e->fd_odirect));
 			e->fd_odirect = -1;
 		}
 	} else {
-		log_info("export %s: O_DIRECT alignment %u unsuitable for block size %u; using buffered I/O",
-			 e->name, e->dio_align, e->block_size);
+		log_info(
+		    "export %s: O_DIRECT alignment %u unsuitable for block size %u; using buffered I/O",
+		    e->name, e->dio_align, e->block_size);
 	}
 }
 
-static int file_open(struct export *e, const struct cfg_export *cfg,
-		     char *err, size_t errlen)
+static int file_open(struct export *e, const struct cfg_export *cfg, char *err,
+		     size_t errlen)
 {
 	int flags = e->read_only ? O_RDONLY : O_RDWR;
 	struct stat st;
@@ -200,12 +206,13 @@ static int file_zero_range(struct export *e, uint64_t off, uint64_t len,
 {
 	if (e->kind == EXPORT_BDEV) {
 		/* BLKZEROOUT unmaps where the device can and reads back zero */
-		uint64_t range[2] = { off, len };
+		uint64_t range[2] = {off, len};
 
 		return ioctl(e->fd, BLKZEROOUT, range) ? -errno : 0;
 	}
-	if (!trim && !fallocate(e->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
-				(off_t)off, (off_t)len))
+	if (!trim &&
+	    !fallocate(e->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+		       (off_t)off, (off_t)len))
 		return 0;
 	if (!fallocate(e->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		       (off_t)off, (off_t)len))
@@ -240,12 +247,12 @@ static int file_rw_inline(struct export *e, struct treq *r, bool write,
 	uint32_t done = 0;
 
 	while (done < cmd->length) {
-		struct iovec iov = { (char *)r->slot + done, cmd->length - done };
+		struct iovec iov = {(char *)r->slot + done, cmd->length - done};
 		ssize_t n;
 
-		n = write ? pwritev2(e->fd, &iov, 1, (off_t)(cmd->offset + done),
-				     flags) :
-			    preadv2(e->fd, &iov, 1, (off_t)(cmd->offset + done),
+		n = write ? pwritev2(e->fd, &iov, 1,
+				     (off_t)(cmd->offset + done), flags)
+			  : preadv2(e->fd, &iov, 1, (off_t)(cmd->offset + done),
 				    0);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -269,10 +276,10 @@ static int file_submit(struct worker *w, struct treq *r)
 	case RBLK_OP_READ:
 	case RBLK_OP_WRITE:
 		r->odirect = e->fd_odirect >= 0 &&
-			    !atomic_load_explicit(&e->odirect_failed,
-						  memory_order_relaxed) &&
-			    !(cmd->offset % e->dio_align) &&
-			    !(cmd->length % e->dio_align);
+			     !atomic_load_explicit(&e->odirect_failed,
+						   memory_order_relaxed) &&
+			     !(cmd->offset % e->dio_align) &&
+			     !(cmd->length % e->dio_align);
 		fd = r->odirect ? e->fd_odirect : e->fd;
 		if (write && (cmd->flags & RBLK_CMD_F_FUA))
 			flags = RWF_DSYNC;
@@ -280,16 +287,17 @@ static int file_submit(struct worker *w, struct treq *r)
 			r->odirect = false;
 			r->result = file_rw_inline(e, r, write, flags);
 			if (r->result)
-				log_ratelimited(LOG_WARN,
-					"export %s: %s at %llu+%u failed: %s",
-					 e->name, rblk_opcode_str(cmd->opcode),
-					 (unsigned long long)cmd->offset,
-					 cmd->length, strerror(-r->result));
+				log_ratelimited(
+				    LOG_WARN,
+				    "export %s: %s at %llu+%u failed: %s",
+				    e->name, rblk_opcode_str(cmd->opcode),
+				    (unsigned long long)cmd->offset,
+				    cmd->length, strerror(-r->result));
 			return 1;
 		}
-		ret = w->engine->queue_rw(w, r, fd, write, r->slot, cmd->length,
-					  cmd->offset, flags,
-					  worker_pool_buf(w));
+		ret =
+		    w->engine->queue_rw(w, r, fd, write, r->slot, cmd->length,
+					cmd->offset, flags, worker_pool_buf(w));
 		break;
 	case RBLK_OP_FLUSH:
 		ret = w->engine->queue_fdatasync(w, r, e->fd);
@@ -316,10 +324,10 @@ static int file_submit(struct worker *w, struct treq *r)
 }
 
 const struct backend_ops backend_file_ops = {
-	.name = "file",
-	.open = file_open,
-	.close = file_close,
-	.submit = file_submit,
+    .name = "file",
+    .open = file_open,
+    .close = file_close,
+    .submit = file_submit,
 };
 
 /* ---- RAM backend -------------------------------------------------------- */
@@ -362,27 +370,30 @@ static int ram_check_size(const struct cfg_export *cfg, uint64_t size,
 	if (cfg->overcommit || !avail || !total)
 		return 0;
 	if (size > avail)
-		return open_fail(err, errlen, -ENOMEM,
-				 "%s is more than the %llu MiB of memory available; give a smaller size, or add 'overcommit' to accept the risk",
-				 cfg->path, (unsigned long long)(avail >> 20));
+		return open_fail(
+		    err, errlen, -ENOMEM,
+		    "%s is more than the %llu MiB of memory available; give a smaller size, or add 'overcommit' to accept the risk",
+		    cfg->path, (unsigned long long)(avail >> 20));
 	if (others + size > total)
-		return open_fail(err, errlen, -ENOMEM,
-				 "%s with the %llu MiB of RAM exports already open is more than the %llu MiB of memory; give a smaller size, or add 'overcommit' to accept the risk",
-				 cfg->path, (unsigned long long)(others >> 20),
-				 (unsigned long long)(total >> 20));
+		return open_fail(
+		    err, errlen, -ENOMEM,
+		    "%s with the %llu MiB of RAM exports already open is more than the %llu MiB of memory; give a smaller size, or add 'overcommit' to accept the risk",
+		    cfg->path, (unsigned long long)(others >> 20),
+		    (unsigned long long)(total >> 20));
 	return 0;
 }
 
-static int ram_open(struct export *e, const struct cfg_export *cfg,
-		    char *err, size_t errlen)
+static int ram_open(struct export *e, const struct cfg_export *cfg, char *err,
+		    size_t errlen)
 {
 	uint64_t size;
 	int ret;
 
 	if (parse_size(cfg->path + 4, &size) || size == 0 || size % 4096)
-		return open_fail(err, errlen, -EINVAL,
-				 "bad RAM size '%s' (want ram:SIZE, a multiple of 4 KiB)",
-				 cfg->path);
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "bad RAM size '%s' (want ram:SIZE, a multiple of 4 KiB)",
+		    cfg->path);
 	ret = ram_check_size(cfg, size, err, errlen);
 	if (ret)
 		return ret;
@@ -436,13 +447,14 @@ static int ram_submit(struct worker *w, struct treq *r)
 }
 
 const struct backend_ops backend_ram_ops = {
-	.name = "ram",
-	.open = ram_open,
-	.close = ram_close,
-	.submit = ram_submit,
+    .name = "ram",
+    .open = ram_open,
+    .close = ram_close,
+    .submit = ram_submit,
 };
 
-/* ---- mapped file backend (files exported with `direct`) ------------------- */
+/* ---- mapped file backend (files exported with `direct`) -------------------
+ */
 
 /*
  * The file is mapped MAP_SHARED once; the mapping is what connections
@@ -469,15 +481,24 @@ const struct backend_ops backend_ram_ops = {
 static const char *fs_name(unsigned long magic)
 {
 	switch (magic) {
-	case EXT4_SUPER_MAGIC: return "ext2/ext3/ext4";
-	case XFS_SUPER_MAGIC: return "xfs";
-	case BTRFS_SUPER_MAGIC: return "btrfs";
-	case NFS_SUPER_MAGIC: return "nfs";
-	case OVERLAYFS_SUPER_MAGIC: return "overlayfs";
-	case F2FS_SUPER_MAGIC: return "f2fs";
-	case V9FS_MAGIC: return "9p";
-	case FUSE_SUPER_MAGIC: return "fuse";
-	default: return NULL;
+	case EXT4_SUPER_MAGIC:
+		return "ext2/ext3/ext4";
+	case XFS_SUPER_MAGIC:
+		return "xfs";
+	case BTRFS_SUPER_MAGIC:
+		return "btrfs";
+	case NFS_SUPER_MAGIC:
+		return "nfs";
+	case OVERLAYFS_SUPER_MAGIC:
+		return "overlayfs";
+	case F2FS_SUPER_MAGIC:
+		return "f2fs";
+	case V9FS_MAGIC:
+		return "9p";
+	case FUSE_SUPER_MAGIC:
+		return "fuse";
+	default:
+		return NULL;
 	}
 }
 
@@ -512,8 +533,8 @@ static bool direct_fs_ok(int fd, char *fs, size_t fslen)
 	return false;
 }
 
-static int map_open(struct export *e, const struct cfg_export *cfg,
-		    char *err, size_t errlen)
+static int map_open(struct export *e, const struct cfg_export *cfg, char *err,
+		    size_t errlen)
 {
 	int prot = PROT_READ | (e->read_only ? 0 : PROT_WRITE);
 	char fs[64];
@@ -523,21 +544,23 @@ static int map_open(struct export *e, const struct cfg_export *cfg,
 	if (ret)
 		return ret;
 	if (e->kind != EXPORT_FILE) {
-		ret = open_fail(err, errlen, -EINVAL,
-				"direct needs a regular file; %s is a block device",
-				cfg->path);
+		ret = open_fail(
+		    err, errlen, -EINVAL,
+		    "direct needs a regular file; %s is a block device",
+		    cfg->path);
 		goto out_close;
 	}
 	if (!direct_fs_ok(e->fd, fs, sizeof(fs))) {
-		log_warn("export %s: WARNING: 'direct' ignored: %s is on %s; direct access needs tmpfs, hugetlbfs or a DAX mount (RDMA cannot pin the page cache of other file systems); serving it through the slot path",
-			 e->name, cfg->path, fs);
+		log_warn(
+		    "export %s: WARNING: 'direct' ignored: %s is on %s; direct access needs tmpfs, hugetlbfs or a DAX mount (RDMA cannot pin the page cache of other file systems); serving it through the slot path",
+		    e->name, cfg->path, fs);
 		return 1; /* file_open()'s descriptors serve the slot path */
 	}
 	if (!e->read_only && fallocate(e->fd, 0, 0, (off_t)e->size)) {
-		ret = open_fail(err, errlen, -errno,
-				"direct: cannot allocate all %llu bytes of %s (%s); a direct export must be fully allocated (free space, or drop 'direct')",
-				(unsigned long long)e->size, cfg->path,
-				strerror(errno));
+		ret = open_fail(
+		    err, errlen, -errno,
+		    "direct: cannot allocate all %llu bytes of %s (%s); a direct export must be fully allocated (free space, or drop 'direct')",
+		    (unsigned long long)e->size, cfg->path, strerror(errno));
 		goto out_close;
 	}
 	e->mem = mmap(NULL, e->size, prot, MAP_SHARED, e->fd, 0);
@@ -607,10 +630,10 @@ static int map_submit(struct worker *w, struct treq *r)
 }
 
 const struct backend_ops backend_map_ops = {
-	.name = "mmap",
-	.open = map_open,
-	.close = map_close,
-	.submit = map_submit,
+    .name = "mmap",
+    .open = map_open,
+    .close = map_close,
+    .submit = map_submit,
 };
 
 /* ---- exports ------------------------------------------------------------ */
@@ -625,11 +648,12 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	snprintf(e->path, sizeof(e->path), "%s", cfg->path);
 	e->read_only = cfg->read_only;
 	e->fd = e->fd_odirect = -1;
-	if (cfg->cache_buffered && (!strncmp(cfg->path, "rbd:", 4) ||
-				    !strncmp(cfg->path, "ram:", 4) ||
-				    cfg->direct == CFG_DIRECT_YES))
-		return open_fail(err, errlen, -EINVAL,
-				 "cache=buffered applies to files and block devices on the slot path (not ram:, rbd: or direct)");
+	if (cfg->cache_buffered &&
+	    (!strncmp(cfg->path, "rbd:", 4) || !strncmp(cfg->path, "ram:", 4) ||
+	     cfg->direct == CFG_DIRECT_YES))
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "cache=buffered applies to files and block devices on the slot path (not ram:, rbd: or direct)");
 	if (!strncmp(cfg->path, "rbd:", 4)) {
 		e->ops = &backend_rbd_ops;
 	} else if (!strncmp(cfg->path, "ram:", 4)) {
@@ -680,8 +704,10 @@ const struct export *export_id_clash(const struct export *list,
 				     const struct export *e)
 {
 	for (const struct export *o = list; o; o = o->next)
-		if (o != e && !memcmp(o->vol_id, e->vol_id, sizeof(e->vol_id)) &&
-		    (o->ident == VOL_IDENT_CONFIG || e->ident == VOL_IDENT_CONFIG))
+		if (o != e &&
+		    !memcmp(o->vol_id, e->vol_id, sizeof(e->vol_id)) &&
+		    (o->ident == VOL_IDENT_CONFIG ||
+		     e->ident == VOL_IDENT_CONFIG))
 			return o;
 	return NULL;
 }
@@ -747,11 +773,13 @@ struct export *export_create(const struct cfg_export *cfg,
 		goto out_free;
 	e->cfg = copy;
 	if (!copy->restricted && copy->allow_any)
-		log_warn("export %s: WARNING: open to ANY host that reaches the target, without authentication (allow=any or allow_any_host); give allow=HOST to restrict it",
-			 e->name);
+		log_warn(
+		    "export %s: WARNING: open to ANY host that reaches the target, without authentication (allow=any or allow_any_host); give allow=HOST to restrict it",
+		    e->name);
 	else if (!copy->restricted)
-		log_warn("export %s: no allow list: every host is refused (give allow=HOST, or allow=any to open it)",
-			 e->name);
+		log_warn(
+		    "export %s: no allow list: every host is refused (give allow=HOST, or allow=any to open it)",
+		    e->name);
 	e->wstats = aligned_alloc(_Alignof(struct iostats),
 				  (size_t)nr_workers * sizeof(*e->wstats));
 	if (!e->wstats) {
@@ -811,8 +839,9 @@ static void export_destroy(struct export *e)
 	}
 	free(e);
 	if (removed)
-		log_info("export %s: closed, its backing store released (removed, no session left)",
-			 name);
+		log_info(
+		    "export %s: closed, its backing store released (removed, no session left)",
+		    name);
 }
 
 /*
@@ -826,9 +855,9 @@ static void export_destroy(struct export *e)
 static struct {
 	pthread_mutex_t lock;
 	struct export *queue; /* linked through next */
-	int efd; /* -1: no reaper */
+	int efd;	      /* -1: no reaper */
 	pthread_t thread;
-} reaper = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1 };
+} reaper = {.lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1};
 
 void export_reaper_set(int efd)
 {
@@ -881,20 +910,20 @@ void export_put(struct export *e)
 void stats_add(struct iostats_snap *dst, const struct iostats *s)
 {
 	for (int i = 0; i < STAT_NR_OPS; i++)
-		dst->ops[i] += atomic_load_explicit(&s->ops[i],
-						    memory_order_relaxed);
-	dst->bytes_read += atomic_load_explicit(&s->bytes_read,
-						memory_order_relaxed);
-	dst->bytes_written += atomic_load_explicit(&s->bytes_written,
-						   memory_order_relaxed);
+		dst->ops[i] +=
+		    atomic_load_explicit(&s->ops[i], memory_order_relaxed);
+	dst->bytes_read +=
+	    atomic_load_explicit(&s->bytes_read, memory_order_relaxed);
+	dst->bytes_written +=
+	    atomic_load_explicit(&s->bytes_written, memory_order_relaxed);
 	dst->errors += atomic_load_explicit(&s->errors, memory_order_relaxed);
-	dst->window_timeouts += atomic_load_explicit(&s->window_timeouts,
-						     memory_order_relaxed);
-	dst->lat_sum_us += atomic_load_explicit(&s->lat_sum_us,
-						memory_order_relaxed);
+	dst->window_timeouts +=
+	    atomic_load_explicit(&s->window_timeouts, memory_order_relaxed);
+	dst->lat_sum_us +=
+	    atomic_load_explicit(&s->lat_sum_us, memory_order_relaxed);
 	for (int i = 0; i < STAT_LAT_BUCKETS; i++)
-		dst->lat[i] += atomic_load_explicit(&s->lat[i],
-						    memory_order_relaxed);
+		dst->lat[i] +=
+		    atomic_load_explicit(&s->lat[i], memory_order_relaxed);
 }
 
 uint64_t stats_count(const struct iostats_snap *s)
@@ -926,9 +955,11 @@ uint64_t stats_quantile_us(const struct iostats_snap *s, double q)
 const char *stat_op_name(enum stat_op op)
 {
 	static const char *const names[STAT_NR_OPS] = {
-		[STAT_READ] = "read",	[STAT_WRITE] = "write",
-		[STAT_FLUSH] = "flush", [STAT_TRIM] = "trim",
-		[STAT_WRITE_ZEROES] = "write_zeroes",
+	    [STAT_READ] = "read",
+	    [STAT_WRITE] = "write",
+	    [STAT_FLUSH] = "flush",
+	    [STAT_TRIM] = "trim",
+	    [STAT_WRITE_ZEROES] = "write_zeroes",
 	};
 
 	return (unsigned int)op < STAT_NR_OPS ? names[op] : "?";

@@ -283,7 +283,8 @@ static void slot_serve(struct worker *w)
 	w->serving_slots = true;
 	while ((c = w->slot_conns_head)) {
 		r = c->slot_head;
-		if (!within_share(c, r)) { /* its host's share filled meanwhile */
+		if (!within_share(c,
+				  r)) { /* its host's share filled meanwhile */
 			(void)FIFO_POP(w->slot_conns_head, w->slot_conns_tail,
 				       next_slot_conn);
 			c->slot_queued = false;
@@ -320,7 +321,8 @@ void slot_release(struct tconn *c, void **slot)
 	if (c->slot_parked && within_share(c, c->slot_head))
 		slot_unpark_one(w, c);
 	if (c->state != TCONN_CLOSING)
-		slot_queue_conn(w, c); /* back in turn if it was over its share */
+		slot_queue_conn(w,
+				c); /* back in turn if it was over its share */
 	if (c->hs && w->slot_parked)
 		slot_unpark(w, c->hs);
 	slot_serve(w);
@@ -385,10 +387,9 @@ bool slot_held_too_long(const struct tconn *c, uint64_t now, char *why,
 	for (unsigned int i = 0; i < c->lim.queue_depth; i++) {
 		const struct treq *r = &c->reqs[i];
 
-		if (!r->slot || (r->state != TREQ_GRANT &&
-				 r->state != TREQ_DATA &&
-				 r->state != TREQ_RESPOND &&
-				 r->state != TREQ_PULLED))
+		if (!r->slot ||
+		    (r->state != TREQ_GRANT && r->state != TREQ_DATA &&
+		     r->state != TREQ_RESPOND && r->state != TREQ_PULLED))
 			continue;
 		n++;
 		oldest = MIN(oldest, r->state_ms);
@@ -399,15 +400,16 @@ bool slot_held_too_long(const struct tconn *c, uint64_t now, char *why,
 	}
 	if (!n || now - oldest <= limit)
 		return false;
-	snprintf(why, len,
-		 "held %u slot window(s), %llu bytes of the pool, for %llu ms without returning them (window_timeout %llu s)",
-		 n, (unsigned long long)c->held,
-		 (unsigned long long)(now - oldest),
-		 (unsigned long long)(limit / 1000));
+	snprintf(
+	    why, len,
+	    "held %u slot window(s), %llu bytes of the pool, for %llu ms without returning them (window_timeout %llu s)",
+	    n, (unsigned long long)c->held, (unsigned long long)(now - oldest),
+	    (unsigned long long)(limit / 1000));
 	return true;
 }
 
-/* ---- responses ------------------------------------------------------------ */
+/* ---- responses ------------------------------------------------------------
+ */
 
 /* If wr_id is a push READ's response, its slot is free now. */
 static void treq_push_done(struct tconn *c, uint64_t wr_id)
@@ -451,9 +453,9 @@ static struct xp_mr *block_region(struct tconn *c, struct treq *r)
 	while (((size_t)SLOT_PAGE << o) < run)
 		o++;
 	mrp = block_mr_of(c->worker, c->wg, r->slot, o);
-	if (!*mrp && xp_group_reg_mr(c->wg->g, r->slot, run,
-				     XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
-				     mrp))
+	if (!*mrp &&
+	    xp_group_reg_mr(c->wg->g, r->slot, run,
+			    XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND, mrp))
 		*mrp = NULL;
 	return *mrp;
 }
@@ -513,9 +515,9 @@ static int treq_post_response(struct treq *r)
 	struct tconn *c = r->conn;
 	struct worker *w = c->worker;
 	struct rblk_resp resp = {
-		.tag = r->cmd.tag,
-		.status = (uint32_t)r->status,
-		.length = r->status ? 0 : r->cmd.length,
+	    .tag = r->cmd.tag,
+	    .status = (uint32_t)r->status,
+	    .length = r->status ? 0 : r->cmd.length,
 	};
 	bool read = !r->status && r->cmd.opcode == RBLK_OP_READ;
 	bool push = read && (r->cmd.flags & RBLK_CMD_F_PUSH);
@@ -569,9 +571,9 @@ static int treq_post_grant(struct treq *r)
 {
 	struct tconn *c = r->conn;
 	struct rblk_grant g = {
-		.tag = r->cmd.tag,
-		.length = r->cmd.length,
-		.addr = (uint64_t)(uintptr_t)r->slot,
+	    .tag = r->cmd.tag,
+	    .length = r->cmd.length,
+	    .addr = (uint64_t)(uintptr_t)r->slot,
 	};
 
 	if (!qp_take(&c->qp, 2))
@@ -651,8 +653,7 @@ static void treq_account(struct worker *w, struct treq *r)
 	}
 	lat_us = (now_ns() - r->t_recv_ns) / 1000u;
 	stats_account(&c->stats, op, r->cmd.length, ok, lat_us);
-	stats_account(&c->exp->wstats[w->index], op, r->cmd.length, ok,
-		      lat_us);
+	stats_account(&c->exp->wstats[w->index], op, r->cmd.length, ok, lat_us);
 }
 
 void treq_process(struct treq *r)
@@ -746,14 +747,15 @@ void treq_backend_done(struct treq *r, int res)
 	if (res == -EINVAL && r->odirect) {
 		/* the file system refused this O_DIRECT I/O: go buffered */
 		if (!atomic_exchange(&c->exp->odirect_failed, true))
-			log_warn("export %s: O_DIRECT I/O refused; switching to buffered I/O",
-				 c->exp->name);
+			log_warn(
+			    "export %s: O_DIRECT I/O refused; switching to buffered I/O",
+			    c->exp->name);
 		r->state = TREQ_EXEC;
 		treq_process(r);
 		return;
 	}
-	if (res >= 0 && (r->cmd.opcode == RBLK_OP_READ ||
-			 r->cmd.opcode == RBLK_OP_WRITE) &&
+	if (res >= 0 &&
+	    (r->cmd.opcode == RBLK_OP_READ || r->cmd.opcode == RBLK_OP_WRITE) &&
 	    (uint32_t)res != r->cmd.length) {
 		log_warn("export %s: short %s at %llu: %d of %u bytes",
 			 c->exp->name, rblk_opcode_str(r->cmd.opcode),
@@ -808,23 +810,30 @@ static bool handle_command(struct tconn *c, const void *buf,
 
 	tag = rblk_cmd_peek_tag(buf, wc->byte_len, c->lim.queue_depth);
 	if (tag < 0) {
-		tconn_fail(c, "malformed command capsule (header, length or tag)");
+		tconn_fail(c,
+			   "malformed command capsule (header, length or tag)");
 		return false;
 	}
 	r = &c->reqs[tag];
 	st = rblk_cmd_decode(buf, wc->byte_len, &c->lim, &cmd);
 	if (cmd.flags & RBLK_CMD_F_DONE) {
 		if (r->state != TREQ_PULLED) {
-			tconn_fail(c, "command returns a read window its tag does not hold");
+			tconn_fail(
+			    c,
+			    "command returns a read window its tag does not hold");
 			return false;
 		}
 		if (!killed_window(c, r, wc)) {
-			tconn_fail(c, "command returning a read window did not invalidate it");
+			tconn_fail(
+			    c,
+			    "command returning a read window did not invalidate it");
 			return false;
 		}
 		pulled_done(c, r);
 	} else if (wc->flags & XP_WC_F_WITH_INV) {
-		tconn_fail(c, "command invalidated a key without returning its window");
+		tconn_fail(
+		    c,
+		    "command invalidated a key without returning its window");
 		return false;
 	}
 	if (r->state != TREQ_FREE || r->resp_batch > c->flushes) {
@@ -880,13 +889,15 @@ static void handle_done(struct tconn *c, const void *buf,
 	r = &c->reqs[d.tag];
 	want = d.type == RBLK_MSG_READ_DONE ? TREQ_PULLED : TREQ_DATA;
 	if (r->state != want) {
-		tconn_fail(c, d.type == RBLK_MSG_READ_DONE ?
-				      "READ_DONE for a tag with no read window" :
-				      "WRITE_DATA for a tag with no write window");
+		tconn_fail(c,
+			   d.type == RBLK_MSG_READ_DONE
+			       ? "READ_DONE for a tag with no read window"
+			       : "WRITE_DATA for a tag with no write window");
 		return;
 	}
 	if (!killed_window(c, r, wc) || d.rkey != c->mw[d.tag]->rkey) {
-		tconn_fail(c, "READ_DONE/WRITE_DATA did not invalidate its window");
+		tconn_fail(
+		    c, "READ_DONE/WRITE_DATA did not invalidate its window");
 		return;
 	}
 	if (d.type == RBLK_MSG_READ_DONE) {
@@ -901,10 +912,11 @@ static void handle_done(struct tconn *c, const void *buf,
 	 */
 	placed = xp_mw_placed(c->mw[d.tag]);
 	if (placed != -EOPNOTSUPP && placed < (int64_t)r->cmd.length) {
-		log_ratelimited(LOG_WARN,
-				"conn %llu (%s): tag %u: WRITE_DATA before its "
-				"window was written in full; failing the command",
-				(unsigned long long)c->id, c->peer, d.tag);
+		log_ratelimited(
+		    LOG_WARN,
+		    "conn %llu (%s): tag %u: WRITE_DATA before its "
+		    "window was written in full; failing the command",
+		    (unsigned long long)c->id, c->peer, d.tag);
 		r->status = RBLK_S_INVALID;
 		r->state = TREQ_RESPOND;
 		treq_process(r);

@@ -43,9 +43,9 @@ struct host_count {
 };
 
 enum lim_class {
-	LIM_SILENT, /* nothing received yet, host not known */
+	LIM_SILENT,  /* nothing received yet, host not known */
 	LIM_TALKING, /* sent a first message, host not known */
-	LIM_KNOWN, /* its host holds or held a session lately */
+	LIM_KNOWN,   /* its host holds or held a session lately */
 	LIM_NR_CLASSES,
 };
 
@@ -56,11 +56,11 @@ enum lim_class {
  */
 struct lim_conn {
 	struct host_count *host;
-	struct worker *w; /* told when this connection is evicted */
+	struct worker *w;	      /* told when this connection is evicted */
 	struct lim_conn *prev, *next; /* on its class's list while pending */
 	enum lim_class cls;
 	bool pending, session;
-	uint64_t since_ms; /* admitted */
+	uint64_t since_ms;   /* admitted */
 	atomic_bool evicted; /* marked for its worker to close */
 };
 
@@ -216,7 +216,7 @@ static void pending_sub(struct lim_conn *c)
 static void pressure_update(const struct cfg_target *cfg)
 {
 	atomic_store(&pressure, (uint64_t)total_pending * 4 >=
-					(uint64_t)cfg->max_pending * 3);
+				    (uint64_t)cfg->max_pending * 3);
 }
 
 /*
@@ -266,26 +266,29 @@ struct lim_conn *limits_admit(const struct cfg_target *cfg, const char *peer,
 		goto out_unlock;
 	known = host_known(e, now);
 	if (e->pending >= cfg->max_pending_per_host) {
-		log_ratelimited(LOG_WARN,
-				"refusing %s: %u connections from it not logged in (limit %u per host)",
-				peer, e->pending, cfg->max_pending_per_host);
+		log_ratelimited(
+		    LOG_WARN,
+		    "refusing %s: %u connections from it not logged in (limit %u per host)",
+		    peer, e->pending, cfg->max_pending_per_host);
 		goto out_put;
 	}
 	if (total_pending >= cfg->max_pending) {
 		v = pick_victim(known, now);
 		if (!v) {
-			log_ratelimited(LOG_WARN,
-					"refusing %s: %u connections not logged in (limit %u), none old enough to evict",
-					peer, total_pending, cfg->max_pending);
+			log_ratelimited(
+			    LOG_WARN,
+			    "refusing %s: %u connections not logged in (limit %u), none old enough to evict",
+			    peer, total_pending, cfg->max_pending);
 			goto out_put;
 		}
-		log_ratelimited(LOG_WARN,
-				"%u connections not logged in (limit %u): evicting the oldest %s one, from %s, for %s",
-				total_pending, cfg->max_pending,
-				v->cls == LIM_SILENT    ? "silent" :
-				v->cls == LIM_TALKING ? "unauthenticated" :
-							  "known host's",
-				v->host->addr, peer);
+		log_ratelimited(
+		    LOG_WARN,
+		    "%u connections not logged in (limit %u): evicting the oldest %s one, from %s, for %s",
+		    total_pending, cfg->max_pending,
+		    v->cls == LIM_SILENT    ? "silent"
+		    : v->cls == LIM_TALKING ? "unauthenticated"
+					    : "known host's",
+		    v->host->addr, peer);
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -348,10 +351,11 @@ int limits_login(const struct cfg_target *cfg, struct lim_conn *c, char *why,
 	} else if (total_sessions >= cfg->max_sessions ||
 		   e->sessions >= cfg->max_sessions_per_host) {
 		st = RBLK_S_BUSY;
-		snprintf(why, whylen,
-			 "session limit: %u sessions, %u from %s (limits %u, %u per host)",
-			 total_sessions, e->sessions, e->addr,
-			 cfg->max_sessions, cfg->max_sessions_per_host);
+		snprintf(
+		    why, whylen,
+		    "session limit: %u sessions, %u from %s (limits %u, %u per host)",
+		    total_sessions, e->sessions, e->addr, cfg->max_sessions,
+		    cfg->max_sessions_per_host);
 	} else {
 		pending_sub(c);
 		c->session = true;

@@ -42,9 +42,10 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	ecfg = e->cfg;
 	if (ecfg && !ecfg->restricted && !ecfg->allow_any) {
 		/* closed by default: no allow list and no allow=any */
-		snprintf(p->why, sizeof(p->why),
-			 "export %.64s has no allow list (host '%.64s' refused; the target needs allow=HOST or allow=any)",
-			 e->name, p->hello.host_name);
+		snprintf(
+		    p->why, sizeof(p->why),
+		    "export %.64s has no allow list (host '%.64s' refused; the target needs allow=HOST or allow=any)",
+		    e->name, p->hello.host_name);
 		return RBLK_S_ACCESS_DENIED;
 	}
 	p->lim.queue_depth = MIN(p->hello.queue_depth, cm_qd);
@@ -62,8 +63,7 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	if (p->hello.flags & RBLK_HELLO_F_READ_ONLY)
 		p->lim.features |= RBLK_F_READ_ONLY;
 	/* only to an initiator that knows the bit: older ones refuse it */
-	if ((p->hello.flags & RBLK_HELLO_F_IDENTITY) &&
-	    !login_vol_id(e, id))
+	if ((p->hello.flags & RBLK_HELLO_F_IDENTITY) && !login_vol_id(e, id))
 		p->lim.features |= RBLK_F_NO_IDENTITY;
 	return RBLK_S_OK;
 }
@@ -154,9 +154,10 @@ int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 	snprintf(a->ctx.target_name, sizeof(a->ctx.target_name), "%s",
 		 cfg->name);
 	if (rblk_auth_check_nonces(&a->ctx)) {
-		snprintf(a->why, sizeof(a->why),
-			 "authentication failed for host '%s': reflected or empty nonce",
-			 a->ctx.host_name);
+		snprintf(
+		    a->why, sizeof(a->why),
+		    "authentication failed for host '%s': reflected or empty nonce",
+		    a->ctx.host_name);
 		return RBLK_S_AUTH_FAILED;
 	}
 	a->host = cfg_find_host(cfg, a->ctx.host_name);
@@ -173,9 +174,10 @@ int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 	}
 	if (rblk_auth_verify(a->host->secret, a->host->secret_len,
 			     RBLK_AUTH_ROLE_INITIATOR, &a->ctx, resp.mac)) {
-		snprintf(a->why, sizeof(a->why),
-			 "authentication failed for host '%s': wrong secret or stale response",
-			 a->ctx.host_name);
+		snprintf(
+		    a->why, sizeof(a->why),
+		    "authentication failed for host '%s': wrong secret or stale response",
+		    a->ctx.host_name);
 		a->host = NULL;
 		return RBLK_S_AUTH_FAILED;
 	}

@@ -34,69 +34,70 @@ struct listener {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: rblk-target [OPTIONS]\n"
-		"Export files, block devices and RAM volumes over RDMA or TCP.\n"
-		"\n"
-		"  -l, --listen URL          listen on tcp://HOST[:PORT] or rdma://HOST[:PORT]\n"
-		"                            (repeatable; default port %d)\n"
-		"  -e, --export NAME=PATH[,ro][,bs=N][,uuid=UUID][,allow=HOST|any][,allow_ro=HOST]\n"
-		"                            export a file, block device or ram:SIZE\n"
-		"                            (repeatable); allow/allow_ro: only these\n"
-		"                            hosts, authenticated (repeatable); no\n"
-		"                            allow list: no host, unless allow=any\n"
-		"      --allow-any-host      exports without an allow list serve any host\n"
-		"      --host NAME:secret-file=PATH\n"
-		"                            a host that authenticates with the secret\n"
-		"                            in PATH (mode 0600; repeatable)\n"
-		"      --name NAME           this target's identity in authentication\n"
-		"                            (default: the system host name)\n"
-		"  -c, --config FILE         read an INI configuration (rblk-target.conf(5))\n"
-		"  -w, --workers N           worker threads (default: online CPUs)\n"
-		"      --engine NAME         io_uring (default) or libaio\n"
-		"      --max-queue-depth N   cap on the queue depth initiators get (default 128)\n"
-		"      --max-io SIZE         cap on the bytes per command (default 1M)\n"
-		"      --max-pending N       connections not yet logged in (default 1024;\n"
-		"                            when full, the oldest is evicted)\n"
-		"      --max-pending-per-host N  ... from one address (default 256)\n"
-		"      --max-sessions N      live sessions (default 4096)\n"
-		"      --max-sessions-per-host N ... from one address (default 1024)\n"
-		"      --idle-timeout SEC    drop a session silent this long (default 300,\n"
-		"                            0: never)\n"
-		"      --poll-spin-us N      a worker whose sessions went quiet polls\n"
-		"                            them N us (0..1000) before sleeping: lower\n"
-		"                            latency at low queue depth for CPU (default\n"
-		"                            0: sleep at once)\n"
-		"      --slot-pool SIZE      registered memory for command data, shared\n"
-		"                            by all sessions, split over the workers\n"
-		"                            (default 256M)\n"
-		"      --session-pool-share PCT  most of a worker's pool one session\n"
-		"                            may hold (1..100, default 25; one source\n"
-		"                            address: twice that)\n"
-		"      --window-timeout SEC  drop a session that holds a slot window\n"
-		"                            this long without returning it (1..3600,\n"
-		"                            default 5)\n"
-		"      --inline-data SIZE|auto  most WRITE bytes carried in the command\n"
-		"                            capsule, 0 (off) to 16K; auto (default):\n"
-		"                            4K, less at large queue depths\n"
-		"      --ctl-socket PATH     control socket, or none (default %s)\n"
-		"      --ctl-socket-mode MODE  its permissions (default 0600)\n"
-		"      --unix-socket-mode MODE  permissions of unix data sockets\n"
-		"                            (--listen unix:...; default 0660)\n"
-		"      --metrics tcp://HOST:PORT|PORT\n"
-		"                            serve Prometheus text on GET /metrics\n"
-		"                            (a bare PORT: 127.0.0.1)\n"
-		"  -L, --log-level LEVEL     error, warn, info (default) or debug\n"
-		"  -h, --help                show this help\n"
-		"  -V, --version             show the version\n"
-		"\n"
-		"  rblk-target ctl [--socket PATH] COMMAND ...\n"
-		"                            talk to a running target ('ctl --help')\n"
-		"\n"
-		"Example:\n"
-		"  rblk-target --listen tcp://127.0.0.1:7441 --export vol0=/srv/vol0.img,allow=any\n"
-		"  rblk-target --listen rdma://192.0.2.1 --export scratch=ram:1G,allow=any\n",
-		RBLK_DEFAULT_PORT, CFG_DEFAULT_CTL_SOCKET);
+	fprintf(
+	    f,
+	    "Usage: rblk-target [OPTIONS]\n"
+	    "Export files, block devices and RAM volumes over RDMA or TCP.\n"
+	    "\n"
+	    "  -l, --listen URL          listen on tcp://HOST[:PORT] or rdma://HOST[:PORT]\n"
+	    "                            (repeatable; default port %d)\n"
+	    "  -e, --export NAME=PATH[,ro][,bs=N][,uuid=UUID][,allow=HOST|any][,allow_ro=HOST]\n"
+	    "                            export a file, block device or ram:SIZE\n"
+	    "                            (repeatable); allow/allow_ro: only these\n"
+	    "                            hosts, authenticated (repeatable); no\n"
+	    "                            allow list: no host, unless allow=any\n"
+	    "      --allow-any-host      exports without an allow list serve any host\n"
+	    "      --host NAME:secret-file=PATH\n"
+	    "                            a host that authenticates with the secret\n"
+	    "                            in PATH (mode 0600; repeatable)\n"
+	    "      --name NAME           this target's identity in authentication\n"
+	    "                            (default: the system host name)\n"
+	    "  -c, --config FILE         read an INI configuration (rblk-target.conf(5))\n"
+	    "  -w, --workers N           worker threads (default: online CPUs)\n"
+	    "      --engine NAME         io_uring (default) or libaio\n"
+	    "      --max-queue-depth N   cap on the queue depth initiators get (default 128)\n"
+	    "      --max-io SIZE         cap on the bytes per command (default 1M)\n"
+	    "      --max-pending N       connections not yet logged in (default 1024;\n"
+	    "                            when full, the oldest is evicted)\n"
+	    "      --max-pending-per-host N  ... from one address (default 256)\n"
+	    "      --max-sessions N      live sessions (default 4096)\n"
+	    "      --max-sessions-per-host N ... from one address (default 1024)\n"
+	    "      --idle-timeout SEC    drop a session silent this long (default 300,\n"
+	    "                            0: never)\n"
+	    "      --poll-spin-us N      a worker whose sessions went quiet polls\n"
+	    "                            them N us (0..1000) before sleeping: lower\n"
+	    "                            latency at low queue depth for CPU (default\n"
+	    "                            0: sleep at once)\n"
+	    "      --slot-pool SIZE      registered memory for command data, shared\n"
+	    "                            by all sessions, split over the workers\n"
+	    "                            (default 256M)\n"
+	    "      --session-pool-share PCT  most of a worker's pool one session\n"
+	    "                            may hold (1..100, default 25; one source\n"
+	    "                            address: twice that)\n"
+	    "      --window-timeout SEC  drop a session that holds a slot window\n"
+	    "                            this long without returning it (1..3600,\n"
+	    "                            default 5)\n"
+	    "      --inline-data SIZE|auto  most WRITE bytes carried in the command\n"
+	    "                            capsule, 0 (off) to 16K; auto (default):\n"
+	    "                            4K, less at large queue depths\n"
+	    "      --ctl-socket PATH     control socket, or none (default %s)\n"
+	    "      --ctl-socket-mode MODE  its permissions (default 0600)\n"
+	    "      --unix-socket-mode MODE  permissions of unix data sockets\n"
+	    "                            (--listen unix:...; default 0660)\n"
+	    "      --metrics tcp://HOST:PORT|PORT\n"
+	    "                            serve Prometheus text on GET /metrics\n"
+	    "                            (a bare PORT: 127.0.0.1)\n"
+	    "  -L, --log-level LEVEL     error, warn, info (default) or debug\n"
+	    "  -h, --help                show this help\n"
+	    "  -V, --version             show the version\n"
+	    "\n"
+	    "  rblk-target ctl [--socket PATH] COMMAND ...\n"
+	    "                            talk to a running target ('ctl --help')\n"
+	    "\n"
+	    "Example:\n"
+	    "  rblk-target --listen tcp://127.0.0.1:7441 --export vol0=/srv/vol0.img,allow=any\n"
+	    "  rblk-target --listen rdma://192.0.2.1 --export scratch=ram:1G,allow=any\n",
+	    RBLK_DEFAULT_PORT, CFG_DEFAULT_CTL_SOCKET);
 }
 
 /*
@@ -125,9 +126,10 @@ static int set_name(struct cfg_target *cfg, const char *arg, char *err,
 		    size_t errlen)
 {
 	if (!*arg || strlen(arg) >= RBLK_NAME_MAX || strpbrk(arg, " \t,")) {
-		snprintf(err, errlen,
-			 "--name: '%.64s' is not 1..%d characters without spaces or ','",
-			 arg, RBLK_NAME_MAX - 1);
+		snprintf(
+		    err, errlen,
+		    "--name: '%.64s' is not 1..%d characters without spaces or ','",
+		    arg, RBLK_NAME_MAX - 1);
 		return -EINVAL;
 	}
 	snprintf(cfg->name, sizeof(cfg->name), "%s", arg);
@@ -141,8 +143,8 @@ static int set_count(const char *opt, const char *arg, unsigned long max,
 	unsigned long v;
 
 	if (parse_uint(arg, 1, max, &v)) {
-		snprintf(err, errlen, "%s: '%s' is not a number in 1..%lu",
-			 opt, arg, max);
+		snprintf(err, errlen, "%s: '%s' is not a number in 1..%lu", opt,
+			 arg, max);
 		return -EINVAL;
 	}
 	*dst = (unsigned int)v;
@@ -209,42 +211,39 @@ static int set_log_level(struct cfg_target *cfg, const char *arg, char *err,
 static const struct target_opt {
 	const char *name;
 	int has_arg;
-	char short_name;  /* 0: long only */
+	char short_name; /* 0: long only */
 	opt_set_fn set;
 	const char *limit; /* instead of set: cfg_set_limit() with this key */
 } target_opts[] = {
-	{ "listen", required_argument, 'l', cfg_add_listen, NULL },
-	{ "export", required_argument, 'e', cfg_add_export_arg, NULL },
-	{ "config", required_argument, 'c', set_config, NULL },
-	{ "workers", required_argument, 'w', set_workers, NULL },
-	{ "engine", required_argument, 0, set_engine, NULL },
-	{ "max-queue-depth", required_argument, 0, set_max_qd, NULL },
-	{ "max-io", required_argument, 0, set_max_io, NULL },
-	{ "slot-pool", required_argument, 0, cfg_set_slot_pool, NULL },
-	{ "inline-data", required_argument, 0, cfg_set_inline_data, NULL },
-	{ "max-pending", required_argument, 0, NULL, "max_pending" },
-	{ "max-pending-per-host", required_argument, 0, NULL,
-	  "max_pending_per_host" },
-	{ "max-sessions", required_argument, 0, NULL, "max_sessions" },
-	{ "max-sessions-per-host", required_argument, 0, NULL,
-	  "max_sessions_per_host" },
-	{ "idle-timeout", required_argument, 0, NULL, "idle_timeout" },
-	{ "poll-spin-us", required_argument, 0, NULL, "poll_spin_us" },
-	{ "session-pool-share", required_argument, 0, NULL,
-	  "session_pool_share" },
-	{ "window-timeout", required_argument, 0, NULL, "window_timeout" },
-	{ "ctl-socket", required_argument, 0, cfg_set_ctl_socket, NULL },
-	{ "ctl-socket-mode", required_argument, 0, cfg_set_ctl_socket_mode,
-	  NULL },
-	{ "unix-socket-mode", required_argument, 0, cfg_set_unix_socket_mode,
-	  NULL },
-	{ "metrics", required_argument, 0, cfg_set_metrics, NULL },
-	{ "host", required_argument, 0, cfg_add_host_arg, NULL },
-	{ "name", required_argument, 0, set_name, NULL },
-	{ "allow-any-host", no_argument, 0, set_allow_any, NULL },
-	{ "log-level", required_argument, 'L', set_log_level, NULL },
-	{ "help", no_argument, 'h', NULL, NULL },
-	{ "version", no_argument, 'V', NULL, NULL },
+    {"listen", required_argument, 'l', cfg_add_listen, NULL},
+    {"export", required_argument, 'e', cfg_add_export_arg, NULL},
+    {"config", required_argument, 'c', set_config, NULL},
+    {"workers", required_argument, 'w', set_workers, NULL},
+    {"engine", required_argument, 0, set_engine, NULL},
+    {"max-queue-depth", required_argument, 0, set_max_qd, NULL},
+    {"max-io", required_argument, 0, set_max_io, NULL},
+    {"slot-pool", required_argument, 0, cfg_set_slot_pool, NULL},
+    {"inline-data", required_argument, 0, cfg_set_inline_data, NULL},
+    {"max-pending", required_argument, 0, NULL, "max_pending"},
+    {"max-pending-per-host", required_argument, 0, NULL,
+     "max_pending_per_host"},
+    {"max-sessions", required_argument, 0, NULL, "max_sessions"},
+    {"max-sessions-per-host", required_argument, 0, NULL,
+     "max_sessions_per_host"},
+    {"idle-timeout", required_argument, 0, NULL, "idle_timeout"},
+    {"poll-spin-us", required_argument, 0, NULL, "poll_spin_us"},
+    {"session-pool-share", required_argument, 0, NULL, "session_pool_share"},
+    {"window-timeout", required_argument, 0, NULL, "window_timeout"},
+    {"ctl-socket", required_argument, 0, cfg_set_ctl_socket, NULL},
+    {"ctl-socket-mode", required_argument, 0, cfg_set_ctl_socket_mode, NULL},
+    {"unix-socket-mode", required_argument, 0, cfg_set_unix_socket_mode, NULL},
+    {"metrics", required_argument, 0, cfg_set_metrics, NULL},
+    {"host", required_argument, 0, cfg_add_host_arg, NULL},
+    {"name", required_argument, 0, set_name, NULL},
+    {"allow-any-host", no_argument, 0, set_allow_any, NULL},
+    {"log-level", required_argument, 'L', set_log_level, NULL},
+    {"help", no_argument, 'h', NULL, NULL},
+    {"version", no_argument, 'V', NULL, NULL},
 };
 #define NR_TARGET_OPTS ARRAY_SIZE(target_opts)
 /* getopt_long() returns OPT_BASE + index for an option without short name */
@@ -256,16 +255,16 @@ static void build_getopt(struct option *lo, char *shorts)
 	for (size_t i = 0; i < NR_TARGET_OPTS; i++) {
 		const struct target_opt *o = &target_opts[i];
 
-		lo[i] = (struct option){ o->name, o->has_arg, NULL,
-					 o->short_name ? o->short_name
-						       : OPT_BASE + (int)i };
+		lo[i] = (struct option){o->name, o->has_arg, NULL,
+					o->short_name ? o->short_name
+						      : OPT_BASE + (int)i};
 		if (o->short_name) {
 			*shorts++ = o->short_name;
 			if (o->has_arg == required_argument)
 				*shorts++ = ':';
 		}
 	}
-	lo[NR_TARGET_OPTS] = (struct option){ 0 };
+	lo[NR_TARGET_OPTS] = (struct option){0};
 	*shorts = '\0';
 }
 
@@ -319,8 +318,8 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 			exit(0);
 		}
 		if (o->short_name == 'V') {
-			printf("rblk-target %s (protocol %d)\n",
-			       rblk_version(), RBLK_PROTO_VERSION);
+			printf("rblk-target %s (protocol %d)\n", rblk_version(),
+			       RBLK_PROTO_VERSION);
 			exit(0);
 		}
 		ret = o->limit ? cfg_set_limit(cfg, o->limit, optarg, err,
@@ -369,7 +368,7 @@ static void accept_requests(struct target *t, struct listener *l,
 static int open_listeners(struct target *t, struct listener *ls, int epfd)
 {
 	for (unsigned int i = 0; i < t->cfg.nr_listen; i++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ls[i] };
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ls[i]};
 		const struct xp_ops *ops;
 		struct rblk_url u;
 		char err[256];
@@ -417,7 +416,7 @@ static int open_listeners(struct target *t, struct listener *ls, int epfd)
 
 static int serve(struct target *t, struct listener *ls)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
 	unsigned int next_worker = 0;
 	struct ctl *ctl = NULL;
 	int epfd, sfd, ret = 0;
@@ -506,9 +505,8 @@ static int open_exports(struct target *t, const sigset_t *mask)
 	/* built back to front so that the list keeps the configured order */
 	for (unsigned int i = t->cfg.nr_exports; i-- > 0;) {
 		char err[512];
-		struct export *e = export_create(&t->cfg.exports[i],
-						 t->nr_workers, err,
-						 sizeof(err));
+		struct export *e = export_create(
+		    &t->cfg.exports[i], t->nr_workers, err, sizeof(err));
 
 		const struct export *o;
 
@@ -516,8 +514,9 @@ static int open_exports(struct target *t, const sigset_t *mask)
 			return -EINVAL;
 		o = export_id_clash(t->exports, e);
 		if (o) {
-			log_err("exports %s and %s have the same volume id (a configured uuid): two volumes must not share one identity (initiators would take one for the other)",
-				e->name, o->name);
+			log_err(
+			    "exports %s and %s have the same volume id (a configured uuid): two volumes must not share one identity (initiators would take one for the other)",
+			    e->name, o->name);
 			export_put(e);
 			return -EINVAL;
 		}
@@ -552,8 +551,7 @@ int main(int argc, char **argv)
 		log_err("libsodium failed to initialise");
 		return 1;
 	}
-	if (!t.cfg.name[0] &&
-	    gethostname(t.cfg.name, sizeof(t.cfg.name) - 1))
+	if (!t.cfg.name[0] && gethostname(t.cfg.name, sizeof(t.cfg.name) - 1))
 		snprintf(t.cfg.name, sizeof(t.cfg.name), "rblk-target");
 	t.engine = engine_find(t.cfg.engine);
 	if (!t.engine) {

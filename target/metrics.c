@@ -43,7 +43,8 @@
 /* a connection waiting for its request this long may be cut for a newcomer */
 #define METRICS_EVICT_GRACE_MS 1000
 #define METRICS_IDLE_S 60 /* keep-alive between scrapes */
-#define METRICS_MEM_LIMIT 4096 /* per connection: request headers over it get 431 */
+#define METRICS_MEM_LIMIT                                                      \
+	4096 /* per connection: request headers over it get 431 */
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* One open connection, from libmicrohttpd's STARTED to its CLOSED. */
@@ -51,7 +52,7 @@ struct mconn {
 	int fd;
 	/* cut at this now_ms() unless a request arrived; 0: answering */
 	uint64_t deadline;
-	bool cut; /* shut down; libmicrohttpd closes it soon */
+	bool cut;  /* shut down; libmicrohttpd closes it soon */
 	bool busy; /* a request came; its answer has not gone out */
 	struct mconn *next, **pprev;
 };
@@ -82,36 +83,37 @@ static void prom_str(FILE *f, const char *s)
 static int metrics_text(struct target *t, FILE *f)
 {
 	struct ctl_export_row *rows;
-	struct ctl_req r = { 0 };
+	struct ctl_req r = {0};
 	unsigned int n;
 
 	rows = ctl_exports_copy(t, &r, NULL, &n);
 	if (!rows)
 		return -1;
 
-	fputs("# HELP rblk_ops_total Commands answered, by export and opcode.\n"
-	      "# TYPE rblk_ops_total counter\n"
-	      "# HELP rblk_bytes_total Bytes read or written, by export.\n"
-	      "# TYPE rblk_bytes_total counter\n"
-	      "# HELP rblk_errors_total Commands answered with an error status.\n"
-	      "# TYPE rblk_errors_total counter\n"
-	      "# HELP rblk_window_timeouts_total Sessions dropped for holding slot windows past window_timeout.\n"
-	      "# TYPE rblk_window_timeouts_total counter\n"
-	      "# HELP rblk_sessions Sessions logged in, by export.\n"
-	      "# TYPE rblk_sessions gauge\n"
-	      "# HELP rblk_latency_us Command receipt to response posted, microseconds.\n"
-	      "# TYPE rblk_latency_us histogram\n",
-	      f);
+	fputs(
+	    "# HELP rblk_ops_total Commands answered, by export and opcode.\n"
+	    "# TYPE rblk_ops_total counter\n"
+	    "# HELP rblk_bytes_total Bytes read or written, by export.\n"
+	    "# TYPE rblk_bytes_total counter\n"
+	    "# HELP rblk_errors_total Commands answered with an error status.\n"
+	    "# TYPE rblk_errors_total counter\n"
+	    "# HELP rblk_window_timeouts_total Sessions dropped for holding slot windows past window_timeout.\n"
+	    "# TYPE rblk_window_timeouts_total counter\n"
+	    "# HELP rblk_sessions Sessions logged in, by export.\n"
+	    "# TYPE rblk_sessions gauge\n"
+	    "# HELP rblk_latency_us Command receipt to response posted, microseconds.\n"
+	    "# TYPE rblk_latency_us histogram\n",
+	    f);
 	for (unsigned int k = 0; k < n; k++) {
 		const struct ctl_export_row *e = &rows[k];
 		const struct iostats_snap *s = &e->stats;
 		uint64_t cum = 0;
 
-#define LBL(extra)                       \
-	do {                             \
-		fputs("{export=", f);    \
-		prom_str(f, e->name);    \
-		fputs(extra, f);         \
+#define LBL(extra)                                                             \
+	do {                                                                   \
+		fputs("{export=", f);                                          \
+		prom_str(f, e->name);                                          \
+		fputs(extra, f);                                               \
 	} while (0)
 		for (int i = 0; i < STAT_NR_OPS; i++) {
 			fputs("rblk_ops_total", f);
@@ -171,7 +173,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 static struct mconn *conn_of(struct MHD_Connection *c)
 {
 	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 	return ci ? ci->socket_context : NULL;
 }
@@ -220,9 +222,10 @@ static void make_room(struct metrics *m, struct mconn *newcomer)
 	}
 	if (!v)
 		return;
-	log_ratelimited(LOG_WARN,
-			"metrics: %u connections; cutting the one that waited longest for a request",
-			m->nr_conns);
+	log_ratelimited(
+	    LOG_WARN,
+	    "metrics: %u connections; cutting the one that waited longest for a request",
+	    m->nr_conns);
 	shutdown(v->fd, SHUT_RDWR);
 	v->cut = true;
 }
@@ -236,7 +239,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **ctx,
 
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
-			c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		    c, MHD_CONNECTION_INFO_CONNECTION_FD);
 
 		mc = calloc(1, sizeof(*mc));
 		if (!mc)
@@ -280,7 +283,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned int status,
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
-	resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	resp =
+	    MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(body);
 		return MHD_NO;
@@ -288,7 +292,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned int status,
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				METRICS_CONTENT_TYPE);
 	if (is_405)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
+					"GET, HEAD");
 	ret = MHD_queue_response(c, status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -361,8 +366,9 @@ void metrics_expire(struct metrics *m)
 		 * under this lock, comes before it closes the fd): shutting
 		 * it down makes its loop see the end and close.
 		 */
-		log_debug("metrics: a client sent no whole request in %d s; closing it",
-			  CTL_IO_TIMEOUT_S);
+		log_debug(
+		    "metrics: a client sent no whole request in %d s; closing it",
+		    CTL_IO_TIMEOUT_S);
 		shutdown(mc->fd, SHUT_RDWR);
 		mc->deadline = 0;
 	}
@@ -372,8 +378,8 @@ void metrics_expire(struct metrics *m)
 /* A listening socket for url (tcp://HOST:PORT or a bare port). */
 static int listen_on(const char *url)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICSERV | AI_PASSIVE };
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
 	struct addrinfo *ai;
 	struct rblk_url u;
 	char port[8];
@@ -422,18 +428,16 @@ int metrics_open(struct target *t, const char *url, struct metrics **out)
 		goto out_free;
 	}
 	m->d = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, on_request, m,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, /* first: all its lines */
-		MHD_OPTION_LISTEN_SOCKET, fd,
-		/* past METRICS_MAX_CONNS make_room() cuts one: never reached */
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(2 * METRICS_MAX_CONNS),
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)METRICS_IDLE_S,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_MEM_LIMIT,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
-		MHD_OPTION_END);
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, on_request, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+	    m, /* first: all its lines */
+	    MHD_OPTION_LISTEN_SOCKET, fd,
+	    /* past METRICS_MAX_CONNS make_room() cuts one: never reached */
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(2 * METRICS_MAX_CONNS),
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)METRICS_IDLE_S,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_MEM_LIMIT,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_END);
 	if (!m->d) {
 		log_err("metrics %s: libmicrohttpd did not start", url);
 		close(fd);

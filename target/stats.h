@@ -62,7 +62,8 @@ struct iostats_snap {
 static inline void stat_inc(_Atomic uint64_t *p, uint64_t v)
 {
 	/* single writer: no read-modify-write instruction needed */
-	atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + v,
+	atomic_store_explicit(p,
+			      atomic_load_explicit(p, memory_order_relaxed) + v,
 			      memory_order_relaxed);
 }
 

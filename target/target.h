@@ -46,13 +46,13 @@ enum export_kind {
 
 /* Where an export's volume id comes from (volid.c). */
 enum vol_ident {
-	VOL_IDENT_NONE, /* a stand-in: LOGIN says RBLK_F_NO_IDENTITY */
-	VOL_IDENT_CONFIG, /* uuid = */
+	VOL_IDENT_NONE,	   /* a stand-in: LOGIN says RBLK_F_NO_IDENTITY */
+	VOL_IDENT_CONFIG,  /* uuid = */
 	VOL_IDENT_BACKEND, /* backend_ops.vol_id (rbd: the image) */
-	VOL_IDENT_XATTR, /* the file's user.rblk.uuid */
+	VOL_IDENT_XATTR,   /* the file's user.rblk.uuid */
 	VOL_IDENT_SIDECAR, /* .NAME.rblk-uuid beside the file */
 	VOL_IDENT_DEVICE, /* the block device's wwid / serial / dm or md uuid */
-	VOL_IDENT_RUN, /* ram: random, this run's volume only */
+	VOL_IDENT_RUN,	  /* ram: random, this run's volume only */
 };
 
 /*
@@ -70,7 +70,8 @@ struct cfg_retired {
 	struct cfg_export *cfg;
 };
 
-struct export {
+struct export
+{
 	char name[RBLK_NAME_MAX];
 	char path[4096];
 	enum export_kind kind;
@@ -78,13 +79,14 @@ struct export {
 	uint64_t size;
 	uint32_t block_size;
 	uint32_t features; /* RBLK_F_* offered */
-	/* the volume's identity (volid_identify()), set at open, then read-only */
+	/* the volume's identity (volid_identify()), set at open, then read-only
+	 */
 	uint8_t vol_id[EXPORT_VOL_ID_LEN];
 	enum vol_ident ident;
 	char ident_src[320]; /* where vol_id came from, for the log */
 	bool read_only;
-	int fd; /* buffered descriptor (files, block devices) */
-	int fd_odirect; /* O_DIRECT descriptor, or -1 when refused */
+	int fd;		    /* buffered descriptor (files, block devices) */
+	int fd_odirect;	    /* O_DIRECT descriptor, or -1 when refused */
 	uint32_t dio_align; /* offset/length alignment O_DIRECT needs */
 	atomic_bool odirect_failed; /* O_DIRECT gave EINVAL once: stop using */
 	/*
@@ -94,8 +96,10 @@ struct export {
 	 * one to a kernel worker thread: two context switches per I/O.)
 	 */
 	bool mem_fs;
-	void *mem; /* EXPORT_RAM memory, or a direct-access file's MAP_SHARED map */
-	/* RBLK_F_DIRECT: one-sided volume access, mem registered per connection */
+	void *mem; /* EXPORT_RAM memory, or a direct-access file's MAP_SHARED
+		      map */
+	/* RBLK_F_DIRECT: one-sided volume access, mem registered per connection
+	 */
 	bool direct;
 	void *priv; /* the backend's own state (rbd: struct rbd_image) */
 	atomic_uint sessions; /* live logins */
@@ -110,7 +114,8 @@ struct export {
 	 */
 	struct cfg_export *_Atomic cfg;
 	struct cfg_retired *retired; /* replaced definitions; ctl thread */
-	struct iostats *wstats; /* one per worker, written by that worker only */
+	struct iostats
+	    *wstats; /* one per worker, written by that worker only */
 	unsigned int nr_wstats;
 	struct export *next; /* target's list, under exports_lock */
 };
@@ -200,7 +205,7 @@ void volid_none(struct export *e, const struct stat *st);
  * the ctl client); returns ret.
  */
 int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);
@@ -293,23 +298,23 @@ const struct engine_ops *engine_find(const char *name);
  * One tag of a connection. States (docs/PROTOCOL.md, "The flows"):
  */
 enum treq_state {
-	TREQ_FREE, /* tag not in use */
-	TREQ_SLOT, /* READ/WRITE: waiting for pool space (worker->slot_wait) */
+	TREQ_FREE,  /* tag not in use */
+	TREQ_SLOT,  /* READ/WRITE: waiting for pool space (worker->slot_wait) */
 	TREQ_GRANT, /* WRITE: bind a write window and send GRANT (credits) */
-	TREQ_DATA, /* WRITE: GRANT out; waiting for WRITE_DATA */
-	TREQ_EXEC, /* start the backend operation */
+	TREQ_DATA,  /* WRITE: GRANT out; waiting for WRITE_DATA */
+	TREQ_EXEC,  /* start the backend operation */
 	TREQ_BACKEND, /* engine operation in flight */
 	TREQ_RESPOND, /* result known; waiting for send-queue credits */
-	TREQ_PULLED, /* pull READ: RESP + window out; waiting for READ_DONE */
+	TREQ_PULLED,  /* pull READ: RESP + window out; waiting for READ_DONE */
 };
 
 struct treq {
 	struct tconn *conn;
 	struct rblk_cmd cmd;
 	enum treq_state state;
-	int result; /* 0 or -errno from the backend */
-	int status; /* RBLK_S_* to send back */
-	bool odirect; /* current attempt used the O_DIRECT descriptor */
+	int result;	    /* 0 or -errno from the backend */
+	int status;	    /* RBLK_S_* to send back */
+	bool odirect;	    /* current attempt used the O_DIRECT descriptor */
 	uint64_t t_recv_ns; /* when the command arrived, for latency stats */
 	/*
 	 * The command's run of the worker's slot pool (READ/WRITE), from
@@ -345,8 +350,8 @@ void treq_backend_done(struct treq *r, int res);
 /* ---- connections ----------------------------------------------------- */
 
 enum tconn_state {
-	TCONN_LOGIN, /* accepted; waiting for HELLO */
-	TCONN_LIVE, /* logged in; serving commands */
+	TCONN_LOGIN,   /* accepted; waiting for HELLO */
+	TCONN_LIVE,    /* logged in; serving commands */
 	TCONN_CLOSING, /* failed or finished; waiting for backend I/O to end */
 };
 
@@ -378,16 +383,16 @@ struct tconn {
 	struct vol_reg *vol;
 	struct xp_mw *vol_mw;
 
-	struct treq *reqs; /* qd of them */
+	struct treq *reqs;		    /* qd of them */
 	struct treq *wait_head, *wait_tail; /* waiting for credits */
-	uint64_t flushes; /* batches posted (or dropped) so far */
+	uint64_t flushes;	  /* batches posted (or dropped) so far */
 	struct tconn *next_flush; /* on worker->flush_head while nr_batch */
 	unsigned int backend_inflight;
 	bool login_sent_close; /* close once the LOGIN refusal is sent */
 	/* shown by the control socket; written under worker->conns_lock */
 	char host[RBLK_NAME_MAX]; /* host name from HELLO */
 	uint16_t queue_id;
-	uint64_t login_ms; /* now_ms() at login */
+	uint64_t login_ms;    /* now_ms() at login */
 	struct iostats stats; /* written by the owning worker only */
 
 	uint64_t login_deadline_ms; /* TCONN_LOGIN: fail if still here then */
@@ -408,9 +413,9 @@ struct tconn {
 	int hidden_st;
 	char hidden_why[256];
 
-	struct tconn *next; /* worker's list */
+	struct tconn *next;	    /* worker's list */
 	unsigned int push_inflight; /* push READ responses not completed */
-	uint64_t push_progress_ms; /* last push completed, or first posted */
+	uint64_t push_progress_ms;  /* last push completed, or first posted */
 	/*
 	 * Slot pool share (docs/PROTOCOL.md, "What a session may hold"):
 	 * the bytes of pool runs its commands hold (push slots included),
@@ -425,9 +430,9 @@ struct tconn {
 	bool slot_queued, slot_parked;
 	struct lim_conn *adm; /* its admission (limits_admit()); owned */
 	uint64_t accepted_ms; /* when worker_accept() took it */
-	bool talked; /* TCONN_LOGIN: a first message came */
-	uint64_t last_rx_ms; /* worker->now_ms of the last message */
-	uint64_t closing_ms; /* when it became TCONN_CLOSING */
+	bool talked;	      /* TCONN_LOGIN: a first message came */
+	uint64_t last_rx_ms;  /* worker->now_ms of the last message */
+	uint64_t closing_ms;  /* when it became TCONN_CLOSING */
 };
 
 /* ---- workers --------------------------------------------------------- */
@@ -504,7 +509,7 @@ struct worker {
 	int mailbox_fd; /* eventfd: new connections or stop */
 	pthread_mutex_t mailbox_lock;
 	atomic_uint lock_wanted; /* the main thread waits for turn_lock */
-	struct tconn *conns; /* owned */
+	struct tconn *conns;	 /* owned */
 	unsigned int nr_conns;
 	/*
 	 * Held by the worker while it links or unlinks conns or changes a
@@ -513,14 +518,15 @@ struct worker {
 	 */
 	pthread_mutex_t conns_lock;
 	atomic_bool stop;
-	atomic_bool check_removed; /* an export was removed: close its sessions */
+	atomic_bool
+	    check_removed; /* an export was removed: close its sessions */
 	atomic_bool check_evicted; /* limits evicted a pending connection */
 
 	const struct engine_ops *engine;
 	void *engine_priv;
 	struct treq *busy_head, *busy_tail; /* waiting for engine room */
 	struct tconn *flush_head; /* connections with a batch to post */
-	unsigned int spin_us; /* poll before sleeping (0: sleep at once) */
+	unsigned int spin_us;	  /* poll before sleeping (0: sleep at once) */
 	struct spin_backoff spin;
 	uint64_t now_ms; /* at the start of this turn */
 };
@@ -564,10 +570,10 @@ int ctl_client_main(int argc, char **argv);
 /* What login_decide() settles for an accepted HELLO. */
 struct login_plan {
 	struct rblk_hello hello; /* as decoded */
-	bool discover; /* a DISCOVER HELLO: list exports, then close */
-	struct export *exp; /* the export logged in to (lookup's result) */
+	bool discover;		/* a DISCOVER HELLO: list exports, then close */
+	struct export *exp;	/* the export logged in to (lookup's result) */
 	struct rblk_limits lim; /* granted: commands are validated against it */
-	char why[256]; /* refusal reason, for the log */
+	char why[256];		/* refusal reason, for the log */
 };
 
 /*
@@ -591,9 +597,9 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
  * be granted, which its receive buffers are sized for when it is
  * accepted: cfg->inline_data when set, else (auto) the largest power of
  * two from 512 to RBLK_INLINE_DEFAULT that keeps its receive ring
- * (nr_recv receives, each RBLK_CMD_SIZE + inline bytes) within INLINE_RING_PINNED where registering pins memory
- * (rdma), INLINE_RING_UNPINNED where it does not (tcp); 0 when none
- * fits. Pure; any thread.
+ * (nr_recv receives, each RBLK_CMD_SIZE + inline bytes) within
+ * INLINE_RING_PINNED where registering pins memory (rdma), INLINE_RING_UNPINNED
+ * where it does not (tcp); 0 when none fits. Pure; any thread.
  */
 #define INLINE_RING_PINNED (256u << 10)
 #define INLINE_RING_UNPINNED (1u << 20)
@@ -636,10 +642,10 @@ bool exports_all_open(struct target *t);
 
 /* What auth_decide() settles for an AUTH_RESPONSE. */
 struct auth_plan {
-	struct rblk_auth_ctx ctx; /* what the MACs bind (for AUTH_RESULT) */
+	struct rblk_auth_ctx ctx;    /* what the MACs bind (for AUTH_RESULT) */
 	const struct cfg_host *host; /* the host proven, on RBLK_S_OK */
-	bool read_only; /* an allow_ro grant */
-	char why[320]; /* refusal reason, for the log */
+	bool read_only;		     /* an allow_ro grant */
+	char why[320];		     /* refusal reason, for the log */
 };
 
 /*

@@ -119,9 +119,10 @@ static int group_reg_pool(struct worker *w, struct wgroup *wg)
 				      XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
 				      &wg->pool_mr);
 		if (ret)
-			log_err("worker %u: registering the slot pool (%zu bytes) on %s: %s",
-				w->index, w->pool_len, wg->ops->name,
-				strerror(-ret));
+			log_err(
+			    "worker %u: registering the slot pool (%zu bytes) on %s: %s",
+			    w->index, w->pool_len, wg->ops->name,
+			    strerror(-ret));
 		return ret;
 	}
 	for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++) {
@@ -137,7 +138,7 @@ static int group_reg_pool(struct worker *w, struct wgroup *wg)
 /* w's group for transport ops, created on first use. NULL on failure. */
 static struct wgroup *group_for(struct worker *w, const struct xp_ops *ops)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 	struct wgroup *wg;
 	int ret;
 
@@ -233,8 +234,8 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 	if (ret) {
 		log_warn("%s: rejecting %s (queue depth %u): %s", url,
 			 xp_peer_name(xc), qd,
-			 ret == -ENOSPC ? "its poll group's CQ is full" :
-					  strerror(-ret));
+			 ret == -ENOSPC ? "its poll group's CQ is full"
+					: strerror(-ret));
 		xp_reject(xc, rej,
 			  rblk_cm_rej_encode(rej, RBLK_S_NO_RESOURCES));
 		ret = 0; /* take the next one */
@@ -305,7 +306,8 @@ static void sweep_holders(struct worker *w)
 		drop_holder(w, c, now);
 }
 
-/* ---- the worker thread ------------------------------------------------------ */
+/* ---- the worker thread ------------------------------------------------------
+ */
 
 static void close_removed(struct worker *w)
 {
@@ -338,10 +340,10 @@ static void close_evicted(struct worker *w)
 		n++;
 	}
 	if (n)
-		log_ratelimited(LOG_INFO,
-				"worker %u: closed %u connections evicted from the pending table (%llu in all)",
-				w->index, n,
-				(unsigned long long)limits_evictions());
+		log_ratelimited(
+		    LOG_INFO,
+		    "worker %u: closed %u connections evicted from the pending table (%llu in all)",
+		    w->index, n, (unsigned long long)limits_evictions());
 }
 
 void worker_kick_evicted(struct worker *w)
@@ -379,13 +381,16 @@ static void reap_closed(struct worker *w, bool check_login_timeouts)
 	worker_flush_sends(w); /* nothing freed stays on the flush list */
 	while ((c = *pp)) {
 		if (check_login_timeouts && tconn_login_expired(c, now))
-			tconn_fail(c, limits_pressure()
-					  ? "no login within 2 s (pending table under pressure)"
-					  : "no login within 10 s");
+			tconn_fail(
+			    c,
+			    limits_pressure()
+				? "no login within 2 s (pending table under pressure)"
+				: "no login within 10 s");
 		if (check_login_timeouts && idle_too_long(w, c, now)) {
 			char why[64];
 
-			snprintf(why, sizeof(why), "idle for %u s (idle_timeout)",
+			snprintf(why, sizeof(why),
+				 "idle for %u s (idle_timeout)",
 				 w->tgt->cfg.idle_timeout);
 			tconn_fail(c, why);
 		}
@@ -642,7 +647,8 @@ static void pool_populate(struct worker *w)
 		memset(w->pool_mem, 0, w->pool_len); /* before Linux 5.14 */
 }
 
-/* The pool of worker index: the target's total, split evenly, at least max_io. */
+/* The pool of worker index: the target's total, split evenly, at least max_io.
+ */
 static size_t pool_share(const struct target *t)
 {
 	size_t share = (size_t)(t->cfg.slot_pool / t->nr_workers);
@@ -662,14 +668,14 @@ static void pool_shares(struct worker *w, const struct target *t)
 	uint64_t pct = t->cfg.session_pool_share;
 
 	w->share_session = MAX(w->pool_len * pct / 100, one);
-	w->share_host = MAX(w->pool_len * MIN(2 * pct, 100) / 100,
-			    w->share_session);
+	w->share_host =
+	    MAX(w->pool_len * MIN(2 * pct, 100) / 100, w->share_session);
 	w->window_timeout_ms = (uint64_t)t->cfg.window_timeout * 1000u;
 }
 
 int worker_start(struct worker *w, struct target *t, unsigned int index)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 	int ret;
 
 	memset(w, 0, sizeof(*w));

@@ -24,7 +24,7 @@ enum wrid_kind {
 	/* a push READ's RDMA WRITE + RESP; val: the slot's pool page */
 	WRID_PUSH,
 	WRID_LOGIN, /* LOGIN (+ volume bind), its refusal, DISCOVER_REPLY */
-	WRID_AUTH, /* AUTH_CHALLENGE or AUTH_RESULT */
+	WRID_AUTH,  /* AUTH_CHALLENGE or AUTH_RESULT */
 };
 
 static inline void *send_buf(struct tconn *c, unsigned int i)
@@ -51,13 +51,12 @@ void tconn_destroy(struct worker *w, struct tconn *c);
  * for queue depth qd and accept it. NULL after rejecting xc. Takes over
  * lim, its admission (released on failure).
  */
-struct tconn *tconn_new(struct worker *w, struct wgroup *wg,
-			struct xp_conn *xc, uint16_t qd, struct lim_conn *lim);
+struct tconn *tconn_new(struct worker *w, struct wgroup *wg, struct xp_conn *xc,
+			uint16_t qd, struct lim_conn *lim);
 /* c is in TCONN_LOGIN past its login limit (the pressure one included). */
 bool tconn_login_expired(const struct tconn *c, uint64_t now);
 /* One completion of c (RECV or send side). */
-void tconn_handle_wc(struct worker *w, struct tconn *c,
-		     const struct xp_wc *wc);
+void tconn_handle_wc(struct worker *w, struct tconn *c, const struct xp_wc *wc);
 
 /* io.c */
 void treq_process(struct treq *r);

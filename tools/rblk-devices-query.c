@@ -27,7 +27,7 @@
 
 /* Read the first line of a small sysfs file, without its newline. */
 static int sysfs_read(char *buf, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static int sysfs_read(char *buf, size_t len, const char *fmt, ...)
 {
@@ -113,8 +113,8 @@ struct nl_sock {
 
 static int nl_open(struct nl_sock *nl)
 {
-	struct timeval tv = { .tv_sec = 2 };
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	struct timeval tv = {.tv_sec = 2};
+	struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
 
 	nl->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
 	if (nl->fd < 0)
@@ -132,7 +132,8 @@ static int nl_open(struct nl_sock *nl)
 
 static void nl_put_u32(struct nlmsghdr *h, uint16_t type, uint32_t v)
 {
-	struct nlattr *a = (struct nlattr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len));
+	struct nlattr *a =
+	    (struct nlattr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len));
 
 	a->nla_type = type;
 	a->nla_len = NLA_HDRLEN + sizeof(v);
@@ -199,7 +200,8 @@ static int nl_call(struct nl_sock *nl, struct nlmsghdr *req,
 
 		if (n < 0)
 			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		for (left = (size_t)n; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+		for (left = (size_t)n; NLMSG_OK(h, left);
+		     h = NLMSG_NEXT(h, left)) {
 			if (h->nlmsg_seq != seq)
 				continue;
 			if (h->nlmsg_type == NLMSG_DONE)
@@ -252,7 +254,7 @@ static void nl_port_cb(const struct nlattr **tb, void *arg)
 /* Fill each port's netdev from RDMA netlink; quietly does nothing on error. */
 static void nl_netdevs(struct dev_info *devs, int nr)
 {
-	struct nl_devs nd = { .devs = devs, .nr = nr };
+	struct nl_devs nd = {.devs = devs, .nr = nr};
 	struct {
 		struct nlmsghdr h;
 		char attrs[64];
@@ -283,7 +285,7 @@ static void nl_netdevs(struct dev_info *devs, int nr)
 			memset(&req, 0, sizeof(req));
 			req.h.nlmsg_len = NLMSG_LENGTH(0);
 			req.h.nlmsg_type = RDMA_NL_GET_TYPE(
-				RDMA_NL_NLDEV, RDMA_NLDEV_CMD_PORT_GET);
+			    RDMA_NL_NLDEV, RDMA_NLDEV_CMD_PORT_GET);
 			req.h.nlmsg_flags = NLM_F_REQUEST;
 			nl_put_u32(&req.h, RDMA_NLDEV_ATTR_DEV_INDEX,
 				   (uint32_t)d->nl_index);
@@ -444,9 +446,9 @@ static int query_device(struct ibv_device *dev, struct dev_info *d)
 			p->err = ret > 0 ? -ret : -EIO;
 			continue;
 		}
-		p->phys_state = p->attr.phys_state ?
-					p->attr.phys_state :
-					sysfs_phys_state(d, p->num);
+		p->phys_state = p->attr.phys_state
+				    ? p->attr.phys_state
+				    : sysfs_phys_state(d, p->num);
 	}
 	/*
 	 * The GID table ioctl, else (old kernels, or iWARP devices, which
@@ -481,7 +483,6 @@ void free_device(struct dev_info *d)
 	free(d->ports);
 }
 
-
 int query_all(struct ibv_device **list, int num, const char *only,
 	      struct dev_info *devs, bool *failed)
 {
@@ -500,10 +501,9 @@ int query_all(struct ibv_device **list, int num, const char *only,
 	if (nr)
 		nl_netdevs(devs, nr);
 	for (int i = 0; i < nr; i++)
-		for (unsigned int k = 0; !devs[i].err[0] && k < devs[i].nr_ports;
-		     k++)
+		for (unsigned int k = 0;
+		     !devs[i].err[0] && k < devs[i].nr_ports; k++)
 			if (!devs[i].ports[k].err)
 				port_netdev(&devs[i], &devs[i].ports[k]);
 	return nr;
 }
-

@@ -94,10 +94,9 @@ static const char *port_state_str(enum ibv_port_state s)
 static const char *phys_state_str(uint8_t s)
 {
 	static const char *const names[] = {
-		[1] = "SLEEP",	  [2] = "POLLING",
-		[3] = "DISABLED", [4] = "TRAINING",
-		[5] = "LINK_UP",  [6] = "LINK_ERROR_RECOVERY",
-		[7] = "PHY_TEST",
+	    [1] = "SLEEP",    [2] = "POLLING", [3] = "DISABLED",
+	    [4] = "TRAINING", [5] = "LINK_UP", [6] = "LINK_ERROR_RECOVERY",
+	    [7] = "PHY_TEST",
 	};
 
 	if (s < ARRAY_SIZE(names) && names[s])
@@ -115,8 +114,8 @@ static const char *link_layer_str(const struct dev_info *d,
 		return "Ethernet";
 	default:
 		/* old kernels leave it unspecified on InfiniBand ports */
-		return d->transport == IBV_TRANSPORT_IB ? "InfiniBand" :
-							  "unspecified";
+		return d->transport == IBV_TRANSPORT_IB ? "InfiniBand"
+							: "unspecified";
 	}
 }
 
@@ -185,9 +184,9 @@ static const char *speed_str(uint8_t s, double *lane_gbps)
 		const char *name;
 		double gbps;
 	} speeds[] = {
-		{ 1, "SDR", 2.5 },    { 2, "DDR", 5.0 },    { 4, "QDR", 10.0 },
-		{ 8, "FDR10", 10.0 }, { 16, "FDR", 14.0 },  { 32, "EDR", 25.0 },
-		{ 64, "HDR", 50.0 },  { 128, "NDR", 100.0 },
+	    {1, "SDR", 2.5},	{2, "DDR", 5.0},     {4, "QDR", 10.0},
+	    {8, "FDR10", 10.0}, {16, "FDR", 14.0},   {32, "EDR", 25.0},
+	    {64, "HDR", 50.0},	{128, "NDR", 100.0},
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(speeds); i++) {
@@ -203,8 +202,8 @@ static const char *speed_str(uint8_t s, double *lane_gbps)
 static void format_guid(char *buf, size_t len, uint64_t guid)
 {
 	snprintf(buf, len, "%04x:%04x:%04x:%04x", (unsigned)(guid >> 48),
-		 (unsigned)(guid >> 32) & 0xffff, (unsigned)(guid >> 16) & 0xffff,
-		 (unsigned)guid & 0xffff);
+		 (unsigned)(guid >> 32) & 0xffff,
+		 (unsigned)(guid >> 16) & 0xffff, (unsigned)guid & 0xffff);
 }
 
 static void format_gid(char *buf, size_t len, const union ibv_gid *gid)
@@ -227,14 +226,15 @@ static void print_text(const struct dev_info *d)
 		return;
 	}
 	printf("    firmware %s, vendor 0x%04x part %u hw %u, %u port%s\n",
-	       d->attr.fw_ver[0] ? d->attr.fw_ver : "(none)",
-	       d->attr.vendor_id, d->attr.vendor_part_id, d->attr.hw_ver,
-	       d->nr_ports, d->nr_ports == 1 ? "" : "s");
-	printf("    max_qp %d, max_qp_wr %d, max_sge %d, max_mr %d, max_mr_size %" PRIu64
-	       ", max_qp_rd_atom %d, max_qp_init_rd_atom %d\n",
-	       d->attr.max_qp, d->attr.max_qp_wr, d->attr.max_sge,
-	       d->attr.max_mr, (uint64_t)d->attr.max_mr_size,
-	       d->attr.max_qp_rd_atom, d->attr.max_qp_init_rd_atom);
+	       d->attr.fw_ver[0] ? d->attr.fw_ver : "(none)", d->attr.vendor_id,
+	       d->attr.vendor_part_id, d->attr.hw_ver, d->nr_ports,
+	       d->nr_ports == 1 ? "" : "s");
+	printf(
+	    "    max_qp %d, max_qp_wr %d, max_sge %d, max_mr %d, max_mr_size %" PRIu64
+	    ", max_qp_rd_atom %d, max_qp_init_rd_atom %d\n",
+	    d->attr.max_qp, d->attr.max_qp_wr, d->attr.max_sge, d->attr.max_mr,
+	    (uint64_t)d->attr.max_mr_size, d->attr.max_qp_rd_atom,
+	    d->attr.max_qp_init_rd_atom);
 
 	for (unsigned int i = 0; i < d->nr_ports; i++) {
 		const struct port_info *p = &d->ports[i];
@@ -250,7 +250,8 @@ static void print_text(const struct dev_info *d)
 		       port_state_str(p->attr.state),
 		       phys_state_str(p->phys_state), link_layer_str(d, p));
 		printf(", netdev %s", p->netdev[0] ? p->netdev : "-");
-		printf("\n    active MTU %d (max %d)", mtu_bytes(p->attr.active_mtu),
+		printf("\n    active MTU %d (max %d)",
+		       mtu_bytes(p->attr.active_mtu),
 		       mtu_bytes(p->attr.max_mtu));
 		if (is_ib(d, p))
 			printf(", LID %u, SM LID %u, LMC %u", p->attr.lid,
@@ -310,7 +311,7 @@ static void json_port(struct json_object *o, const struct dev_info *d,
 		rjson_add_str(o, "speed", s);
 		rjson_add(o, "rate_gbps",
 			  json_object_new_double(
-				  lane * width_lanes(p->attr.active_width)));
+			      lane * width_lanes(p->attr.active_width)));
 	}
 	if (p->netdev[0])
 		rjson_add_str(o, "netdev", p->netdev);
@@ -409,47 +410,51 @@ static void explain_no_device(void)
 
 	kernel_devices(kdevs, sizeof(kdevs));
 	if (kdevs[0]) {
-		fprintf(stderr,
-			PROG ": the kernel has RDMA devices (%s) but libibverbs sees none.\n"
-			"Load the user-space verbs interface (modprobe ib_uverbs) and make sure\n"
-			"rdma-core's ibverbs providers for the driver are installed\n"
-			"(Debian: ibverbs-providers).\n",
-			kdevs);
+		fprintf(
+		    stderr,
+		    PROG
+		    ": the kernel has RDMA devices (%s) but libibverbs sees none.\n"
+		    "Load the user-space verbs interface (modprobe ib_uverbs) and make sure\n"
+		    "rdma-core's ibverbs providers for the driver are installed\n"
+		    "(Debian: ibverbs-providers).\n",
+		    kdevs);
 		return;
 	}
-	fprintf(stderr,
-		PROG ": no RDMA devices found.\n"
-		"To get a software device:\n"
-		"  modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0   (RoCE)\n"
-		"  modprobe siw && rdma link add siw0 type siw netdev eth0        (iWARP)\n"
-		"(replace eth0 with a network interface of this host);\n"
-		"rdma-core's ibverbs providers must be installed (Debian: ibverbs-providers).\n");
+	fprintf(
+	    stderr, PROG
+	    ": no RDMA devices found.\n"
+	    "To get a software device:\n"
+	    "  modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0   (RoCE)\n"
+	    "  modprobe siw && rdma link add siw0 type siw netdev eth0        (iWARP)\n"
+	    "(replace eth0 with a network interface of this host);\n"
+	    "rdma-core's ibverbs providers must be installed (Debian: ibverbs-providers).\n");
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: " PROG " [-o text|json] [-d DEVICE]\n"
-		"List RDMA devices, their ports and GIDs.\n"
-		"\n"
-		"  -o, --output FORMAT   text (default) or json\n"
-		"  -d, --device DEVICE   only this device (e.g. rxe0, mlx5_0)\n"
-		"  -h, --help            show this help\n"
-		"  -V, --version         show the version\n"
-		"\n"
-		"Exit status: 0 success, 1 no device (or one could not be queried),\n"
-		"2 usage error.\n");
+	fprintf(
+	    f,
+	    "Usage: " PROG " [-o text|json] [-d DEVICE]\n"
+	    "List RDMA devices, their ports and GIDs.\n"
+	    "\n"
+	    "  -o, --output FORMAT   text (default) or json\n"
+	    "  -d, --device DEVICE   only this device (e.g. rxe0, mlx5_0)\n"
+	    "  -h, --help            show this help\n"
+	    "  -V, --version         show the version\n"
+	    "\n"
+	    "Exit status: 0 success, 1 no device (or one could not be queried),\n"
+	    "2 usage error.\n");
 }
 
 /* Options into *json and *only; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bool *json, const char **only)
 {
 	static const struct option longopts[] = {
-		{ "output", required_argument, NULL, 'o' },
-		{ "device", required_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
+	    {"output", required_argument, NULL, 'o'},
+	    {"device", required_argument, NULL, 'd'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -457,9 +462,11 @@ static int parse_args(int argc, char **argv, bool *json, const char **only)
 		switch (c) {
 		case 'o':
 			if (strcmp(optarg, "json") && strcmp(optarg, "text")) {
-				fprintf(stderr,
-					PROG ": unknown output format '%s' (text or json)\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    PROG
+				    ": unknown output format '%s' (text or json)\n",
+				    optarg);
 				return 2;
 			}
 			*json = !strcmp(optarg, "json");
@@ -522,10 +529,12 @@ int main(int argc, char **argv)
 
 	if (!nr) {
 		if (num > 0 && only) {
-			fprintf(stderr, PROG ": no RDMA device named '%s'; there are:",
+			fprintf(stderr,
+				PROG ": no RDMA device named '%s'; there are:",
 				only);
 			for (int i = 0; i < num; i++)
-				fprintf(stderr, " %s", ibv_get_device_name(list[i]));
+				fprintf(stderr, " %s",
+					ibv_get_device_name(list[i]));
 			fprintf(stderr, "\n");
 		} else {
 			explain_no_device();

@@ -40,13 +40,12 @@ struct dev_info {
 	enum ibv_transport_type transport;
 	enum ibv_node_type node_type;
 	uint64_t node_guid; /* host order */
-	int64_t nl_index; /* RDMA netlink device index, -1 when unknown */
+	int64_t nl_index;   /* RDMA netlink device index, -1 when unknown */
 	char err[160]; /* why the device could not be queried, "" if fine */
 	struct ibv_device_attr attr;
 	struct port_info *ports;
 	unsigned int nr_ports;
 };
-
 
 static inline bool is_ib(const struct dev_info *d, const struct port_info *p)
 {
@@ -54,7 +53,6 @@ static inline bool is_ib(const struct dev_info *d, const struct port_info *p)
 	       (p->attr.link_layer == IBV_LINK_LAYER_UNSPECIFIED &&
 		d->transport == IBV_TRANSPORT_IB);
 }
-
 
 /*
  * Query the devices of list (only the one named only, when given) into

@@ -245,7 +245,6 @@ static struct xr_conn *xr_conn_alloc(const struct xp_conn_attr *attr)
 	return c;
 }
 
-
 static int xr_check_attr(const struct xp_conn_attr *attr)
 {
 	if (!attr || !attr->max_send_wr || !attr->max_recv_wr ||
@@ -256,7 +255,6 @@ static int xr_check_attr(const struct xp_conn_attr *attr)
 	}
 	return 0;
 }
-
 
 /*
  * Move to XP_CONN_ERROR and make sure the QP flushes: rdma_disconnect
@@ -319,9 +317,8 @@ static int xr_take_request(struct xr_listener *l, struct xr_group *g,
 	fmt_sockaddr(rdma_get_peer_addr(id), c->name, sizeof(c->name));
 	c->req_rd_atom = peer_rd_atom;
 	c->req_init_depth = peer_init_depth;
-	ret = xr_group_bind_device(g, id->verbs,
-				   attr ? attr->max_send_wr + attr->max_recv_wr :
-					  0);
+	ret = xr_group_bind_device(
+	    g, id->verbs, attr ? attr->max_send_wr + attr->max_recv_wr : 0);
 	if (ret)
 		goto out_free_conn;
 	ret = xr_conn_join(g, c);
@@ -575,8 +572,8 @@ static int xr_rejected(struct xr_conn *c, const struct rdma_cm_event *ev,
 	else
 		consumer = cp->private_data_len > 0;
 	if (consumer && cp->private_data && rej && rej_len) {
-		size_t n = MIN((size_t)cp->private_data_len,
-			       (size_t)XP_PRIV_MAX);
+		size_t n =
+		    MIN((size_t)cp->private_data_len, (size_t)XP_PRIV_MAX);
 
 		memcpy(rej, cp->private_data, n);
 		*rej_len = n;
@@ -587,8 +584,7 @@ static int xr_rejected(struct xr_conn *c, const struct rdma_cm_event *ev,
 		log_warn("%s: connection refused: nothing listens on that port",
 			 c->name);
 	else
-		log_warn("%s: connection refused (reason %d)", c->name,
-			 status);
+		log_warn("%s: connection refused (reason %d)", c->name, status);
 	return -ECONNREFUSED;
 }
 

@@ -136,8 +136,8 @@ struct xr_mr {
 struct xr_mw {
 	struct xp_mw base;
 	struct ibv_mw *mw;
-	struct xr_mw *prev, *next; /* group's list */
-	struct xr_conn *conn;	   /* last bound on (see xr_conn_mws_reset) */
+	struct xr_mw *prev, *next;   /* group's list */
+	struct xr_conn *conn;	     /* last bound on (see xr_conn_mws_reset) */
 	struct xr_mw *cprev, *cnext; /* conn's list */
 };
 
@@ -155,8 +155,8 @@ struct xr_group {
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
-	int cq_size;	  /* entries the CQ has */
-	uint32_t cq_need; /* entries the connections need */
+	int cq_size;		 /* entries the CQ has */
+	uint32_t cq_need;	 /* entries the connections need */
 	unsigned int cq_unacked; /* CQ events read but not yet acked */
 	struct ibv_device_attr da;
 	bool iwarp;
@@ -220,7 +220,7 @@ struct xr_conn {
 	uint64_t rq_head, rq_tail;
 	uint64_t *rq_wr_id; /* [max_recv_wr] */
 
-	struct xr_mw *mws; /* windows last bound on this connection */
+	struct xr_mw *mws;	/* windows last bound on this connection */
 	char name[XR_NAME_MAX]; /* "rdma 192.0.2.1:7441" */
 };
 
@@ -263,8 +263,7 @@ int xr_set_nonblock(int fd);
 struct rdma_event_channel *xr_channel_create(void);
 int xr_check_devices(void);
 void xr_shutdown(struct xr_conn *c);
-void xr_cm_event(struct xr_conn *c, enum rdma_cm_event_type type,
-		 int status);
+void xr_cm_event(struct xr_conn *c, enum rdma_cm_event_type type, int status);
 int xr_listen(const char *host, uint16_t port, struct xp_listener **out);
 void xr_listener_destroy(struct xp_listener *xl);
 int xr_listener_fd(struct xp_listener *xl);
@@ -309,7 +308,6 @@ void xr_mw_free(struct xr_group *g, struct xr_mw *w);
 void xr_conn_mws_reset(struct xr_conn *c);
 int xr_post_send(struct xp_conn *xc, struct xp_send_wr *wr,
 		 struct xp_send_wr **bad);
-int xr_post_recv(struct xp_conn *xc, uint64_t wr_id,
-		 const struct xp_sge *sge);
+int xr_post_recv(struct xp_conn *xc, uint64_t wr_id, const struct xp_sge *sge);
 
 #endif

@@ -80,7 +80,8 @@ void xr_mr_free(struct xr_group *g, struct xr_mr *m)
 
 void xr_dereg_mr(struct xp_mr *xm)
 {
-	xr_mr_free(to_xr_group(xm->group), container_of(xm, struct xr_mr, base));
+	xr_mr_free(to_xr_group(xm->group),
+		   container_of(xm, struct xr_mr, base));
 }
 
 int xr_alloc_mw(struct xp_group *xg, struct xp_mw **out)
@@ -192,7 +193,8 @@ void xr_mw_free(struct xr_group *g, struct xr_mw *w)
 
 void xr_dealloc_mw(struct xp_mw *xw)
 {
-	xr_mw_free(to_xr_group(xw->group), container_of(xw, struct xr_mw, base));
+	xr_mw_free(to_xr_group(xw->group),
+		   container_of(xw, struct xr_mw, base));
 }
 
 static int xr_mw_access(int access)

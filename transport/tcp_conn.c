@@ -162,8 +162,8 @@ int tcp_attr_check(const struct xp_conn_attr *attr)
 }
 
 const struct xp_conn_attr tcp_attr_max = {
-	.max_send_wr = TCP_MAX_WR,
-	.max_recv_wr = TCP_MAX_WR,
+    .max_send_wr = TCP_MAX_WR,
+    .max_recv_wr = TCP_MAX_WR,
 };
 
 /* The queues grow on demand: only their limits change. */
@@ -275,8 +275,8 @@ void tcp_destroy(struct xp_conn *xc)
 	 */
 	shutdown(c->sock, SHUT_WR);
 	for (int i = 0; i < 16; i++)
-		if (recv(c->sock, NULL, TCP_SBUF_SIZE, MSG_DONTWAIT | MSG_TRUNC) <=
-		    0)
+		if (recv(c->sock, NULL, TCP_SBUF_SIZE,
+			 MSG_DONTWAIT | MSG_TRUNC) <= 0)
 			break;
 	close(c->sock);
 	tcp_conn_free(c);

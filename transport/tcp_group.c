@@ -163,8 +163,8 @@ static int tcp_serve_ready(struct tcp_group *g, struct xp_wc *wc, int max)
 		 * the socket: epoll says when it has more (a read here would
 		 * be an EAGAIN per command).
 		 */
-		c->rx_ready = c->state == XP_CONN_CONNECTED && may_read &&
-			      !c->rx_skip;
+		c->rx_ready =
+		    c->state == XP_CONN_CONNECTED && may_read && !c->rx_skip;
 		/*
 		 * Staged input the parser did not reach (the array filled
 		 * with queued completions first) shows on no fd: serve it
@@ -223,9 +223,8 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max)
 	if (n < max)
 		n += tcp_serve_ready(g, wc + n, max - n);
 	/* the set was drained just now: see tcp_group_arm() */
-	g->ep_skip = g->ep_arm_skip = n < max && k >= 0 &&
-				      k < TCP_EP_EVENTS && !watched &&
-				      !g->ready;
+	g->ep_skip = g->ep_arm_skip =
+	    n < max && k >= 0 && k < TCP_EP_EVENTS && !watched && !g->ready;
 	return n;
 out:
 	g->ep_skip = g->ep_arm_skip = false;

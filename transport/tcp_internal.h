@@ -101,8 +101,8 @@
  *     request (signaled or not) and posted receive XP_WC_FLUSH_ERR; the
  *     socket is shut down for writing and stays in the epoll set, for
  *     EPOLLOUT only (always ready once write-shut), until those flushes
- *     are delivered, so an owner asleep on the group fd still sees them. A failed
- *     check of an incoming request sends ERROR first (when no output is
+ *     are delivered, so an owner asleep on the group fd still sees them. A
+ * failed check of an incoming request sends ERROR first (when no output is
  *     backed up in front of it; otherwise the peer sees EOF and flushes).
  *
  * Handshake. connect() sends CONNECT and waits (poll(), timeout_ms) for
@@ -115,8 +115,8 @@
  * TCP_EVICT_GRACE_MS; when
  * every one has sent something, or accept4() runs out of fds (backoff
  * 100 ms doubling to 1 s), the listening socket leaves the epoll set for
- * a while instead of spinning its owner. ACCEPT private data is not returned (as in
- * transport.h: rej/rej_len are filled only on a reject).
+ * a while instead of spinning its owner. ACCEPT private data is not returned
+ * (as in transport.h: rej/rej_len are filled only on a reject).
  *
  * Known differences from verbs: a SEND or RDMA WRITE completes when its
  * bytes are in the kernel (or copied), not when the peer acknowledged them,
@@ -156,7 +156,6 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
-
 #define TCP_HDR_LEN 32
 #define TCP_MAGIC 0x5854u
 #define TCP_VERSION 1u
@@ -179,7 +178,7 @@
  * asked for, and an idle session must not pay for that (issue 11).
  */
 #define TCP_Q_INIT 8u
-#define TCP_IOV 64		   /* iovecs per sendmsg() */
+#define TCP_IOV 64	 /* iovecs per sendmsg() */
 #define TCP_BATCH 32	 /* frames per direct sendmsg() in post_send() */
 #define TCP_MAX_WR 65536 /* per queue */
 /*
@@ -193,7 +192,7 @@
 /* Key table of a group: rkey = index << 8 | key byte, index 0 unused. */
 #define TCP_KEY_MAX (1u << 24)
 #define TCP_KEY_INIT 64
-#define TCP_EP_EVENTS 64 /* epoll events per group_poll() */
+#define TCP_EP_EVENTS 64      /* epoll events per group_poll() */
 #define TCP_PENDING_MAX 64    /* handshakes in progress per listener */
 #define TCP_HANDSHAKE_MS 5000 /* a client must send CONNECT within this */
 /*
@@ -246,14 +245,14 @@ enum tcp_key_kind {
  */
 struct tcp_key {
 	uint32_t key;
-	uint8_t kind;	    /* enum tcp_key_kind */
-	uint8_t access;	    /* remote rights granted now (0: none) */
-	char *addr;	    /* range granted */
+	uint8_t kind;	/* enum tcp_key_kind */
+	uint8_t access; /* remote rights granted now (0: none) */
+	char *addr;	/* range granted */
 	uint64_t len;
 	struct tcp_conn *conn; /* MW: bound on this connection, else NULL */
-	struct tcp_mr *mr;  /* the region the bytes belong to */
-	struct tcp_mw *mw;  /* MW: the window object */
-	uint32_t next_free; /* FREE: next free index, 0 ends */
+	struct tcp_mr *mr;     /* the region the bytes belong to */
+	struct tcp_mw *mw;     /* MW: the window object */
+	uint32_t next_free;    /* FREE: next free index, 0 ends */
 };
 
 struct tcp_mr {
@@ -351,7 +350,7 @@ struct tcp_oseg {
 	uint64_t seq; /* sq slot that is done once this drains, or TCP_NO_SEQ */
 	void *owned;  /* mapped copy ptr points into: unmapped once drained */
 	size_t owned_len;
-	bool rd;      /* a READ_RESP payload: counted in the conn's rd_queued */
+	bool rd; /* a READ_RESP payload: counted in the conn's rd_queued */
 };
 
 /* A frame to send: header image plus one payload. */
@@ -380,7 +379,7 @@ struct tcp_conn {
 	struct tcp_conn *gprev, *gnext; /* g->conns */
 	struct tcp_conn *rnext;		/* g->ready */
 	bool on_ready;
-	bool serving; /* in tcp_serve_ready(), which puts it back if need be */
+	bool serving;  /* in tcp_serve_ready(), which puts it back if need be */
 	bool rx_ready; /* shared group: epoll says there is input */
 	int sock;
 	enum xp_conn_state state;
@@ -390,12 +389,12 @@ struct tcp_conn {
 	struct tcp_mw *mws; /* windows bound on this connection */
 
 	struct tcp_swr *sq;
-	uint32_t sq_size; /* ring slots: max(max_send_wr, 1) */
-	uint32_t sq_max;  /* max_send_wr */
-	uint64_t sq_head; /* oldest slot not yet retired */
-	uint64_t sq_emit; /* next slot to generate a completion for */
-	uint64_t sq_start; /* next slot to start (fence: may lag sq_tail) */
-	uint64_t sq_tail; /* next slot to post */
+	uint32_t sq_size;   /* ring slots: max(max_send_wr, 1) */
+	uint32_t sq_max;    /* max_send_wr */
+	uint64_t sq_head;   /* oldest slot not yet retired */
+	uint64_t sq_emit;   /* next slot to generate a completion for */
+	uint64_t sq_start;  /* next slot to start (fence: may lag sq_tail) */
+	uint64_t sq_tail;   /* next slot to post */
 	uint32_t reads_out; /* RDMA READs started, response not placed */
 
 	struct tcp_rwr *rq;
@@ -458,8 +457,8 @@ struct tcp_listener {
 	struct xp_listener base;
 	int lfd;
 	int epfd; /* lfd (unless paused), every pending socket, and tfd */
-	int tfd; /* timerfd: earliest handshake deadline or pause end */
-	bool lfd_paused; /* lfd is out of epfd: see tcp_listen_pause() */
+	int tfd;  /* timerfd: earliest handshake deadline or pause end */
+	bool lfd_paused;      /* lfd is out of epfd: see tcp_listen_pause() */
 	uint64_t pause_until; /* ms; 0: paused until a table slot frees */
 	unsigned int backoff_ms; /* accept failing for lack of fds */
 	unsigned int npend;
@@ -551,7 +550,7 @@ int tcp_group_poll(struct xp_group *xg, struct xp_wc *wc, int max);
 
 /* tcp_io.c */
 void tcp_hdr_encode(uint8_t *p, uint8_t type, uint32_t len, uint64_t id,
-			   uint64_t addr, uint32_t rkey, uint32_t aux);
+		    uint64_t addr, uint32_t rkey, uint32_t aux);
 int tcp_hdr_decode(const uint8_t *p, struct tcp_hdr *h);
 void tcp_oq_drop(struct tcp_conn *c);
 void *tcp_copy_alloc(size_t len);

@@ -50,7 +50,7 @@ static uint64_t get64(const uint8_t *p)
 }
 
 void tcp_hdr_encode(uint8_t *p, uint8_t type, uint32_t len, uint64_t id,
-			   uint64_t addr, uint32_t rkey, uint32_t aux)
+		    uint64_t addr, uint32_t rkey, uint32_t aux)
 {
 	p[0] = type;
 	p[1] = 0;
@@ -511,8 +511,8 @@ void tcp_fail_io(struct tcp_conn *c, int err)
 	if (c->state == XP_CONN_ERROR)
 		return;
 	if (err)
-		log_ratelimited(LOG_WARN, "%s: connection failed: %s",
-				c->peer, strerror(-err));
+		log_ratelimited(LOG_WARN, "%s: connection failed: %s", c->peer,
+				strerror(-err));
 	else
 		log_debug("%s: peer closed the connection", c->peer);
 	if (c->rx.in_payload && c->rx.hdr.type == TCP_F_READ_RESP)
@@ -527,7 +527,8 @@ static void tcp_fail_proto(struct tcp_conn *c, const struct tcp_hdr *h,
 	log_ratelimited(LOG_WARN,
 			"%s: protocol error: %s (frame type %u, len %u, "
 			"id %llu)",
-		 c->peer, why, h->type, h->len, (unsigned long long)h->id);
+			c->peer, why, h->type, h->len,
+			(unsigned long long)h->id);
 	tcp_fail(c, 0, 0); /* no ERROR: its id could not be trusted */
 }
 
@@ -549,7 +550,7 @@ static void tcp_rx_payload(struct tcp_conn *c, char *dst, struct xp_mr *mr)
 /* Queue WRITE_ACK for a placed WRITE; poll() flushes it with the rest. */
 static void tcp_queue_write_ack(struct tcp_conn *c, const struct tcp_hdr *h)
 {
-	struct tcp_frame f = { .seq = TCP_NO_SEQ };
+	struct tcp_frame f = {.seq = TCP_NO_SEQ};
 
 	if (c->oq_count >= TCP_OQ_LIMIT ||
 	    c->ob_tail - c->ob_head >= TCP_OB_LIMIT) {

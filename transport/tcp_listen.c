@@ -337,8 +337,8 @@ out_close_socket:
 static int tcp_listen_owner_only(const struct sockaddr_un *sun, socklen_t sl)
 {
 	mode_t old = umask(0177);
-	int fd = tcp_listen_one(AF_UNIX, (const struct sockaddr *)sun, sl,
-				false);
+	int fd =
+	    tcp_listen_one(AF_UNIX, (const struct sockaddr *)sun, sl, false);
 
 	umask(old);
 	return fd;
@@ -395,7 +395,7 @@ static int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)
 	if (tcp_is_unix(host)) {
 		fd = tcp_listen_unix(host);
 	} else if (!host || !*host || !strcmp(host, "0.0.0.0") ||
-	    !strcmp(host, "::")) {
+		   !strcmp(host, "::")) {
 		/* any: dual-stack IPv6 socket, IPv4 where there is no IPv6 */
 		struct sockaddr_in6 sin6 = {
 		    .sin6_family = AF_INET6,
@@ -614,15 +614,15 @@ static void tcp_accept_pending(struct tcp_listener *l, uint64_t now)
 				return;
 			if (errno == EMFILE || errno == ENFILE ||
 			    errno == ENOBUFS || errno == ENOMEM) {
-				l->backoff_ms =
-				    l->backoff_ms
-					? MIN(2 * l->backoff_ms,
-					      TCP_BACKOFF_MAX_MS)
-					: TCP_BACKOFF_MIN_MS;
-				log_ratelimited(LOG_WARN,
-						"tcp: accept4: %s; not accepting "
-						"for %u ms",
-						strerror(errno), l->backoff_ms);
+				l->backoff_ms = l->backoff_ms
+						    ? MIN(2 * l->backoff_ms,
+							  TCP_BACKOFF_MAX_MS)
+						    : TCP_BACKOFF_MIN_MS;
+				log_ratelimited(
+				    LOG_WARN,
+				    "tcp: accept4: %s; not accepting "
+				    "for %u ms",
+				    strerror(errno), l->backoff_ms);
 				tcp_listen_pause(l, now + l->backoff_ms);
 				return;
 			}
@@ -699,11 +699,10 @@ static int tcp_pending_scan(struct tcp_listener *l, struct xp_group *g,
 		if (ret == 0 && now >= p->deadline_ms)
 			ret = -ETIMEDOUT;
 		if (ret < 0) {
-			log_ratelimited(LOG_WARN,
-					"tcp: dropping incoming connection: %s",
-					ret == -EPROTO
-					    ? "not an rblk tcp CONNECT"
-					    : strerror(-ret));
+			log_ratelimited(
+			    LOG_WARN, "tcp: dropping incoming connection: %s",
+			    ret == -EPROTO ? "not an rblk tcp CONNECT"
+					   : strerror(-ret));
 			tcp_pending_drop(l, i);
 			continue;
 		}
@@ -893,4 +892,3 @@ const struct xp_ops xp_tcp_ops = {
     .post_send = tcp_post_send,
     .post_recv = tcp_post_recv,
 };
-

@@ -154,8 +154,8 @@ int tcp_reg_mr(struct xp_group *xg, void *addr, size_t len, int access,
 	k = &g->keys[idx];
 	k->key = tcp_key_make(g, idx);
 	k->kind = TCP_KEY_MR;
-	k->access = (uint8_t)(access & (XP_ACCESS_REMOTE_READ |
-					XP_ACCESS_REMOTE_WRITE));
+	k->access = (uint8_t)(access &
+			      (XP_ACCESS_REMOTE_READ | XP_ACCESS_REMOTE_WRITE));
 	k->addr = addr;
 	k->len = len;
 	k->mr = m;
@@ -178,8 +178,8 @@ int tcp_reg_mr(struct xp_group *xg, void *addr, size_t len, int access,
  * Fails the connection when out of memory. READ_RESP bytes a peer can
  * make us copy are bounded by its rd_max (tcp_rx_read_req()).
  */
-static void tcp_oq_copy_out(struct tcp_conn *c, struct xp_mr *mr, const char *lo,
-		     const char *hi)
+static void tcp_oq_copy_out(struct tcp_conn *c, struct xp_mr *mr,
+			    const char *lo, const char *hi)
 {
 	for (uint32_t i = 0; i < c->oq_count; i++) {
 		struct tcp_oseg *s = tcp_oseg(c, i);

@@ -11,8 +11,8 @@
 #include "../common/util.h"
 
 static const struct xp_ops *const transports[] = {
-	&xp_tcp_ops,
-	&xp_rdma_ops,
+    &xp_tcp_ops,
+    &xp_rdma_ops,
 };
 
 const struct xp_ops *xp_find(const char *name)

@@ -97,10 +97,10 @@ struct xp_group;
 struct xp_watch;
 
 enum xp_access {
-	XP_ACCESS_LOCAL_WRITE = 1 << 0, /* RECV or RDMA READ may land here */
-	XP_ACCESS_REMOTE_READ = 1 << 1, /* peer may RDMA READ from it */
+	XP_ACCESS_LOCAL_WRITE = 1 << 0,	 /* RECV or RDMA READ may land here */
+	XP_ACCESS_REMOTE_READ = 1 << 1,	 /* peer may RDMA READ from it */
 	XP_ACCESS_REMOTE_WRITE = 1 << 2, /* peer may RDMA WRITE into it */
-	XP_ACCESS_MW_BIND = 1 << 3, /* memory windows may be bound on it */
+	XP_ACCESS_MW_BIND = 1 << 3,	 /* memory windows may be bound on it */
 };
 
 /* A registered memory region. Fields are read-only for users. */
@@ -109,7 +109,7 @@ struct xp_mr {
 	size_t length;
 	uint32_t lkey;
 	uint32_t rkey; /* valid on every connection of the group */
-	int access; /* enum xp_access bits */
+	int access;    /* enum xp_access bits */
 	struct xp_group *group;
 };
 
@@ -141,10 +141,10 @@ struct xp_sge {
 
 enum xp_wr_opcode {
 	XP_WR_SEND,
-	XP_WR_RDMA_WRITE, /* local sge -> remote_addr/rkey */
-	XP_WR_RDMA_READ, /* remote_addr/rkey -> local sge */
-	XP_WR_BIND_MW, /* wr->bind: bind a window on this connection */
-	XP_WR_LOCAL_INV, /* invalidate our window wr->invalidate_rkey */
+	XP_WR_RDMA_WRITE,    /* local sge -> remote_addr/rkey */
+	XP_WR_RDMA_READ,     /* remote_addr/rkey -> local sge */
+	XP_WR_BIND_MW,	     /* wr->bind: bind a window on this connection */
+	XP_WR_LOCAL_INV,     /* invalidate our window wr->invalidate_rkey */
 	XP_WR_SEND_WITH_INV, /* SEND that invalidates the peer's window
 				wr->invalidate_rkey before it is received */
 };
@@ -172,14 +172,14 @@ struct xp_mw_bind {
 
 struct xp_send_wr {
 	struct xp_send_wr *next; /* chain; NULL ends it */
-	uint64_t wr_id; /* returned in the completion */
+	uint64_t wr_id;		 /* returned in the completion */
 	enum xp_wr_opcode opcode;
-	unsigned int flags; /* XP_SEND_* */
-	struct xp_sge sge; /* one gather/scatter element */
-	uint64_t remote_addr; /* one-sided only */
-	uint32_t rkey; /* one-sided only */
+	unsigned int flags;	  /* XP_SEND_* */
+	struct xp_sge sge;	  /* one gather/scatter element */
+	uint64_t remote_addr;	  /* one-sided only */
+	uint32_t rkey;		  /* one-sided only */
 	uint32_t invalidate_rkey; /* LOCAL_INV, SEND_WITH_INV */
-	struct xp_mw_bind bind; /* BIND_MW */
+	struct xp_mw_bind bind;	  /* BIND_MW */
 };
 
 enum xp_wc_status {
@@ -188,7 +188,7 @@ enum xp_wc_status {
 	XP_WC_REM_ACCESS_ERR, /* peer refused our one-sided access */
 	XP_WC_LOC_ERR, /* local: bad sge, recv buffer too small, bad bind */
 	XP_WC_RNR_ERR, /* peer had no receive posted */
-	XP_WC_FATAL, /* transport failure: link down, peer gone */
+	XP_WC_FATAL,   /* transport failure: link down, peer gone */
 };
 
 enum xp_wc_opcode {
@@ -207,9 +207,9 @@ struct xp_wc {
 	uint64_t wr_id;
 	enum xp_wc_status status;
 	enum xp_wc_opcode opcode;
-	uint32_t byte_len; /* RECV: bytes received */
-	struct xp_conn *conn; /* NULL for XP_WC_FD_READY */
-	unsigned int flags; /* XP_WC_F_* */
+	uint32_t byte_len;	   /* RECV: bytes received */
+	struct xp_conn *conn;	   /* NULL for XP_WC_FD_READY */
+	unsigned int flags;	   /* XP_WC_F_* */
 	uint32_t invalidated_rkey; /* with XP_WC_F_WITH_INV */
 };
 
@@ -266,7 +266,8 @@ struct xp_ops {
 	int (*group_poll)(struct xp_group *g, struct xp_wc *wc, int max);
 
 	/* Listen on host:port (host may be NULL for any). Listener thread. */
-	int (*listen)(const char *host, uint16_t port, struct xp_listener **out);
+	int (*listen)(const char *host, uint16_t port,
+		      struct xp_listener **out);
 	void (*listener_destroy)(struct xp_listener *l);
 	/* Readable when get_request() may return a connection. */
 	int (*listener_fd)(struct xp_listener *l);
@@ -452,8 +453,8 @@ static inline int xp_connect(const struct xp_ops *ops, struct xp_group *g,
 			     size_t priv_len, int timeout_ms,
 			     struct xp_conn **out, void *rej, size_t *rej_len)
 {
-	return ops->group_connect(g, host, port, attr, priv, priv_len, timeout_ms,
-			    out, rej, rej_len);
+	return ops->group_connect(g, host, port, attr, priv, priv_len,
+				  timeout_ms, out, rej, rej_len);
 }
 
 static inline int xp_accept(struct xp_conn *c, const void *priv,
@@ -543,7 +544,6 @@ static inline void xp_dealloc_mw(struct xp_mw *mw)
 	if (mw)
 		mw->group->ops->dealloc_mw(mw);
 }
-
 
 static inline void xp_destroy(struct xp_conn *c)
 {

@@ -125,12 +125,13 @@ enum rblk_direct {
 };
 
 struct rblk_opts {
-	size_t opts_size; /* set by rblk_opts_init(); lets the struct grow */
+	size_t opts_size;    /* set by rblk_opts_init(); lets the struct grow */
 	unsigned int queues; /* connections to open; default 1 */
 	unsigned int queue_depth; /* requested per queue; default 64 */
 	unsigned int max_io; /* requested bytes per command; default 1 MiB */
-	int timeout_ms; /* connect and login timeout; default 10000 */
-	const char *host_name; /* identifies us to the target; default hostname */
+	int timeout_ms;	     /* connect and login timeout; default 10000 */
+	const char
+	    *host_name;	    /* identifies us to the target; default hostname */
 	unsigned int flags; /* RBLK_OPEN_* */
 	/*
 	 * File holding this host's shared secret (the target's [host NAME]
@@ -147,8 +148,9 @@ struct rblk_opts {
 	 */
 	unsigned int poll_spin_us;
 	/* reconnect and keep-alive, per queue: see "Connection loss" below */
-	int reconnect_delay_ms; /* first wait between attempts; default 1000 */
-	int ctrl_loss_timeout_s; /* give up after; default 60, 0 at once, -1 never */
+	int reconnect_delay_ms;	 /* first wait between attempts; default 1000 */
+	int ctrl_loss_timeout_s; /* give up after; default 60, 0 at once, -1
+				    never */
 	int keepalive_ms; /* probe an idle connection; default 5000, 0 off */
 	/*
 	 * Backlog, per queue: the most I/Os rblk_submit() accepts that are
@@ -239,12 +241,12 @@ void rblk_opts_init(struct rblk_opts *opts);
 #define RBLK_FEAT_NO_IDENTITY 0x100u
 
 struct rblk_info {
-	uint64_t size; /* bytes */
-	uint32_t block_size; /* offsets and lengths must be multiples */
-	uint32_t max_io; /* larger I/O is split by the library */
+	uint64_t size;	      /* bytes */
+	uint32_t block_size;  /* offsets and lengths must be multiples */
+	uint32_t max_io;      /* larger I/O is split by the library */
 	uint32_t queue_depth; /* granted, per queue */
 	uint32_t queues;
-	uint32_t features; /* RBLK_FEAT_* */
+	uint32_t features;     /* RBLK_FEAT_* */
 	const char *transport; /* "tcp", "rdma" or "unix" */
 	const char *export_name;
 	const char *host; /* target host as given in the URL */
@@ -296,7 +298,7 @@ const char *rblk_last_error(void);
 /* One export as rblk_discover() lists it. */
 struct rblk_export_entry {
 	char name[128]; /* NUL-terminated export name */
-	uint64_t size; /* bytes */
+	uint64_t size;	/* bytes */
 	uint32_t block_size;
 	uint32_t features; /* RBLK_FEAT_* the export offers */
 };
@@ -333,8 +335,9 @@ struct rblk_completion {
  * Register [addr, addr+len) with the queue (its poll group) so I/O on
  * buffers inside it moves by RDMA directly to or from it (zero copy). I/O
  * on other buffers goes through bounce buffers the library registers
- * when they are first needed (one copy; see rblk_pinned_bytes()). Register once at setup; it costs one memory registration,
- * which stays valid across reconnects (also while one is in progress).
+ * when they are first needed (one copy; see rblk_pinned_bytes()). Register once
+ * at setup; it costs one memory registration, which stays valid across
+ * reconnects (also while one is in progress).
  */
 int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len);
 int rblk_unregister_buffer(struct rblk_queue *q, void *addr);
@@ -395,11 +398,11 @@ unsigned int rblk_queue_ready(const struct rblk_queue *q);
 
 /* Counters of one queue since rblk_open() (rblk_queue_stats()). */
 struct rblk_queue_stats {
-	uint64_t timeouts; /* commands whose deadline passed */
-	uint64_t conn_lost; /* connections lost (any reason) */
+	uint64_t timeouts;   /* commands whose deadline passed */
+	uint64_t conn_lost;  /* connections lost (any reason) */
 	uint64_t reconnects; /* connections brought back */
-	uint64_t retries; /* commands sent again on a new connection */
-	uint64_t io_failed; /* commands failed after their retries */
+	uint64_t retries;    /* commands sent again on a new connection */
+	uint64_t io_failed;  /* commands failed after their retries */
 };
 
 /* A copy of q's counters; any thread may ask (the values may be stale). */

@@ -70,8 +70,7 @@ static void hold(bool sig)
 	sigwait(&set, &s);
 }
 
-static int run_open(const char *url, unsigned int nh, unsigned int nq,
-		    bool sig)
+static int run_open(const char *url, unsigned int nh, unsigned int nq, bool sig)
 {
 	struct rblk **h = calloc(nh, sizeof(*h));
 	char *w = malloc(SMALL), *r = malloc(SMALL);
@@ -108,8 +107,10 @@ static int run_open(const char *url, unsigned int nh, unsigned int nq,
 			if (ret)
 				die("read", ret);
 			if (memcmp(w, r, SMALL)) {
-				fprintf(stderr, "fleet: session %" PRIu64
-						" read back other data\n", s);
+				fprintf(stderr,
+					"fleet: session %" PRIu64
+					" read back other data\n",
+					s);
 				bad++;
 			}
 		}
@@ -172,7 +173,8 @@ static int burst_round(struct burst *b, struct rblk *r, struct rblk_queue *q,
 static void *burst_thread(void *arg)
 {
 	struct burst *b = arg;
-	char **w = calloc(b->count, sizeof(*w)), **rd = calloc(b->count, sizeof(*rd));
+	char **w = calloc(b->count, sizeof(*w)),
+	     **rd = calloc(b->count, sizeof(*rd));
 	struct rblk_opts o;
 	struct rblk *r;
 	size_t base;
@@ -202,8 +204,10 @@ static void *burst_thread(void *arg)
 			strerror(-ret), rblk_last_error());
 	for (unsigned int k = 0; !ret && k < b->count; k++)
 		if (memcmp(w[k], rd[k], b->size)) {
-			fprintf(stderr, "fleet: thread %u: I/O %u read back other data\n",
-				b->idx, k);
+			fprintf(
+			    stderr,
+			    "fleet: thread %u: I/O %u read back other data\n",
+			    b->idx, k);
 			ret = -EIO;
 		}
 	for (unsigned int k = 0; k < b->count; k++) {
@@ -225,8 +229,8 @@ static int run_burst(const char *url, unsigned int nt, unsigned int count,
 	int bad = 0;
 
 	for (unsigned int i = 0; i < nt; i++) {
-		b[i] = (struct burst){ .url = url, .idx = i, .count = count,
-				       .size = size };
+		b[i] = (struct burst){
+		    .url = url, .idx = i, .count = count, .size = size};
 		pthread_create(&b[i].t, NULL, burst_thread, &b[i]);
 	}
 	for (unsigned int i = 0; i < nt; i++) {

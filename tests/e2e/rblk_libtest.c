@@ -72,15 +72,14 @@
 #include "transport/transport.h"
 
 #define MiB (1024ull * 1024)
-#define CHECK(cond, ...)                                              \
-	do {                                                          \
-		if (!(cond)) {                                        \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__,     \
-				__LINE__);                            \
-			fprintf(stderr, __VA_ARGS__);                 \
-			fprintf(stderr, " (%s)\n", rblk_last_error()); \
-			exit(1);                                      \
-		}                                                     \
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fprintf(stderr, " (%s)\n", rblk_last_error());         \
+			exit(1);                                               \
+		}                                                              \
 	} while (0)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -205,7 +204,7 @@ static void rw_write_mixed(struct rw_ctx *t)
 	}
 	wait_all(t->q0);
 	CHECK(rblk_queue_io(t->q0, RBLK_IO_FLUSH, NULL, 0, 0, 0) == 0 ||
-		      !(t->info->features & RBLK_FEAT_FLUSH),
+		  !(t->info->features & RBLK_FEAT_FLUSH),
 	      "flush");
 }
 
@@ -280,7 +279,7 @@ static void rw_plugged(struct rw_ctx *t)
 	while ((ready = rblk_queue_ready(q0))) {
 		n = rblk_poll(q0, &c, 1, 0);
 		CHECK(n == 1 && c.result == 0 &&
-			      rblk_queue_ready(q0) == ready - 1,
+			  rblk_queue_ready(q0) == ready - 1,
 		      "poll with %u ready: %d, then %u ready", ready, n,
 		      rblk_queue_ready(q0));
 	}
@@ -302,7 +301,7 @@ static void rw_bad_args(struct rw_ctx *t)
 			  NULL) == -ERANGE,
 	      "read past the end");
 	CHECK(rblk_submit(q0, RBLK_IO_READ, back, 100, 4096, 0, NULL) ==
-		      -EINVAL,
+		  -EINVAL,
 	      "misaligned read");
 	CHECK(rblk_submit(q0, RBLK_IO_READ, back, 0, 0, 0, NULL) == -EINVAL,
 	      "zero-length read");
@@ -315,7 +314,7 @@ static void rw_bad_args(struct rw_ctx *t)
 
 static int test_rw(const char *url)
 {
-	struct rw_ctx t = { .span = 8 * MiB };
+	struct rw_ctx t = {.span = 8 * MiB};
 
 	rw_open(url, &t);
 	t.data = aligned_alloc(4096, t.span);
@@ -341,7 +340,8 @@ static int test_rw(const char *url)
 	rblk_close(t.r);
 	free(t.data);
 	free(t.back);
-	printf("rw: 8 MiB written in mixed sizes and verified; trim/zeroes/flush OK\n");
+	printf(
+	    "rw: 8 MiB written in mixed sizes and verified; trim/zeroes/flush OK\n");
 	return 0;
 }
 
@@ -363,7 +363,8 @@ static void reap_n(struct rblk_queue *q, unsigned int n)
 	while (n) {
 		int got = rblk_poll(q, c, 16, 30000);
 
-		CHECK(got > 0 && (unsigned int)got <= n, "poll returned %d", got);
+		CHECK(got > 0 && (unsigned int)got <= n, "poll returned %d",
+		      got);
 		for (int i = 0; i < got; i++)
 			CHECK(c[i].result == 0, "I/O %p failed: %s",
 			      c[i].user_data, strerror(-c[i].result));
@@ -462,9 +463,10 @@ static int test_backlog(const char *url, const char *gate)
 
 	free(data);
 	free(back);
-	printf("backlog: %u writes (%llu bytes) and %u reads queued at once on depth %u%s; -EAGAIN past %u; all verified\n",
-	       NQ, (unsigned long long)span, NQ, QD,
-	       gate ? " across a target restart" : "", NQ);
+	printf(
+	    "backlog: %u writes (%llu bytes) and %u reads queued at once on depth %u%s; -EAGAIN past %u; all verified\n",
+	    NQ, (unsigned long long)span, NQ, QD,
+	    gate ? " across a target restart" : "", NQ);
 	return 0;
 }
 
@@ -575,10 +577,10 @@ static int test_rawro(const char *url)
 	const struct xp_ops *ops;
 	char scheme[8], host[64], exp[RBLK_NAME_MAX], priv[RBLK_CM_REQ_SIZE];
 	static char msgs[2 * RBLK_MSG_MAX], data[4096];
-	struct xp_conn_attr attr = { .max_send_wr = 4, .max_recv_wr = 4 };
-	struct rblk_hello h = { .queue_depth = 1, .max_io = 4096,
-				.flags = RBLK_HELLO_F_READ_ONLY };
-	struct xp_send_wr wr = { 0 }, *bad;
+	struct xp_conn_attr attr = {.max_send_wr = 4, .max_recv_wr = 4};
+	struct rblk_hello h = {
+	    .queue_depth = 1, .max_io = 4096, .flags = RBLK_HELLO_F_READ_ONLY};
+	struct xp_send_wr wr = {0}, *bad;
 	struct xp_mr *mr, *dmr;
 	struct rblk_login l;
 	struct xp_conn *xc;
@@ -588,18 +590,18 @@ static int test_rawro(const char *url)
 
 	CHECK(sscanf(url, "%7[a-z]://%63[^:]:%u/%127s", scheme, host, &port,
 		     exp) == 4 &&
-		      (ops = xp_find(scheme)),
+		  (ops = xp_find(scheme)),
 	      "rawro wants tcp|rdma://HOST:PORT/EXPORT");
 	CHECK(ops->connect(host, (uint16_t)port, &attr, priv,
 			   rblk_cm_req_encode(priv, 1), 5000, &xc, NULL,
 			   NULL) == 0,
 	      "connect");
 	CHECK(xp_reg_mr(xc, msgs, sizeof(msgs), XP_ACCESS_LOCAL_WRITE, &mr) ==
-			      0 &&
-		      xp_reg_mr(xc, data, sizeof(data), XP_ACCESS_LOCAL_WRITE,
-				&dmr) == 0,
+		      0 &&
+		  xp_reg_mr(xc, data, sizeof(data), XP_ACCESS_LOCAL_WRITE,
+			    &dmr) == 0,
 	      "reg_mr");
-	sge = (struct xp_sge){ .addr = msgs, .length = RBLK_MSG_MAX, .mr = mr };
+	sge = (struct xp_sge){.addr = msgs, .length = RBLK_MSG_MAX, .mr = mr};
 	CHECK(xp_post_recv(xc, 1, &sge) == 0, "post_recv");
 	snprintf(h.export_name, sizeof(h.export_name), "%s", exp);
 	wr.opcode = XP_WR_SEND;
@@ -612,7 +614,7 @@ static int test_rawro(const char *url)
 		raw_wait(xc, &wc);
 	while (wc.opcode != XP_WC_RECV);
 	CHECK(rblk_login_decode(msgs, wc.byte_len, &l) == RBLK_S_OK &&
-		      l.status == RBLK_S_OK,
+		  l.status == RBLK_S_OK,
 	      "login");
 	CHECK((l.features & RBLK_F_DIRECT) && (l.features & RBLK_F_READ_ONLY),
 	      "want a read-only direct login, features 0x%x", l.features);
@@ -622,7 +624,7 @@ static int test_rawro(const char *url)
 	wr.wr_id = 2;
 	wr.opcode = XP_WR_RDMA_READ;
 	wr.flags = XP_SEND_SIGNALED;
-	wr.sge = (struct xp_sge){ .addr = data, .length = 4096, .mr = dmr };
+	wr.sge = (struct xp_sge){.addr = data, .length = 4096, .mr = dmr};
 	wr.remote_addr = l.vol_addr;
 	wr.rkey = l.vol_rkey;
 	CHECK(xp_post_send(xc, &wr, &bad) == 0, "post RDMA READ");
@@ -702,8 +704,8 @@ static int test_rogue(const char *url, const char *op, int to, int ret_max,
 	CHECK(rblk_register_buffer(q, buf, 2 * len) == 0, "register: %s",
 	      rblk_last_error());
 	start = mono_ms();
-	ret = read ? rblk_queue_io(q, RBLK_IO_READ, buf, off, len, 0) :
-		     rblk_queue_io(q, RBLK_IO_WRITE, buf, off, len, 0);
+	ret = read ? rblk_queue_io(q, RBLK_IO_READ, buf, off, len, 0)
+		   : rblk_queue_io(q, RBLK_IO_WRITE, buf, off, len, 0);
 	if (read && !ret) {
 		data = "ok";
 		for (uint64_t i = 0; i < len; i++)
@@ -714,14 +716,13 @@ static int test_rogue(const char *url, const char *op, int to, int ret_max,
 				data = "bad";
 	}
 	rblk_queue_stats(q, &st);
-	printf("result=%s ms=%llu data=%s timeouts=%llu lost=%llu reconnects=%llu retries=%llu failed=%llu\n",
-	       ret ? strerrorname_np(-ret) : "0",
-	       (unsigned long long)(mono_ms() - start), data,
-	       (unsigned long long)st.timeouts,
-	       (unsigned long long)st.conn_lost,
-	       (unsigned long long)st.reconnects,
-	       (unsigned long long)st.retries,
-	       (unsigned long long)st.io_failed);
+	printf(
+	    "result=%s ms=%llu data=%s timeouts=%llu lost=%llu reconnects=%llu retries=%llu failed=%llu\n",
+	    ret ? strerrorname_np(-ret) : "0",
+	    (unsigned long long)(mono_ms() - start), data,
+	    (unsigned long long)st.timeouts, (unsigned long long)st.conn_lost,
+	    (unsigned long long)st.reconnects, (unsigned long long)st.retries,
+	    (unsigned long long)st.io_failed);
 	fflush(stdout);
 	rblk_close(r);
 	free(buf);
@@ -755,7 +756,8 @@ static int test_idle(const char *url, int ka_ms)
 			said = true;
 		}
 	}
-	CHECK(said, "the queue failed after %llu ms, before 4 keep-alive periods",
+	CHECK(said,
+	      "the queue failed after %llu ms, before 4 keep-alive periods",
 	      (unsigned long long)(mono_ms() - start));
 	printf("lost\n");
 	rblk_close(r);
@@ -778,7 +780,8 @@ int main(int argc, char **argv)
 	}
 	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "slot"))) &&
 	    (!strcmp(argv[1], "put") || !strcmp(argv[1], "get")))
-		return test_copy(argv[2], argv[3], argv[1][0] == 'p', argc == 5);
+		return test_copy(argv[2], argv[3], argv[1][0] == 'p',
+				 argc == 5);
 	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "backlog"))
 		return test_backlog(argv[2], argc == 4 ? argv[3] : NULL);
 	if (argc == 4 && !strcmp(argv[1], "idle"))
@@ -787,8 +790,10 @@ int main(int argc, char **argv)
 		return test_rogue(argv[2], argv[3], atoi(argv[4]),
 				  atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s rw|ro|open|rawro|idle|backlog URL [MS|GATE]\n",
-			argv[0]);
+		fprintf(
+		    stderr,
+		    "usage: %s rw|ro|open|rawro|idle|backlog URL [MS|GATE]\n",
+		    argv[0]);
 		return 2;
 	}
 	if (!strcmp(argv[1], "rw"))

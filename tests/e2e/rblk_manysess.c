@@ -113,19 +113,22 @@ static int pass(struct sess *ss, enum rblk_io_op op, unsigned int round)
 			if (n < 0)
 				die("poll", n);
 			for (int i = 0; i < n; i++) {
-				unsigned int k = (unsigned int)(uintptr_t)c[i].user_data;
+				unsigned int k =
+				    (unsigned int)(uintptr_t)c[i].user_data;
 
 				if (c[i].result)
-					die(op == RBLK_IO_WRITE ? "write" : "read",
+					die(op == RBLK_IO_WRITE ? "write"
+								: "read",
 					    c[i].result);
 				if (op == RBLK_IO_READ) {
 					char *want = malloc(io);
 
 					fill(want, s, round, k);
 					if (memcmp(want, buf_of(x, k), io)) {
-						fprintf(stderr,
-							"manysess: session %u I/O %u: data differs\n",
-							s, k);
+						fprintf(
+						    stderr,
+						    "manysess: session %u I/O %u: data differs\n",
+						    s, k);
 						bad = 1;
 					}
 					free(want);
@@ -145,7 +148,7 @@ static sigset_t usr1;
 
 static void hold(unsigned int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 	int sig;
 
 	fflush(stdout);
@@ -163,8 +166,10 @@ int main(int argc, char **argv)
 	int bad = 0, ret;
 
 	if (argc < 6 || argc > 8) {
-		fprintf(stderr, "usage: %s URL SESSIONS QD IO IOS [HOLD_MS|sig [ROUNDS]]\n",
-			argv[0]);
+		fprintf(
+		    stderr,
+		    "usage: %s URL SESSIONS QD IO IOS [HOLD_MS|sig [ROUNDS]]\n",
+		    argv[0]);
 		return 2;
 	}
 	nsess = (unsigned int)strtoul(argv[2], NULL, 0);

@@ -81,7 +81,7 @@ struct rc {
 };
 
 static struct rblk_url url;
-static uint16_t conn_qd = 4; /* hold: 8 */
+static uint16_t conn_qd = 4;	   /* hold: 8 */
 static uint32_t conn_max_io = BLK; /* hold: 1 MiB */
 static uint32_t io_len = BLK; /* bytes of a data command (stale: 512 too) */
 static const struct xp_ops *ops;
@@ -89,11 +89,11 @@ static const char *host = "";
 static uint8_t secret[RBLK_SECRET_MAX];
 static size_t secret_len;
 
-#define DIE(...)                                      \
-	do {                                          \
-		fprintf(stderr, "rawclient: " __VA_ARGS__); \
-		fputc('\n', stderr);                  \
-		exit(1);                              \
+#define DIE(...)                                                               \
+	do {                                                                   \
+		fprintf(stderr, "rawclient: " __VA_ARGS__);                    \
+		fputc('\n', stderr);                                           \
+		exit(1);                                                       \
 	} while (0)
 
 static char *recv_buf(struct rc *c, unsigned int i)
@@ -113,7 +113,7 @@ static char *data_buf(struct rc *c, unsigned int i)
 
 static void post_recv(struct rc *c, unsigned int i)
 {
-	struct xp_sge sge = { recv_buf(c, i), RBLK_MSG_MAX, c->mr };
+	struct xp_sge sge = {recv_buf(c, i), RBLK_MSG_MAX, c->mr};
 
 	if (xp_post_recv(c->xc, 100 + i, &sge))
 		DIE("post_recv failed");
@@ -127,7 +127,7 @@ static void post_recv(struct rc *c, unsigned int i)
  */
 static void repost_recv(struct rc *c, unsigned int i)
 {
-	struct xp_sge sge = { recv_buf(c, i), RBLK_MSG_MAX, c->mr };
+	struct xp_sge sge = {recv_buf(c, i), RBLK_MSG_MAX, c->mr};
 	int ret = xp_post_recv(c->xc, 100 + i, &sge);
 
 	if (ret && ret != -ENOTCONN)
@@ -136,15 +136,15 @@ static void repost_recv(struct rc *c, unsigned int i)
 
 static void rc_connect(struct rc *c)
 {
-	struct xp_conn_attr attr = { .max_send_wr = 8, .max_recv_wr = NR_RECV };
+	struct xp_conn_attr attr = {.max_send_wr = 8, .max_recv_wr = NR_RECV};
 	char priv[RBLK_CM_REQ_SIZE];
 	size_t len = (NR_RECV + 1) * RBLK_MSG_MAX + 2 * BLK;
 	int ret;
 
 	memset(c, 0, sizeof(*c));
 	ret = xp_connect(ops, NULL, url.host, url.port, &attr, priv,
-			   rblk_cm_req_encode(priv, conn_qd), TIMEOUT_MS, &c->xc,
-			   NULL, NULL);
+			 rblk_cm_req_encode(priv, conn_qd), TIMEOUT_MS, &c->xc,
+			 NULL, NULL);
 	if (ret)
 		DIE("connect: %s", strerror(-ret));
 	if (posix_memalign((void **)&c->mem, 4096, len))
@@ -164,10 +164,10 @@ static void rc_close(struct rc *c)
 }
 
 /* Post one work request; data ones use data block `blk`. */
-static int post(struct rc *c, enum xp_wr_opcode op, const void *msg,
-		size_t len, unsigned int blk, uint64_t raddr, uint32_t rkey)
+static int post(struct rc *c, enum xp_wr_opcode op, const void *msg, size_t len,
+		unsigned int blk, uint64_t raddr, uint32_t rkey)
 {
-	struct xp_send_wr wr = { 0 }, *bad;
+	struct xp_send_wr wr = {0}, *bad;
 
 	wr.wr_id = op;
 	wr.opcode = op;
@@ -210,7 +210,8 @@ static enum xp_wc_status next_wc(struct rc *c, struct xp_wc *wc, void *copy,
 				continue;
 			if (wc->status == XP_WC_SUCCESS &&
 			    wc->opcode == XP_WC_RECV) {
-				memcpy(copy, recv_buf(c, (unsigned)wc->wr_id - 100),
+				memcpy(copy,
+				       recv_buf(c, (unsigned)wc->wr_id - 100),
 				       wc->byte_len);
 				*len = wc->byte_len;
 				repost_recv(c, (unsigned)wc->wr_id - 100);
@@ -222,8 +223,8 @@ static enum xp_wc_status next_wc(struct rc *c, struct xp_wc *wc, void *copy,
 			continue;
 		}
 		{
-			struct pollfd pfd = { .fd = xp_fd(c->xc),
-					      .events = POLLIN };
+			struct pollfd pfd = {.fd = xp_fd(c->xc),
+					     .events = POLLIN};
 			uint64_t now = now_ms();
 
 			if (now >= deadline)
@@ -248,7 +249,7 @@ static int recv_msg(struct rc *c, void *msg, uint32_t *len)
 
 static void send_hello(struct rc *c, bool auth)
 {
-	struct rblk_hello h = { .queue_depth = conn_qd, .max_io = conn_max_io };
+	struct rblk_hello h = {.queue_depth = conn_qd, .max_io = conn_max_io};
 	char b[RBLK_HELLO_SIZE];
 
 	h.flags = auth ? RBLK_HELLO_F_AUTH : 0;
@@ -328,8 +329,7 @@ static void login(struct rc *c)
 		respond(c, nonce);
 	}
 	if (get_login(c, secret_len > 0) != RBLK_S_OK)
-		DIE("login refused: %s",
-		    rblk_status_str((int)c->login.status));
+		DIE("login refused: %s", rblk_status_str((int)c->login.status));
 }
 
 static int expect_refused(struct rc *c, const char *what)
@@ -426,8 +426,11 @@ struct window {
 static void send_cmd(struct rc *c, uint8_t op, uint64_t off, uint8_t flags,
 		     uint32_t inv_rkey)
 {
-	struct rblk_cmd cmd = { .tag = 0, .opcode = op, .length = io_len,
-				.offset = off, .flags = flags };
+	struct rblk_cmd cmd = {.tag = 0,
+			       .opcode = op,
+			       .length = io_len,
+			       .offset = off,
+			       .flags = flags};
 	char b[RBLK_CMD_SIZE];
 
 	if (post(c, inv_rkey ? XP_WR_SEND_WITH_INV : XP_WR_SEND, b,
@@ -442,7 +445,7 @@ static void send_cmd(struct rc *c, uint8_t op, uint64_t off, uint8_t flags,
 static struct window command_start_ex(struct rc *c, uint8_t op, uint64_t off,
 				      uint8_t flags, uint32_t inv_rkey)
 {
-	struct window w = { 0 };
+	struct window w = {0};
 	char msg[RBLK_MSG_MAX];
 	uint32_t len;
 	int type;
@@ -461,8 +464,10 @@ static struct window command_start_ex(struct rc *c, uint8_t op, uint64_t off,
 	{
 		struct rblk_resp resp;
 
-		if (type != RBLK_MSG_RESP || rblk_resp_decode(msg, len, 4, &resp))
-			DIE("expected GRANT or RESP, got message type %d", type);
+		if (type != RBLK_MSG_RESP ||
+		    rblk_resp_decode(msg, len, 4, &resp))
+			DIE("expected GRANT or RESP, got message type %d",
+			    type);
 		w.status = resp.status;
 		if (resp.flags & RBLK_RESP_F_PULL) {
 			w.addr = resp.addr;
@@ -495,8 +500,8 @@ static int expect_conn_failed(struct rc *c, const char *what)
 	enum xp_wc_status st = next_wc(c, &wc, msg, &len);
 
 	if (st == XP_WC_SUCCESS) {
-		printf("FAIL: %s: the target went on (message type %d)\n",
-		       what, rblk_msg_type(msg, len));
+		printf("FAIL: %s: the target went on (message type %d)\n", what,
+		       rblk_msg_type(msg, len));
 		return 1;
 	}
 	printf("%s: connection failed (%s)\n", what, xp_wc_status_str(st));
@@ -512,10 +517,10 @@ static int expect_conn_failed(struct rc *c, const char *what)
 static uint32_t command_finish(struct rc *c, uint8_t op, struct window w)
 {
 	bool read = op == RBLK_OP_READ;
-	struct rblk_done d = { .type = read ? RBLK_MSG_READ_DONE :
-					      RBLK_MSG_WRITE_DATA,
-			       .tag = 0,
-			       .rkey = w.rkey };
+	struct rblk_done d = {.type = read ? RBLK_MSG_READ_DONE
+					   : RBLK_MSG_WRITE_DATA,
+			      .tag = 0,
+			      .rkey = w.rkey};
 	struct xp_send_wr wr[2], *bad;
 	char msg[RBLK_MSG_MAX];
 	struct rblk_resp resp;
@@ -526,16 +531,15 @@ static uint32_t command_finish(struct rc *c, uint8_t op, struct window w)
 	wr[0].wr_id = 1;
 	wr[0].opcode = read ? XP_WR_RDMA_READ : XP_WR_RDMA_WRITE;
 	wr[0].flags = XP_SEND_SIGNALED;
-	wr[0].sge = (struct xp_sge){ data_buf(c, 0), io_len, c->mr };
+	wr[0].sge = (struct xp_sge){data_buf(c, 0), io_len, c->mr};
 	wr[0].remote_addr = w.addr;
 	wr[0].rkey = w.rkey;
 	wr[1].wr_id = 2;
 	wr[1].opcode = XP_WR_SEND_WITH_INV;
 	wr[1].flags = XP_SEND_SIGNALED | (read ? XP_SEND_FENCE : 0);
 	wr[1].invalidate_rkey = w.rkey;
-	wr[1].sge = (struct xp_sge){ send_buf(c),
-				     (uint32_t)rblk_done_encode(send_buf(c), &d),
-				     c->mr };
+	wr[1].sge = (struct xp_sge){
+	    send_buf(c), (uint32_t)rblk_done_encode(send_buf(c), &d), c->mr};
 	if (xp_post_send(c->xc, wr, &bad))
 		DIE("posting the data and its done message failed");
 	if (wait_rdma(c) != XP_WC_SUCCESS)
@@ -633,7 +637,7 @@ static int cmd_rowrite(void)
 
 static int cmd_skip(void)
 {
-	struct rblk_cmd cmd = { .tag = 0, .opcode = RBLK_OP_READ, .length = BLK };
+	struct rblk_cmd cmd = {.tag = 0, .opcode = RBLK_OP_READ, .length = BLK};
 	char b[RBLK_CMD_SIZE];
 	struct rc c;
 	uint32_t st;
@@ -646,8 +650,9 @@ static int cmd_skip(void)
 	st = get_login(&c, false);
 	rc_close(&c);
 	if (st != RBLK_S_BAD_STATE) {
-		printf("FAIL: a command instead of AUTH_RESPONSE: login status %u (%s)\n",
-		       st, rblk_status_str((int)st));
+		printf(
+		    "FAIL: a command instead of AUTH_RESPONSE: login status %u (%s)\n",
+		    st, rblk_status_str((int)st));
 		return 1;
 	}
 	printf("command instead of AUTH_RESPONSE refused: %s\n",
@@ -721,7 +726,8 @@ static int isolation_cmd_done(void)
 		DIE("A: READ got no window (status %u)", w.status);
 	read_window(&a, w);
 	if (memcmp(data_buf(&a, 0), data_buf(&a, 1), BLK)) {
-		printf("FAIL: A's READ through its window read different data\n");
+		printf(
+		    "FAIL: A's READ through its window read different data\n");
 		bad = 1;
 	}
 	w2 = command_start_ex(&a, RBLK_OP_READ, 8192, RBLK_CMD_F_DONE, w.rkey);
@@ -730,12 +736,14 @@ static int isolation_cmd_done(void)
 		    w2.status);
 	read_window(&a, w2);
 	if (memcmp(data_buf(&a, 0), data_buf(&a, 1), BLK)) {
-		printf("FAIL: A's READ after returning a window read different data\n");
+		printf(
+		    "FAIL: A's READ after returning a window read different data\n");
 		bad = 1;
 	}
-	bad |= foreign_access_at(&a, XP_WR_RDMA_READ,
-				 "A: RDMA READ with its own key after its tag's next command",
-				 w.addr, w.rkey);
+	bad |= foreign_access_at(
+	    &a, XP_WR_RDMA_READ,
+	    "A: RDMA READ with its own key after its tag's next command",
+	    w.addr, w.rkey);
 	rc_close(&a);
 
 	login(&a);
@@ -743,7 +751,8 @@ static int isolation_cmd_done(void)
 	if (!w.rkey)
 		DIE("A: READ got no window (status %u)", w.status);
 	send_cmd(&a, RBLK_OP_READ, 8192, RBLK_CMD_F_DONE, 0);
-	bad |= expect_conn_failed(&a, "A: DONE without invalidating the window");
+	bad |=
+	    expect_conn_failed(&a, "A: DONE without invalidating the window");
 	rc_close(&a);
 
 	login(&a);
@@ -781,7 +790,8 @@ static int cmd_isolation(void)
 	memset(data_buf(&a, 0), 0, BLK);
 	command_finish(&a, RBLK_OP_READ, w);
 	if (memcmp(data_buf(&a, 0), data_buf(&a, 1), BLK)) {
-		printf("FAIL: A's READ through its window read different data\n");
+		printf(
+		    "FAIL: A's READ through its window read different data\n");
 		bad = 1;
 	}
 
@@ -793,9 +803,9 @@ static int cmd_isolation(void)
 	printf("A: WRITE window addr 0x%llx rkey 0x%x\n",
 	       (unsigned long long)w.addr, w.rkey);
 	login(&b);
-	bad |= foreign_access_at(&b, XP_WR_RDMA_WRITE,
-				 "B: RDMA WRITE into A's in-flight WRITE window",
-				 w.addr, w.rkey);
+	bad |= foreign_access_at(
+	    &b, XP_WR_RDMA_WRITE,
+	    "B: RDMA WRITE into A's in-flight WRITE window", w.addr, w.rkey);
 	rc_close(&b);
 	st = command_finish(&a, RBLK_OP_WRITE, w);
 	if (st)
@@ -807,9 +817,9 @@ static int cmd_isolation(void)
 	if (!w.rkey)
 		DIE("A: READ got no window (status %u)", w.status);
 	command_finish(&a, RBLK_OP_READ, w);
-	bad |= foreign_access_at(&a, XP_WR_RDMA_READ,
-				 "A: RDMA READ with its own key after READ_DONE",
-				 w.addr, w.rkey);
+	bad |= foreign_access_at(
+	    &a, XP_WR_RDMA_READ,
+	    "A: RDMA READ with its own key after READ_DONE", w.addr, w.rkey);
 	rc_close(&a);
 	if (a.login.features & RBLK_F_CMD_DONE)
 		bad |= isolation_cmd_done();
@@ -822,8 +832,9 @@ static int cmd_isolation(void)
 
 		/* the volume window is per connection too */
 		login(&b);
-		bad |= foreign_access_at(&b, XP_WR_RDMA_READ, "direct RDMA READ",
-					 a.login.vol_addr, a.login.vol_rkey);
+		bad |=
+		    foreign_access_at(&b, XP_WR_RDMA_READ, "direct RDMA READ",
+				      a.login.vol_addr, a.login.vol_rkey);
 		rc_close(&b);
 		/* and dies with its connection: C's key after C is gone */
 		login(&c);
@@ -831,9 +842,9 @@ static int cmd_isolation(void)
 		c_rkey = c.login.vol_rkey;
 		rc_close(&c);
 		login(&b);
-		bad |= foreign_access_at(&b, XP_WR_RDMA_READ,
-					 "direct RDMA READ (closed connection C)",
-					 c_addr, c_rkey);
+		bad |= foreign_access_at(
+		    &b, XP_WR_RDMA_READ,
+		    "direct RDMA READ (closed connection C)", c_addr, c_rkey);
 		rc_close(&b);
 	}
 	/* A carries on */
@@ -908,20 +919,20 @@ static int cmd_sweep(unsigned int n)
  */
 static uint32_t write_partial(struct rc *c, struct window w, uint32_t len)
 {
-	struct rblk_done d = { .type = RBLK_MSG_WRITE_DATA, .rkey = w.rkey };
+	struct rblk_done d = {.type = RBLK_MSG_WRITE_DATA, .rkey = w.rkey};
 	char msg[RBLK_MSG_MAX];
 	struct rblk_resp resp;
 	uint32_t mlen;
 
 	if (len) {
-		struct xp_send_wr wr = { .wr_id = 1,
-					 .opcode = XP_WR_RDMA_WRITE,
-					 .flags = XP_SEND_SIGNALED,
-					 .remote_addr = w.addr,
-					 .rkey = w.rkey };
+		struct xp_send_wr wr = {.wr_id = 1,
+					.opcode = XP_WR_RDMA_WRITE,
+					.flags = XP_SEND_SIGNALED,
+					.remote_addr = w.addr,
+					.rkey = w.rkey};
 		struct xp_send_wr *bad;
 
-		wr.sge = (struct xp_sge){ data_buf(c, 0), len, c->mr };
+		wr.sge = (struct xp_sge){data_buf(c, 0), len, c->mr};
 		if (xp_post_send(c->xc, &wr, &bad) ||
 		    wait_rdma(c) != XP_WC_SUCCESS)
 			DIE("writing our own window failed");
@@ -941,7 +952,8 @@ static unsigned int foreign_bytes(struct rc *c, unsigned int *at)
 	unsigned int n = 0;
 
 	for (unsigned int i = BLK; i-- > 0;)
-		if (data_buf(c, 0)[i] && (uint8_t)data_buf(c, 0)[i] != STALE_MINE) {
+		if (data_buf(c, 0)[i] &&
+		    (uint8_t)data_buf(c, 0)[i] != STALE_MINE) {
 			n++;
 			*at = i;
 		}
@@ -965,8 +977,9 @@ static int small_read_ok(struct rc *c, uint64_t off, unsigned int round)
 		DIE("512-byte READ failed: %s", rblk_status_str((int)st));
 	for (unsigned int i = 0; i < 512; i++)
 		if ((uint8_t)data_buf(c, 0)[i] != STALE_MINE) {
-			printf("FAIL: round %u: a 512-byte READ of our own data returned 0x%02x at %u\n",
-			       round, (uint8_t)data_buf(c, 0)[i], i);
+			printf(
+			    "FAIL: round %u: a 512-byte READ of our own data returned 0x%02x at %u\n",
+			    round, (uint8_t)data_buf(c, 0)[i], i);
 			return 1;
 		}
 	return 0;
@@ -986,9 +999,11 @@ static int cmd_stale(unsigned int rounds)
 	}
 	for (unsigned int r = 0; r < rounds; r++) {
 		for (unsigned int i = 0; i < STALE_CONNS; i++) {
-			uint64_t off = (uint64_t)((r * STALE_CONNS + i) % 256) * BLK;
+			uint64_t off =
+			    (uint64_t)((r * STALE_CONNS + i) % 256) * BLK;
 			uint32_t len = r % 2 ? 512 : 0;
-			struct window w = command_start(&a[i], RBLK_OP_WRITE, off);
+			struct window w =
+			    command_start(&a[i], RBLK_OP_WRITE, off);
 			unsigned int n, at = 0;
 			uint32_t st;
 
@@ -1001,23 +1016,27 @@ static int cmd_stale(unsigned int rounds)
 			memset(data_buf(&a[i], 0), 0, BLK);
 			st = command(&a[i], RBLK_OP_READ, off);
 			if (st)
-				DIE("READ failed: %s", rblk_status_str((int)st));
+				DIE("READ failed: %s",
+				    rblk_status_str((int)st));
 			n = foreign_bytes(&a[i], &at);
 			if (n) {
 				bad++;
-				printf("FAIL: round %u conn %u (%s write): %u bytes we never wrote came back, e.g. 0x%02x at %u\n",
-				       r, i, len ? "partial" : "no", n,
-				       (uint8_t)data_buf(&a[i], 0)[at], at);
+				printf(
+				    "FAIL: round %u conn %u (%s write): %u bytes we never wrote came back, e.g. 0x%02x at %u\n",
+				    r, i, len ? "partial" : "no", n,
+				    (uint8_t)data_buf(&a[i], 0)[at], at);
 			}
 		}
 		/* after the others' commands: pages pass between connections */
 		for (unsigned int i = STALE_CONNS; i-- > 0;)
-			bad += (unsigned int)small_read_ok(&a[i], known + i * BLK, r);
+			bad += (unsigned int)small_read_ok(&a[i],
+							   known + i * BLK, r);
 	}
 	for (unsigned int i = 0; i < STALE_CONNS; i++)
 		rc_close(&a[i]);
-	printf("stale: %u rounds x %u connections, %u unwritten or partial WRITEs refused, %u reads wrong (foreign bytes, or ours lost)\n",
-	       rounds, STALE_CONNS, failed_writes, bad);
+	printf(
+	    "stale: %u rounds x %u connections, %u unwritten or partial WRITEs refused, %u reads wrong (foreign bytes, or ours lost)\n",
+	    rounds, STALE_CONNS, failed_writes, bad);
 	return bad ? 1 : 0;
 }
 
@@ -1035,11 +1054,11 @@ struct holder {
 	double dropped_at;
 };
 
-static void hold_send(struct holder *h, uint16_t tag, uint8_t op,
-		      uint32_t len, uint64_t off)
+static void hold_send(struct holder *h, uint16_t tag, uint8_t op, uint32_t len,
+		      uint64_t off)
 {
-	struct rblk_cmd cmd = { .tag = tag, .opcode = op, .length = len,
-				.offset = off };
+	struct rblk_cmd cmd = {
+	    .tag = tag, .opcode = op, .length = len, .offset = off};
 	char b[RBLK_CMD_SIZE];
 
 	if (post(&h->c, XP_WR_SEND, b, rblk_cmd_encode(b, &cmd), 0, 0, 0))
@@ -1110,8 +1129,8 @@ static int cmd_hold(unsigned int n, unsigned int secs)
 		for (unsigned int i = 0; i < n; i++) {
 			hold_poll(&h[i], t);
 			if (ka && !h[i].dropped && !h[i].ka_out) {
-				hold_send(&h[i], HOLD_KA_TAG,
-					  RBLK_OP_KEEPALIVE, 0, 0);
+				hold_send(&h[i], HOLD_KA_TAG, RBLK_OP_KEEPALIVE,
+					  0, 0);
 				h[i].ka_out = true;
 			}
 		}
@@ -1122,11 +1141,13 @@ static int cmd_hold(unsigned int n, unsigned int secs)
 	for (unsigned int i = 0; i < n; i++) {
 		if (h[i].dropped) {
 			dropped++;
-			printf("holder %u: %u windows, dropped by the target after %.1f s\n",
-			       i, h[i].windows, h[i].dropped_at);
+			printf(
+			    "holder %u: %u windows, dropped by the target after %.1f s\n",
+			    i, h[i].windows, h[i].dropped_at);
 		} else {
-			printf("holder %u: %u windows, still connected after %u s\n",
-			       i, h[i].windows, secs);
+			printf(
+			    "holder %u: %u windows, still connected after %u s\n",
+			    i, h[i].windows, secs);
 		}
 		rc_close(&h[i].c);
 	}
@@ -1183,11 +1204,12 @@ int main(int argc, char **argv)
 		return cmd_sweep((unsigned int)n);
 	}
 usage:
-	fprintf(stderr, "usage: %s reflect|replay|rowrite|skip|stall URL HOST KEYFILE\n"
-			"       %s isolation URL [HOST KEYFILE]\n"
-			"       %s sweep URL N [HOST KEYFILE]\n"
-			"       %s stale URL ROUNDS\n"
-			"       %s hold URL N SECS\n",
+	fprintf(stderr,
+		"usage: %s reflect|replay|rowrite|skip|stall URL HOST KEYFILE\n"
+		"       %s isolation URL [HOST KEYFILE]\n"
+		"       %s sweep URL N [HOST KEYFILE]\n"
+		"       %s stale URL ROUNDS\n"
+		"       %s hold URL N SECS\n",
 		argv[0], argv[0], argv[0], argv[0], argv[0]);
 	return 2;
 }

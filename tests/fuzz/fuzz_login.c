@@ -41,25 +41,26 @@
 
 /* export "secure": fuzzhost read-write, rohost read-only, ghost (no secret) */
 static struct cfg_export secure_cfg = {
-	.name = "secure",
-	.restricted = true,
-	.nr_allow = 3,
-	.allow = {"fuzzhost", "rohost", "ghost"},
-	.allow_ro = {false, true, false},
+    .name = "secure",
+    .restricted = true,
+    .nr_allow = 3,
+    .allow = {"fuzzhost", "rohost", "ghost"},
+    .allow_ro = {false, true, false},
 };
 static struct cfg_target cfg = {
-	.name = FZ_TARGET,
-	.nr_hosts = 3,
-	.hosts = {
-		{.name = "fuzzhost",
-		 .secret = "fuzz-secret-0123456789",
-		 .secret_len = 22},
-		{.name = "rohost",
-		 .secret = "ro-secret-abcdefghijkl",
-		 .secret_len = 22},
-		{.name = "outsider", /* known, but not on secure's list */
-		 .secret = "outsider-secret-xyz0123",
-		 .secret_len = 23},
+    .name = FZ_TARGET,
+    .nr_hosts = 3,
+    .hosts =
+	{
+	    {.name = "fuzzhost",
+	     .secret = "fuzz-secret-0123456789",
+	     .secret_len = 22},
+	    {.name = "rohost",
+	     .secret = "ro-secret-abcdefghijkl",
+	     .secret_len = 22},
+	    {.name = "outsider", /* known, but not on secure's list */
+	     .secret = "outsider-secret-xyz0123",
+	     .secret_len = 23},
 	},
 };
 
@@ -125,8 +126,8 @@ static void on_hello(struct session *s, const uint8_t *buf, size_t len)
 	struct login_plan *p = &s->plan;
 	int st;
 
-	st = login_decide(buf, len, s->cm_qd, s->cfg_max_io, table_lookup,
-			  NULL, p);
+	st = login_decide(buf, len, s->cm_qd, s->cfg_max_io, table_lookup, NULL,
+			  p);
 	CHECK(st >= RBLK_S_OK && st <= RBLK_S_MAX_);
 	if (st) {
 		CHECK(p->why[0] != '\0'); /* every refusal is explained */
@@ -156,8 +157,8 @@ static void on_hello(struct session *s, const uint8_t *buf, size_t len)
 		/* our own reading of the rule */
 		CHECK(p->exp->cfg || fz_host(p->hello.host_name));
 		/* no secret offered: AUTH_REQUIRED, else AUTH_CHALLENGE */
-		s->state = (p->hello.flags & RBLK_HELLO_F_AUTH) ? S_AUTH
-								 : S_DONE;
+		s->state =
+		    (p->hello.flags & RBLK_HELLO_F_AUTH) ? S_AUTH : S_DONE;
 		return;
 	}
 	CHECK(!p->exp->cfg && !fz_host(p->hello.host_name));

@@ -110,9 +110,9 @@ static void limits_from(const uint8_t *p, struct rblk_limits *lim)
 		lim->max_io = RBLK_MAX_MAX_IO;
 	lim->features = (uint32_t)fz_le(p + 4, 4, 4) & RBLK_F_ALL;
 	lim->size = fz_le(p + 8, 8, 8) & ~(uint64_t)(lim->block_size - 1);
-	lim->inline_max = (uint32_t)(p[16] % (RBLK_INLINE_MAX /
-					      RBLK_INLINE_ALIGN + 1)) *
-			  RBLK_INLINE_ALIGN;
+	lim->inline_max =
+	    (uint32_t)(p[16] % (RBLK_INLINE_MAX / RBLK_INLINE_ALIGN + 1)) *
+	    RBLK_INLINE_ALIGN;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -87,9 +87,9 @@ static void test_mac_known_answer(void **state)
 	hex("31b1cf23a4825b5cd316928c3352e372dc3bb9eb3e14ca07273ca0b12e877b91",
 	    want, 32);
 	assert_memory_equal(mac, want, 32);
-	assert_int_equal(rblk_auth_verify(key, KEY_LEN,
-					  RBLK_AUTH_ROLE_INITIATOR, &c, want),
-			 0);
+	assert_int_equal(
+	    rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &c, want),
+	    0);
 	rblk_auth_mac(key, KEY_LEN, RBLK_AUTH_ROLE_TARGET, &c, mac);
 	hex("95145aad0fd60eb370d0a88e4edc9056052376df17176de8443958cf95f4904f",
 	    want, 32);
@@ -105,20 +105,20 @@ static void test_wrong_secret(void **state)
 	(void)state;
 	ctx_fill(&c);
 	rblk_auth_mac(other, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &c, mac);
-	assert_int_equal(rblk_auth_verify(key, KEY_LEN,
-					  RBLK_AUTH_ROLE_INITIATOR, &c, mac),
-			 -EACCES);
+	assert_int_equal(
+	    rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &c, mac),
+	    -EACCES);
 	/* a prefix of the right key is a different key */
 	rblk_auth_mac(key, KEY_LEN - 1, RBLK_AUTH_ROLE_INITIATOR, &c, mac);
-	assert_int_equal(rblk_auth_verify(key, KEY_LEN,
-					  RBLK_AUTH_ROLE_INITIATOR, &c, mac),
-			 -EACCES);
+	assert_int_equal(
+	    rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &c, mac),
+	    -EACCES);
 	/* one flipped bit of a right MAC */
 	rblk_auth_mac(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &c, mac);
 	mac[31] ^= 1;
-	assert_int_equal(rblk_auth_verify(key, KEY_LEN,
-					  RBLK_AUTH_ROLE_INITIATOR, &c, mac),
-			 -EACCES);
+	assert_int_equal(
+	    rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &c, mac),
+	    -EACCES);
 }
 
 /* An initiator's MAC never passes as the target's, and back. */
@@ -130,13 +130,13 @@ static void test_roles(void **state)
 	(void)state;
 	ctx_fill(&c);
 	rblk_auth_mac(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &c, mac);
-	assert_int_equal(rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_TARGET,
-					  &c, mac),
-			 -EACCES);
+	assert_int_equal(
+	    rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_TARGET, &c, mac),
+	    -EACCES);
 	rblk_auth_mac(key, KEY_LEN, RBLK_AUTH_ROLE_TARGET, &c, mac);
-	assert_int_equal(rblk_auth_verify(key, KEY_LEN,
-					  RBLK_AUTH_ROLE_INITIATOR, &c, mac),
-			 -EACCES);
+	assert_int_equal(
+	    rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &c, mac),
+	    -EACCES);
 }
 
 /* Handing the target's nonce back as the initiator's is refused. */
@@ -165,9 +165,9 @@ static void test_replay(void **state)
 	now = old;
 	rblk_auth_nonce(now.target_nonce);
 	assert_memory_not_equal(now.target_nonce, old.target_nonce, 32);
-	assert_int_equal(rblk_auth_verify(key, KEY_LEN,
-					  RBLK_AUTH_ROLE_INITIATOR, &now, mac),
-			 -EACCES);
+	assert_int_equal(
+	    rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &now, mac),
+	    -EACCES);
 	/* and nonces are fresh each time */
 	{
 		uint8_t a[32], b[32];
@@ -215,9 +215,9 @@ static void test_every_field_bound(void **state)
 	d = c;
 	strcpy(d.host_name, "alphav");
 	strcpy(d.export_name, "ol0");
-	assert_int_equal(rblk_auth_verify(key, KEY_LEN,
-					  RBLK_AUTH_ROLE_INITIATOR, &d, mac),
-			 -EACCES);
+	assert_int_equal(
+	    rblk_auth_verify(key, KEY_LEN, RBLK_AUTH_ROLE_INITIATOR, &d, mac),
+	    -EACCES);
 }
 
 /* ---- secret files ------------------------------------------------------ */
@@ -280,9 +280,9 @@ static void test_secret_file(void **state)
 		memset(big, 'x', sizeof(big) - 1);
 		big[sizeof(big) - 1] = 0;
 		p = secret_file(big, 0600);
-		assert_int_equal(rblk_auth_load_secret(p, s, &len, err,
-						       sizeof(err)),
-				 -EINVAL);
+		assert_int_equal(
+		    rblk_auth_load_secret(p, s, &len, err, sizeof(err)),
+		    -EINVAL);
 		assert_non_null(strstr(err, "longer than"));
 		unlink(p);
 		free(p);
@@ -297,9 +297,9 @@ static void test_secret_file(void **state)
 static void test_messages(void **state)
 {
 	uint8_t b[RBLK_MSG_MAX];
-	struct rblk_auth_challenge ch = { 0 }, cho;
-	struct rblk_auth_response r = { 0 }, ro;
-	struct rblk_auth_result res = { 0 }, reso;
+	struct rblk_auth_challenge ch = {0}, cho;
+	struct rblk_auth_response r = {0}, ro;
+	struct rblk_auth_result res = {0}, reso;
 
 	(void)state;
 	memset(ch.nonce, 0xab, sizeof(ch.nonce));
@@ -333,8 +333,7 @@ static void test_messages(void **state)
 	assert_memory_equal(ro.nonce, r.nonce, 32);
 	assert_memory_equal(ro.mac, r.mac, 32);
 	b[12] = 1; /* reserved */
-	assert_int_equal(rblk_auth_response_decode(b, 80, &ro),
-			 RBLK_S_INVALID);
+	assert_int_equal(rblk_auth_response_decode(b, 80, &ro), RBLK_S_INVALID);
 	/* a response is not a challenge */
 	rblk_auth_response_encode(b, &r);
 	assert_int_equal(rblk_auth_challenge_decode(b, 80, &cho),
@@ -347,15 +346,14 @@ static void test_messages(void **state)
 	assert_int_equal(rblk_auth_result_decode(b, 48, &reso), RBLK_S_OK);
 	assert_memory_equal(reso.mac, res.mac, 32);
 	b[8] = 16; /* a non-zero status */
-	assert_int_equal(rblk_auth_result_decode(b, 48, &reso),
-			 RBLK_S_INVALID);
+	assert_int_equal(rblk_auth_result_decode(b, 48, &reso), RBLK_S_INVALID);
 }
 
 /* HELLO takes the AUTH flag (0x04); other unknown bits stay refused. */
 static void test_hello_auth_flag(void **state)
 {
 	uint8_t b[RBLK_MSG_MAX];
-	struct rblk_hello h = { .queue_depth = 4, .max_io = 65536 }, o;
+	struct rblk_hello h = {.queue_depth = 4, .max_io = 65536}, o;
 
 	(void)state;
 	strcpy(h.export_name, "vol0");
@@ -378,16 +376,16 @@ static void test_hello_auth_flag(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_mac_input_layout),
-		cmocka_unit_test(test_mac_known_answer),
-		cmocka_unit_test(test_wrong_secret),
-		cmocka_unit_test(test_roles),
-		cmocka_unit_test(test_reflected_nonce),
-		cmocka_unit_test(test_replay),
-		cmocka_unit_test(test_every_field_bound),
-		cmocka_unit_test(test_secret_file),
-		cmocka_unit_test(test_messages),
-		cmocka_unit_test(test_hello_auth_flag),
+	    cmocka_unit_test(test_mac_input_layout),
+	    cmocka_unit_test(test_mac_known_answer),
+	    cmocka_unit_test(test_wrong_secret),
+	    cmocka_unit_test(test_roles),
+	    cmocka_unit_test(test_reflected_nonce),
+	    cmocka_unit_test(test_replay),
+	    cmocka_unit_test(test_every_field_bound),
+	    cmocka_unit_test(test_secret_file),
+	    cmocka_unit_test(test_messages),
+	    cmocka_unit_test(test_hello_auth_flag),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -88,8 +88,9 @@ static void load_bad_ret(const char *text, int line, const char *want, int ret)
 			 err, text);
 	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
 	if (strncmp(err, prefix, strlen(prefix)))
-		fail_msg("message '%s' does not start with '%s'\n--- input ---\n%s",
-			 err, prefix, text);
+		fail_msg(
+		    "message '%s' does not start with '%s'\n--- input ---\n%s",
+		    err, prefix, text);
 	if (want && !strstr(err, want))
 		fail_msg("message '%s' lacks '%s'", err, want);
 	/* a failed load leaves the configuration as it was */
@@ -104,32 +105,31 @@ static void load_bad(const char *text, int line, const char *want)
 	load_bad_ret(text, line, want, -EINVAL);
 }
 
-static const char full[] =
-	"; a full configuration\n"
-	"# hash comments too\n"
-	"\n"
-	"[target]\n"
-	"listen = rdma://0.0.0.0:7441\n"
-	"listen = tcp://[::1]\n"
-	"workers = 4\n"
-	"engine = libaio\n"
-	"log_level = debug ; inline comment\n"
-	"max_queue_depth = 256\n"
-	"max_io = 2M\n"
-	"poll_spin_us = 50\n"
-	"\n"
-	"[export vol0]\n"
-	"path = /srv/vol0.img\n"
-	"read_only = yes\n"
-	"block_size = 4096\n"
-	"\n"
-	"[export ram-1]\n"
-	"path = ram:64M\n"
-	"\n"
-	"[export dev]\n"
-	"path = /dev/disk/by-id/nvme-x\n"
-	"read_only = off\n"
-	"block_size = 4K\n";
+static const char full[] = "; a full configuration\n"
+			   "# hash comments too\n"
+			   "\n"
+			   "[target]\n"
+			   "listen = rdma://0.0.0.0:7441\n"
+			   "listen = tcp://[::1]\n"
+			   "workers = 4\n"
+			   "engine = libaio\n"
+			   "log_level = debug ; inline comment\n"
+			   "max_queue_depth = 256\n"
+			   "max_io = 2M\n"
+			   "poll_spin_us = 50\n"
+			   "\n"
+			   "[export vol0]\n"
+			   "path = /srv/vol0.img\n"
+			   "read_only = yes\n"
+			   "block_size = 4096\n"
+			   "\n"
+			   "[export ram-1]\n"
+			   "path = ram:64M\n"
+			   "\n"
+			   "[export dev]\n"
+			   "path = /dev/disk/by-id/nvme-x\n"
+			   "read_only = off\n"
+			   "block_size = 4K\n";
 
 static void test_defaults(void **state)
 {
@@ -224,17 +224,16 @@ static void test_load_on_top(void **state)
 	(void)state;
 	assert_int_equal(cfg_add_export_arg(cfg, "cli=/x", err, sizeof(err)),
 			 0);
-	assert_int_equal(cfg_add_listen(cfg, "tcp://h:1", err, sizeof(err)),
-			 0);
+	assert_int_equal(cfg_add_listen(cfg, "tcp://h:1", err, sizeof(err)), 0);
 	load_ok(cfg, "[target]\nlisten = tcp://h:2\n[export f]\npath=/y\n");
 	assert_int_equal(cfg->nr_listen, 2);
 	assert_int_equal(cfg->nr_exports, 2);
 	assert_string_equal(cfg->exports[0].name, "cli");
 	assert_string_equal(cfg->exports[1].name, "f");
 	/* a name the caller already has is a duplicate */
-	assert_int_equal(load_text(cfg, "[export cli]\npath=/z\n", err,
-				   sizeof(err), NULL),
-			 -EINVAL);
+	assert_int_equal(
+	    load_text(cfg, "[export cli]\npath=/z\n", err, sizeof(err), NULL),
+	    -EINVAL);
 	assert_non_null(strstr(err, ":1: "));
 	assert_non_null(strstr(err, "already defined"));
 	assert_int_equal(cfg->nr_exports, 2);
@@ -247,9 +246,8 @@ static void test_load_missing_file(void **state)
 	char err[512];
 
 	(void)state;
-	assert_int_equal(cfg_load(cfg, "/nonexistent/rblk.conf", err,
-				  sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(
+	    cfg_load(cfg, "/nonexistent/rblk.conf", err, sizeof(err)), -ENOENT);
 	assert_non_null(strstr(err, "/nonexistent/rblk.conf"));
 	assert_non_null(strstr(err, "No such file"));
 	assert_int_equal(cfg_load(cfg, "/", err, sizeof(err)) < 0, 1);
@@ -287,8 +285,7 @@ static void test_load_unknown_keys(void **state)
 	(void)state;
 	load_bad("[target]\nworkers = 1\nthreads = 2\n", 3,
 		 "unknown key 'threads'");
-	load_bad("[export a]\npath = /x\nsize = 1G\n", 3,
-		 "unknown key 'size'");
+	load_bad("[export a]\npath = /x\nsize = 1G\n", 3, "unknown key 'size'");
 	load_bad("[export a]\npath = /x\n[target]\npath = /y\n", 4,
 		 "unknown key 'path' in [target]");
 	load_bad("[target]\nListen = tcp://h\n", 2, "unknown key 'Listen'");
@@ -318,8 +315,7 @@ static void test_load_bad_values(void **state)
 	load_bad("[target]\nmax_io = lots\n", 2, "max_io");
 	load_bad("[export a]\npath = /x\nblock_size = 256\n", 3, "block size");
 	load_bad("[export a]\npath = /x\nblock_size = 3000\n", 3, "block size");
-	load_bad("[export a]\npath = /x\nblock_size = 128K\n", 3,
-		 "block size");
+	load_bad("[export a]\npath = /x\nblock_size = 128K\n", 3, "block size");
 	load_bad("[export a]\npath = /x\nblock_size = big\n", 3, "block_size");
 	load_bad("[export a]\npath =\n", 2, "no value");
 	load_bad("[target]\nlisten = http://h\n", 2, "scheme");
@@ -362,8 +358,8 @@ static void test_load_duplicates(void **state)
 	load_bad("[target]\nmax_io = 1M\n[target]\nmax_io = 1M\n", 4,
 		 "given twice");
 	load_bad("[export a]\npath = /x\npath = /y\n", 3, "given twice");
-	load_bad("[export a]\npath = /x\nread_only = no\nread_only = yes\n",
-		 4, "given twice");
+	load_bad("[export a]\npath = /x\nread_only = no\nread_only = yes\n", 4,
+		 "given twice");
 	load_bad("[export a]\npath = /x\n\n[export a]\npath = /y\n", 4,
 		 "defined twice (first on line 1)");
 	load_bad("[target]\nlisten = tcp://h\nlisten = tcp://h:7441\n", 3,
@@ -404,13 +400,12 @@ static void test_load_booleans(void **state)
 		const char *s;
 		bool v;
 	} vals[] = {
-		{ "yes", true },  { "no", false },   { "true", true },
-		{ "false", false }, { "1", true },   { "0", false },
-		{ "on", true },   { "off", false },  { "YES", true },
-		{ "Off", false }, { "True", true },
+	    {"yes", true}, {"no", false},  {"true", true}, {"false", false},
+	    {"1", true},   {"0", false},   {"on", true},   {"off", false},
+	    {"YES", true}, {"Off", false}, {"True", true},
 	};
-	static const char *const bad[] = { "y", "n", "2", "enabled", "-1",
-					   "yess", "o" };
+	static const char *const bad[] = {"y",	"n",	"2", "enabled",
+					  "-1", "yess", "o"};
 	struct cfg_target *cfg = cfg_new();
 	char text[256];
 
@@ -531,21 +526,16 @@ static void test_export_arg(void **state)
 	char err[512];
 
 	(void)state;
-	assert_int_equal(cfg_add_export_arg(cfg, "a=/srv/a.img", err,
-					    sizeof(err)),
-			 0);
-	assert_int_equal(cfg_add_export_arg(cfg, "b=/dev/sdb,ro", err,
-					    sizeof(err)),
-			 0);
-	assert_int_equal(cfg_add_export_arg(cfg, "c=ram:1G,bs=4096", err,
-					    sizeof(err)),
-			 0);
-	assert_int_equal(cfg_add_export_arg(cfg, "d=/x=y,ro,bs=4K", err,
-					    sizeof(err)),
-			 0);
-	assert_int_equal(cfg_add_export_arg(cfg, "e=/x,bs=512,ro,rw", err,
-					    sizeof(err)),
-			 0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "a=/srv/a.img", err, sizeof(err)), 0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "b=/dev/sdb,ro", err, sizeof(err)), 0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "c=ram:1G,bs=4096", err, sizeof(err)), 0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "d=/x=y,ro,bs=4K", err, sizeof(err)), 0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "e=/x,bs=512,ro,rw", err, sizeof(err)), 0);
 	assert_int_equal(cfg->nr_exports, 5);
 	assert_string_equal(cfg->exports[0].name, "a");
 	assert_string_equal(cfg->exports[0].path, "/srv/a.img");
@@ -597,15 +587,14 @@ static void test_direct(void **state)
 	(void)state;
 	/* --export: direct / nodirect, default left to the backend */
 	assert_int_equal(cfg_add_export_arg(cfg, "a=/x", err, sizeof(err)), 0);
-	assert_int_equal(cfg_add_export_arg(cfg, "b=/x,direct", err,
-					    sizeof(err)),
-			 0);
-	assert_int_equal(cfg_add_export_arg(cfg, "c=ram:4K,ro,nodirect", err,
-					    sizeof(err)),
-			 0);
-	assert_int_equal(cfg_add_export_arg(cfg, "d=/x,nodirect,direct", err,
-					    sizeof(err)),
-			 0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "b=/x,direct", err, sizeof(err)), 0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "c=ram:4K,ro,nodirect", err, sizeof(err)),
+	    0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "d=/x,nodirect,direct", err, sizeof(err)),
+	    0);
 	assert_int_equal(cfg->exports[0].direct, CFG_DIRECT_DEFAULT);
 	assert_int_equal(cfg->exports[1].direct, CFG_DIRECT_YES);
 	assert_int_equal(cfg->exports[2].direct, CFG_DIRECT_NO);
@@ -640,9 +629,8 @@ static void test_export_arg_limits(void **state)
 		assert_int_equal(cfg_add_export_arg(cfg, arg, err, sizeof(err)),
 				 0);
 	}
-	assert_int_equal(cfg_add_export_arg(cfg, "one-more=/x", err,
-					    sizeof(err)),
-			 -ENOSPC);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "one-more=/x", err, sizeof(err)), -ENOSPC);
 	assert_non_null(strstr(err, "more than"));
 	assert_int_equal(cfg->nr_exports, CFG_MAX_EXPORTS);
 
@@ -678,26 +666,23 @@ static void test_listen(void **state)
 	struct cfg_target *cfg = cfg_new();
 	char err[512];
 	static const char *const bad[] = {
-		"localhost",	  "http://h",	     "udp://h:1",
-		"tcp://",	  "tcp://h:0",	     "tcp://h:65536",
-		"tcp://h/vol0",	  "tcp://h/",	     "rdma://[::1]:1/x",
-		"rdma://[::1",	  "TCP://h",	     "",
+	    "localhost",	"http://h",	 "udp://h:1",	 "tcp://",
+	    "tcp://h:0",	"tcp://h:65536", "tcp://h/vol0", "tcp://h/",
+	    "rdma://[::1]:1/x", "rdma://[::1",	 "TCP://h",	 "",
 	};
 
 	(void)state;
 	assert_int_equal(cfg_add_listen(cfg, "tcp://0.0.0.0", err, sizeof(err)),
 			 0);
-	assert_int_equal(cfg_add_listen(cfg, "rdma://0.0.0.0", err,
-					sizeof(err)),
-			 0);
-	assert_int_equal(cfg_add_listen(cfg, "rdma://[::]:9999", err,
-					sizeof(err)),
-			 0);
+	assert_int_equal(
+	    cfg_add_listen(cfg, "rdma://0.0.0.0", err, sizeof(err)), 0);
+	assert_int_equal(
+	    cfg_add_listen(cfg, "rdma://[::]:9999", err, sizeof(err)), 0);
 	assert_int_equal(cfg->nr_listen, 3);
 	/* the same address twice, spelled differently */
-	assert_int_equal(cfg_add_listen(cfg, "tcp://0.0.0.0:7441", err,
-					sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    cfg_add_listen(cfg, "tcp://0.0.0.0:7441", err, sizeof(err)),
+	    -EINVAL);
 	assert_non_null(strstr(err, "twice"));
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = 0;
@@ -792,7 +777,7 @@ static char *example_path(void)
 static void test_ctl_keys(void **state)
 {
 	struct cfg_target *cfg = cfg_new();
-	struct cfg_export e = { .name = "v", .path = "/x" };
+	struct cfg_export e = {.name = "v", .path = "/x"};
 	char err[256];
 
 	(void)state;
@@ -800,8 +785,9 @@ static void test_ctl_keys(void **state)
 	assert_int_equal(cfg->ctl_socket_mode, 0600);
 	assert_false(cfg->ctl_socket_set);
 	assert_string_equal(cfg->metrics, "");
-	load_ok(cfg, "[target]\nctl_socket = /tmp/t.sock\nctl_socket_mode = 660\n"
-		     "metrics = tcp://127.0.0.1:9441\n");
+	load_ok(cfg,
+		"[target]\nctl_socket = /tmp/t.sock\nctl_socket_mode = 660\n"
+		"metrics = tcp://127.0.0.1:9441\n");
 	assert_string_equal(cfg->ctl_socket, "/tmp/t.sock");
 	assert_true(cfg->ctl_socket_set);
 	assert_int_equal(cfg->ctl_socket_mode, 0660);
@@ -816,10 +802,11 @@ static void test_ctl_keys(void **state)
 	load_bad("[target]\nctl_socket_mode = 01777\n", 2, "ctl_socket_mode");
 	load_bad("[target]\nctl_socket_mode = 0666\n", 2, "every local user");
 	load_bad("[target]\nctl_socket_mode = 0602\n", 2, "every local user");
-	load_bad("[target]\nctl_socket = /tmp/"
-		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
-		 2, "unix socket limit");
+	load_bad(
+	    "[target]\nctl_socket = /tmp/"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+	    2, "unix socket limit");
 	load_bad("[target]\nmetrics = 127.0.0.1:9441\n", 2, "tcp://HOST:PORT");
 	load_bad("[target]\nmetrics = 99999\n", 2, "tcp://HOST:PORT");
 	load_bad("[target]\nmetrics = tcp://127.0.0.1\n", 2, "tcp://HOST:PORT");
@@ -949,7 +936,8 @@ static void test_hosts(void **state)
 	load_ok(cfg, "[export v]\npath = ram:1M\nallow = nobody\n"
 		     "[target]\nlisten = tcp://127.0.0.1\n");
 	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "allows host 'nobody', which has no [host nobody] section"));
+	assert_non_null(strstr(
+	    err, "allows host 'nobody', which has no [host nobody] section"));
 	unlink(kf);
 	free(kf);
 	free(cfg);
@@ -963,10 +951,11 @@ static void test_hosts_bad(void **state)
 	load_bad("[host]\nsecret = sixteen-chars-ok\n", 1, "needs a name");
 	load_bad("[host a]\nsecret = short\n", 2,
 		 "host 'a': secret is 5 bytes; at least 16 are needed");
-	load_bad("[host a]\nsecret = sixteen-chars-ok\nsecret_file = /x\n",
-		 3, "give secret or secret_file, not both");
-	load_bad("[host a]\nsecret = sixteen-chars-ok\nsecret = sixteen-chars-ok\n",
-		 3, "'secret' given twice");
+	load_bad("[host a]\nsecret = sixteen-chars-ok\nsecret_file = /x\n", 3,
+		 "give secret or secret_file, not both");
+	load_bad(
+	    "[host a]\nsecret = sixteen-chars-ok\nsecret = sixteen-chars-ok\n",
+	    3, "'secret' given twice");
 	load_bad("[host a]\n\n[export v]\npath = ram:1M\n", 1,
 		 "host 'a' has no secret");
 	load_bad("[host a]\nkey = sixteen-chars-ok\n", 2,
@@ -977,7 +966,8 @@ static void test_hosts_bad(void **state)
 	load_bad("[host a]\nsecret_file = /nonexistent/key\n", 2,
 		 "secret file /nonexistent/key: No such file or directory");
 	snprintf(text, sizeof(text), "[host a]\nsecret_file = %s\n", kf);
-	load_bad(text, 2, "is accessible by group or others (mode 0644); chmod 600 it");
+	load_bad(text, 2,
+		 "is accessible by group or others (mode 0644); chmod 600 it");
 	load_bad("[export v]\npath = ram:1M\nallow = a, a\n", 3,
 		 "host 'a' listed twice");
 	load_bad("[export v]\npath = ram:1M\nallow = a\nallow_ro = a\n", 4,
@@ -994,8 +984,8 @@ static void test_hosts_bad(void **state)
 static void test_host_arg(void **state)
 {
 	struct cfg_target *cfg = cfg_new();
-	char *kf = key_file(0600), *open_kf = key_file(0604), arg[PATH_MAX + 64],
-	     err[1024];
+	char *kf = key_file(0600), *open_kf = key_file(0604),
+	     arg[PATH_MAX + 64], err[1024];
 
 	(void)state;
 	snprintf(arg, sizeof(arg), "alpha:secret-file=%s", kf);
@@ -1009,30 +999,29 @@ static void test_host_arg(void **state)
 	assert_int_equal(cfg_add_host_arg(cfg, "beta", err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "expected NAME:secret-file=PATH"));
-	assert_int_equal(cfg_add_host_arg(cfg, "beta:secret=abc", err,
-					  sizeof(err)),
-			 -EINVAL);
-	assert_int_equal(cfg_add_host_arg(cfg, ":secret-file=/x", err,
-					  sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    cfg_add_host_arg(cfg, "beta:secret=abc", err, sizeof(err)),
+	    -EINVAL);
+	assert_int_equal(
+	    cfg_add_host_arg(cfg, ":secret-file=/x", err, sizeof(err)),
+	    -EINVAL);
 	assert_int_equal(cfg->nr_hosts, 1);
 
-	assert_int_equal(cfg_add_export_arg(cfg,
-					    "v=ram:1M,allow=alpha,allow_ro=beta",
-					    err, sizeof(err)),
-			 0);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "v=ram:1M,allow=alpha,allow_ro=beta", err,
+			       sizeof(err)),
+	    0);
 	assert_true(cfg->exports[0].restricted);
 	assert_int_equal(cfg_export_allows(&cfg->exports[0], "alpha"), 0);
 	assert_int_equal(cfg_export_allows(&cfg->exports[0], "beta"), 1);
-	assert_int_equal(cfg_add_listen(cfg, "tcp://127.0.0.1", err,
-					sizeof(err)),
-			 0);
+	assert_int_equal(
+	    cfg_add_listen(cfg, "tcp://127.0.0.1", err, sizeof(err)), 0);
 	/* beta has no secret (its --host failed) */
 	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "allows host 'beta'"));
-	assert_int_equal(cfg_add_export_arg(cfg, "w=ram:1M,allow=", err,
-					    sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "w=ram:1M,allow=", err, sizeof(err)),
+	    -EINVAL);
 	assert_non_null(strstr(err, "empty host name"));
 	unlink(kf);
 	unlink(open_kf);
@@ -1044,33 +1033,33 @@ static void test_host_arg(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hosts),
-		cmocka_unit_test(test_hosts_bad),
-		cmocka_unit_test(test_host_arg),
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_load_full),
-		cmocka_unit_test(test_load_layout),
-		cmocka_unit_test(test_load_on_top),
-		cmocka_unit_test(test_load_missing_file),
-		cmocka_unit_test(test_load_syntax_errors),
-		cmocka_unit_test(test_load_sections),
-		cmocka_unit_test(test_load_unknown_keys),
-		cmocka_unit_test(test_load_bad_values),
-		cmocka_unit_test(test_load_good_values),
-		cmocka_unit_test(test_load_duplicates),
-		cmocka_unit_test(test_load_repeated_listen),
-		cmocka_unit_test(test_load_booleans),
-		cmocka_unit_test(test_load_ram),
-		cmocka_unit_test(test_load_export_names),
-		cmocka_unit_test(test_load_long_and_odd_lines),
-		cmocka_unit_test(test_export_arg),
-		cmocka_unit_test(test_direct),
-		cmocka_unit_test(test_export_arg_limits),
-		cmocka_unit_test(test_listen),
-		cmocka_unit_test(test_validate),
-		cmocka_unit_test(test_ctl_keys),
-		cmocka_unit_test(test_ceph_keys),
-		cmocka_unit_test(test_example),
+	    cmocka_unit_test(test_hosts),
+	    cmocka_unit_test(test_hosts_bad),
+	    cmocka_unit_test(test_host_arg),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_load_full),
+	    cmocka_unit_test(test_load_layout),
+	    cmocka_unit_test(test_load_on_top),
+	    cmocka_unit_test(test_load_missing_file),
+	    cmocka_unit_test(test_load_syntax_errors),
+	    cmocka_unit_test(test_load_sections),
+	    cmocka_unit_test(test_load_unknown_keys),
+	    cmocka_unit_test(test_load_bad_values),
+	    cmocka_unit_test(test_load_good_values),
+	    cmocka_unit_test(test_load_duplicates),
+	    cmocka_unit_test(test_load_repeated_listen),
+	    cmocka_unit_test(test_load_booleans),
+	    cmocka_unit_test(test_load_ram),
+	    cmocka_unit_test(test_load_export_names),
+	    cmocka_unit_test(test_load_long_and_odd_lines),
+	    cmocka_unit_test(test_export_arg),
+	    cmocka_unit_test(test_direct),
+	    cmocka_unit_test(test_export_arg_limits),
+	    cmocka_unit_test(test_listen),
+	    cmocka_unit_test(test_validate),
+	    cmocka_unit_test(test_ctl_keys),
+	    cmocka_unit_test(test_ceph_keys),
+	    cmocka_unit_test(test_example),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

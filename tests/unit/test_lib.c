@@ -55,7 +55,7 @@ static struct {
 /* The main thread's job in rblk-target: hand requests to the worker. */
 static void *acceptor_main(void *arg)
 {
-	struct pollfd pfd = { .fd = L.ops->listener_fd(L.xl), .events = POLLIN };
+	struct pollfd pfd = {.fd = L.ops->listener_fd(L.xl), .events = POLLIN};
 
 	while (!atomic_load(&L.stop)) {
 		if (poll(&pfd, 1, 20) <= 0)
@@ -371,10 +371,10 @@ static void test_pull_windows(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_split_sync),
-		cmocka_unit_test(test_split_backlog),
-		cmocka_unit_test(test_reissue_after_restart),
-		cmocka_unit_test(test_pull_windows),
+	    cmocka_unit_test(test_split_sync),
+	    cmocka_unit_test(test_split_backlog),
+	    cmocka_unit_test(test_reissue_after_restart),
+	    cmocka_unit_test(test_pull_windows),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

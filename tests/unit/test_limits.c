@@ -63,7 +63,7 @@ static void test_evict_order(void **state)
 	assert_non_null(n1);
 	assert_false(limits_evicted(a[0]));
 	assert_true(limits_evicted(a[1])); /* the oldest silent one */
-	assert_int_equal(kicks2, 1); /* its worker was told */
+	assert_int_equal(kicks2, 1);	   /* its worker was told */
 	/* an evicted connection cannot log in any more */
 	assert_int_equal(limits_login(&cfg, a[1], why, sizeof(why)),
 			 RBLK_S_BUSY);
@@ -135,7 +135,8 @@ static void test_unix_by_uid(void **state)
 	a = limits_admit(&cfg, "unix pid 10 uid 1000 path /tmp/a", &w1);
 	assert_non_null(a);
 	/* another path and pid, the same user: the same "host" */
-	assert_null(limits_admit(&cfg, "unix pid 11 uid 1000 path /tmp/b", &w1));
+	assert_null(
+	    limits_admit(&cfg, "unix pid 11 uid 1000 path /tmp/b", &w1));
 	assert_null(limits_admit(&cfg, "unix pid 12 uid 1000", &w1));
 	b = limits_admit(&cfg, "unix pid 13 uid 1001 path /tmp/a", &w1);
 	assert_non_null(b);
@@ -146,9 +147,9 @@ static void test_unix_by_uid(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_evict_order),
-		cmocka_unit_test(test_known_hosts_kept),
-		cmocka_unit_test(test_unix_by_uid),
+	    cmocka_unit_test(test_evict_order),
+	    cmocka_unit_test(test_known_hosts_kept),
+	    cmocka_unit_test(test_unix_by_uid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

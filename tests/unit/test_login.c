@@ -31,7 +31,7 @@ static const uint8_t secret_b[] = "secret-of-host-b-0123456789";
 
 static struct export *lookup(void *ctx, const char *name)
 {
-	struct export *list[] = { &exp_open, &exp_closed, &exp_list };
+	struct export *list[] = {&exp_open, &exp_closed, &exp_list};
 
 	assert_ptr_equal(ctx, &tcfg);
 	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
@@ -87,8 +87,7 @@ static size_t hello(uint8_t *buf, const char *export, uint16_t qd,
 		    uint32_t max_io, uint32_t flags)
 {
 	struct rblk_hello h = {
-		.queue_depth = qd, .max_io = max_io, .flags = flags
-	};
+	    .queue_depth = qd, .max_io = max_io, .flags = flags};
 
 	snprintf(h.export_name, sizeof(h.export_name), "%s", export);
 	snprintf(h.host_name, sizeof(h.host_name), "host-a");
@@ -121,7 +120,7 @@ static void test_grant(void **state)
 	assert_int_equal(p.lim.size, 64ull << 20);
 	/* the export's features; push reads and READ_DONE in a CMD always */
 	assert_int_equal(p.lim.features, RBLK_F_FLUSH | RBLK_F_TRIM |
-						 RBLK_F_PUSH | RBLK_F_CMD_DONE);
+					     RBLK_F_PUSH | RBLK_F_CMD_DONE);
 	assert_string_equal(p.hello.host_name, "host-a");
 
 	n = hello(buf, "open", 8, 64 << 10, 0);
@@ -171,8 +170,7 @@ static void test_refusals(void **state)
 
 	/* no allow list and no allow=any: closed */
 	n = hello(buf, "closed", 16, 1 << 20, 0);
-	assert_int_equal(decide(buf, n, 16, 1 << 20, &p),
-			 RBLK_S_ACCESS_DENIED);
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_ACCESS_DENIED);
 	assert_non_null(strstr(p.why, "no allow list"));
 
 	/* an allow list: the login goes on to authentication */
@@ -259,7 +257,7 @@ struct auth_case {
 	const char *host, *export;
 	const uint8_t *key;
 	size_t key_len;
-	uint8_t nonce[RBLK_AUTH_NONCE_LEN]; /* the target's challenge */
+	uint8_t nonce[RBLK_AUTH_NONCE_LEN];  /* the target's challenge */
 	uint8_t inonce[RBLK_AUTH_NONCE_LEN]; /* the initiator's */
 	struct rblk_hello hello;
 	uint8_t buf[RBLK_MSG_MAX];
@@ -283,8 +281,7 @@ static void respond(struct auth_case *c, const uint8_t *mac_nonce)
 		      r.mac);
 	c->len = rblk_auth_response_encode(c->buf, &r);
 	memset(&c->hello, 0, sizeof(c->hello));
-	snprintf(c->hello.host_name, sizeof(c->hello.host_name), "%s",
-		 c->host);
+	snprintf(c->hello.host_name, sizeof(c->hello.host_name), "%s", c->host);
 	snprintf(c->hello.export_name, sizeof(c->hello.export_name), "%s",
 		 c->export);
 }
@@ -395,13 +392,13 @@ static void test_hidden_refusal(void **state)
 	assert_true(login_hidden_refusal(RBLK_S_NO_EXPORT, NULL, false, false));
 	assert_true(login_hidden_refusal(RBLK_S_ACCESS_DENIED, &exp_closed,
 					 false, false));
-	assert_true(login_hidden_refusal(RBLK_S_INVALID, &exp_list, false,
-					 true));
+	assert_true(
+	    login_hidden_refusal(RBLK_S_INVALID, &exp_list, false, true));
 	/* every export open: a typo is NO_EXPORT */
 	assert_false(login_hidden_refusal(RBLK_S_NO_EXPORT, NULL, true, false));
 	/* an open export has nothing to hide; a malformed HELLO neither */
-	assert_false(login_hidden_refusal(RBLK_S_INVALID, &exp_open, false,
-					  false));
+	assert_false(
+	    login_hidden_refusal(RBLK_S_INVALID, &exp_open, false, false));
 	assert_false(login_hidden_refusal(RBLK_S_INVALID, NULL, false, false));
 	assert_false(login_hidden_refusal(RBLK_S_OK, &exp_list, false, true));
 }
@@ -409,15 +406,15 @@ static void test_hidden_refusal(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_grant, setup),
-		cmocka_unit_test_setup(test_read_only_request, setup),
-		cmocka_unit_test_setup(test_refusals, setup),
-		cmocka_unit_test_setup(test_discover, setup),
-		cmocka_unit_test_setup(test_hidden_refusal, setup),
-		cmocka_unit_test_setup(test_vol_id, setup),
-		cmocka_unit_test_setup(test_auth_needed, setup),
-		cmocka_unit_test_setup(test_auth_ok, setup),
-		cmocka_unit_test_setup(test_auth_refused, setup),
+	    cmocka_unit_test_setup(test_grant, setup),
+	    cmocka_unit_test_setup(test_read_only_request, setup),
+	    cmocka_unit_test_setup(test_refusals, setup),
+	    cmocka_unit_test_setup(test_discover, setup),
+	    cmocka_unit_test_setup(test_hidden_refusal, setup),
+	    cmocka_unit_test_setup(test_vol_id, setup),
+	    cmocka_unit_test_setup(test_auth_needed, setup),
+	    cmocka_unit_test_setup(test_auth_ok, setup),
+	    cmocka_unit_test_setup(test_auth_refused, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

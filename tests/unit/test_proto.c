@@ -27,23 +27,23 @@ struct msgbuf {
 };
 
 static const struct rblk_limits base_lim = {
-	.queue_depth = 16,
-	.max_io = 128 * KIB,
-	.block_size = 512,
-	.size = 1 * MIB,
-	.features = RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES |
-		    RBLK_F_PUSH,
+    .queue_depth = 16,
+    .max_io = 128 * KIB,
+    .block_size = 512,
+    .size = 1 * MIB,
+    .features =
+	RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
 };
 
 static struct rblk_cmd mkcmd(uint16_t tag, uint8_t op, uint8_t flags,
 			     uint64_t off, uint32_t len)
 {
 	struct rblk_cmd c = {
-		.tag = tag,
-		.opcode = op,
-		.flags = flags,
-		.offset = off,
-		.length = len,
+	    .tag = tag,
+	    .opcode = op,
+	    .flags = flags,
+	    .offset = off,
+	    .length = len,
 	};
 
 	if (flags & RBLK_CMD_F_PUSH) {
@@ -85,8 +85,8 @@ static void check_cmd_cases(const struct cmd_case *c, size_t n,
 			    const struct rblk_limits *lim)
 {
 	for (size_t i = 0; i < n; i++) {
-		int st = cmd_st(1, c[i].op, c[i].flags, c[i].off, c[i].len,
-				lim);
+		int st =
+		    cmd_st(1, c[i].op, c[i].flags, c[i].off, c[i].len, lim);
 
 		if (st != c[i].st)
 			fail_msg("case %zu (op %u, flags %#x, offset %#llx, "
@@ -122,10 +122,10 @@ static int decode_m(struct msgbuf *m, size_t len)
 static struct rblk_hello good_hello(void)
 {
 	struct rblk_hello h = {
-		.queue_depth = 64,
-		.queue_id = 2,
-		.max_io = 1 * MIB,
-		.flags = RBLK_HELLO_F_READ_ONLY,
+	    .queue_depth = 64,
+	    .queue_id = 2,
+	    .max_io = 1 * MIB,
+	    .flags = RBLK_HELLO_F_READ_ONLY,
 	};
 
 	strcpy(h.export_name, "vol0");
@@ -136,15 +136,15 @@ static struct rblk_hello good_hello(void)
 static struct rblk_login good_login(void)
 {
 	struct rblk_login l = {
-		.status = RBLK_S_OK,
-		.queue_depth = 32,
-		.max_io = 128 * KIB,
-		.block_size = 4096,
-		.size = 1ull << 40,
-		.features = RBLK_F_FLUSH | RBLK_F_TRIM,
-		.session_id = 0x0123456789abcdefull,
-		.vol_id = { 0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe,
-			    0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef },
+	    .status = RBLK_S_OK,
+	    .queue_depth = 32,
+	    .max_io = 128 * KIB,
+	    .block_size = 4096,
+	    .size = 1ull << 40,
+	    .features = RBLK_F_FLUSH | RBLK_F_TRIM,
+	    .session_id = 0x0123456789abcdefull,
+	    .vol_id = {0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe, 0x01,
+		       0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef},
 	};
 
 	return l;
@@ -304,7 +304,7 @@ static void test_login_roundtrip(void **state)
 
 static void test_login_refusal(void **state)
 {
-	struct rblk_login l = { 0 }, out;
+	struct rblk_login l = {0}, out;
 	struct msgbuf m;
 
 	(void)state;
@@ -362,17 +362,17 @@ static void test_cmd_every_opcode(void **state)
 		uint64_t off;
 		uint32_t len;
 	} ok[] = {
-		{ RBLK_OP_READ, 0, 0, 512 },
-		{ RBLK_OP_READ, 0, MIB - 128 * KIB, 128 * KIB },
-		{ RBLK_OP_READ, RBLK_CMD_F_PUSH, 4096, 4096 },
-		{ RBLK_OP_WRITE, 0, 1024, 2048 },
-		{ RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 128 * KIB },
-		{ RBLK_OP_FLUSH, 0, 0, 0 },
-		{ RBLK_OP_TRIM, 0, 0, MIB }, /* TRIM may exceed max_io */
-		{ RBLK_OP_WRITE_ZEROES, 0, 512, 512 },
-		{ RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_FUA, 0, MIB },
-		{ RBLK_OP_DISCONNECT, 0, 0, 0 },
-		{ RBLK_OP_KEEPALIVE, 0, 0, 0 },
+	    {RBLK_OP_READ, 0, 0, 512},
+	    {RBLK_OP_READ, 0, MIB - 128 * KIB, 128 * KIB},
+	    {RBLK_OP_READ, RBLK_CMD_F_PUSH, 4096, 4096},
+	    {RBLK_OP_WRITE, 0, 1024, 2048},
+	    {RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 128 * KIB},
+	    {RBLK_OP_FLUSH, 0, 0, 0},
+	    {RBLK_OP_TRIM, 0, 0, MIB}, /* TRIM may exceed max_io */
+	    {RBLK_OP_WRITE_ZEROES, 0, 512, 512},
+	    {RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_FUA, 0, MIB},
+	    {RBLK_OP_DISCONNECT, 0, 0, 0},
+	    {RBLK_OP_KEEPALIVE, 0, 0, 0},
 	};
 	struct rblk_cmd c, out;
 
@@ -393,7 +393,7 @@ static void test_cmd_every_opcode(void **state)
 
 static void test_resp_roundtrip(void **state)
 {
-	struct rblk_resp r = { .tag = 7, .status = RBLK_S_OK, .length = 4096 };
+	struct rblk_resp r = {.tag = 7, .status = RBLK_S_OK, .length = 4096};
 	struct rblk_resp out;
 	struct msgbuf m;
 
@@ -465,10 +465,10 @@ static void test_header_errors(void **state)
 	struct msgbuf m, good;
 	struct rblk_hello h = good_hello(), hout;
 	struct rblk_login l = good_login(), lout;
-	struct rblk_resp r = { .tag = 1 }, rout;
+	struct rblk_resp r = {.tag = 1}, rout;
 	struct rblk_cmd c = mkcmd(1, RBLK_OP_FLUSH, 0, 0, 0), cout;
-	static const size_t sizes[] = { RBLK_HELLO_SIZE, RBLK_LOGIN_SIZE,
-					RBLK_CMD_SIZE, RBLK_RESP_SIZE };
+	static const size_t sizes[] = {RBLK_HELLO_SIZE, RBLK_LOGIN_SIZE,
+				       RBLK_CMD_SIZE, RBLK_RESP_SIZE};
 
 	(void)state;
 	for (int t = 0; t < 4; t++) {
@@ -491,11 +491,11 @@ static void test_header_errors(void **state)
 			break;
 		}
 
-#define DECODE(len)                                                         \
-	(t == 0 ? rblk_hello_decode(m.b, (len), &hout) :                    \
-	 t == 1 ? rblk_login_decode(m.b, (len), &lout) :                    \
-	 t == 2 ? rblk_cmd_decode(m.b, (len), &base_lim, &cout) :           \
-		  rblk_resp_decode(m.b, (len), 16, &rout))
+#define DECODE(len)                                                            \
+	(t == 0	  ? rblk_hello_decode(m.b, (len), &hout)                       \
+	 : t == 1 ? rblk_login_decode(m.b, (len), &lout)                       \
+	 : t == 2 ? rblk_cmd_decode(m.b, (len), &base_lim, &cout)              \
+		  : rblk_resp_decode(m.b, (len), 16, &rout))
 
 		m = good;
 		assert_int_equal(DECODE(sz), RBLK_S_OK);
@@ -567,7 +567,8 @@ static void test_cmd_tag(void **state)
 	for (uint32_t tag = 16; tag <= 0xffff; tag += (tag < 64 ? 1 : 997)) {
 		c = mkcmd((uint16_t)tag, RBLK_OP_READ, 0, 0, 512);
 		memset(&out, 0, sizeof(out));
-		assert_int_equal(cmd_check(&c, &base_lim, &out), RBLK_S_BAD_TAG);
+		assert_int_equal(cmd_check(&c, &base_lim, &out),
+				 RBLK_S_BAD_TAG);
 		rblk_cmd_encode(m.b, &c);
 		assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, 16), -1);
 	}
@@ -604,22 +605,21 @@ static void test_cmd_opcode(void **state)
 static void test_cmd_flags(void **state)
 {
 	static const struct cmd_case cases[] = {
-		/* FUA only on WRITE and WRITE_ZEROES */
-		{ RBLK_OP_READ, RBLK_CMD_F_FUA, 0, 512, RBLK_S_INVALID },
-		{ RBLK_OP_FLUSH, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID },
-		{ RBLK_OP_TRIM, RBLK_CMD_F_FUA, 0, 512, RBLK_S_INVALID },
-		{ RBLK_OP_KEEPALIVE, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID },
-		{ RBLK_OP_DISCONNECT, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID },
-		/* PUSH only on READ */
-		{ RBLK_OP_WRITE, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_INVALID },
-		{ RBLK_OP_FLUSH, RBLK_CMD_F_PUSH, 0, 0, RBLK_S_INVALID },
-		{ RBLK_OP_TRIM, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_INVALID },
-		{ RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_PUSH, 0, 512,
-		  RBLK_S_INVALID },
-		{ RBLK_OP_READ, RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
-		  RBLK_S_INVALID },
-		{ RBLK_OP_WRITE, RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
-		  RBLK_S_INVALID },
+	    /* FUA only on WRITE and WRITE_ZEROES */
+	    {RBLK_OP_READ, RBLK_CMD_F_FUA, 0, 512, RBLK_S_INVALID},
+	    {RBLK_OP_FLUSH, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID},
+	    {RBLK_OP_TRIM, RBLK_CMD_F_FUA, 0, 512, RBLK_S_INVALID},
+	    {RBLK_OP_KEEPALIVE, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID},
+	    {RBLK_OP_DISCONNECT, RBLK_CMD_F_FUA, 0, 0, RBLK_S_INVALID},
+	    /* PUSH only on READ */
+	    {RBLK_OP_WRITE, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_INVALID},
+	    {RBLK_OP_FLUSH, RBLK_CMD_F_PUSH, 0, 0, RBLK_S_INVALID},
+	    {RBLK_OP_TRIM, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_INVALID},
+	    {RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_INVALID},
+	    {RBLK_OP_READ, RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
+	     RBLK_S_INVALID},
+	    {RBLK_OP_WRITE, RBLK_CMD_F_PUSH | RBLK_CMD_F_FUA, 0, 512,
+	     RBLK_S_INVALID},
 	};
 
 	(void)state;
@@ -640,13 +640,13 @@ static void test_cmd_flags(void **state)
 static void test_cmd_done(void **state)
 {
 	static const struct cmd_case with[] = {
-		{ RBLK_OP_READ, RBLK_CMD_F_DONE | RBLK_CMD_F_PUSH, 0, 512,
-		  RBLK_S_OK },
-		{ RBLK_OP_WRITE, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 512,
-		  RBLK_S_OK },
-		/* DONE does not make another flag valid */
-		{ RBLK_OP_FLUSH, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 0,
-		  RBLK_S_INVALID },
+	    {RBLK_OP_READ, RBLK_CMD_F_DONE | RBLK_CMD_F_PUSH, 0, 512,
+	     RBLK_S_OK},
+	    {RBLK_OP_WRITE, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 512,
+	     RBLK_S_OK},
+	    /* DONE does not make another flag valid */
+	    {RBLK_OP_FLUSH, RBLK_CMD_F_DONE | RBLK_CMD_F_FUA, 0, 0,
+	     RBLK_S_INVALID},
 	};
 	struct rblk_limits lim = base_lim;
 	struct rblk_cmd c, out;
@@ -714,28 +714,28 @@ static void test_cmd_reserved(void **state)
 
 static void test_cmd_no_data_ops(void **state)
 {
-	static const uint8_t ops[] = { RBLK_OP_FLUSH, RBLK_OP_KEEPALIVE,
-				       RBLK_OP_DISCONNECT };
+	static const uint8_t ops[] = {RBLK_OP_FLUSH, RBLK_OP_KEEPALIVE,
+				      RBLK_OP_DISCONNECT};
 	/* KEEPALIVE and DISCONNECT need no feature at all */
 	static const struct cmd_case featureless[] = {
-		{ RBLK_OP_KEEPALIVE, 0, 0, 0, RBLK_S_OK },
-		{ RBLK_OP_DISCONNECT, 0, 0, 0, RBLK_S_OK },
+	    {RBLK_OP_KEEPALIVE, 0, 0, 0, RBLK_S_OK},
+	    {RBLK_OP_DISCONNECT, 0, 0, 0, RBLK_S_OK},
 	};
 	/* nor does anything stop them on a read-only volume */
 	static const struct cmd_case read_only[] = {
-		{ RBLK_OP_FLUSH, 0, 0, 0, RBLK_S_OK },
-		{ RBLK_OP_KEEPALIVE, 0, 0, 0, RBLK_S_OK },
+	    {RBLK_OP_FLUSH, 0, 0, 0, RBLK_S_OK},
+	    {RBLK_OP_KEEPALIVE, 0, 0, 0, RBLK_S_OK},
 	};
 	struct rblk_limits lim = base_lim;
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
 		const struct cmd_case cases[] = {
-			{ ops[i], 0, 0, 0, RBLK_S_OK },
-			{ ops[i], 0, 512, 0, RBLK_S_INVALID },
-			{ ops[i], 0, 0, 512, RBLK_S_INVALID },
-			{ ops[i], 0, 1, 1, RBLK_S_INVALID },
-			{ ops[i], 0, UINT64_MAX, 0, RBLK_S_INVALID },
+		    {ops[i], 0, 0, 0, RBLK_S_OK},
+		    {ops[i], 0, 512, 0, RBLK_S_INVALID},
+		    {ops[i], 0, 0, 512, RBLK_S_INVALID},
+		    {ops[i], 0, 1, 1, RBLK_S_INVALID},
+		    {ops[i], 0, UINT64_MAX, 0, RBLK_S_INVALID},
 		};
 
 		CHECK_CMDS(cases, &lim);
@@ -753,21 +753,20 @@ static void test_cmd_no_data_ops(void **state)
 static void test_cmd_length(void **state)
 {
 	static const struct cmd_case cases[] = {
-		/* a data command moves at least one byte */
-		{ RBLK_OP_READ, 0, 0, 0, RBLK_S_TOO_LARGE },
-		{ RBLK_OP_WRITE, 0, 0, 0, RBLK_S_TOO_LARGE },
-		{ RBLK_OP_TRIM, 0, 0, 0, RBLK_S_TOO_LARGE },
-		{ RBLK_OP_WRITE_ZEROES, 0, 0, 0, RBLK_S_TOO_LARGE },
-		/* max_io bounds READ and WRITE (they use a slot) */
-		{ RBLK_OP_READ, 0, 0, 128 * KIB, RBLK_S_OK },
-		{ RBLK_OP_READ, 0, 0, 128 * KIB + 512, RBLK_S_TOO_LARGE },
-		{ RBLK_OP_WRITE, 0, 0, 128 * KIB + 512, RBLK_S_TOO_LARGE },
-		{ RBLK_OP_WRITE, 0, 0, UINT32_MAX, RBLK_S_TOO_LARGE },
-		{ RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 256 * KIB,
-		  RBLK_S_TOO_LARGE },
-		/* TRIM and WRITE_ZEROES move no data: the volume bounds them */
-		{ RBLK_OP_TRIM, 0, 0, MIB, RBLK_S_OK },
-		{ RBLK_OP_WRITE_ZEROES, 0, 0, MIB, RBLK_S_OK },
+	    /* a data command moves at least one byte */
+	    {RBLK_OP_READ, 0, 0, 0, RBLK_S_TOO_LARGE},
+	    {RBLK_OP_WRITE, 0, 0, 0, RBLK_S_TOO_LARGE},
+	    {RBLK_OP_TRIM, 0, 0, 0, RBLK_S_TOO_LARGE},
+	    {RBLK_OP_WRITE_ZEROES, 0, 0, 0, RBLK_S_TOO_LARGE},
+	    /* max_io bounds READ and WRITE (they use a slot) */
+	    {RBLK_OP_READ, 0, 0, 128 * KIB, RBLK_S_OK},
+	    {RBLK_OP_READ, 0, 0, 128 * KIB + 512, RBLK_S_TOO_LARGE},
+	    {RBLK_OP_WRITE, 0, 0, 128 * KIB + 512, RBLK_S_TOO_LARGE},
+	    {RBLK_OP_WRITE, 0, 0, UINT32_MAX, RBLK_S_TOO_LARGE},
+	    {RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 256 * KIB, RBLK_S_TOO_LARGE},
+	    /* TRIM and WRITE_ZEROES move no data: the volume bounds them */
+	    {RBLK_OP_TRIM, 0, 0, MIB, RBLK_S_OK},
+	    {RBLK_OP_WRITE_ZEROES, 0, 0, MIB, RBLK_S_OK},
 	};
 
 	(void)state;
@@ -777,19 +776,19 @@ static void test_cmd_length(void **state)
 static void test_cmd_alignment(void **state)
 {
 	static const struct cmd_case blk512[] = {
-		{ RBLK_OP_READ, 0, 1, 512, RBLK_S_MISALIGNED },
-		{ RBLK_OP_READ, 0, 511, 512, RBLK_S_MISALIGNED },
-		{ RBLK_OP_WRITE, 0, 0, 511, RBLK_S_MISALIGNED },
-		{ RBLK_OP_WRITE, 0, 0, 513, RBLK_S_MISALIGNED },
-		{ RBLK_OP_TRIM, 0, 100, 512, RBLK_S_MISALIGNED },
-		{ RBLK_OP_WRITE_ZEROES, 0, 0, 1000, RBLK_S_MISALIGNED },
+	    {RBLK_OP_READ, 0, 1, 512, RBLK_S_MISALIGNED},
+	    {RBLK_OP_READ, 0, 511, 512, RBLK_S_MISALIGNED},
+	    {RBLK_OP_WRITE, 0, 0, 511, RBLK_S_MISALIGNED},
+	    {RBLK_OP_WRITE, 0, 0, 513, RBLK_S_MISALIGNED},
+	    {RBLK_OP_TRIM, 0, 100, 512, RBLK_S_MISALIGNED},
+	    {RBLK_OP_WRITE_ZEROES, 0, 0, 1000, RBLK_S_MISALIGNED},
 	};
 	static const struct cmd_case blk4k[] = {
-		{ RBLK_OP_READ, 0, 512, 4096, RBLK_S_MISALIGNED },
-		{ RBLK_OP_READ, 0, 4096, 512, RBLK_S_MISALIGNED },
-		{ RBLK_OP_READ, 0, 8192, 4096, RBLK_S_OK },
-		/* an out-of-range misaligned offset is misaligned first */
-		{ RBLK_OP_READ, 0, UINT64_MAX, 4096, RBLK_S_MISALIGNED },
+	    {RBLK_OP_READ, 0, 512, 4096, RBLK_S_MISALIGNED},
+	    {RBLK_OP_READ, 0, 4096, 512, RBLK_S_MISALIGNED},
+	    {RBLK_OP_READ, 0, 8192, 4096, RBLK_S_OK},
+	    /* an out-of-range misaligned offset is misaligned first */
+	    {RBLK_OP_READ, 0, UINT64_MAX, 4096, RBLK_S_MISALIGNED},
 	};
 	struct rblk_limits lim = base_lim;
 
@@ -803,24 +802,24 @@ static void test_cmd_range(void **state)
 {
 	const uint64_t top = UINT64_MAX & ~(uint64_t)511; /* aligned */
 	const struct cmd_case mib[] = {
-		/* exactly up to the end is fine, one block further is not */
-		{ RBLK_OP_READ, 0, MIB - 512, 512, RBLK_S_OK },
-		{ RBLK_OP_READ, 0, MIB - 512, 1024, RBLK_S_OUT_OF_RANGE },
-		{ RBLK_OP_WRITE, 0, MIB, 512, RBLK_S_OUT_OF_RANGE },
-		{ RBLK_OP_TRIM, 0, 0, MIB + 512, RBLK_S_OUT_OF_RANGE },
-		{ RBLK_OP_WRITE_ZEROES, 0, 512, MIB, RBLK_S_OUT_OF_RANGE },
-		{ RBLK_OP_READ, 0, top, 512, RBLK_S_OUT_OF_RANGE },
+	    /* exactly up to the end is fine, one block further is not */
+	    {RBLK_OP_READ, 0, MIB - 512, 512, RBLK_S_OK},
+	    {RBLK_OP_READ, 0, MIB - 512, 1024, RBLK_S_OUT_OF_RANGE},
+	    {RBLK_OP_WRITE, 0, MIB, 512, RBLK_S_OUT_OF_RANGE},
+	    {RBLK_OP_TRIM, 0, 0, MIB + 512, RBLK_S_OUT_OF_RANGE},
+	    {RBLK_OP_WRITE_ZEROES, 0, 512, MIB, RBLK_S_OUT_OF_RANGE},
+	    {RBLK_OP_READ, 0, top, 512, RBLK_S_OUT_OF_RANGE},
 	};
 	/*
 	 * offset + length wrapping past 2^64: with a volume as large as the
 	 * offset space, only the overflow check catches it.
 	 */
 	const struct cmd_case huge[] = {
-		{ RBLK_OP_READ, 0, top - 1024, 1024, RBLK_S_OK },
-		{ RBLK_OP_READ, 0, top, 512, RBLK_S_OUT_OF_RANGE },
-		{ RBLK_OP_READ, 0, top - 512, 1024, RBLK_S_OUT_OF_RANGE },
-		{ RBLK_OP_TRIM, 0, top - 512, UINT32_MAX & ~511u,
-		  RBLK_S_OUT_OF_RANGE },
+	    {RBLK_OP_READ, 0, top - 1024, 1024, RBLK_S_OK},
+	    {RBLK_OP_READ, 0, top, 512, RBLK_S_OUT_OF_RANGE},
+	    {RBLK_OP_READ, 0, top - 512, 1024, RBLK_S_OUT_OF_RANGE},
+	    {RBLK_OP_TRIM, 0, top - 512, UINT32_MAX & ~511u,
+	     RBLK_S_OUT_OF_RANGE},
 	};
 	struct rblk_limits lim = base_lim;
 
@@ -837,12 +836,12 @@ static void test_cmd_range(void **state)
 static void test_cmd_read_only(void **state)
 {
 	static const struct cmd_case cases[] = {
-		{ RBLK_OP_WRITE, 0, 0, 512, RBLK_S_READ_ONLY },
-		{ RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 512, RBLK_S_READ_ONLY },
-		{ RBLK_OP_TRIM, 0, 0, 512, RBLK_S_READ_ONLY },
-		{ RBLK_OP_WRITE_ZEROES, 0, 0, 512, RBLK_S_READ_ONLY },
-		{ RBLK_OP_READ, 0, 0, 512, RBLK_S_OK },
-		{ RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_OK },
+	    {RBLK_OP_WRITE, 0, 0, 512, RBLK_S_READ_ONLY},
+	    {RBLK_OP_WRITE, RBLK_CMD_F_FUA, 0, 512, RBLK_S_READ_ONLY},
+	    {RBLK_OP_TRIM, 0, 0, 512, RBLK_S_READ_ONLY},
+	    {RBLK_OP_WRITE_ZEROES, 0, 0, 512, RBLK_S_READ_ONLY},
+	    {RBLK_OP_READ, 0, 0, 512, RBLK_S_OK},
+	    {RBLK_OP_READ, RBLK_CMD_F_PUSH, 0, 512, RBLK_S_OK},
 	};
 	struct rblk_limits lim = base_lim;
 
@@ -859,30 +858,30 @@ static void test_cmd_not_supported(void **state)
 		uint8_t op, flags;
 		int st;
 	} cases[] = {
-		{ RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_ZEROES | RBLK_F_PUSH,
-		  RBLK_OP_TRIM, 0, RBLK_S_NOT_SUPPORTED },
-		{ RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_PUSH,
-		  RBLK_OP_WRITE_ZEROES, 0, RBLK_S_NOT_SUPPORTED },
-		{ RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
-		  RBLK_OP_WRITE, RBLK_CMD_F_FUA, RBLK_S_NOT_SUPPORTED },
-		{ RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
-		  RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_FUA, RBLK_S_NOT_SUPPORTED },
-		{ RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
-		  RBLK_OP_WRITE, 0, RBLK_S_OK },
-		{ RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES,
-		  RBLK_OP_READ, RBLK_CMD_F_PUSH, RBLK_S_NOT_SUPPORTED },
-		{ RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES,
-		  RBLK_OP_READ, 0, RBLK_S_OK },
-		/* a volume with no features still reads and writes */
-		{ 0, RBLK_OP_READ, 0, RBLK_S_OK },
-		{ 0, RBLK_OP_WRITE, 0, RBLK_S_OK },
+	    {RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_ZEROES | RBLK_F_PUSH,
+	     RBLK_OP_TRIM, 0, RBLK_S_NOT_SUPPORTED},
+	    {RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_PUSH,
+	     RBLK_OP_WRITE_ZEROES, 0, RBLK_S_NOT_SUPPORTED},
+	    {RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
+	     RBLK_OP_WRITE, RBLK_CMD_F_FUA, RBLK_S_NOT_SUPPORTED},
+	    {RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
+	     RBLK_OP_WRITE_ZEROES, RBLK_CMD_F_FUA, RBLK_S_NOT_SUPPORTED},
+	    {RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_ZEROES | RBLK_F_PUSH,
+	     RBLK_OP_WRITE, 0, RBLK_S_OK},
+	    {RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES,
+	     RBLK_OP_READ, RBLK_CMD_F_PUSH, RBLK_S_NOT_SUPPORTED},
+	    {RBLK_F_FLUSH | RBLK_F_FUA | RBLK_F_TRIM | RBLK_F_ZEROES,
+	     RBLK_OP_READ, 0, RBLK_S_OK},
+	    /* a volume with no features still reads and writes */
+	    {0, RBLK_OP_READ, 0, RBLK_S_OK},
+	    {0, RBLK_OP_WRITE, 0, RBLK_S_OK},
 	};
 	struct rblk_limits lim = base_lim;
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		const struct cmd_case c = { cases[i].op, cases[i].flags, 0,
-					    512, cases[i].st };
+		const struct cmd_case c = {cases[i].op, cases[i].flags, 0, 512,
+					   cases[i].st};
 
 		lim.features = cases[i].features;
 		check_cmd_cases(&c, 1, &lim);
@@ -915,9 +914,8 @@ static int hello_decode_m(struct msgbuf *m)
 static void test_hello_fields(void **state)
 {
 	struct rblk_hello h;
-	static const uint32_t bad_max_io[] = { 0,	  1,	  512,	 2048,
-					       4095,	  4097,	  6000,	 12288,
-					       0x80000001u, UINT32_MAX };
+	static const uint32_t bad_max_io[] = {
+	    0, 1, 512, 2048, 4095, 4097, 6000, 12288, 0x80000001u, UINT32_MAX};
 
 	(void)state;
 	h = good_hello();
@@ -949,8 +947,8 @@ static void test_hello_fields(void **state)
 /* HELLO's inline_data (offset 20, once reserved): any value is a request */
 static void test_hello_inline(void **state)
 {
-	static const uint32_t asks[] = { 0, 1, 512, 4096, 4097, 65536,
-					 UINT32_MAX };
+	static const uint32_t asks[] = {0,    1,     512,	4096,
+					4097, 65536, UINT32_MAX};
 	struct rblk_hello h = good_hello(), out;
 	struct msgbuf m;
 
@@ -997,7 +995,7 @@ static void test_login_inline(void **state)
 	l.size = (1ull << 63) - 4096;
 	assert_int_equal(login_decode_of(&l), RBLK_S_OK);
 	/* a refusal grants nothing */
-	l = (struct rblk_login){ .status = RBLK_S_NO_EXPORT };
+	l = (struct rblk_login){.status = RBLK_S_NO_EXPORT};
 	rblk_login_encode(m.b, &l);
 	m.b[15] = 0x10;
 	assert_int_equal(rblk_login_decode(m.b, RBLK_LOGIN_SIZE, &out),
@@ -1010,20 +1008,20 @@ struct bigbuf {
 };
 
 static const struct rblk_limits inline_lim = {
-	.queue_depth = 16,
-	.max_io = 128 * KIB,
-	.block_size = 512,
-	.size = 1 * MIB,
-	.features = RBLK_F_FLUSH | RBLK_F_FUA,
-	.inline_max = 4096,
+    .queue_depth = 16,
+    .max_io = 128 * KIB,
+    .block_size = 512,
+    .size = 1 * MIB,
+    .features = RBLK_F_FLUSH | RBLK_F_FUA,
+    .inline_max = 4096,
 };
 
 /* An inline WRITE of len bytes of a pattern at tag 5, offset 8192. */
 static size_t inline_cmd(struct bigbuf *m, uint32_t len, uint8_t extra_flags)
 {
 	static uint8_t data[RBLK_INLINE_MAX];
-	struct rblk_cmd c = mkcmd(5, RBLK_OP_WRITE,
-				  RBLK_CMD_F_INLINE | extra_flags, 8192, len);
+	struct rblk_cmd c =
+	    mkcmd(5, RBLK_OP_WRITE, RBLK_CMD_F_INLINE | extra_flags, 8192, len);
 
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)(i * 7 + 3);
@@ -1034,7 +1032,7 @@ static size_t inline_cmd(struct bigbuf *m, uint32_t len, uint8_t extra_flags)
 
 static void test_cmd_inline_roundtrip(void **state)
 {
-	static const uint32_t lens[] = { 512, 1024, 3584, 4096 };
+	static const uint32_t lens[] = {512, 1024, 3584, 4096};
 	struct bigbuf m;
 	struct rblk_cmd out;
 
@@ -1063,9 +1061,9 @@ static void test_cmd_inline_roundtrip(void **state)
 
 		good_cmd(&c);
 		assert_int_equal(decode_m(&c, RBLK_CMD_SIZE), RBLK_S_OK);
-		assert_int_equal(rblk_cmd_decode(c.b, RBLK_CMD_SIZE,
-						 &inline_lim, &out),
-				 RBLK_S_OK);
+		assert_int_equal(
+		    rblk_cmd_decode(c.b, RBLK_CMD_SIZE, &inline_lim, &out),
+		    RBLK_S_OK);
 		assert_null(out.data);
 	}
 }
@@ -1102,8 +1100,7 @@ static void test_cmd_inline_refused(void **state)
 	lim = inline_lim;
 	lim.features |= RBLK_F_READ_ONLY;
 	n = inline_cmd(&m, 512, 0);
-	assert_int_equal(rblk_cmd_decode(m.b, n, &lim, &out),
-			 RBLK_S_READ_ONLY);
+	assert_int_equal(rblk_cmd_decode(m.b, n, &lim, &out), RBLK_S_READ_ONLY);
 	n = inline_cmd(&m, 600, 0);
 	assert_int_equal(rblk_cmd_decode(m.b, n, &inline_lim, &out),
 			 RBLK_S_MISALIGNED);
@@ -1131,7 +1128,7 @@ static void test_cmd_inline_framing(void **state)
 			 RBLK_S_INVALID);
 	/* header and bytes agree, but the capsule's length says otherwise */
 	n = inline_cmd(&m, 1024, 0);
-	m.b[12] = 0; /* length 1024 -> 0 */
+	m.b[12] = 0;	/* length 1024 -> 0 */
 	m.b[13] = 0x08; /* -> 2048 */
 	assert_int_equal(rblk_cmd_peek_tag(m.b, n, 16), -1);
 	assert_int_equal(rblk_cmd_decode(m.b, n, &inline_lim, &out),
@@ -1161,8 +1158,8 @@ static void test_hello_names(void **state)
 {
 	struct rblk_hello h = good_hello();
 	struct msgbuf m;
-	static const unsigned char bad[] = { 0x01, 0x09, 0x0a, 0x1f, 0x7f,
-					     0x80, 0xc3, 0xff };
+	static const unsigned char bad[] = {0x01, 0x09, 0x0a, 0x1f,
+					    0x7f, 0x80, 0xc3, 0xff};
 
 	(void)state;
 	/* empty export name */
@@ -1170,9 +1167,9 @@ static void test_hello_names(void **state)
 	assert_int_equal(hello_st(&h), RBLK_S_INVALID);
 
 	for (int which = 0; which < 2; which++) {
-		size_t off = which ? offsetof(struct rblk_wire_hello, host_name) :
-				     offsetof(struct rblk_wire_hello,
-					      export_name);
+		size_t off =
+		    which ? offsetof(struct rblk_wire_hello, host_name)
+			  : offsetof(struct rblk_wire_hello, export_name);
 		char *name;
 
 		h = good_hello();
@@ -1254,10 +1251,10 @@ static void test_login_fields(void **state)
 
 static void test_login_block_size(void **state)
 {
-	static const uint32_t bad[] = { 0,    1,     256,   511,	 513,
-					1000, 3072,  4095,  6144,	 65535,
-					65537, 131072, UINT32_MAX };
-	static const uint32_t good[] = { 512, 1024, 2048, 4096, 65536 };
+	static const uint32_t bad[] = {0,     1,      256,	 511,  513,
+				       1000,  3072,   4095,	 6144, 65535,
+				       65537, 131072, UINT32_MAX};
+	static const uint32_t good[] = {512, 1024, 2048, 4096, 65536};
 	struct rblk_login l;
 
 	(void)state;
@@ -1326,8 +1323,8 @@ static void test_login_direct(void **state)
 	l.vol_len = l.size;
 	memset(&m, 0xee, sizeof(m));
 	assert_int_equal(rblk_login_encode(m.b, &l), RBLK_LOGIN_SIZE);
-	assert_int_equal(get32(m.b + 32), RBLK_F_FLUSH | RBLK_F_TRIM |
-						  RBLK_F_DIRECT);
+	assert_int_equal(get32(m.b + 32),
+			 RBLK_F_FLUSH | RBLK_F_TRIM | RBLK_F_DIRECT);
 	assert_int_equal(get32(m.b + 36), 0xcafef00d);
 	assert_true(get64(m.b + 40) == 0x7e0000000000ull);
 	assert_true(get64(m.b + 48) == l.size);
@@ -1384,7 +1381,7 @@ static void test_login_v1_refused(void **state)
 
 static void test_resp_fields(void **state)
 {
-	struct rblk_resp r = { .tag = 3, .status = RBLK_S_OK, .length = 512 };
+	struct rblk_resp r = {.tag = 3, .status = RBLK_S_OK, .length = 512};
 	struct rblk_resp out;
 	struct msgbuf m;
 
@@ -1398,9 +1395,9 @@ static void test_resp_fields(void **state)
 			 RBLK_S_BAD_TAG);
 	r.tag = 0xffff;
 	rblk_resp_encode(m.b, &r);
-	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, RBLK_MAX_QD,
-					  &out),
-			 RBLK_S_BAD_TAG);
+	assert_int_equal(
+	    rblk_resp_decode(m.b, RBLK_RESP_SIZE, RBLK_MAX_QD, &out),
+	    RBLK_S_BAD_TAG);
 
 	r.tag = 0;
 	r.status = RBLK_S_MAX_ + 1;
@@ -1430,12 +1427,12 @@ static void test_resp_fields(void **state)
 
 static void test_resp_pull(void **state)
 {
-	struct rblk_resp r = { .tag = 2,
-			       .flags = RBLK_RESP_F_PULL,
-			       .status = RBLK_S_OK,
-			       .length = 8192,
-			       .rkey = 0xabcdef01,
-			       .addr = 0x7f0012340000ull };
+	struct rblk_resp r = {.tag = 2,
+			      .flags = RBLK_RESP_F_PULL,
+			      .status = RBLK_S_OK,
+			      .length = 8192,
+			      .rkey = 0xabcdef01,
+			      .addr = 0x7f0012340000ull};
 	struct rblk_resp out;
 	struct msgbuf m;
 
@@ -1480,10 +1477,10 @@ static void test_resp_pull(void **state)
 
 static void test_grant(void **state)
 {
-	struct rblk_grant g = { .tag = 9,
-				.rkey = 0x11223344,
-				.length = 64 * KIB,
-				.addr = 0x7f0000100000ull };
+	struct rblk_grant g = {.tag = 9,
+			       .rkey = 0x11223344,
+			       .length = 64 * KIB,
+			       .addr = 0x7f0000100000ull};
 	struct rblk_grant out;
 	struct msgbuf m;
 
@@ -1508,12 +1505,12 @@ static void test_grant(void **state)
 	/* tag, length against max_io, wrap, reserved, size, type */
 	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 9, MIB, &out),
 			 RBLK_S_BAD_TAG);
-	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16,
-					   32 * KIB, &out),
-			 RBLK_S_INVALID);
-	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE - 1, 16, MIB,
-					   &out),
-			 RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16, 32 * KIB, &out),
+	    RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_grant_decode(m.b, RBLK_GRANT_SIZE - 1, 16, MIB, &out),
+	    RBLK_S_INVALID);
 	m.b[10] = 1;
 	assert_int_equal(rblk_grant_decode(m.b, RBLK_GRANT_SIZE, 16, MIB, &out),
 			 RBLK_S_INVALID);
@@ -1539,9 +1536,8 @@ static void test_grant(void **state)
 
 static void test_done(void **state)
 {
-	struct rblk_done d = { .type = RBLK_MSG_READ_DONE,
-			       .tag = 3,
-			       .rkey = 0x01020304 };
+	struct rblk_done d = {
+	    .type = RBLK_MSG_READ_DONE, .tag = 3, .rkey = 0x01020304};
 	struct rblk_done out;
 	struct msgbuf m;
 
@@ -1562,9 +1558,9 @@ static void test_done(void **state)
 		assert_int_equal(out.rkey, 0x01020304);
 		assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE, 3, &out),
 				 RBLK_S_BAD_TAG);
-		assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE + 1, 4,
-						  &out),
-				 RBLK_S_INVALID);
+		assert_int_equal(
+		    rblk_done_decode(m.b, RBLK_DONE_SIZE + 1, 4, &out),
+		    RBLK_S_INVALID);
 		m.b[10] = 1;
 		assert_int_equal(rblk_done_decode(m.b, RBLK_DONE_SIZE, 4, &out),
 				 RBLK_S_INVALID);
@@ -1685,25 +1681,25 @@ static void test_status_to_errno(void **state)
 	static const struct {
 		int status, err;
 	} map[] = {
-		{ RBLK_S_OK, 0 },
-		{ RBLK_S_INVALID, -EINVAL },
-		{ RBLK_S_BAD_VERSION, -EPROTONOSUPPORT },
-		{ RBLK_S_NO_EXPORT, -ENOENT },
-		{ RBLK_S_READ_ONLY, -EROFS },
-		{ RBLK_S_OUT_OF_RANGE, -ERANGE },
-		{ RBLK_S_IO_ERROR, -EIO },
-		{ RBLK_S_NOT_SUPPORTED, -EOPNOTSUPP },
-		{ RBLK_S_BAD_TAG, -EPROTO },
-		{ RBLK_S_NO_SPACE, -ENOSPC },
-		{ RBLK_S_ACCESS_DENIED, -EACCES },
-		{ RBLK_S_NO_RESOURCES, -ENOMEM },
-		{ RBLK_S_BAD_STATE, -EPROTO },
-		{ RBLK_S_SHUTDOWN, -ESHUTDOWN },
-		{ RBLK_S_MISALIGNED, -EINVAL },
-		{ RBLK_S_TOO_LARGE, -E2BIG },
-		{ RBLK_S_AUTH_FAILED, -EACCES },
-		{ RBLK_S_AUTH_REQUIRED, -ENOKEY },
-		{ RBLK_S_BUSY, -EBUSY },
+	    {RBLK_S_OK, 0},
+	    {RBLK_S_INVALID, -EINVAL},
+	    {RBLK_S_BAD_VERSION, -EPROTONOSUPPORT},
+	    {RBLK_S_NO_EXPORT, -ENOENT},
+	    {RBLK_S_READ_ONLY, -EROFS},
+	    {RBLK_S_OUT_OF_RANGE, -ERANGE},
+	    {RBLK_S_IO_ERROR, -EIO},
+	    {RBLK_S_NOT_SUPPORTED, -EOPNOTSUPP},
+	    {RBLK_S_BAD_TAG, -EPROTO},
+	    {RBLK_S_NO_SPACE, -ENOSPC},
+	    {RBLK_S_ACCESS_DENIED, -EACCES},
+	    {RBLK_S_NO_RESOURCES, -ENOMEM},
+	    {RBLK_S_BAD_STATE, -EPROTO},
+	    {RBLK_S_SHUTDOWN, -ESHUTDOWN},
+	    {RBLK_S_MISALIGNED, -EINVAL},
+	    {RBLK_S_TOO_LARGE, -E2BIG},
+	    {RBLK_S_AUTH_FAILED, -EACCES},
+	    {RBLK_S_AUTH_REQUIRED, -ENOKEY},
+	    {RBLK_S_BUSY, -EBUSY},
 	};
 
 	(void)state;
@@ -1762,7 +1758,7 @@ static void test_opcode_str(void **state)
 static void test_msg_type(void **state)
 {
 	struct msgbuf m;
-	struct rblk_resp r = { 0 };
+	struct rblk_resp r = {0};
 
 	(void)state;
 	rblk_resp_encode(m.b, &r);
@@ -1807,7 +1803,7 @@ static void test_hello_discover(void **state)
 
 static struct rblk_disc_reply good_disc(void)
 {
-	struct rblk_disc_reply d = { .total = 5, .first = 3, .count = 2 };
+	struct rblk_disc_reply d = {.total = 5, .first = 3, .count = 2};
 
 	strcpy(d.entry[0].name, "vol0");
 	d.entry[0].size = 1ull << 30;
@@ -1851,8 +1847,8 @@ static void test_disc_roundtrip(void **state)
 	assert_int_equal(le32toh(w->entry[1].block_size), 4096);
 	assert_int_equal(m.b[RBLK_DISC_REPLY_SIZE], 0xee); /* no overrun */
 
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
-			 RBLK_S_OK);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out), RBLK_S_OK);
 	assert_int_equal(out.total, 5);
 	assert_int_equal(out.first, 3);
 	assert_int_equal(out.count, 2);
@@ -1876,19 +1872,21 @@ static void test_disc_roundtrip(void **state)
 	assert_int_equal(disc_st(&d), RBLK_S_OK);
 	/* wrong lengths, wrong type */
 	rblk_disc_reply_encode(m.b, &d);
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE - 1,
-						&out),
-			 RBLK_S_INVALID);
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE + 1,
-						&out),
-			 RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE - 1, &out),
+	    RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE + 1, &out),
+	    RBLK_S_INVALID);
 	m.b[5] = RBLK_MSG_LOGIN;
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
-			 RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+	    RBLK_S_INVALID);
 	rblk_disc_reply_encode(m.b, &d);
 	m.b[4] = RBLK_PROTO_VERSION + 1;
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
-			 RBLK_S_BAD_VERSION);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+	    RBLK_S_BAD_VERSION);
 }
 
 static void test_disc_fields(void **state)
@@ -1902,15 +1900,17 @@ static void test_disc_fields(void **state)
 	d.count = RBLK_DISC_PER_REPLY + 1;
 	rblk_disc_reply_encode(m.b, &d);
 	m.b[12] = RBLK_DISC_PER_REPLY + 1;
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
-			 RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+	    RBLK_S_INVALID);
 	d = good_disc();
 	d.first = 4; /* 4 + 2 > 5 */
 	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
 	d.first = 0xffff; /* no wrap-around */
 	d.total = 0xffff;
 	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
-	/* entries: empty name, bad block sizes, size not a multiple, features */
+	/* entries: empty name, bad block sizes, size not a multiple, features
+	 */
 	d = good_disc();
 	d.entry[1].name[0] = 0;
 	assert_int_equal(disc_st(&d), RBLK_S_INVALID);
@@ -1934,81 +1934,83 @@ static void test_disc_fields(void **state)
 	d = good_disc();
 	rblk_disc_reply_encode(m.b, &d);
 	m.b[24 + 100] = 'x';
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
-			 RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+	    RBLK_S_INVALID);
 	/* an unused entry must be all zero */
 	rblk_disc_reply_encode(m.b, &d);
 	m.b[24 + 2 * RBLK_DISC_ENTRY_SIZE + 130] = 1;
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
-			 RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+	    RBLK_S_INVALID);
 	/* reserved bytes */
 	for (int i = 13; i < 24; i++) {
 		rblk_disc_reply_encode(m.b, &d);
 		m.b[i] = 1;
-		assert_int_equal(rblk_disc_reply_decode(m.b,
-							RBLK_DISC_REPLY_SIZE,
-							&out),
-				 RBLK_S_INVALID);
+		assert_int_equal(
+		    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+		    RBLK_S_INVALID);
 	}
 	/* the encoder never writes past the page, whatever count says */
 	d = good_disc();
 	d.count = 200;
 	rblk_disc_reply_encode(m.b, &d);
-	assert_int_equal(rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
-			 RBLK_S_INVALID);
+	assert_int_equal(
+	    rblk_disc_reply_decode(m.b, RBLK_DISC_REPLY_SIZE, &out),
+	    RBLK_S_INVALID);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes),
-		cmocka_unit_test(test_hello_roundtrip),
-		cmocka_unit_test(test_hello_roundtrip_limits),
-		cmocka_unit_test(test_login_roundtrip),
-		cmocka_unit_test(test_login_refusal),
-		cmocka_unit_test(test_cmd_roundtrip),
-		cmocka_unit_test(test_cmd_every_opcode),
-		cmocka_unit_test(test_resp_roundtrip),
-		cmocka_unit_test(test_cm_roundtrip),
-		cmocka_unit_test(test_header_errors),
-		cmocka_unit_test(test_cmd_tag),
-		cmocka_unit_test(test_cmd_opcode),
-		cmocka_unit_test(test_cmd_flags),
-		cmocka_unit_test(test_cmd_done),
-		cmocka_unit_test(test_cmd_addr_rkey_without_push),
-		cmocka_unit_test(test_cmd_reserved),
-		cmocka_unit_test(test_cmd_no_data_ops),
-		cmocka_unit_test(test_cmd_length),
-		cmocka_unit_test(test_cmd_alignment),
-		cmocka_unit_test(test_cmd_range),
-		cmocka_unit_test(test_cmd_read_only),
-		cmocka_unit_test(test_cmd_not_supported),
-		cmocka_unit_test(test_hello_fields),
-		cmocka_unit_test(test_hello_inline),
-		cmocka_unit_test(test_login_inline),
-		cmocka_unit_test(test_cmd_inline_roundtrip),
-		cmocka_unit_test(test_cmd_inline_refused),
-		cmocka_unit_test(test_cmd_inline_framing),
-		cmocka_unit_test(test_hello_names),
-		cmocka_unit_test(test_login_fields),
-		cmocka_unit_test(test_login_block_size),
-		cmocka_unit_test(test_login_size_and_max_io),
-		cmocka_unit_test(test_login_v1_refused),
-		cmocka_unit_test(test_resp_pull),
-		cmocka_unit_test(test_grant),
-		cmocka_unit_test(test_done),
-		cmocka_unit_test(test_login_direct),
-		cmocka_unit_test(test_resp_fields),
-		cmocka_unit_test(test_cm_req),
-		cmocka_unit_test(test_cm_rej),
-		cmocka_unit_test(test_status_str),
-		cmocka_unit_test(test_status_to_errno),
-		cmocka_unit_test(test_errno_to_status),
-		cmocka_unit_test(test_opcode_str),
-		cmocka_unit_test(test_msg_type),
-		cmocka_unit_test(test_hello_discover),
-		cmocka_unit_test(test_disc_roundtrip),
-		cmocka_unit_test(test_disc_fields),
+	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_hello_roundtrip),
+	    cmocka_unit_test(test_hello_roundtrip_limits),
+	    cmocka_unit_test(test_login_roundtrip),
+	    cmocka_unit_test(test_login_refusal),
+	    cmocka_unit_test(test_cmd_roundtrip),
+	    cmocka_unit_test(test_cmd_every_opcode),
+	    cmocka_unit_test(test_resp_roundtrip),
+	    cmocka_unit_test(test_cm_roundtrip),
+	    cmocka_unit_test(test_header_errors),
+	    cmocka_unit_test(test_cmd_tag),
+	    cmocka_unit_test(test_cmd_opcode),
+	    cmocka_unit_test(test_cmd_flags),
+	    cmocka_unit_test(test_cmd_done),
+	    cmocka_unit_test(test_cmd_addr_rkey_without_push),
+	    cmocka_unit_test(test_cmd_reserved),
+	    cmocka_unit_test(test_cmd_no_data_ops),
+	    cmocka_unit_test(test_cmd_length),
+	    cmocka_unit_test(test_cmd_alignment),
+	    cmocka_unit_test(test_cmd_range),
+	    cmocka_unit_test(test_cmd_read_only),
+	    cmocka_unit_test(test_cmd_not_supported),
+	    cmocka_unit_test(test_hello_fields),
+	    cmocka_unit_test(test_hello_inline),
+	    cmocka_unit_test(test_login_inline),
+	    cmocka_unit_test(test_cmd_inline_roundtrip),
+	    cmocka_unit_test(test_cmd_inline_refused),
+	    cmocka_unit_test(test_cmd_inline_framing),
+	    cmocka_unit_test(test_hello_names),
+	    cmocka_unit_test(test_login_fields),
+	    cmocka_unit_test(test_login_block_size),
+	    cmocka_unit_test(test_login_size_and_max_io),
+	    cmocka_unit_test(test_login_v1_refused),
+	    cmocka_unit_test(test_resp_pull),
+	    cmocka_unit_test(test_grant),
+	    cmocka_unit_test(test_done),
+	    cmocka_unit_test(test_login_direct),
+	    cmocka_unit_test(test_resp_fields),
+	    cmocka_unit_test(test_cm_req),
+	    cmocka_unit_test(test_cm_rej),
+	    cmocka_unit_test(test_status_str),
+	    cmocka_unit_test(test_status_to_errno),
+	    cmocka_unit_test(test_errno_to_status),
+	    cmocka_unit_test(test_opcode_str),
+	    cmocka_unit_test(test_msg_type),
+	    cmocka_unit_test(test_hello_discover),
+	    cmocka_unit_test(test_disc_roundtrip),
+	    cmocka_unit_test(test_disc_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

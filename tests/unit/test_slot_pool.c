@@ -97,7 +97,7 @@ static void random_churn(void **state)
 	struct {
 		char *a;
 		size_t len;
-	} live[256] = { { 0 } };
+	} live[256] = {{0}};
 
 	(void)state;
 	srand(7);
@@ -202,11 +202,11 @@ static void keep_blocks(void **state)
 {
 	struct slot_pool p;
 	size_t len = 16 * MIB + 5 * 4096, pages = len / SLOT_PAGE;
-	struct regs r = { .mem = region(len) };
+	struct regs r = {.mem = region(len)};
 	struct {
 		char *a;
 		size_t len;
-	} live[256] = { { 0 } };
+	} live[256] = {{0}};
 	char *a, *b;
 	unsigned int forms;
 
@@ -234,8 +234,9 @@ static void keep_blocks(void **state)
 			slot_pool_free(&p, live[k].a);
 			live[k].a = NULL;
 		} else {
-			size_t l = rand() % 4 ? 4096u << (rand() % 3) :
-						512 + (size_t)rand() % (2 * MIB);
+			size_t l = rand() % 4
+				       ? 4096u << (rand() % 3)
+				       : 512 + (size_t)rand() % (2 * MIB);
 
 			live[k].a = slot_pool_alloc(&p, l);
 			live[k].len = l;
@@ -272,10 +273,10 @@ static void keep_blocks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(size_classes),
-		cmocka_unit_test(exhaustion),
-		cmocka_unit_test(random_churn),
-		cmocka_unit_test(keep_blocks),
+	    cmocka_unit_test(size_classes),
+	    cmocka_unit_test(exhaustion),
+	    cmocka_unit_test(random_churn),
+	    cmocka_unit_test(keep_blocks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,7 +46,8 @@ static void empty_spins_back_off(void **state)
 	for (int i = 0; i < 10; i++) {
 		spin_result(&s, false);
 		assert_int_equal(skipped(&s), want);
-		want = want * 2 > SPIN_BACKOFF_MAX ? SPIN_BACKOFF_MAX : want * 2;
+		want =
+		    want * 2 > SPIN_BACKOFF_MAX ? SPIN_BACKOFF_MAX : want * 2;
 	}
 	assert_int_equal(want, SPIN_BACKOFF_MAX);
 }
@@ -69,9 +70,9 @@ static void found_resets(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(fresh_spins),
-		cmocka_unit_test(empty_spins_back_off),
-		cmocka_unit_test(found_resets),
+	    cmocka_unit_test(fresh_spins),
+	    cmocka_unit_test(empty_spins_back_off),
+	    cmocka_unit_test(found_resets),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -382,9 +382,8 @@ static void test_connect_accept_priv(void **state)
 	size_t back_len = 99;
 	uint16_t port;
 
-	assert_int_equal(handshake(&a, req, sizeof(req), &c, back, &back_len,
-				   &port),
-			 0);
+	assert_int_equal(
+	    handshake(&a, req, sizeof(req), &c, back, &back_len, &port), 0);
 	assert_int_equal(a.ret, 0);
 	/* initiator -> target */
 	assert_int_equal(a.priv_len, sizeof(req));
@@ -694,9 +693,8 @@ static void test_dereg_during_read(void **state)
 static void test_read_limit(void **state)
 {
 	enum { LEN = 1 << 20 };
-	const struct xp_conn_attr sattr = {.max_send_wr = 64,
-					   .max_recv_wr = 64,
-					   .max_read_bytes = 2 * LEN};
+	const struct xp_conn_attr sattr = {
+	    .max_send_wr = 64, .max_recv_wr = 64, .max_read_bytes = 2 * LEN};
 	char *region = malloc(3 * LEN), *dst = calloc(1, 3 * LEN);
 	struct xp_mr *rmr, *dmr;
 	struct xp_wc wc[4];
@@ -708,17 +706,17 @@ static void test_read_limit(void **state)
 	rmr = reg(p.srv.c, region, 3 * LEN, XP_ACCESS_REMOTE_READ);
 	dmr = reg(p.cli.c, dst, 3 * LEN, LOCAL);
 	for (int i = 0; i < 2; i++)
-		post1(p.cli.c, mkwr(1 + i, XP_WR_RDMA_READ, true, dmr,
-				    dst + i * LEN, LEN, raddr(rmr, i * LEN),
-				    rmr->rkey));
+		post1(p.cli.c,
+		      mkwr(1 + i, XP_WR_RDMA_READ, true, dmr, dst + i * LEN,
+			   LEN, raddr(rmr, i * LEN), rmr->rkey));
 	expect_wc(&p.cli, &p.srv, 1, XP_WC_SUCCESS, XP_WC_RDMA_READ);
 	expect_wc(&p.cli, &p.srv, 2, XP_WC_SUCCESS, XP_WC_RDMA_READ);
 	assert_memory_equal(dst, region, 2 * LEN);
 
 	for (int i = 0; i < 3; i++)
-		post1(p.cli.c, mkwr(3 + i, XP_WR_RDMA_READ, true, dmr,
-				    dst + i * LEN, LEN, raddr(rmr, i * LEN),
-				    rmr->rkey));
+		post1(p.cli.c,
+		      mkwr(3 + i, XP_WR_RDMA_READ, true, dmr, dst + i * LEN,
+			   LEN, raddr(rmr, i * LEN), rmr->rkey));
 	usleep(20000); /* all three frames are in the server's socket */
 	for (int i = 0; i < 100 && xp_state(p.srv.c) != XP_CONN_ERROR; i++) {
 		assert_true(xp_poll(p.srv.c, wc, 4) >= 0);
@@ -781,8 +779,8 @@ static void test_mw_placed(void **state)
 	char *win = calloc(1, LEN), *src = malloc(LEN);
 	struct xp_mr *wmr, *smr;
 	struct xp_mw *mw = NULL;
-	struct xp_send_wr inv = {.wr_id = 90, .opcode = XP_WR_LOCAL_INV,
-				 .flags = XP_SEND_SIGNALED};
+	struct xp_send_wr inv = {
+	    .wr_id = 90, .opcode = XP_WR_LOCAL_INV, .flags = XP_SEND_SIGNALED};
 
 	assert_true(win && src);
 	fill(src, LEN, 3);
@@ -802,7 +800,8 @@ static void test_mw_placed(void **state)
 	inv.invalidate_rkey = mw->rkey;
 	post1(p->srv.c, inv);
 	expect_wc(&p->srv, &p->cli, 90, XP_WC_SUCCESS, XP_WC_LOCAL_INV);
-	assert_int_equal(xp_mw_placed(mw), LEN); /* kept past the invalidation */
+	assert_int_equal(xp_mw_placed(mw),
+			 LEN); /* kept past the invalidation */
 
 	/* a fresh bind starts from nothing; a gap is not filled later */
 	bind_for_write(p, mw, wmr, LEN, 81);

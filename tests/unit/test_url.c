@@ -38,9 +38,9 @@ static void url_bad(const char *url, const char *want)
 	struct rblk_url u;
 	char err[1024] = "";
 
-	assert_int_equal(rblk_url_parse(url, RBLK_DEFAULT_PORT, &u, err,
-					sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    rblk_url_parse(url, RBLK_DEFAULT_PORT, &u, err, sizeof(err)),
+	    -EINVAL);
 	if (!err[0])
 		fail_msg("'%s': no reason given", url);
 	if (want && !strstr(err, want))
@@ -284,7 +284,7 @@ static void test_parse_size(void **state)
 	size_bad("16384P", -ERANGE);
 	size_bad("18014398509481984K", -ERANGE);
 	size_bad("17179869184G", -ERANGE);
-	assert_int_equal(parse_size(NULL, &(uint64_t){ 0 }), -EINVAL);
+	assert_int_equal(parse_size(NULL, &(uint64_t){0}), -EINVAL);
 }
 
 /* ---- parse_uint ---------------------------------------------------------- */
@@ -351,7 +351,8 @@ static void test_parse_uint(void **state)
 	assert_int_equal(v, 99);
 }
 
-/* ---- parse_seconds_ms ------------------------------------------------------ */
+/* ---- parse_seconds_ms ------------------------------------------------------
+ */
 
 static void test_parse_seconds_ms(void **state)
 {
@@ -387,20 +388,20 @@ static void test_parse_seconds_ms(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_url_default_port),
-		cmocka_unit_test(test_url_explicit_port),
-		cmocka_unit_test(test_url_ipv6),
-		cmocka_unit_test(test_url_missing_scheme),
-		cmocka_unit_test(test_url_empty_host),
-		cmocka_unit_test(test_url_long_host),
-		cmocka_unit_test(test_url_bad_port),
-		cmocka_unit_test(test_url_export_name),
-		cmocka_unit_test(test_url_trailing_garbage),
-		cmocka_unit_test(test_url_unix),
-		cmocka_unit_test(test_parse_size),
-		cmocka_unit_test(test_parse_uint),
-		cmocka_unit_test(test_str_sanitize),
-		cmocka_unit_test(test_parse_seconds_ms),
+	    cmocka_unit_test(test_url_default_port),
+	    cmocka_unit_test(test_url_explicit_port),
+	    cmocka_unit_test(test_url_ipv6),
+	    cmocka_unit_test(test_url_missing_scheme),
+	    cmocka_unit_test(test_url_empty_host),
+	    cmocka_unit_test(test_url_long_host),
+	    cmocka_unit_test(test_url_bad_port),
+	    cmocka_unit_test(test_url_export_name),
+	    cmocka_unit_test(test_url_trailing_garbage),
+	    cmocka_unit_test(test_url_unix),
+	    cmocka_unit_test(test_parse_size),
+	    cmocka_unit_test(test_parse_uint),
+	    cmocka_unit_test(test_str_sanitize),
+	    cmocka_unit_test(test_parse_seconds_ms),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -73,7 +73,7 @@ struct side {
 	uint8_t *pool; /* LOCAL_WRITE | MW_BIND: no remote access of its own */
 	struct xp_mr *pool_mr;
 	struct ep ep[NCONN];
-	unsigned int nfd;     /* XP_WC_FD_READY completions seen */
+	unsigned int nfd;   /* XP_WC_FD_READY completions seen */
 	uint64_t fd_cookie; /* the last one's */
 };
 
@@ -103,9 +103,8 @@ static uint8_t *recv_buf(struct side *s, struct ep *e, unsigned int i)
 
 static void post_recv(struct side *s, struct ep *e, unsigned int i)
 {
-	struct xp_sge sge = {.addr = recv_buf(s, e, i),
-			     .length = MSG,
-			     .mr = s->mr};
+	struct xp_sge sge = {
+	    .addr = recv_buf(s, e, i), .length = MSG, .mr = s->mr};
 
 	assert_int_equal(xp_post_recv(e->c, i, &sge), 0);
 }
@@ -171,11 +170,11 @@ static void side_init(struct side *s)
 					     XP_ACCESS_REMOTE_WRITE,
 					 &s->mr),
 			 0);
-	assert_int_equal(xp_group_reg_mr(s->g, s->pool, POOL,
-					 XP_ACCESS_LOCAL_WRITE |
-					     XP_ACCESS_MW_BIND,
-					 &s->pool_mr),
-			 0);
+	assert_int_equal(
+	    xp_group_reg_mr(s->g, s->pool, POOL,
+			    XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND,
+			    &s->pool_mr),
+	    0);
 	assert_ptr_equal(s->mr->group, s->g);
 }
 
@@ -356,9 +355,8 @@ static void check_dead(struct side *s, struct ep *e)
 				.opcode = XP_WR_SEND,
 				.flags = XP_SEND_SIGNALED},
 			  *bad = NULL;
-	struct xp_sge sge = {.addr = recv_buf(s, e, 0),
-			     .length = MSG,
-			     .mr = s->mr};
+	struct xp_sge sge = {
+	    .addr = recv_buf(s, e, 0), .length = MSG, .mr = s->mr};
 
 	assert_int_equal(xp_state(e->c), XP_CONN_ERROR);
 	assert_int_equal(xp_post_send(e->c, &wr, &bad), -ENOTCONN);
@@ -383,8 +381,8 @@ static uint64_t va(const void *p)
 }
 
 /* A SEND of len bytes from s's send area of connection i. */
-static struct xp_send_wr send_wr(struct side *s, unsigned int i,
-				 uint64_t id, const void *data, uint32_t len)
+static struct xp_send_wr send_wr(struct side *s, unsigned int i, uint64_t id,
+				 const void *data, uint32_t len)
 {
 	uint8_t *buf = s->mem + i * 4096;
 
@@ -459,17 +457,17 @@ static struct xp_send_wr rdma_wr(uint64_t id, enum xp_wr_opcode op,
 static struct xp_wc one_sided(unsigned int i, enum xp_wr_opcode op,
 			      uint64_t raddr, uint32_t rkey, uint32_t len)
 {
-	struct xp_send_wr wr = rdma_wr(
-	    7, op, (struct xp_sge){cli.mem + 64 * 1024, len, cli.mr}, raddr,
-	    rkey);
+	struct xp_send_wr wr =
+	    rdma_wr(7, op, (struct xp_sge){cli.mem + 64 * 1024, len, cli.mr},
+		    raddr, rkey);
 
 	post(&cli.ep[i], &wr);
 	return wait_wc(&cli.ep[i]);
 }
 
 /* The refusal: REM_ACCESS_ERR at the client, both ends fail. */
-static void expect_refused(unsigned int i, enum xp_wr_opcode op,
-			   uint64_t raddr, uint32_t rkey, uint32_t len)
+static void expect_refused(unsigned int i, enum xp_wr_opcode op, uint64_t raddr,
+			   uint32_t rkey, uint32_t len)
 {
 	struct xp_wc wc = one_sided(i, op, raddr, rkey, len);
 
@@ -500,9 +498,9 @@ static void expect_refused_chain(unsigned int i, enum xp_wr_opcode op,
 	uint64_t deadline = now_ms() + WAIT_MS;
 	unsigned int sq = 0, rq = 0;
 
-	wr[0] = rdma_wr(7, op,
-			(struct xp_sge){cli.mem + 64 * 1024, len, cli.mr},
-			raddr, rkey);
+	wr[0] =
+	    rdma_wr(7, op, (struct xp_sge){cli.mem + 64 * 1024, len, cli.mr},
+		    raddr, rkey);
 	wr[1] = send_wr(&cli, i, 8, "late", 4);
 	wr[0].next = &wr[1];
 	post(ce, wr);
@@ -643,8 +641,7 @@ static void test_mw_read_write(void **state)
 		       100);
 	assert_int_equal(wc.status, XP_WC_SUCCESS);
 	assert_int_equal(wc.byte_len, 100);
-	assert_memory_equal(cli.mem + 64 * 1024, srv.pool + 65536 + 4096,
-			    100);
+	assert_memory_equal(cli.mem + 64 * 1024, srv.pool + 65536 + 4096, 100);
 	/* zero-length access inside the window is fine */
 	wc = one_sided(0, XP_WR_RDMA_READ, va(srv.pool + 65536), key, 0);
 	assert_int_equal(wc.status, XP_WC_SUCCESS);
@@ -653,8 +650,8 @@ static void test_mw_read_write(void **state)
 }
 
 /* Bind mw on connection i over the whole of region mr. */
-static uint32_t grant_region(unsigned int i, struct xp_mw *mw,
-			     struct xp_mr *mr, int access)
+static uint32_t grant_region(unsigned int i, struct xp_mw *mw, struct xp_mr *mr,
+			     int access)
 {
 	struct xp_mr *pool = srv.pool_mr;
 	uint32_t key;
@@ -679,11 +676,10 @@ static void test_mw_out_of_range(void **state)
 	struct xp_mw *mw;
 	uint32_t key;
 
-	assert_int_equal(xp_group_reg_mr(srv.g, srv.pool + 8192, 4096,
-					 XP_ACCESS_LOCAL_WRITE |
-					     XP_ACCESS_MW_BIND,
-					 &slot),
-			 0);
+	assert_int_equal(
+	    xp_group_reg_mr(srv.g, srv.pool + 8192, 4096,
+			    XP_ACCESS_LOCAL_WRITE | XP_ACCESS_MW_BIND, &slot),
+	    0);
 	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
 	key = grant_region(0, mw, slot, XP_ACCESS_REMOTE_READ);
 	assert_int_equal(
@@ -697,8 +693,8 @@ static void test_mw_out_of_range(void **state)
 
 		assert_int_equal(xp_alloc_mw(srv.g, &mw2), 0);
 		key = grant(1, mw2, 4096, 4096, XP_ACCESS_REMOTE_READ);
-		expect_refused(1, XP_WR_RDMA_READ,
-			       va(srv.pool + 4096 + 2048), key, 4096);
+		expect_refused(1, XP_WR_RDMA_READ, va(srv.pool + 4096 + 2048),
+			       key, 4096);
 		xp_dealloc_mw(mw2);
 	}
 	check_alive(2);
@@ -720,18 +716,17 @@ static void test_mw_wrong_access(void **state)
 
 static void test_mw_after_local_inv(void **state)
 {
-	struct xp_send_wr wr = {.wr_id = 5,
-				.opcode = XP_WR_LOCAL_INV,
-				.flags = XP_SEND_SIGNALED};
+	struct xp_send_wr wr = {
+	    .wr_id = 5, .opcode = XP_WR_LOCAL_INV, .flags = XP_SEND_SIGNALED};
 	struct xp_mw *mw;
 	uint32_t key;
 
 	assert_int_equal(xp_alloc_mw(srv.g, &mw), 0);
 	key = grant(2, mw, 0, 4096,
 		    XP_ACCESS_REMOTE_READ | XP_ACCESS_REMOTE_WRITE);
-	assert_int_equal(one_sided(2, XP_WR_RDMA_READ, va(srv.pool), key, 64)
-			     .status,
-			 XP_WC_SUCCESS);
+	assert_int_equal(
+	    one_sided(2, XP_WR_RDMA_READ, va(srv.pool), key, 64).status,
+	    XP_WC_SUCCESS);
 	wr.invalidate_rkey = key;
 	post(&srv.ep[2], &wr);
 	expect_wc(&srv.ep[2], 5, XP_WC_SUCCESS, XP_WC_LOCAL_INV);
@@ -774,8 +769,7 @@ static void test_mw_send_with_inv(void **state)
 	assert_true(wc.flags & XP_WC_F_WITH_INV);
 	assert_int_equal(wc.invalidated_rkey, key);
 	assert_int_equal(got, key);
-	expect_refused(3, XP_WR_RDMA_READ, va(srv.pool + 128 * 1024), key,
-		       64);
+	expect_refused(3, XP_WR_RDMA_READ, va(srv.pool + 128 * 1024), key, 64);
 	check_alive(0);
 	xp_dealloc_mw(mw);
 }
@@ -806,9 +800,9 @@ static void test_mw_other_conn(void **state)
 	key = grant(0, mw, 0, 4096, XP_ACCESS_REMOTE_READ);
 	expect_refused(1, XP_WR_RDMA_READ, va(srv.pool), key, 64);
 	/* still good where it was bound */
-	assert_int_equal(one_sided(0, XP_WR_RDMA_READ, va(srv.pool), key, 64)
-			     .status,
-			 XP_WC_SUCCESS);
+	assert_int_equal(
+	    one_sided(0, XP_WR_RDMA_READ, va(srv.pool), key, 64).status,
+	    XP_WC_SUCCESS);
 	check_alive(2);
 	xp_dealloc_mw(mw);
 }
@@ -816,8 +810,7 @@ static void test_mw_other_conn(void **state)
 /* A region with only MW_BIND grants nothing by its own rkey. */
 static void test_bind_only_region(void **state)
 {
-	expect_refused(0, XP_WR_RDMA_READ, va(srv.pool), srv.pool_mr->rkey,
-		       64);
+	expect_refused(0, XP_WR_RDMA_READ, va(srv.pool), srv.pool_mr->rkey, 64);
 	expect_refused(1, XP_WR_RDMA_WRITE, va(srv.pool), srv.pool_mr->rkey,
 		       64);
 	/*
@@ -965,9 +958,9 @@ static void test_destroy_drops_windows(void **state)
 	check_dead(&cli, &cli.ep[2]);
 	/* the window is free: it can be bound again elsewhere */
 	key = grant(3, mw, 0, 4096, XP_ACCESS_REMOTE_READ);
-	assert_int_equal(one_sided(3, XP_WR_RDMA_READ, va(srv.pool), key, 64)
-			     .status,
-			 XP_WC_SUCCESS);
+	assert_int_equal(
+	    one_sided(3, XP_WR_RDMA_READ, va(srv.pool), key, 64).status,
+	    XP_WC_SUCCESS);
 	check_alive(0);
 	xp_dealloc_mw(mw);
 }
@@ -985,10 +978,10 @@ static void test_write_then_send(void **state)
 	for (uint32_t round = 0; round < 4; round++) {
 		fill(cli.mem + 64 * 1024, len, 11 + round);
 		snprintf(msg, sizeof(msg), "capsule %u", round);
-		wr[0] = rdma_wr(
-		    10, XP_WR_RDMA_WRITE,
-		    (struct xp_sge){cli.mem + 64 * 1024, len, cli.mr},
-		    va(srv.mem + 64 * 1024), srv.mr->rkey);
+		wr[0] =
+		    rdma_wr(10, XP_WR_RDMA_WRITE,
+			    (struct xp_sge){cli.mem + 64 * 1024, len, cli.mr},
+			    va(srv.mem + 64 * 1024), srv.mr->rkey);
 		wr[0].flags = 0;
 		wr[1] = send_wr(&cli, 0, 11, msg, sizeof(msg));
 		wr[0].next = &wr[1];
@@ -1022,9 +1015,9 @@ static void test_read_chain(void **state)
 	    xp_group_reg_mr(srv.g, src, len, XP_ACCESS_REMOTE_READ, &mr), 0);
 	wr[0] = rdma_wr(1, XP_WR_RDMA_READ, (struct xp_sge){dst, 1000, cli.mr},
 			va(src), mr->rkey);
-	wr[1] = rdma_wr(2, XP_WR_RDMA_READ,
-			(struct xp_sge){dst + 1000, 0, cli.mr}, va(src + 1000),
-			mr->rkey);
+	wr[1] =
+	    rdma_wr(2, XP_WR_RDMA_READ, (struct xp_sge){dst + 1000, 0, cli.mr},
+		    va(src + 1000), mr->rkey);
 	wr[2] = rdma_wr(3, XP_WR_RDMA_READ,
 			(struct xp_sge){dst + 1000, len - 1000, cli.mr},
 			va(src + 1000), mr->rkey);
@@ -1052,11 +1045,10 @@ static void test_region_no_remote_write(void **state)
 
 	assert_non_null(buf);
 	memset(buf, 0x5a, 8192);
-	assert_int_equal(xp_group_reg_mr(srv.g, buf, 8192,
-					 XP_ACCESS_LOCAL_WRITE |
-					     XP_ACCESS_REMOTE_READ,
-					 &mr),
-			 0);
+	assert_int_equal(
+	    xp_group_reg_mr(srv.g, buf, 8192,
+			    XP_ACCESS_LOCAL_WRITE | XP_ACCESS_REMOTE_READ, &mr),
+	    0);
 	fill(cli.mem + 64 * 1024, 4096, 17);
 	expect_refused_chain(3, XP_WR_RDMA_WRITE, va(buf + 4096), mr->rkey,
 			     4096);
@@ -1207,10 +1199,10 @@ static void test_region_out_of_bounds(void **state)
  */
 static void test_disconnect(void **state)
 {
-	struct xp_send_wr rd = rdma_wr(
-	    20, XP_WR_RDMA_READ,
-	    (struct xp_sge){cli.mem + 64 * 1024, 65536, cli.mr},
-	    va(srv.mem + 8192), srv.mr->rkey);
+	struct xp_send_wr rd =
+	    rdma_wr(20, XP_WR_RDMA_READ,
+		    (struct xp_sge){cli.mem + 64 * 1024, 65536, cli.mr},
+		    va(srv.mem + 8192), srv.mr->rkey);
 	unsigned int reads = 0, recvs = 0;
 
 	xp_disconnect(cli.ep[0].c);
@@ -1264,8 +1256,8 @@ static void test_send_queue_full(void **state)
 	for (unsigned int i = 0; i < n; i++) {
 		wr[i].wr_id = 100 + i;
 		wr[i].opcode = XP_WR_RDMA_WRITE;
-		wr[i].sge = (struct xp_sge){cli.mem + 64 * 1024 + i * 64, 64,
-					    cli.mr};
+		wr[i].sge =
+		    (struct xp_sge){cli.mem + 64 * 1024 + i * 64, 64, cli.mr};
 		wr[i].remote_addr = va(srv.mem + 64 * 1024 + i * 64);
 		wr[i].rkey = srv.mr->rkey;
 		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
@@ -1276,8 +1268,7 @@ static void test_send_queue_full(void **state)
 	assert_ptr_equal(bad, &wr[attr.max_send_wr]);
 	/* full until the signaled completion is reaped, done or not */
 	bad = NULL;
-	assert_int_equal(xp_post_send(cli.ep[2].c, &wr[attr.max_send_wr],
-				      &bad),
+	assert_int_equal(xp_post_send(cli.ep[2].c, &wr[attr.max_send_wr], &bad),
 			 -ENOMEM);
 	assert_ptr_equal(bad, &wr[attr.max_send_wr]);
 	expect_wc(&cli.ep[2], 100 + attr.max_send_wr - 1, XP_WC_SUCCESS,
@@ -1287,9 +1278,8 @@ static void test_send_queue_full(void **state)
 	/* its reaping retired the unsignaled ones: the whole queue is free */
 	wr[attr.max_send_wr - 1].flags = 0;
 	wr[n - 1].flags = XP_SEND_SIGNALED;
-	assert_int_equal(xp_post_send(cli.ep[2].c, &wr[n - attr.max_send_wr],
-				      &bad),
-			 0);
+	assert_int_equal(
+	    xp_post_send(cli.ep[2].c, &wr[n - attr.max_send_wr], &bad), 0);
 	expect_wc(&cli.ep[2], 100 + n - 1, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
 	assert_memory_equal(srv.mem + 64 * 1024, cli.mem + 64 * 1024, n * 64);
 	free(wr);
@@ -1504,8 +1494,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_bind_only_region, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_mw_cycles, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_many_windows, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(test_many_windows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_destroy_drops_windows, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_write_then_send, setup,
@@ -1525,8 +1514,7 @@ int main(int argc, char **argv)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_rnr, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_busy_caller, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_small_polls, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(test_small_polls, setup, teardown),
 	};
 	const char *lvl = getenv("RBLK_TEST_LOG");
 	char upath[64];
@@ -1549,20 +1537,20 @@ int main(int argc, char **argv)
 
 		X = xp_find(name);
 		if (!X) {
-			fprintf(stderr, "usage: %s [tcp|unix|rdma]\n",
-				argv[0]);
+			fprintf(stderr, "usage: %s [tcp|unix|rdma]\n", argv[0]);
 			return 1;
 		}
 		addr = "127.0.0.1";
 		if (!strcmp(name, "unix")) {
-			snprintf(upath, sizeof(upath), "/tmp/rblk-test-xp.%d.sock",
-				 (int)getpid());
+			snprintf(upath, sizeof(upath),
+				 "/tmp/rblk-test-xp.%d.sock", (int)getpid());
 			addr = upath;
 		} else if (X == &xp_rdma_ops) {
 			addr = getenv("RBLK_TEST_RDMA_ADDR");
 			if (!addr || !*addr) {
-				printf("skip: RBLK_TEST_RDMA_ADDR is not set (an "
-				       "IP address on an RDMA device)\n");
+				printf(
+				    "skip: RBLK_TEST_RDMA_ADDR is not set (an "
+				    "IP address on an RDMA device)\n");
 				return 77;
 			}
 		}

@@ -53,8 +53,8 @@ enum read_mode {
 };
 
 enum poll_mode {
-	POLL_EVENT = 0, /* sleep on the queue's descriptor */
-	POLL_BUSY = 1, /* never sleep: rblk_poll(timeout 0) in a loop */
+	POLL_EVENT = 0,	   /* sleep on the queue's descriptor */
+	POLL_BUSY = 1,	   /* never sleep: rblk_poll(timeout 0) in a loop */
 	POLL_ADAPTIVE = 2, /* spin poll_spin_us, then sleep (librblk) */
 };
 
@@ -63,23 +63,23 @@ struct rblk_fio_opts {
 	void *pad;
 	char *uri;
 	unsigned int queue_depth; /* 0: the job's iodepth */
-	unsigned int read_mode; /* enum read_mode */
+	unsigned int read_mode;	  /* enum read_mode */
 	unsigned long long max_io;
 	char *hostname;
 	char *keyfile;
 	unsigned int mutual_auth;
 	unsigned int direct_access; /* enum rblk_direct */
-	unsigned int poll_mode; /* enum poll_mode */
+	unsigned int poll_mode;	    /* enum poll_mode */
 	unsigned int poll_spin_us;
-	char *reconnect_delay; /* seconds, fractions allowed */
-	int ctrl_loss_tmo; /* seconds; -1 never; -2 library default */
-	unsigned int max_queued; /* rblk_opts.max_queued; 0: see fill_opts() */
+	char *reconnect_delay;	  /* seconds, fractions allowed */
+	int ctrl_loss_tmo;	  /* seconds; -1 never; -2 library default */
+	unsigned int max_queued;  /* rblk_opts.max_queued; 0: see fill_opts() */
 	unsigned int inline_data; /* 1: librblk's default; 0: off */
-	char *path; /* more URLs of the volume, separated by ',' */
-	char *failback; /* seconds, fractions allowed; 0 never */
-	char *keepalive; /* seconds, fractions allowed; 0 off */
+	char *path;	  /* more URLs of the volume, separated by ',' */
+	char *failback;	  /* seconds, fractions allowed; 0 never */
+	char *keepalive;  /* seconds, fractions allowed; 0 off */
 	char *io_timeout; /* seconds, fractions allowed; 0 none */
-	int io_retries; /* -1 no limit; -2 library default */
+	int io_retries;	  /* -1 no limit; -2 library default */
 };
 
 /* rblk_opts.paths of a job: path= split at ',' (URLs hold ':'). */
@@ -93,10 +93,10 @@ struct rblk_fio {
 	struct rblk *r;
 	struct rblk_queue *q;
 	unsigned int qd; /* granted by the target: most I/Os in rblk at once */
-	unsigned int iodepth; /* fio's: most io_us in flight at once */
-	uint32_t features; /* RBLK_FEAT_* of the volume */
+	unsigned int iodepth;	  /* fio's: most io_us in flight at once */
+	uint32_t features;	  /* RBLK_FEAT_* of the volume */
 	unsigned int write_flags; /* RBLK_IO_FUA with --sync=1 */
-	bool busy_poll; /* poll=busy */
+	bool busy_poll;		  /* poll=busy */
 
 	void *mem; /* fio's I/O buffers (td->orig_buffer), ours to free */
 	size_t mem_len;
@@ -129,254 +129,285 @@ struct rblk_fio {
 #define WAIT_SLICE_MS 100
 
 static struct fio_option options[] = {
-	{
-		.name = "uri",
-		.lname = "rblk URI",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct rblk_fio_opts, uri),
-		.help = "Volume to use: tcp://HOST[:PORT]/EXPORT or rdma://HOST[:PORT]/EXPORT",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "queue_depth",
-		.lname = "rblk queue depth",
-		.type = FIO_OPT_INT,
-		.off1 = offsetof(struct rblk_fio_opts, queue_depth),
-		.def = "0",
-		.minval = 0,
-		.maxval = 65535,
-		.help = "Queue depth to ask the target for (0: the job's iodepth)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "read_mode",
-		.lname = "rblk read mode",
-		.type = FIO_OPT_STR,
-		.off1 = offsetof(struct rblk_fio_opts, read_mode),
-		.def = "auto",
-		.help = "How read data moves",
-		.posval = {
-			{ .ival = "auto",
-			  .oval = READ_MODE_AUTO,
-			  .help = "the transport's preference: push on tcp, pull on rdma",
-			},
-			{ .ival = "pull",
-			  .oval = READ_MODE_PULL,
-			  .help = "the initiator RDMA READs the target's slot",
-			},
-			{ .ival = "push",
-			  .oval = READ_MODE_PUSH,
-			  .help = "the target RDMA WRITEs into the I/O buffer",
-			},
+    {
+	.name = "uri",
+	.lname = "rblk URI",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, uri),
+	.help =
+	    "Volume to use: tcp://HOST[:PORT]/EXPORT or rdma://HOST[:PORT]/EXPORT",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "queue_depth",
+	.lname = "rblk queue depth",
+	.type = FIO_OPT_INT,
+	.off1 = offsetof(struct rblk_fio_opts, queue_depth),
+	.def = "0",
+	.minval = 0,
+	.maxval = 65535,
+	.help = "Queue depth to ask the target for (0: the job's iodepth)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "read_mode",
+	.lname = "rblk read mode",
+	.type = FIO_OPT_STR,
+	.off1 = offsetof(struct rblk_fio_opts, read_mode),
+	.def = "auto",
+	.help = "How read data moves",
+	.posval =
+	    {
+		{
+		    .ival = "auto",
+		    .oval = READ_MODE_AUTO,
+		    .help =
+			"the transport's preference: push on tcp, pull on rdma",
 		},
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "inline",
-		.lname = "rblk in-capsule write data",
-		.type = FIO_OPT_STR,
-		.off1 = offsetof(struct rblk_fio_opts, inline_data),
-		.def = "auto",
-		.help = "Small writes carry their data in the command",
-		.posval = {
-			{ .ival = "auto",
-			  .oval = 1,
-			  .help = "as much as the target grants (librblk asks 4k)",
-			},
-			{ .ival = "off",
-			  .oval = 0,
-			  .help = "every write waits for the target's window (GRANT)",
-			},
+		{
+		    .ival = "pull",
+		    .oval = READ_MODE_PULL,
+		    .help = "the initiator RDMA READs the target's slot",
 		},
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "max_io",
-		.lname = "rblk max I/O",
-		.type = FIO_OPT_STR_VAL,
-		.off1 = offsetof(struct rblk_fio_opts, max_io),
-		.def = "1M",
-		.help = "Largest command to ask the target for (power of two, 4k..8M); larger I/Os are split",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		/* not "direct": that is fio's own option (O_DIRECT) */
-		.name = "direct_access",
-		.lname = "rblk direct volume access",
-		.type = FIO_OPT_STR,
-		.off1 = offsetof(struct rblk_fio_opts, direct_access),
-		.def = "auto",
-		.help = "RDMA READ/WRITE the target's registered volume in place (RAM and direct exports)",
-		.posval = {
-			{ .ival = "auto",
-			  .oval = RBLK_DIRECT_AUTO,
-			  .help = "when the export offers it",
-			},
-			{ .ival = "on",
-			  .oval = RBLK_DIRECT_ON,
-			  .help = "required: fail if the export does not offer it",
-			},
-			{ .ival = "off",
-			  .oval = RBLK_DIRECT_OFF,
-			  .help = "always through the target's slots",
-			},
+		{
+		    .ival = "push",
+		    .oval = READ_MODE_PUSH,
+		    .help = "the target RDMA WRITEs into the I/O buffer",
 		},
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "hostname",
-		.lname = "rblk host name",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct rblk_fio_opts, hostname),
-		.help = "Name to log in with (default: this host's name)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "keyfile",
-		.lname = "rblk key file",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct rblk_fio_opts, keyfile),
-		.help = "File with this host's shared secret (mode 0600) for authentication",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "reconnect_delay",
-		.lname = "rblk reconnect delay",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct rblk_fio_opts, reconnect_delay),
-		.help = "Seconds between reconnect attempts after a lost connection (doubling up to 10; default 1)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "poll",
-		.lname = "rblk completion polling",
-		.type = FIO_OPT_STR,
-		.off1 = offsetof(struct rblk_fio_opts, poll_mode),
-		.def = "adaptive",
-		.help = "How getevents waits for completions (default adaptive)",
-		.posval = {
-			{ .ival = "event",
-			  .oval = POLL_EVENT,
-			  .help = "sleep on the queue's descriptor until woken",
-			},
-			{ .ival = "busy",
-			  .oval = POLL_BUSY,
-			  .help = "poll the transport without ever sleeping (one CPU per job)",
-			},
-			{ .ival = "adaptive",
-			  .oval = POLL_ADAPTIVE,
-			  .help = "poll for poll_spin_us, then sleep; after a spin that finds nothing, the next 1, 2 ... 64 waits do not spin",
-			},
+	    },
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "inline",
+	.lname = "rblk in-capsule write data",
+	.type = FIO_OPT_STR,
+	.off1 = offsetof(struct rblk_fio_opts, inline_data),
+	.def = "auto",
+	.help = "Small writes carry their data in the command",
+	.posval =
+	    {
+		{
+		    .ival = "auto",
+		    .oval = 1,
+		    .help = "as much as the target grants (librblk asks 4k)",
 		},
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "mutual_auth",
-		.lname = "rblk mutual authentication",
-		.type = FIO_OPT_BOOL,
-		.off1 = offsetof(struct rblk_fio_opts, mutual_auth),
-		.def = "0",
-		.help = "Refuse a target that does not prove the shared secret",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "poll_spin_us",
-		.lname = "rblk adaptive poll spin",
-		.type = FIO_OPT_INT,
-		.off1 = offsetof(struct rblk_fio_opts, poll_spin_us),
-		.def = "50",
-		.minval = 0,
-		.maxval = 1000000,
-		.help = "poll=adaptive: microseconds to poll before sleeping (default 50)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "ctrl_loss_tmo",
-		.lname = "rblk controller loss timeout",
-		.type = FIO_OPT_INT,
-		.off1 = offsetof(struct rblk_fio_opts, ctrl_loss_tmo),
-		.def = "-2",
-		.minval = -2,
-		.maxval = 86400,
-		.help = "Seconds without a connection before I/O fails (0: at once, -1: never; default 60)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "max_queued",
-		.lname = "rblk backlog limit",
-		.type = FIO_OPT_INT,
-		.off1 = offsetof(struct rblk_fio_opts, max_queued),
-		.def = "0",
-		.minval = 0,
-		.maxval = RBLK_MAX_QUEUED,
-		.help = "I/Os librblk accepts beyond what is reaped (0: the job's iodepth); more makes queue() answer busy",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "path",
-		.lname = "rblk more paths",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct rblk_fio_opts, path),
-		.help = "More URLs of the same volume (multipath failover), separated by ','",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "failback",
-		.lname = "rblk failback interval",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct rblk_fio_opts, failback),
-		.help = "Seconds between probes of the first path while on another (0: never fail back; default 5)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "keepalive",
-		.lname = "rblk keep-alive interval",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct rblk_fio_opts, keepalive),
-		.help = "Seconds of silence before a KEEPALIVE probe; a target silent for 3x this is dropped (default 5; 0: off)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "io_timeout",
-		.lname = "rblk command timeout",
-		.type = FIO_OPT_STR_STORE,
-		.off1 = offsetof(struct rblk_fio_opts, io_timeout),
-		.help = "Seconds a command may go unanswered before the connection is dropped and the command retried (default 30; 0: no deadline)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = "io_retries",
-		.lname = "rblk command retries",
-		.type = FIO_OPT_INT,
-		.off1 = offsetof(struct rblk_fio_opts, io_retries),
-		.def = "-2",
-		.minval = -2,
-		.maxval = 1000,
-		.help = "Times a command is retried after its connection failed before it fails (ETIMEDOUT/EIO; -1: no limit; default 3)",
-		.category = FIO_OPT_C_ENGINE,
-		.group = FIO_OPT_G_INVALID,
-	},
-	{
-		.name = NULL,
-	},
+		{
+		    .ival = "off",
+		    .oval = 0,
+		    .help = "every write waits for the target's window (GRANT)",
+		},
+	    },
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "max_io",
+	.lname = "rblk max I/O",
+	.type = FIO_OPT_STR_VAL,
+	.off1 = offsetof(struct rblk_fio_opts, max_io),
+	.def = "1M",
+	.help =
+	    "Largest command to ask the target for (power of two, 4k..8M); larger I/Os are split",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	/* not "direct": that is fio's own option (O_DIRECT) */
+	.name = "direct_access",
+	.lname = "rblk direct volume access",
+	.type = FIO_OPT_STR,
+	.off1 = offsetof(struct rblk_fio_opts, direct_access),
+	.def = "auto",
+	.help =
+	    "RDMA READ/WRITE the target's registered volume in place (RAM and direct exports)",
+	.posval =
+	    {
+		{
+		    .ival = "auto",
+		    .oval = RBLK_DIRECT_AUTO,
+		    .help = "when the export offers it",
+		},
+		{
+		    .ival = "on",
+		    .oval = RBLK_DIRECT_ON,
+		    .help = "required: fail if the export does not offer it",
+		},
+		{
+		    .ival = "off",
+		    .oval = RBLK_DIRECT_OFF,
+		    .help = "always through the target's slots",
+		},
+	    },
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "hostname",
+	.lname = "rblk host name",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, hostname),
+	.help = "Name to log in with (default: this host's name)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "keyfile",
+	.lname = "rblk key file",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, keyfile),
+	.help =
+	    "File with this host's shared secret (mode 0600) for authentication",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "reconnect_delay",
+	.lname = "rblk reconnect delay",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, reconnect_delay),
+	.help =
+	    "Seconds between reconnect attempts after a lost connection (doubling up to 10; default 1)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "poll",
+	.lname = "rblk completion polling",
+	.type = FIO_OPT_STR,
+	.off1 = offsetof(struct rblk_fio_opts, poll_mode),
+	.def = "adaptive",
+	.help = "How getevents waits for completions (default adaptive)",
+	.posval =
+	    {
+		{
+		    .ival = "event",
+		    .oval = POLL_EVENT,
+		    .help = "sleep on the queue's descriptor until woken",
+		},
+		{
+		    .ival = "busy",
+		    .oval = POLL_BUSY,
+		    .help =
+			"poll the transport without ever sleeping (one CPU per job)",
+		},
+		{
+		    .ival = "adaptive",
+		    .oval = POLL_ADAPTIVE,
+		    .help =
+			"poll for poll_spin_us, then sleep; after a spin that finds nothing, the next 1, 2 ... 64 waits do not spin",
+		},
+	    },
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "mutual_auth",
+	.lname = "rblk mutual authentication",
+	.type = FIO_OPT_BOOL,
+	.off1 = offsetof(struct rblk_fio_opts, mutual_auth),
+	.def = "0",
+	.help = "Refuse a target that does not prove the shared secret",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "poll_spin_us",
+	.lname = "rblk adaptive poll spin",
+	.type = FIO_OPT_INT,
+	.off1 = offsetof(struct rblk_fio_opts, poll_spin_us),
+	.def = "50",
+	.minval = 0,
+	.maxval = 1000000,
+	.help =
+	    "poll=adaptive: microseconds to poll before sleeping (default 50)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "ctrl_loss_tmo",
+	.lname = "rblk controller loss timeout",
+	.type = FIO_OPT_INT,
+	.off1 = offsetof(struct rblk_fio_opts, ctrl_loss_tmo),
+	.def = "-2",
+	.minval = -2,
+	.maxval = 86400,
+	.help =
+	    "Seconds without a connection before I/O fails (0: at once, -1: never; default 60)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "max_queued",
+	.lname = "rblk backlog limit",
+	.type = FIO_OPT_INT,
+	.off1 = offsetof(struct rblk_fio_opts, max_queued),
+	.def = "0",
+	.minval = 0,
+	.maxval = RBLK_MAX_QUEUED,
+	.help =
+	    "I/Os librblk accepts beyond what is reaped (0: the job's iodepth); more makes queue() answer busy",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "path",
+	.lname = "rblk more paths",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, path),
+	.help =
+	    "More URLs of the same volume (multipath failover), separated by ','",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "failback",
+	.lname = "rblk failback interval",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, failback),
+	.help =
+	    "Seconds between probes of the first path while on another (0: never fail back; default 5)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "keepalive",
+	.lname = "rblk keep-alive interval",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, keepalive),
+	.help =
+	    "Seconds of silence before a KEEPALIVE probe; a target silent for 3x this is dropped (default 5; 0: off)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "io_timeout",
+	.lname = "rblk command timeout",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, io_timeout),
+	.help =
+	    "Seconds a command may go unanswered before the connection is dropped and the command retried (default 30; 0: no deadline)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "io_retries",
+	.lname = "rblk command retries",
+	.type = FIO_OPT_INT,
+	.off1 = offsetof(struct rblk_fio_opts, io_retries),
+	.def = "-2",
+	.minval = -2,
+	.maxval = 1000,
+	.help =
+	    "Times a command is retried after its connection failed before it fails (ETIMEDOUT/EIO; -1: no limit; default 3)",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = NULL,
+    },
 };
 
 /* "1.5" seconds into ms (0 .. 1 day); -EINVAL, logged, when not one. */
@@ -427,7 +458,8 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 	struct rblk_fio_opts *o = td->eo;
 
 	if (!o->uri || !o->uri[0]) {
-		log_err("rblk: the uri option is required (--uri=tcp://HOST/EXPORT)\n");
+		log_err(
+		    "rblk: the uri option is required (--uri=tcp://HOST/EXPORT)\n");
 		return -EINVAL;
 	}
 	if (o->max_io > UINT32_MAX) {
@@ -475,9 +507,9 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 	ro->max_queued = o->max_queued;
 	ro->inline_data = o->inline_data ? 0 : -1;
 	if (!ro->max_queued)
-		ro->max_queued = td->o.iodepth < RBLK_MAX_QUEUED ?
-					 td->o.iodepth :
-					 RBLK_MAX_QUEUED;
+		ro->max_queued = td->o.iodepth < RBLK_MAX_QUEUED
+				     ? td->o.iodepth
+				     : RBLK_MAX_QUEUED;
 	return 0;
 }
 
@@ -493,14 +525,15 @@ static int size_files(struct thread_data *td, const struct rblk_info *info)
 
 	for (d = DDIR_READ; d <= DDIR_TRIM; d++) {
 		if (td->o.min_bs[d] % info->block_size ||
-		    td->o.max_bs[d] % info->block_size ||
-		    td->o.bs_unaligned) {
-			log_err("rblk: %s block sizes must be multiples of the volume's block size (%u)\n",
-				io_ddir_name(d), info->block_size);
+		    td->o.max_bs[d] % info->block_size || td->o.bs_unaligned) {
+			log_err(
+			    "rblk: %s block sizes must be multiples of the volume's block size (%u)\n",
+			    io_ddir_name(d), info->block_size);
 			return 1;
 		}
 	}
-	for_each_file(td, f, i) {
+	for_each_file(td, f, i)
+	{
 		f->real_file_size = info->size;
 		fio_file_set_size_known(f);
 	}
@@ -519,7 +552,7 @@ static int query_info(const char *uri, const struct rblk_opts *ro,
 		int ret;
 		uint64_t size;
 		uint32_t block_size;
-	} msg = { .ret = -EIO };
+	} msg = {.ret = -EIO};
 	int fds[2], status;
 	pid_t pid;
 
@@ -608,14 +641,15 @@ static void rblk_fio_cleanup(struct thread_data *td)
 
 		rblk_queue_stats(d->q, &st);
 		if (st.timeouts || st.io_failed || st.conn_lost)
-			log_info("rblk: %s: %llu command timeouts, %llu commands failed, %llu connections lost, %llu reconnects\n",
-				 td->o.name, (unsigned long long)st.timeouts,
-				 (unsigned long long)st.io_failed,
-				 (unsigned long long)st.conn_lost,
-				 (unsigned long long)st.reconnects);
+			log_info(
+			    "rblk: %s: %llu command timeouts, %llu commands failed, %llu connections lost, %llu reconnects\n",
+			    td->o.name, (unsigned long long)st.timeouts,
+			    (unsigned long long)st.io_failed,
+			    (unsigned long long)st.conn_lost,
+			    (unsigned long long)st.reconnects);
 	}
 	rblk_close(d->r); /* deregisters what is still registered */
-	free(d->mem); /* only if iomem_free() did not run */
+	free(d->mem);	  /* only if iomem_free() did not run */
 	free(d->done_local);
 	free(d->events);
 	free(d->comps);
@@ -664,18 +698,21 @@ static int rblk_fio_init(struct thread_data *td)
 	d->busy_poll = o->poll_mode == POLL_BUSY;
 	if (o->read_mode == READ_MODE_PUSH &&
 	    !(info->features & RBLK_FEAT_PUSH)) {
-		log_err("rblk: read_mode=push: the target does not offer push reads\n");
+		log_err(
+		    "rblk: read_mode=push: the target does not offer push reads\n");
 		return 1;
 	}
 	/* --sync=1 (O_SYNC): every write durable on completion */
 	if (td->o.sync_io && (info->features & RBLK_FEAT_FUA))
 		d->write_flags = RBLK_IO_FUA;
-	dprint(FD_IO, "rblk: %s: queue depth %u (iodepth %u), max_io %u, %s, poll %u\n",
-	       o->uri, d->qd, depth, info->max_io,
-	       (info->features & RBLK_FEAT_DIRECT) ? "direct access" :
-	       (info->features & RBLK_FEAT_PUSH)   ? "push reads" :
-						     "pull reads",
-	       o->poll_mode);
+	dprint(
+	    FD_IO,
+	    "rblk: %s: queue depth %u (iodepth %u), max_io %u, %s, poll %u\n",
+	    o->uri, d->qd, depth, info->max_io,
+	    (info->features & RBLK_FEAT_DIRECT) ? "direct access"
+	    : (info->features & RBLK_FEAT_PUSH) ? "push reads"
+						: "pull reads",
+	    o->poll_mode);
 	return 0;
 }
 
@@ -873,7 +910,8 @@ static void abandon(struct thread_data *td, struct rblk_fio *d)
 	d->q = NULL;
 	d->plugged = false;
 	d->mem_registered = false;
-	io_u_qiter(&td->io_u_all, io_u, i) {
+	io_u_qiter(&td->io_u_all, io_u, i)
+	{
 		bool local = false;
 
 		if (!(io_u->flags & IO_U_F_FLIGHT))
@@ -988,22 +1026,22 @@ static int rblk_fio_invalidate(struct thread_data *td, struct fio_file *f)
 
 /* fio looks this symbol up by name after dlopen(). */
 struct ioengine_ops ioengine = {
-	.name = "rblk",
-	.version = FIO_IOOPS_VERSION,
-	.flags = FIO_DISKLESSIO | FIO_NOEXTEND | FIO_NODISKUTIL |
-		 FIO_MEMALIGN | FIO_ASYNCIO_SETS_ISSUE_TIME,
-	.setup = rblk_fio_setup,
-	.init = rblk_fio_init,
-	.queue = rblk_fio_queue,
-	.commit = rblk_fio_commit,
-	.getevents = rblk_fio_getevents,
-	.event = rblk_fio_event,
-	.cleanup = rblk_fio_cleanup,
-	.open_file = rblk_fio_open_file,
-	.close_file = rblk_fio_close_file,
-	.invalidate = rblk_fio_invalidate,
-	.iomem_alloc = rblk_fio_iomem_alloc,
-	.iomem_free = rblk_fio_iomem_free,
-	.options = options,
-	.option_struct_size = sizeof(struct rblk_fio_opts),
+    .name = "rblk",
+    .version = FIO_IOOPS_VERSION,
+    .flags = FIO_DISKLESSIO | FIO_NOEXTEND | FIO_NODISKUTIL | FIO_MEMALIGN |
+	     FIO_ASYNCIO_SETS_ISSUE_TIME,
+    .setup = rblk_fio_setup,
+    .init = rblk_fio_init,
+    .queue = rblk_fio_queue,
+    .commit = rblk_fio_commit,
+    .getevents = rblk_fio_getevents,
+    .event = rblk_fio_event,
+    .cleanup = rblk_fio_cleanup,
+    .open_file = rblk_fio_open_file,
+    .close_file = rblk_fio_close_file,
+    .invalidate = rblk_fio_invalidate,
+    .iomem_alloc = rblk_fio_iomem_alloc,
+    .iomem_free = rblk_fio_iomem_free,
+    .options = options,
+    .option_struct_size = sizeof(struct rblk_fio_opts),
 };
