@@ -28,6 +28,7 @@ DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	libjson-c-dev libmicrohttpd-dev libtcmalloc-minimal4
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq curl \
 	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev \
+	clang-format \
 	ceph-mon ceph-osd ceph-mgr ceph-common
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
