@@ -63,9 +63,8 @@ enum rblk_opcode {
 };
 
 /* Command flags (rblk_wire_cmd.flags). */
-#define RBLK_CMD_F_FUA                                                         \
-	0x01u		      /* WRITE, WRITE_ZEROES: durable before response  \
-			       */
+/* WRITE, WRITE_ZEROES: durable before the response */
+#define RBLK_CMD_F_FUA 0x01u
 #define RBLK_CMD_F_PUSH 0x02u /* READ: target RDMA WRITEs into addr/rkey */
 /* WRITE: its length bytes of data follow the capsule (in-capsule data) */
 #define RBLK_CMD_F_INLINE 0x04u
@@ -112,18 +111,16 @@ enum rblk_opcode {
 #define RBLK_F_ALL 0x1ffu
 
 /* HELLO flags. */
-#define RBLK_HELLO_F_READ_ONLY                                                 \
-	0x01u /* initiator asks for a read-only login                          \
-	       */
+/* the initiator asks for a read-only login */
+#define RBLK_HELLO_F_READ_ONLY 0x01u
 /*
  * Discovery: no login; the export name is empty, queue_id is the index of
  * the first export wanted, and the target answers with one DISCOVER_REPLY
  * (or a LOGIN refusal) and disconnects.
  */
 #define RBLK_HELLO_F_DISCOVER 0x02u
-#define RBLK_HELLO_F_AUTH                                                      \
-	0x04u /* initiator holds a secret: may authenticate                    \
-	       */
+/* the initiator holds a secret: it may authenticate */
+#define RBLK_HELLO_F_AUTH 0x04u
 /* the initiator knows RBLK_F_NO_IDENTITY: the target may set it */
 #define RBLK_HELLO_F_IDENTITY 0x08u
 #define RBLK_HELLO_F_ALL                                                       \

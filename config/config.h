@@ -117,8 +117,8 @@ struct cfg_target {
 	unsigned int poll_spin_us;
 	/* control socket: a unix socket path, or "none" */
 	char ctl_socket[108];
-	bool ctl_socket_set; /* given explicitly: failing to create it is fatal
-			      */
+	/* given explicitly: failing to create it is fatal */
+	bool ctl_socket_set;
 	unsigned int ctl_socket_mode; /* permission bits, default 0600 */
 	/* permission bits of unix data sockets (listen unix:), default 0660 */
 	unsigned int unix_socket_mode;

@@ -70,8 +70,8 @@ int lib_wait_wc(struct xp_conn *xc, struct xp_wc *wc, uint64_t deadline)
 		if (n < 0)
 			return n;
 		if (n == 1 && wc->opcode == XP_WC_FD_READY)
-			continue; /* a watched fd: the caller's, after the wait
-				   */
+			/* a watched fd: the caller's, after the wait */
+			continue;
 		if (n == 1)
 			return 0;
 		if (!armed) {

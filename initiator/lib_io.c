@@ -670,8 +670,8 @@ static void pump_pending(struct rblk_queue *q)
 		ret = issue_part(q, io);
 		if (ret == PART_FAILED) {
 			(void)FIFO_POP(q->pend_head, q->pend_tail, next);
-			if (!io->parts_inflight) /* else its last part ends it
-						  */
+			/* with parts in flight, its last part ends it */
+			if (!io->parts_inflight)
 				lib_io_complete(q, io);
 			continue;
 		}

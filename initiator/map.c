@@ -34,9 +34,8 @@
 #define MAP_DEFAULT_DEPTH 64
 #define MAP_MAX_DEFAULT_QUEUES 4
 #define MAP_MAX_QUEUES 256
-#define MAP_READY_TIMEOUT_S                                                    \
-	120		    /* `rblk map` waits this long for the device       \
-			     */
+/* `rblk map` waits this long for the device */
+#define MAP_READY_TIMEOUT_S 120
 #define MAP_CHILD_EXIT_S 30 /* ... and this long for a failed daemon to go */
 
 /*

@@ -22,8 +22,8 @@
 #define NBD_DEFAULT_MAX_CONNS 64
 #define NBD_MAX_QUEUES 256
 #define NBD_DEFAULT_HANDSHAKE_MS 10000 /* whole handshake, per client */
-#define NBD_DEFAULT_CLIENT_BUFFER                                              \
-	(2ull * NBD_MAX_PAYLOAD) /* heap, per client */
+/* heap, per client */
+#define NBD_DEFAULT_CLIENT_BUFFER (2ull * NBD_MAX_PAYLOAD)
 /*
  * --poll-spin-us: at QD1 a spin replaces two sleeps and wake-ups per
  * request; at QD32, yielding while it spins, it costs little

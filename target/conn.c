@@ -595,8 +595,8 @@ static void handle_recv(struct worker *w, struct tconn *c,
 	case TCONN_LIVE:
 		c->last_rx_ms = w->now_ms;
 		if (treq_recv(c, buf, wc))
-			return; /* an inline WRITE holds it until it has a slot
-				 */
+			/* an inline WRITE holds it until it has a slot */
+			return;
 		break;
 	case TCONN_CLOSING:
 		return;

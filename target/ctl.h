@@ -11,9 +11,8 @@
 
 #include "target.h"
 
-#define CTL_IO_TIMEOUT_S                                                       \
-	2 /* to send a request, and again to take the answer                   \
-	   */
+/* to send a request, and again to take the answer */
+#define CTL_IO_TIMEOUT_S 2
 #define CTL_MAX_ARGS 32
 
 /* One control request being run. */

@@ -43,8 +43,8 @@
 /* a connection waiting for its request this long may be cut for a newcomer */
 #define METRICS_EVICT_GRACE_MS 1000
 #define METRICS_IDLE_S 60 /* keep-alive between scrapes */
-#define METRICS_MEM_LIMIT                                                      \
-	4096 /* per connection: request headers over it get 431 */
+/* per connection: request headers over it get 431 */
+#define METRICS_MEM_LIMIT 4096
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* One open connection, from libmicrohttpd's STARTED to its CLOSED. */
