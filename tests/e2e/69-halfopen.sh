@@ -117,12 +117,13 @@ run_case()
 	tmo 60 nbdcopy "$TEST_DIR/in" "$NBD_URI" || fail "$name: writing through rblk nbd failed"
 	verify "$name"
 	echo "$name: +$((SECONDS - t0)) s: 8 MiB written and verified"
+	# before the restart, which starts a new log
+	grep -q "evicting the oldest" "$tlog" ||
+		fail "$name: the target did not say it evicted pending connections"
 	restart "$name"
 	echo "$name: +$((SECONDS - t0)) s: restarted, reconnected, verified"
 	echo "$name: +$((SECONDS - t0)) s: done"
 	touch "$TEST_DIR/stop.$name"
-	grep -q "evicting the oldest" "$tlog" ||
-		fail "$name: the target did not say it evicted pending connections"
 	make_random "$TEST_DIR/in" 8 # new data for the next case
 }
 
