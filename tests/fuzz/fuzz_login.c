@@ -79,7 +79,8 @@ static struct export exports[] = {
      .block_size = 4096,
      .features = RBLK_F_TRIM | RBLK_F_ZEROES},
     {.name = "big",
-     .size = UINT64_MAX & ~0xffffull,
+     /* the largest a LOGIN may carry (below 2^63) */
+     .size = (1ull << 63) - 65536,
      .block_size = 65536,
      .features = RBLK_F_FLUSH},
     {.name = "secure",
