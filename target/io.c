@@ -153,6 +153,16 @@ void slot_share_put(struct worker *w, struct tconn *c)
 	free(h);
 }
 
+/* Would r fit c's shares once the pool has room? */
+static bool within_share(const struct tconn *c, const struct treq *r)
+{
+	const struct worker *w = c->worker;
+	uint64_t run = slot_pool_run_bytes(r->cmd.length);
+
+	return c->held + run <= w->share_session &&
+	       (!c->hs || c->hs->held + run <= w->share_host);
+}
+
 /*
  * A run for r within its connection's and its host's share, or NULL
  * (over a share, or no run that large free now: it waits). A host whose
@@ -166,8 +176,7 @@ static void *slot_alloc(struct tconn *c, struct treq *r)
 
 	if (!c->hs)
 		c->hs = host_share_get(w, c->peer);
-	if (c->held + run > w->share_session ||
-	    (c->hs && c->hs->held + run > w->share_host))
+	if (!within_share(c, r))
 		return NULL;
 	slot = slot_pool_alloc(&w->pool, r->cmd.length);
 	if (!slot)
@@ -176,16 +185,6 @@ static void *slot_alloc(struct tconn *c, struct treq *r)
 	if (c->hs)
 		c->hs->held += run;
 	return slot;
-}
-
-/* Would r fit c's shares once the pool has room? */
-static bool within_share(const struct tconn *c, const struct treq *r)
-{
-	const struct worker *w = c->worker;
-	uint64_t run = slot_pool_run_bytes(r->cmd.length);
-
-	return c->held + run <= w->share_session &&
-	       (!c->hs || c->hs->held + run <= w->share_host);
 }
 
 /*
