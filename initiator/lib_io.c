@@ -798,9 +798,8 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 
 				snprintf(
 				    why, sizeof(why),
-				    "push READ of %u bytes answered with %s%lld bytes in its buffer",
-				    rq->len, got < 0 ? "scattered " : "",
-				    got < 0 ? 0ll : (long long)got);
+				    "push READ of %u bytes answered with %lld bytes in its buffer",
+				    rq->len, (long long)got);
 				lib_queue_lost(q, why);
 				return;
 			}
