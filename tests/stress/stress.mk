@@ -14,3 +14,9 @@ stress: all fio-engine-try
 	RBLK_BUILD=$(abspath $(BUILD)) STRESS_TIME=$(STRESS_TIME) \
 		STRESS_QUEUES=$(STRESS_QUEUES) STRESS_QD=$(STRESS_QD) \
 		tests/stress/load.sh
+
+# make soak: the long form of every test that has one (a "# soak:" line;
+# see tests/soak.sh), then the load and leak check above.
+.PHONY: soak
+soak: all $(UNIT_BINS) $(E2E_BINS) test-deps fio-engine-try
+	BUILD=$(BUILD) tests/soak.sh

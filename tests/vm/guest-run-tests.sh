@@ -7,7 +7,8 @@
 #
 # A test is an executable script; exit 0 = pass, 77 = skip, anything else =
 # fail. A line "# vm-timeout: SECONDS" in it overrides the default timeout
-# (RBLK_VM_TEST_TIMEOUT, else 300 s). Each test runs with cwd = the repo
+# (RBLK_VM_TEST_TIMEOUT, else 300 s); under RBLK_SOAK=1 a line
+# "# soak-timeout: SECONDS" does. Each test runs with cwd = the repo
 # root, in its own process group, which is killed when the test ends.
 # Environment: RBLK_VM_TEST_NAME, RBLK_VM_TEST_OUT (a directory on the host
 # for the test's artifacts, $RBLK_VM_OUT/tests/NAME.d).
@@ -36,7 +37,9 @@ now() { read -r u _ </proc/uptime; echo "$u"; }
 for t in "$@"; do
 	name=$(basename "$t" .sh)
 	log=$OUT/tests/$name.log
-	tmo=$(grep -m1 -oE '^# *vm-timeout: *[0-9]+' "$t" 2>/dev/null | grep -oE '[0-9]+$')
+	tkey=vm-timeout
+	[ "${RBLK_SOAK:-0}" = 1 ] && tkey=soak-timeout
+	tmo=$(grep -m1 -oE "^# *$tkey: *[0-9]+" "$t" 2>/dev/null | grep -oE '[0-9]+$')
 	tmo=${tmo:-$deftmo}
 	echo "=== RUN   $name (timeout ${tmo}s)"
 	if [ -x "$t" ]; then cmd=("$t"); else cmd=(bash "$t"); fi

@@ -72,10 +72,13 @@ if [ ${#tests[@]} -eq 0 ]; then
 	exit 0
 fi
 
-# whole-run limit: boot allowance + each test's own timeout (+ kill grace)
+# whole-run limit: boot allowance + each test's own timeout (+ kill grace);
+# under RBLK_SOAK=1 (make soak) a test's "# soak-timeout:" line counts instead
+tkey=vm-timeout
+[ "${RBLK_SOAK:-0}" = 1 ] && tkey=soak-timeout
 total=180
 for f in "${tests[@]}"; do
-	tmo=$(grep -m1 -oE '^# *vm-timeout: *[0-9]+' "$f" | grep -oE '[0-9]+$' || true)
+	tmo=$(grep -m1 -oE "^# *$tkey: *[0-9]+" "$f" | grep -oE '[0-9]+$' || true)
 	total=$((total + ${tmo:-$pertest} + 15))
 done
 
@@ -90,7 +93,7 @@ else
 fi
 
 vmopts=(--timeout "$total" --mem "$mem" --cpus "$cpus" --out "$out"
-	--env "RBLK_VM_TEST_TIMEOUT=$pertest")
+	--env "RBLK_VM_TEST_TIMEOUT=$pertest" --env "RBLK_SOAK=${RBLK_SOAK:-0}")
 runner=(bash "$HERE/guest-run-tests.sh" -t "$pertest")
 [ "$verbose" = 1 ] && runner+=(-v)
 
