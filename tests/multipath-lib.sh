@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 #
-# For the multipath tests (tests/e2e/49-multipath*.sh); source after
+# For the multipath tests (tests/e2e/51-multipath*.sh); source after
 # tests/functions.sh. Two targets, "a" and "b", export one volume with the
 # same arguments; fio drives it through the rblk engine with both paths.
 #

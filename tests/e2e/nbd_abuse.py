@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""A misbehaving NBD client for tests/e2e/67-nbd-abuse.sh and 70-errors.sh
+"""A misbehaving NBD client for tests/e2e/71-nbd-abuse.sh and 70-errors.sh
 (60-garbage.sh imports its negotiate()).
 
   nbd_abuse.py bigreads SOCK N LEN

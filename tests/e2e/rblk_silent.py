@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Silent clients for tests/e2e/69-ctl-silent.sh (issue 25 point 6).
+"""Silent clients for tests/e2e/81-ctl-silent.sh (issue 25 point 6).
 
     rblk_silent.py unix PATH N STOPFILE
     rblk_silent.py tcp PORT N STOPFILE

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""What a stranger learns at login (tests/e2e/69-stranger.sh, issue 25).
+"""What a stranger learns at login (tests/e2e/83-stranger.sh, issue 25).
 
     rblk_stranger.py PORT HOST ROUNDS EXPORT...
 

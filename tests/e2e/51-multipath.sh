@@ -5,7 +5,7 @@
 # the initiator uses one path at a time (active/passive) and waits for the
 # old path's commands to finish before it fails back; two initiators, or
 # two active paths, would need a shared-storage backend with fencing (RBD,
-# 49-rbd-multipath.sh).
+# 52-rbd-multipath.sh).
 #
 #  1. fio verify writes through path A with B as second path (failback
 #     off); 5 cycles each kill -9 the active target (A, B, A, ...), I/O
