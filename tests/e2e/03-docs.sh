@@ -168,6 +168,13 @@ check_version "$RBLK_BUILD/rblk-devices"
 [ "$("$RBLK_BIN" version)" = "$("$RBLK_BIN" --version)" ] ||
 	fail "'rblk version' and 'rblk --version' differ"
 
+# test numbers are unique within each suite (they name the run order and
+# the logs; two tests with one number were easy to confuse)
+for d in tests/e2e tests/vm/tests; do
+	dup=$(ls "$d" | sed -n 's/^\([0-9][0-9]\)-.*\.sh$/\1/p' | sort | uniq -d | tr '\n' ' ')
+	[ -z "$dup" ] || fail "$d: more than one test numbered $dup"
+done
+
 # every public function of librblk is documented in librblk.3
 render docs/man/librblk.3 >"$TEST_DIR/lib.txt"
 for fn in $(sed -n 's/^\t\t\(rblk_[a-z_]*\);$/\1/p' initiator/librblk.map); do
