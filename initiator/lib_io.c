@@ -138,9 +138,10 @@ static uint32_t push_window_bind(struct rblk_queue *q, struct ireq *rq,
 
 /*
  * The push READ rq was answered: its window must die before the READ
- * completes, so LOCAL_INV it now, outside the batch (the bind went out
- * with the command, long before). On tcp the key table drops the key
- * within this post. 0, or -errno with the queue lost.
+ * completes. Where the transport invalidates within a call (tcp: the key
+ * table drops the key; no work request, no completion) that is all;
+ * else LOCAL_INV it now, outside the batch (the bind went out with the
+ * command, long before). 0, or -errno with the queue lost.
  */
 static int push_window_end(struct rblk_queue *q, struct ireq *rq)
 {
@@ -151,7 +152,14 @@ static int push_window_end(struct rblk_queue *q, struct ireq *rq)
 	    .invalidate_rkey = rq->mw->rkey,
 	};
 	struct xp_send_wr *bad;
+	int ret = xp_mw_inv_now(q->xc, rq->mw);
 
+	if (!ret)
+		return 0;
+	if (ret != -EOPNOTSUPP) {
+		lib_queue_lost(q, "a push READ's window was not bound");
+		return ret;
+	}
 	if (!qp_take(&q->qp, 1)) {
 		lib_queue_lost(q, "no send credit to end a push READ's window");
 		return -EAGAIN;
