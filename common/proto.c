@@ -434,7 +434,15 @@ static int cmd_frame_check(const void *buf, size_t len)
 	return hdr_check(buf, len, RBLK_MSG_CMD, want);
 }
 
-int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth)
+/* Whether tag lies in tags (rblk_tags()). */
+static bool tag_ok(uint16_t tag, uint32_t tags)
+{
+	if (tags & RBLK_TAGS_GEN)
+		return rblk_tag_index(tag) < (uint16_t)tags;
+	return tag < (uint16_t)tags;
+}
+
+int rblk_cmd_peek_tag(const void *buf, size_t len, uint32_t tags)
 {
 	const struct rblk_wire_cmd *w = buf;
 	uint16_t tag;
@@ -442,7 +450,9 @@ int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth)
 	if (cmd_frame_check(buf, len))
 		return -1;
 	tag = le16toh(w->tag);
-	return tag < queue_depth ? tag : -1;
+	if (!tag_ok(tag, tags))
+		return -1;
+	return (tags & RBLK_TAGS_GEN) ? (int)rblk_tag_index(tag) : tag;
 }
 
 static bool is_write_class(uint8_t op)
@@ -471,7 +481,8 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 			? (const char *)buf + RBLK_CMD_SIZE
 			: NULL;
 
-	if (out->tag >= lim->queue_depth)
+	if (!tag_ok(out->tag, rblk_tags(lim->queue_depth,
+					lim->features & RBLK_F_TAG_GEN)))
 		return RBLK_S_BAD_TAG;
 	for (size_t i = 0; i < ARRAY_SIZE(w->reserved); i++)
 		if (w->reserved[i])
@@ -548,7 +559,7 @@ size_t rblk_resp_encode(void *buf, const struct rblk_resp *r)
 	return RBLK_RESP_SIZE;
 }
 
-int rblk_resp_decode(const void *buf, size_t len, uint16_t queue_depth,
+int rblk_resp_decode(const void *buf, size_t len, uint32_t tags,
 		     struct rblk_resp *out)
 {
 	const struct rblk_wire_resp *w = buf;
@@ -562,7 +573,7 @@ int rblk_resp_decode(const void *buf, size_t len, uint16_t queue_depth,
 	out->length = le32toh(w->length);
 	out->rkey = le32toh(w->rkey);
 	out->addr = le64toh(w->addr);
-	if (out->tag >= queue_depth)
+	if (!tag_ok(out->tag, tags))
 		return RBLK_S_BAD_TAG;
 	if (out->status > RBLK_S_MAX_ || out->flags & ~RBLK_RESP_F_PULL)
 		return RBLK_S_INVALID;
@@ -589,7 +600,7 @@ size_t rblk_grant_encode(void *buf, const struct rblk_grant *g)
 	return RBLK_GRANT_SIZE;
 }
 
-int rblk_grant_decode(const void *buf, size_t len, uint16_t queue_depth,
+int rblk_grant_decode(const void *buf, size_t len, uint32_t tags,
 		      uint32_t max_io, struct rblk_grant *out)
 {
 	const struct rblk_wire_grant *w = buf;
@@ -601,7 +612,7 @@ int rblk_grant_decode(const void *buf, size_t len, uint16_t queue_depth,
 	out->rkey = le32toh(w->rkey);
 	out->length = le32toh(w->length);
 	out->addr = le64toh(w->addr);
-	if (out->tag >= queue_depth)
+	if (!tag_ok(out->tag, tags))
 		return RBLK_S_BAD_TAG;
 	if (w->reserved0 || w->reserved1 || !out->length ||
 	    out->length > max_io || out->addr + out->length < out->addr)
@@ -620,7 +631,7 @@ size_t rblk_done_encode(void *buf, const struct rblk_done *d)
 	return RBLK_DONE_SIZE;
 }
 
-int rblk_done_decode(const void *buf, size_t len, uint16_t queue_depth,
+int rblk_done_decode(const void *buf, size_t len, uint32_t tags,
 		     struct rblk_done *out)
 {
 	const struct rblk_wire_done *w = buf;
@@ -635,7 +646,7 @@ int rblk_done_decode(const void *buf, size_t len, uint16_t queue_depth,
 	out->type = (uint8_t)type;
 	out->tag = le16toh(w->tag);
 	out->rkey = le32toh(w->rkey);
-	if (out->tag >= queue_depth)
+	if (!tag_ok(out->tag, tags))
 		return RBLK_S_BAD_TAG;
 	if (w->reserved)
 		return RBLK_S_INVALID;

@@ -108,7 +108,13 @@ enum rblk_opcode {
  * Only in a LOGIN answering a HELLO with RBLK_HELLO_F_IDENTITY.
  */
 #define RBLK_F_NO_IDENTITY 0x100u
-#define RBLK_F_ALL 0x1ffu
+/*
+ * Not a volume feature: tags carry generations (rblk_tag_make() below),
+ * echoed verbatim in every answer. Only in a LOGIN answering a HELLO
+ * with RBLK_HELLO_F_TAG_GEN; librblk keeps it out of rblk_info.features.
+ */
+#define RBLK_F_TAG_GEN 0x200u
+#define RBLK_F_ALL 0x3ffu
 
 /* HELLO flags. */
 /* the initiator asks for a read-only login */
@@ -123,9 +129,53 @@ enum rblk_opcode {
 #define RBLK_HELLO_F_AUTH 0x04u
 /* the initiator knows RBLK_F_NO_IDENTITY: the target may set it */
 #define RBLK_HELLO_F_IDENTITY 0x08u
+/* the initiator numbers its tags' uses: the target may set RBLK_F_TAG_GEN */
+#define RBLK_HELLO_F_TAG_GEN 0x10u
 #define RBLK_HELLO_F_ALL                                                       \
 	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
-	 RBLK_HELLO_F_IDENTITY)
+	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN)
+
+/*
+ * Tag generations (RBLK_F_TAG_GEN): a wire tag's low bits are the tag's
+ * index (< queue depth: what names the slot and the window), its upper
+ * bits how many times the initiator has used that index, modulo 64. The
+ * target echoes the whole tag in every message about the command (RESP,
+ * GRANT; READ_DONE/WRITE_DATA name it too), so the initiator can tell an
+ * answer to the command now on the index from a stale or misdirected one,
+ * as nvme's command-id generation counter does. Without the feature the
+ * tag is the index.
+ */
+#define RBLK_TAG_INDEX_BITS 10
+#define RBLK_TAG_INDEX_MASK ((1u << RBLK_TAG_INDEX_BITS) - 1)
+#define RBLK_TAG_GEN_MASK ((1u << (16 - RBLK_TAG_INDEX_BITS)) - 1)
+
+static inline uint16_t rblk_tag_make(unsigned int index, unsigned int gen)
+{
+	return (uint16_t)(index | (gen & RBLK_TAG_GEN_MASK)
+				      << RBLK_TAG_INDEX_BITS);
+}
+
+static inline unsigned int rblk_tag_index(uint16_t tag)
+{
+	return tag & RBLK_TAG_INDEX_MASK;
+}
+
+static inline unsigned int rblk_tag_gen(uint16_t tag)
+{
+	return tag >> RBLK_TAG_INDEX_BITS;
+}
+
+/*
+ * The tag space a decoder checks tags against: the granted queue depth,
+ * with RBLK_TAGS_GEN where LOGIN granted RBLK_F_TAG_GEN (then the index
+ * must be below the depth; the generation is the caller's to check).
+ */
+#define RBLK_TAGS_GEN 0x10000u
+
+static inline uint32_t rblk_tags(uint16_t queue_depth, bool gen)
+{
+	return queue_depth | (gen ? RBLK_TAGS_GEN : 0);
+}
 
 /*
  * Status codes: in RESP.status, LOGIN.status and the rdma_cm reject private
@@ -443,9 +493,10 @@ int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out);
  */
 size_t rblk_cmd_encode(void *buf, const struct rblk_cmd *c);
 /*
- * The one validator for commands: header, tag < queue_depth, opcode, flags
- * allowed for the opcode and offered by the volume, offset/length aligned to
- * the block size, 0 < length <= max_io for data commands, offset + length
+ * The one validator for commands: header, tag < queue_depth (its index
+ * where lim->features has RBLK_F_TAG_GEN; out->tag is the wire tag), opcode,
+ * flags allowed for the opcode and offered by the volume, offset/length aligned
+ * to the block size, 0 < length <= max_io for data commands, offset + length
  * inside the volume (overflow-safe), write-class ops on a read-only volume,
  * reserved fields zero; INLINE only on a WRITE of at most lim->inline_max
  * bytes (out->data then points at them in buf). On failure *out->tag is
@@ -455,29 +506,31 @@ size_t rblk_cmd_encode(void *buf, const struct rblk_cmd *c);
 int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 		    struct rblk_cmd *out);
 /*
- * Tag of a capsule whose framing is sane, or -1 (a malformed capsule: the
- * connection fails). Framing: a CMD header whose length equals the bytes
- * received, RBLK_CMD_SIZE without INLINE, RBLK_CMD_SIZE + length with it.
+ * Tag index of a capsule whose framing is sane (tags: rblk_tags()), or -1 (a
+ * malformed capsule: the connection fails). Framing: a CMD header whose length
+ * equals the bytes received, RBLK_CMD_SIZE without INLINE, RBLK_CMD_SIZE +
+ * length with it.
  */
-int rblk_cmd_peek_tag(const void *buf, size_t len, uint16_t queue_depth);
+int rblk_cmd_peek_tag(const void *buf, size_t len, uint32_t tags);
 
 size_t rblk_resp_encode(void *buf, const struct rblk_resp *r);
 /*
- * Validates header and tag < queue_depth; status must be a known code;
+ * Validates header and tag (in tags: rblk_tags()); out->tag is the whole
+ * wire tag; status must be a known code;
  * PULL only on success with a length, rkey/addr zero without PULL, and
  * addr + length must not wrap.
  */
-int rblk_resp_decode(const void *buf, size_t len, uint16_t queue_depth,
+int rblk_resp_decode(const void *buf, size_t len, uint32_t tags,
 		     struct rblk_resp *out);
 
 size_t rblk_grant_encode(void *buf, const struct rblk_grant *g);
-/* tag < queue_depth, 0 < length <= max_io, no wrap, reserved zero. */
-int rblk_grant_decode(const void *buf, size_t len, uint16_t queue_depth,
+/* tag in tags, 0 < length <= max_io, no wrap, reserved zero. */
+int rblk_grant_decode(const void *buf, size_t len, uint32_t tags,
 		      uint32_t max_io, struct rblk_grant *out);
 
 size_t rblk_done_encode(void *buf, const struct rblk_done *d);
-/* READ_DONE or WRITE_DATA; tag < queue_depth, reserved zero. */
-int rblk_done_decode(const void *buf, size_t len, uint16_t queue_depth,
+/* READ_DONE or WRITE_DATA; tag in tags, reserved zero. */
+int rblk_done_decode(const void *buf, size_t len, uint32_t tags,
 		     struct rblk_done *out);
 
 size_t rblk_auth_challenge_encode(void *buf,

@@ -138,9 +138,10 @@ static uint32_t push_window_bind(struct rblk_queue *q, struct ireq *rq,
 
 /*
  * The push READ rq was answered: its window must die before the READ
- * completes, so LOCAL_INV it now, outside the batch (the bind went out
- * with the command, long before). On tcp the key table drops the key
- * within this post. 0, or -errno with the queue lost.
+ * completes. Where the transport invalidates within a call (tcp: the key
+ * table drops the key; no work request, no completion) that is all;
+ * else LOCAL_INV it now, outside the batch (the bind went out with the
+ * command, long before). 0, or -errno with the queue lost.
  */
 static int push_window_end(struct rblk_queue *q, struct ireq *rq)
 {
@@ -151,7 +152,14 @@ static int push_window_end(struct rblk_queue *q, struct ireq *rq)
 	    .invalidate_rkey = rq->mw->rkey,
 	};
 	struct xp_send_wr *bad;
+	int ret = xp_mw_inv_now(q->xc, rq->mw);
 
+	if (!ret)
+		return 0;
+	if (ret != -EOPNOTSUPP) {
+		lib_queue_lost(q, "a push READ's window was not bound");
+		return ret;
+	}
 	if (!qp_take(&q->qp, 1)) {
 		lib_queue_lost(q, "no send credit to end a push READ's window");
 		return -EAGAIN;
@@ -334,7 +342,7 @@ static void add_done(struct rblk_queue *q, struct ireq *rq)
 	struct rblk_done d = {
 	    .type = rq->op == RBLK_OP_READ ? RBLK_MSG_READ_DONE
 					   : RBLK_MSG_WRITE_DATA,
-	    .tag = rq->tag,
+	    .tag = lib_wire_tag(q, rq), /* the command it ends */
 	    .rkey = rq->rkey,
 	};
 	void *db = done_buf(q, rq->tag);
@@ -353,6 +361,9 @@ void lib_add_cmd(struct rblk_queue *q, struct ireq *rq, struct rblk_cmd *cmd,
 
 	if (ret)
 		cmd->flags |= RBLK_CMD_F_DONE;
+	/* a new use of the tag: answers to the last one are stale now */
+	rq->gen++;
+	cmd->tag = lib_wire_tag(q, rq);
 	qp_add_send(&q->qp, wr_id, cb, (uint32_t)rblk_cmd_encode(cb, cmd));
 	if (ret)
 		last_send_ends_window(q, rq);
@@ -718,16 +729,40 @@ static void data_ready(struct rblk_queue *q, struct ireq *rq, uint64_t addr,
 	wait_credits(q, rq);
 }
 
+/*
+ * An answer naming wire tag tag, whose index is rq's, but not rq's
+ * current command (another generation: a stale or misdirected answer)
+ * loses the connection; the command is sent again on the next one, never
+ * completed by it. True when it did.
+ */
+static bool stale_answer(struct rblk_queue *q, const struct ireq *rq,
+			 uint16_t tag, const char *what)
+{
+	char why[128];
+
+	if (tag == lib_wire_tag(q, rq))
+		return false;
+	snprintf(
+	    why, sizeof(why),
+	    "%s for tag %u of generation %u; the tag's command is of generation %u",
+	    what, rblk_tag_index(tag), rblk_tag_gen(tag),
+	    rblk_tag_gen(lib_wire_tag(q, rq)));
+	lib_queue_lost(q, why);
+	return true;
+}
+
 static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
 {
 	struct rblk_grant g;
 	struct ireq *rq;
 
-	if (rblk_grant_decode(buf, len, q->qd, q->max_io, &g)) {
+	if (rblk_grant_decode(buf, len, lib_tags(q), q->max_io, &g)) {
 		lib_queue_lost(q, "malformed GRANT from the target");
 		return;
 	}
-	rq = &q->reqs[g.tag];
+	rq = &q->reqs[rblk_tag_index(g.tag)];
+	if (stale_answer(q, rq, g.tag, "GRANT"))
+		return;
 	if (rq->state != IREQ_CMD || rq->op != RBLK_OP_WRITE || rq->inl ||
 	    g.length != rq->len || rq == q->ka) {
 		lib_queue_lost(q,
@@ -748,12 +783,14 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 		handle_grant(q, buf, len);
 		return;
 	}
-	st = rblk_resp_decode(buf, len, q->qd, &resp);
+	st = rblk_resp_decode(buf, len, lib_tags(q), &resp);
 	if (st) {
 		lib_queue_lost(q, "malformed response from the target");
 		return;
 	}
-	rq = &q->reqs[resp.tag];
+	rq = &q->reqs[rblk_tag_index(resp.tag)];
+	if (stale_answer(q, rq, resp.tag, "response"))
+		return;
 	pull = resp.flags & RBLK_RESP_F_PULL;
 	if (rq == q->ka && !pull) {
 		lib_ka_free(q);

@@ -41,6 +41,9 @@ _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
 		   RBLK_FEAT_NO_IDENTITY == RBLK_F_NO_IDENTITY,
 	       "public feature bits are the wire bits");
 
+/* LOGIN bits that are options of the protocol, not of the volume */
+#define PROTO_OPTIONS (RBLK_F_CMD_DONE | RBLK_F_TAG_GEN)
+
 /* Push reads when asked to, or by default where the transport prefers it. */
 static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
 {
@@ -278,6 +281,8 @@ static int send_hello(struct rblk *r, struct rblk_queue *q,
 		hello.flags |= RBLK_HELLO_F_AUTH;
 	if (!r->identity_refused)
 		hello.flags |= RBLK_HELLO_F_IDENTITY;
+	if (!r->tag_gen_refused)
+		hello.flags |= RBLK_HELLO_F_TAG_GEN;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 lib_path_url(q)->export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
@@ -314,9 +319,9 @@ static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
 /*
  * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
  * set. A HELLO refused as malformed may have asked for something an older
- * target does not know: the newest first, the IDENTITY flag
- * (r->identity_refused), then ask in-capsule bytes (r->inline_refused);
- * see lib_queue_connect().
+ * target does not know: the newest first, the TAG_GEN flag
+ * (r->tag_gen_refused), the IDENTITY flag (r->identity_refused), then
+ * ask in-capsule bytes (r->inline_refused); see lib_queue_connect().
  */
 static int login_refused(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_login *login, uint32_t ask)
@@ -329,6 +334,13 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 	if (login->status == RBLK_S_NO_EXPORT)
 		return set_error(ret, "export '%s' not found on %s",
 				 u->export_name, rblk_url_str(u));
+	if (login->status == RBLK_S_INVALID && !r->tag_gen_refused) {
+		r->tag_gen_refused = true;
+		return set_error(
+		    -EPROTO,
+		    "login to '%s' refused as malformed: the target may not know the HELLO flag TAG_GEN",
+		    u->export_name);
+	}
 	if (login->status == RBLK_S_INVALID && !r->identity_refused) {
 		r->identity_refused = true;
 		return set_error(
@@ -364,7 +376,8 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 		    "target did not authenticate itself and mutual authentication was required (is host '%s' configured on the target?)",
 		    r->host_name);
 	if (login->queue_depth > (uint16_t)o->queue_depth ||
-	    login->max_io > o->max_io || login->inline_data > ask)
+	    login->max_io > o->max_io || login->inline_data > ask ||
+	    ((login->features & RBLK_F_TAG_GEN) && r->tag_gen_refused))
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
 	if (!q->connected_once)
@@ -374,7 +387,7 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 	if (login->size != r->info.size ||
 	    login->block_size != r->info.block_size ||
 	    login->max_io != q->max_io || login->queue_depth != q->qd ||
-	    (login->features ^ q->features) & ~RBLK_F_CMD_DONE)
+	    (login->features ^ q->features) & ~PROTO_OPTIONS)
 		return set_error(
 		    -EPROTO,
 		    "%s, export %s, changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
@@ -410,8 +423,8 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 		r->info.block_size = login->block_size;
 		r->info.max_io = login->max_io;
 		r->info.queue_depth = login->queue_depth;
-		/* a protocol option, not the volume's */
-		r->info.features = login->features & ~RBLK_F_CMD_DONE;
+		/* protocol options, not the volume's */
+		r->info.features = login->features & ~PROTO_OPTIONS;
 		memcpy(r->info.vol_id, login->vol_id, sizeof(r->info.vol_id));
 		if (!want_push_reads(r, o))
 			r->info.features &= ~RBLK_F_PUSH;
@@ -456,25 +469,29 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 }
 
 /*
- * A target that predates the IDENTITY flag or in-capsule data refuses a
- * HELLO asking for them as malformed (the bit and the field were reserved,
- * zero): then the queue connects once more without the newer of them, and
- * again without the other, and the session asks for neither from then on.
+ * A target that predates the TAG_GEN flag, the IDENTITY flag or in-capsule
+ * data refuses a HELLO asking for them as malformed (the bits and the
+ * field were reserved, zero): then the queue connects once more without
+ * the newest of them, and again without the next, and the session asks
+ * for none of those from then on.
  */
 int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		      const struct rblk_opts *o)
 {
 	for (;;) {
-		bool id = r->identity_refused, in = r->inline_refused;
+		bool tg = r->tag_gen_refused, id = r->identity_refused;
+		bool in = r->inline_refused;
 		int ret = queue_connect_once(r, q, o);
 
 		if (!ret ||
-		    (id == r->identity_refused && in == r->inline_refused))
+		    (tg == r->tag_gen_refused && id == r->identity_refused &&
+		     in == r->inline_refused))
 			return ret;
 		log_info("queue %u: %s; connecting again without %s", q->index,
 			 rblk_last_error(),
-			 id != r->identity_refused ? "the IDENTITY flag"
-						   : "in-capsule data");
+			 tg != r->tag_gen_refused    ? "the TAG_GEN flag"
+			 : id != r->identity_refused ? "the IDENTITY flag"
+						     : "in-capsule data");
 		lib_queue_drop_conn(q);
 	}
 }

@@ -59,7 +59,12 @@ enum ireq_state {
 
 struct ireq {
 	enum ireq_state state;
-	uint16_t tag;
+	uint16_t tag; /* the index: q->reqs[tag], buffers, work request ids */
+	/*
+	 * With RBLK_F_TAG_GEN: the generation of the tag's last command,
+	 * bumped by each command (lib_add_cmd()); answers must carry it.
+	 */
+	uint8_t gen;
 	struct io *io;
 	uint8_t op;
 	uint8_t cmd_flags; /* RBLK_CMD_F_FUA */
@@ -242,6 +247,8 @@ struct rblk {
 	bool inline_refused;
 	/* a target refused the HELLO flag IDENTITY: it predates it */
 	bool identity_refused;
+	/* a target refused the HELLO flag TAG_GEN: it predates it */
+	bool tag_gen_refused;
 	/*
 	 * Paths (lib_path.c): paths[0] is the preferred one (the URL given
 	 * to rblk_open). active: the path queues use and move to; any queue
@@ -262,6 +269,21 @@ enum wrid_kind {
 	WRID_DIRECT, /* RDMA READ/WRITE of a tag against the volume */
 	WRID_INV,    /* LOCAL_INV of a push READ's window */
 };
+
+/* What q's answers are decoded against (proto.h, rblk_tags()). */
+static inline uint32_t lib_tags(const struct rblk_queue *q)
+{
+	return rblk_tags((uint16_t)q->qd, q->features & RBLK_F_TAG_GEN);
+}
+
+/* The wire tag of rq's current command. */
+static inline uint16_t lib_wire_tag(const struct rblk_queue *q,
+				    const struct ireq *rq)
+{
+	if (q->features & RBLK_F_TAG_GEN)
+		return rblk_tag_make(rq->tag, rq->gen);
+	return rq->tag;
+}
 
 static inline void *cmd_buf(struct rblk_queue *q, unsigned int tag)
 {

@@ -514,7 +514,7 @@ static int treq_post_response(struct treq *r)
 	struct tconn *c = r->conn;
 	struct worker *w = c->worker;
 	struct rblk_resp resp = {
-	    .tag = r->cmd.tag,
+	    .tag = r->wire_tag,
 	    .status = (uint32_t)r->status,
 	    .length = r->status ? 0 : r->cmd.length,
 	};
@@ -570,7 +570,7 @@ static int treq_post_grant(struct treq *r)
 {
 	struct tconn *c = r->conn;
 	struct rblk_grant g = {
-	    .tag = r->cmd.tag,
+	    .tag = r->wire_tag,
 	    .length = r->cmd.length,
 	    .addr = (uint64_t)(uintptr_t)r->slot,
 	};
@@ -774,6 +774,12 @@ void treq_backend_done(struct treq *r, int res)
 	treq_process(r);
 }
 
+/* The tag space c's commands use (tag generations, if LOGIN granted them). */
+static uint32_t tconn_tags(const struct tconn *c)
+{
+	return rblk_tags(c->lim.queue_depth, c->lim.features & RBLK_F_TAG_GEN);
+}
+
 /*
  * The SEND_WITH_INV that ends a window must have killed exactly r's
  * window: anything else (no invalidation, another key) is a protocol
@@ -807,7 +813,7 @@ static bool handle_command(struct tconn *c, const void *buf,
 	struct treq *r;
 	int tag, st;
 
-	tag = rblk_cmd_peek_tag(buf, wc->byte_len, c->lim.queue_depth);
+	tag = rblk_cmd_peek_tag(buf, wc->byte_len, tconn_tags(c));
 	if (tag < 0) {
 		tconn_fail(c,
 			   "malformed command capsule (header, length or tag)");
@@ -842,6 +848,7 @@ static bool handle_command(struct tconn *c, const void *buf,
 	r->held_recv = 0;
 	r->t_recv_ns = now_ns();
 	r->cmd = cmd;
+	r->wire_tag = cmd.tag;
 	r->cmd.tag = (uint16_t)tag;
 	if (st) {
 		log_debug("conn %llu: tag %d: %s rejected: %s",
@@ -881,20 +888,21 @@ static void handle_done(struct tconn *c, const void *buf,
 	enum treq_state want;
 	int64_t placed;
 
-	if (rblk_done_decode(buf, wc->byte_len, c->lim.queue_depth, &d)) {
+	if (rblk_done_decode(buf, wc->byte_len, tconn_tags(c), &d)) {
 		tconn_fail(c, "malformed READ_DONE/WRITE_DATA");
 		return;
 	}
-	r = &c->reqs[d.tag];
+	r = &c->reqs[rblk_tag_index(d.tag)];
 	want = d.type == RBLK_MSG_READ_DONE ? TREQ_PULLED : TREQ_DATA;
-	if (r->state != want) {
+	/* a wire tag of another generation names another command */
+	if (r->state != want || d.tag != r->wire_tag) {
 		tconn_fail(c,
 			   d.type == RBLK_MSG_READ_DONE
 			       ? "READ_DONE for a tag with no read window"
 			       : "WRITE_DATA for a tag with no write window");
 		return;
 	}
-	if (!killed_window(c, r, wc) || d.rkey != c->mw[d.tag]->rkey) {
+	if (!killed_window(c, r, wc) || d.rkey != c->mw[r->cmd.tag]->rkey) {
 		tconn_fail(
 		    c, "READ_DONE/WRITE_DATA did not invalidate its window");
 		return;
@@ -909,13 +917,13 @@ static void handle_done(struct tconn *c, const void *buf,
 	 * before: the command fails instead. rdma cannot tell: there the
 	 * window's run was cleared of others' bytes (slot_scrub()).
 	 */
-	placed = xp_mw_placed(c->mw[d.tag]);
+	placed = xp_mw_placed(c->mw[r->cmd.tag]);
 	if (placed != -EOPNOTSUPP && placed < (int64_t)r->cmd.length) {
 		log_ratelimited(
 		    LOG_WARN,
 		    "conn %llu (%s): tag %u: WRITE_DATA before its "
 		    "window was written in full; failing the command",
-		    (unsigned long long)c->id, c->peer, d.tag);
+		    (unsigned long long)c->id, c->peer, r->cmd.tag);
 		r->status = RBLK_S_INVALID;
 		r->state = TREQ_RESPOND;
 		treq_process(r);

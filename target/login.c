@@ -62,6 +62,9 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	p->lim.features = e->features | RBLK_F_PUSH | RBLK_F_CMD_DONE;
 	if (p->hello.flags & RBLK_HELLO_F_READ_ONLY)
 		p->lim.features |= RBLK_F_READ_ONLY;
+	/* tag generations, where the initiator numbers its tags' uses */
+	if (p->hello.flags & RBLK_HELLO_F_TAG_GEN)
+		p->lim.features |= RBLK_F_TAG_GEN;
 	/* only to an initiator that knows the bit: older ones refuse it */
 	if ((p->hello.flags & RBLK_HELLO_F_IDENTITY) && !login_vol_id(e, id))
 		p->lim.features |= RBLK_F_NO_IDENTITY;

@@ -310,7 +310,10 @@ enum treq_state {
 
 struct treq {
 	struct tconn *conn;
+	/* cmd.tag is the tag's index (c->reqs[], c->mw[], work request ids) */
 	struct rblk_cmd cmd;
+	/* the tag as the command carried it, echoed in its answers */
+	uint16_t wire_tag;
 	enum treq_state state;
 	int result;	    /* 0 or -errno from the backend */
 	int status;	    /* RBLK_S_* to send back */

@@ -580,6 +580,7 @@ void tcp_dealloc_mw(struct xp_mw *mw);
 int tcp_bind_check(struct tcp_conn *c, const struct xp_mw_bind *b);
 int tcp_mw_bind(struct tcp_conn *c, const struct tcp_swr *s);
 int tcp_mw_inv(struct tcp_conn *c, uint32_t rkey);
+int tcp_mw_inv_now(struct xp_conn *xc, struct xp_mw *mw);
 void tcp_conn_mws_drop(struct tcp_conn *c);
 void tcp_keys_free(struct tcp_group *g);
 

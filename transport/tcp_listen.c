@@ -887,6 +887,7 @@ const struct xp_ops xp_tcp_ops = {
     .alloc_mw = tcp_alloc_mw,
     .dealloc_mw = tcp_dealloc_mw,
     .mw_placed = tcp_mw_placed,
+    .mw_inv_now = tcp_mw_inv_now,
     .reg_mr = tcp_reg_mr,
     .dereg_mr = tcp_dereg_mr,
     .post_send = tcp_post_send,

@@ -423,6 +423,20 @@ int tcp_mw_inv(struct tcp_conn *c, uint32_t rkey)
 }
 
 /*
+ * xp_ops.mw_inv_now: as LOCAL_INV, but at once. Every frame the peer sent
+ * through the key before this is placed (frames are placed in order, on
+ * this thread), one still arriving is discarded (tcp_mw_invalidate()).
+ */
+int tcp_mw_inv_now(struct xp_conn *xc, struct xp_mw *mw)
+{
+	struct tcp_conn *c = to_tcp(xc);
+
+	if (mw->group != &c->g->base)
+		return -EINVAL;
+	return tcp_mw_inv(c, mw->rkey);
+}
+
+/*
  * A WRITE through key kidx was accepted (tcp_mr_check()): a window's
  * written prefix grows when the WRITE starts inside it (an initiator
  * writes a window in one WRITE, or in order; one that starts past the

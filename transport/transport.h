@@ -338,6 +338,17 @@ struct xp_ops {
 	 * WRITE whose window was not written in full).
 	 */
 	int64_t (*mw_placed)(const struct xp_mw *mw);
+	/*
+	 * Optional (NULL: post an XP_WR_LOCAL_INV instead): invalidate mw,
+	 * a window bound on c, within the call, with no work request and
+	 * no completion. Unlike LOCAL_INV it does not wait for requests
+	 * posted before it, so it suits a window only the peer uses (a
+	 * push READ's destination): once it returns, no later placement
+	 * through the key happens (one arriving mid-frame is discarded)
+	 * and the memory is the owner's. Runs on c's thread. 0, or -EINVAL
+	 * when mw's key is not bound on c (then nothing changed).
+	 */
+	int (*mw_inv_now)(struct xp_conn *c, struct xp_mw *mw);
 
 	/* On failure *bad points at the first request not posted. */
 	int (*post_send)(struct xp_conn *c, struct xp_send_wr *wr,
@@ -532,6 +543,12 @@ static inline int64_t xp_mw_placed(const struct xp_mw *mw)
 	const struct xp_ops *ops = mw->group->ops;
 
 	return ops->mw_placed ? ops->mw_placed(mw) : -EOPNOTSUPP;
+}
+
+/* See xp_ops.mw_inv_now; -EOPNOTSUPP where LOCAL_INV must be posted. */
+static inline int xp_mw_inv_now(struct xp_conn *c, struct xp_mw *mw)
+{
+	return c->ops->mw_inv_now ? c->ops->mw_inv_now(c, mw) : -EOPNOTSUPP;
 }
 
 static inline bool xp_group_counts_placed(const struct xp_group *g)

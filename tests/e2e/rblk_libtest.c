@@ -48,8 +48,8 @@
  *                              queue fails (-ENOTCONN) and print "lost";
  *                              exit 0 then, 1 on anything else
  *
- *   rblk_libtest rogue URL read|write IO_TIMEOUT_MS IO_RETRIES CTRL_LOSS_S
- *                RECONNECT_DELAY_MS
+ *   rblk_libtest rogue URL read|write|reads|pair IO_TIMEOUT_MS IO_RETRIES
+ *                CTRL_LOSS_S RECONNECT_DELAY_MS
  *                              one 64 KiB I/O against tests/e2e/rblk_rogue.py
  *                              with those options; prints how it ended, how
  *                              long it took, whether the data read is the
@@ -661,13 +661,74 @@ static uint8_t rogue_byte(uint64_t o)
 	return (uint8_t)((o >> 12) * 7 + (o & 0xff));
 }
 
+/* Whether len bytes at buf are the rogue's pattern at off. */
+static bool rogue_data_ok(const char *buf, uint64_t off, uint64_t len)
+{
+	for (uint64_t i = 0; i < len; i++)
+		if ((uint8_t)buf[i] != rogue_byte(off + i))
+			return false;
+	return true;
+}
+
+/*
+ * "reads": 8 READs of len bytes one after another (one tag, used again
+ * and again), each at its own offset, each checked. 0 or the first
+ * error; *ok false at the first wrong byte.
+ */
+static int rogue_reads(struct rblk_queue *q, char *buf, uint64_t len, bool *ok)
+{
+	for (uint64_t i = 1; i <= 8; i++) {
+		int ret = rblk_queue_io(q, RBLK_IO_READ, buf, i * len, len, 0);
+
+		if (ret)
+			return ret;
+		if (!rogue_data_ok(buf, i * len, len))
+			*ok = false;
+	}
+	return 0;
+}
+
+/*
+ * "pair": one READ (tag A's first use), then two READs in flight at once
+ * (A again, and B), each into its own half of [buf, + 2 len) from its own
+ * offset, each checked. 0 or the first error.
+ */
+static int rogue_pair(struct rblk_queue *q, char *buf, uint64_t len, bool *ok)
+{
+	struct rblk_completion c[2];
+	int ret = rblk_queue_io(q, RBLK_IO_READ, buf, len, len, 0), got = 0;
+
+	if (ret)
+		return ret;
+	*ok = rogue_data_ok(buf, len, len);
+	CHECK(
+	    !rblk_submit(q, RBLK_IO_READ, buf, 2 * len, len, 0, NULL) &&
+		!rblk_submit(q, RBLK_IO_READ, buf + len, 4 * len, len, 0, NULL),
+	    "submit");
+	while (got < 2) {
+		int n = rblk_poll(q, c + got, 2 - got, 60000);
+
+		CHECK(n > 0, "poll returned %d", n);
+		for (int i = got; i < got + n; i++)
+			if (c[i].result && !ret)
+				ret = c[i].result;
+		got += n;
+	}
+	if (!ret && !(rogue_data_ok(buf, 2 * len, len) &&
+		      rogue_data_ok(buf + len, 4 * len, len)))
+		*ok = false;
+	return ret;
+}
+
 /*
  * Against tests/e2e/rblk_rogue.py: one I/O (op "read": 64 KiB at 64 KiB,
  * into a registered buffer that is checked against the rogue's pattern;
- * "write": 64 KiB of data, not in-capsule), with io_timeout_ms TO,
+ * "write": 64 KiB of data, not in-capsule; "reads", "pair": as
+ * rogue_reads() and rogue_pair() say), with io_timeout_ms TO,
  * io_retries RET, ctrl_loss_timeout_s LOSS and reconnect_delay_ms DELAY.
  * Prints "open=E" when rblk_open() fails, else "result=E ms=N data=ok|bad|-"
  * and the queue's counters, E an errno name or 0; exits 0 when it ran.
+ * RBLK_TEST_PULL set in the environment: pull reads.
  */
 static int test_rogue(const char *url, const char *op, int to, int ret_max,
 		      int loss, int delay)
@@ -679,7 +740,9 @@ static int test_rogue(const char *url, const char *op, int to, int ret_max,
 	struct rblk *r;
 	uint64_t start;
 	bool read = !strcmp(op, "read");
+	bool reads = !strcmp(op, "reads"), pair = !strcmp(op, "pair");
 	const char *data = "-";
+	bool ok = true;
 	char *buf;
 	int ret;
 
@@ -690,6 +753,9 @@ static int test_rogue(const char *url, const char *op, int to, int ret_max,
 	o.reconnect_delay_ms = delay;
 	o.inline_data = -1;
 	o.keepalive_ms = 1000;
+	/* reads pulled rather than pushed (tcp's default) */
+	if (getenv("RBLK_TEST_PULL") && *getenv("RBLK_TEST_PULL"))
+		o.flags |= RBLK_OPEN_PULL_READS;
 	ret = rblk_open(url, &o, &r);
 	if (ret) {
 		printf("open=%s (%s)\n", strerrorname_np(-ret),
@@ -697,23 +763,28 @@ static int test_rogue(const char *url, const char *op, int to, int ret_max,
 		return 0;
 	}
 	q = rblk_get_queue(r, 0);
-	buf = aligned_alloc(4096, 2 * len);
+	buf = aligned_alloc(4096, 4 * len);
 	CHECK(buf, "alloc");
-	memset(buf, 0xaa, 2 * len);
+	memset(buf, 0xaa, 4 * len);
 	/* the read's neighbour: a rogue must not reach it either */
-	CHECK(rblk_register_buffer(q, buf, 2 * len) == 0, "register: %s",
+	CHECK(rblk_register_buffer(q, buf, 4 * len) == 0, "register: %s",
 	      rblk_last_error());
 	start = mono_ms();
-	ret = read ? rblk_queue_io(q, RBLK_IO_READ, buf, off, len, 0)
-		   : rblk_queue_io(q, RBLK_IO_WRITE, buf, off, len, 0);
-	if (read && !ret) {
-		data = "ok";
-		for (uint64_t i = 0; i < len; i++)
-			if ((uint8_t)buf[i] != rogue_byte(off + i))
-				data = "bad";
-		for (uint64_t i = len; i < 2 * len; i++)
+	if (reads)
+		ret = rogue_reads(q, buf, len, &ok);
+	else if (pair)
+		ret = rogue_pair(q, buf, len, &ok);
+	else if (read)
+		ret = rblk_queue_io(q, RBLK_IO_READ, buf, off, len, 0);
+	else
+		ret = rblk_queue_io(q, RBLK_IO_WRITE, buf, off, len, 0);
+	if (read && !ret)
+		ok = rogue_data_ok(buf, off, len);
+	if ((read || reads || pair) && !ret) {
+		for (uint64_t i = (pair ? 2 : 1) * len; i < 4 * len; i++)
 			if ((uint8_t)buf[i] != 0xaa)
-				data = "bad";
+				ok = false;
+		data = ok ? "ok" : "bad";
 	}
 	rblk_queue_stats(q, &st);
 	printf(

@@ -24,6 +24,21 @@ says, as a broken, overloaded or compromised server would:
   write-early   a granted WRITE is answered OK at once: no GRANT, no data
   size0         LOGIN with a volume of 0 bytes
   size63        LOGIN with a volume of 2^63 bytes
+  stale-tag     on its first connection, answers a READ on a tag whose
+                previous READ it answered by sending that previous RESP
+                again (the tag's old generation; a pull READ's names the
+                old READ's window, with its data), and nothing else
+  other-tag     on its first connection, holds its second READ until a
+                third is outstanding, then answers each of the two with
+                the other's tag index (keeping each one's generation
+                bits) and data: two busy tags swapped
+
+  old           a target that predates tag generations: a HELLO with
+                the TAG_GEN flag is refused as malformed (LOGIN status
+                INVALID), as every unknown HELLO flag was; otherwise good
+
+Tag generations (RBLK_F_TAG_GEN) are granted when the HELLO asks (but
+in mode old), and tags are echoed verbatim, as a current target does.
 
 One line per accepted connection goes to stdout: "conn N T" (T: seconds
 since start, monotonic), flushed, so a test can count and time the
@@ -91,7 +106,7 @@ def grant(tag, rkey, length, addr):
 class Conn:
     WIN_BASE = 0x100000000
 
-    def __init__(self, s):
+    def __init__(self, s, n):
         self.s = s
         self.buf = b""
         self.seq = 0
@@ -99,6 +114,11 @@ class Conn:
         self.wdata = {}  # tag -> bytearray of a granted WRITE's window
         self.wcmd = {}  # tag -> (offset, length) of a granted WRITE
         self.last_push = None  # (addr, rkey) of the previous push READ
+        self.first = n == 1  # stale-tag, other-tag: misbehave here only
+        self.nreads = 0
+        self.last_resp = {}  # stale-tag: tag index -> its last RESP
+        self.held = None  # other-tag: the READ held back
+        self.pull = {}  # pull window address -> its data
 
     def read(self, n):
         while len(self.buf) < n:
@@ -122,7 +142,11 @@ class Conn:
                        rkey=rkey))
 
     def login(self, hello):
-        qd, _qid, max_io, _fl, inl = struct.unpack("<HHIII", hello[8:24])
+        qd, _qid, max_io, hfl, inl = struct.unpack("<HHIII", hello[8:24])
+        if MODE == "old" and hfl & C.RBLK_HELLO_F_TAG_GEN:
+            self.send(hdr(C.RBLK_MSG_LOGIN, 80) +
+                      struct.pack("<I", C.RBLK_S_INVALID) + bytes(68))
+            return
         self.qd = min(qd, 64)
         self.max_io = min(max_io, MAX_IO)
         self.inline = min(inl, 4096) // 512 * 512
@@ -133,6 +157,8 @@ class Conn:
             size = 1 << 63
         feat = C.RBLK_F_FLUSH | C.RBLK_F_PUSH | C.RBLK_F_TRIM | \
             C.RBLK_F_ZEROES
+        if hfl & C.RBLK_HELLO_F_TAG_GEN:
+            feat |= C.RBLK_F_TAG_GEN
         body = struct.pack("<IHHIIQIIQQQ", 0, self.qd, self.inline,
                            self.max_io, BS, size, feat, 0, 0, 0,
                            0x1234) + bytes(range(16))
@@ -158,18 +184,60 @@ class Conn:
         elif op == C.RBLK_OP_WRITE:
             self.write_cmd(tag, fl, ln, off, m)
 
+    def answer_read(self, tag, fl, ln, data, addr, rkey):
+        """A READ's answer (its data, pushed or lent) in the name of tag:
+        returns the RESP, to be sent again."""
+        if not fl & C.RBLK_CMD_F_PUSH:
+            # pull: lend a "window"; its READ_REQ is served in serve()
+            self.nreads += 1
+            a = self.WIN_BASE + self.nreads * self.max_io
+            self.pull[a] = data
+            r = resp(tag, length=ln, flags=C.RBLK_RESP_F_PULL,
+                     rkey=0x200 + (tag & 0x3ff), addr=a)
+            self.send(r)
+            return r
+        self.push(addr, rkey, data)
+        r = resp(tag, length=ln)
+        self.send(r)
+        return r
+
+    def read_misdirect(self, tag, fl, ln, off, addr, rkey):
+        """stale-tag, other-tag: True when the READ was dealt with."""
+        data = bytes(vol[off:off + ln])
+        if MODE == "stale-tag":
+            old = self.last_resp.get(tag & 0x3ff)
+            if old:
+                # the stale answer alone (a push READ's data again
+                # would meet a dead key; the right answer behind it
+                # would give the READ away as answered twice)
+                self.send(old)
+                return True
+            self.last_resp[tag & 0x3ff] = self.answer_read(
+                tag, fl, ln, data, addr, rkey)
+            return True
+        self.nreads += 1
+        if self.nreads == 1:
+            return False
+        if not self.held:
+            self.held = (tag, fl, ln, data, addr, rkey)
+            return True
+        t1, fl1, ln1, d1, a1, k1 = self.held
+        self.held = None
+        swap = (tag & ~0x3ff) | (t1 & 0x3ff), (t1 & ~0x3ff) | (tag & 0x3ff)
+        self.answer_read(swap[0], fl, ln, data, addr, rkey)
+        self.answer_read(swap[1], fl1, ln1, d1, a1, k1)
+        return True
+
     def read_cmd(self, tag, fl, ln, off, addr, rkey):
         data = bytes(vol[off:off + ln])
         if MODE == "break":
             self.send(grant(tag, 0x1234, ln, self.WIN_BASE))
             return
+        if (MODE in ("stale-tag", "other-tag") and self.first and
+                self.read_misdirect(tag, fl, ln, off, addr, rkey)):
+            return
         if not fl & C.RBLK_CMD_F_PUSH:
-            # pull: lend a "window"; its READ_REQ is served below
-            self.pull = getattr(self, "pull", {})
-            a = self.WIN_BASE + tag * self.max_io
-            self.pull[a] = data
-            self.send(resp(tag, length=ln, flags=C.RBLK_RESP_F_PULL,
-                           rkey=0x200 + tag, addr=a))
+            self.answer_read(tag, fl, ln, data, addr, rkey)
             return
         if MODE == "push-nodata":
             pass
@@ -236,9 +304,9 @@ class Conn:
                 self.write_data(p)
 
 
-def handle(s):
+def handle(s, n):
     try:
-        Conn(s).serve()
+        Conn(s, n).serve()
     except (EOFError, OSError, AssertionError, KeyError, struct.error):
         pass
     finally:
@@ -261,7 +329,8 @@ def main():
             nconn += 1
             print("conn %d %.3f" % (nconn, time.monotonic() - T0),
                   flush=True)
-        threading.Thread(target=handle, args=(s,), daemon=True).start()
+            n = nconn
+        threading.Thread(target=handle, args=(s, n), daemon=True).start()
 
 
 main()

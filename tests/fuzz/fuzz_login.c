@@ -256,18 +256,21 @@ static void on_cmd(struct session *s, const uint8_t *buf, size_t len)
 	struct rblk_cmd c;
 	int tag, st;
 
-	tag = rblk_cmd_peek_tag(buf, len, lim->queue_depth);
+	bool gen = lim->features & RBLK_F_TAG_GEN;
+
+	tag = rblk_cmd_peek_tag(buf, len, rblk_tags(lim->queue_depth, gen));
 	if (tag < 0) {
 		s->state = S_DONE; /* the worker disconnects */
 		return;
 	}
 	st = rblk_cmd_decode(buf, len, lim, &c);
 	CHECK(st >= RBLK_S_OK && st <= RBLK_S_MAX_);
-	CHECK(c.tag == tag); /* the refusal goes to the right tag */
+	/* the refusal goes to the right tag */
+	CHECK((gen ? rblk_tag_index(c.tag) : c.tag) == (unsigned int)tag);
 	if (st)
 		return;
 	/* the tag has its window; a data command's run fits a pool share */
-	CHECK(c.tag < lim->queue_depth);
+	CHECK((unsigned int)tag < lim->queue_depth);
 	if (c.opcode == RBLK_OP_READ || c.opcode == RBLK_OP_WRITE)
 		CHECK(c.length <= lim->max_io &&
 		      slot_pool_run_bytes(c.length) <= lim->max_io);

@@ -31,20 +31,25 @@ static void check_cmd(const uint8_t *data, size_t size,
 	struct rblk_cmd c;
 	uint8_t again[RBLK_CMD_SIZE + RBLK_INLINE_MAX];
 	size_t want;
+	bool gen = lim->features & RBLK_F_TAG_GEN;
 	int st = rblk_cmd_decode(data, size, lim, &c);
-	int peek = rblk_cmd_peek_tag(data, size, lim->queue_depth);
+	int peek =
+	    rblk_cmd_peek_tag(data, size, rblk_tags(lim->queue_depth, gen));
 	uint64_t end;
+	/* the tag's index: only once the framing was good (c.tag is set) */
+#define IDX (gen ? rblk_tag_index(c.tag) : c.tag)
 
 	CHECK(st >= RBLK_S_OK && st <= RBLK_S_MAX_);
 	/* peek succeeds exactly when the header is sane and the tag fits */
 	if (peek >= 0) {
 		CHECK(st != RBLK_S_BAD_TAG && st != RBLK_S_BAD_VERSION);
-		CHECK(peek == c.tag && c.tag < lim->queue_depth);
+		CHECK((unsigned int)peek == IDX && IDX < lim->queue_depth);
 	} else if (st == RBLK_S_OK) {
 		CHECK(0 && "accepted a command whose tag peek failed");
 	}
 	if (st == RBLK_S_BAD_TAG)
-		CHECK(c.tag >= lim->queue_depth);
+		CHECK(IDX >= lim->queue_depth);
+#undef IDX
 	if (st != RBLK_S_OK)
 		return;
 

@@ -1576,6 +1576,118 @@ static void test_done(void **state)
 			 RBLK_S_INVALID);
 }
 
+/* ---- tag generations (RBLK_F_TAG_GEN) ---------------------------------- */
+
+/*
+ * Every decoder that reads a tag, against one table: a wire tag, the
+ * queue depth, whether generations were granted, and the index the tag
+ * names (-1: refused as a bad tag). Without generations the upper bits
+ * are part of the tag (and so out of range); with them only the index
+ * is checked against the depth, and every decoder hands the whole wire
+ * tag back, for the initiator to compare with its command's.
+ */
+static const struct {
+	uint16_t tag;
+	uint16_t qd;
+	bool gen;
+	int index;
+} tag_cases[] = {
+    {5, 16, false, 5},
+    {5, 16, true, 5},
+    {15, 16, true, 15},
+    {16, 16, true, -1},
+    {16, 16, false, -1},
+    {(1 << 10) | 5, 16, false, -1}, /* generation 1 of 5: unknown */
+    {(1 << 10) | 5, 16, true, 5},
+    {(63 << 10) | 15, 16, true, 15},
+    {(63 << 10) | 16, 16, true, -1},
+    {0xffff, RBLK_MAX_QD, true, RBLK_MAX_QD - 1},
+    {0xffff, RBLK_MAX_QD, false, -1},
+    {RBLK_MAX_QD - 1, RBLK_MAX_QD, false, RBLK_MAX_QD - 1},
+    {0x0400, RBLK_MAX_QD, true, 0},
+    {0x0400, RBLK_MAX_QD, false, -1},
+    {0, 1, true, 0},
+    {1 << 10, 1, true, 0},
+};
+
+static void test_tag_gen_decoders(void **state)
+{
+	struct msgbuf m;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(tag_cases); i++) {
+		uint16_t tag = tag_cases[i].tag;
+		uint32_t tags = rblk_tags(tag_cases[i].qd, tag_cases[i].gen);
+		int want = tag_cases[i].index;
+		int want_st = want < 0 ? RBLK_S_BAD_TAG : RBLK_S_OK;
+		struct rblk_limits lim = base_lim;
+		struct rblk_cmd c = mkcmd(tag, RBLK_OP_READ, 0, 0, 512), cout;
+		struct rblk_resp r = {.tag = tag, .length = 512}, rout;
+		struct rblk_grant g = {
+		    .tag = tag, .rkey = 7, .length = 512, .addr = 4096};
+		struct rblk_grant gout;
+		struct rblk_done d = {
+		    .type = RBLK_MSG_READ_DONE, .tag = tag, .rkey = 7};
+		struct rblk_done dout;
+
+		lim.queue_depth = tag_cases[i].qd;
+		if (tag_cases[i].gen)
+			lim.features |= RBLK_F_TAG_GEN;
+		rblk_cmd_encode(m.b, &c);
+		assert_int_equal(rblk_cmd_peek_tag(m.b, RBLK_CMD_SIZE, tags),
+				 want);
+		assert_int_equal(
+		    rblk_cmd_decode(m.b, RBLK_CMD_SIZE, &lim, &cout), want_st);
+		rblk_resp_encode(m.b, &r);
+		assert_int_equal(
+		    rblk_resp_decode(m.b, RBLK_RESP_SIZE, tags, &rout),
+		    want_st);
+		rblk_grant_encode(m.b, &g);
+		assert_int_equal(
+		    rblk_grant_decode(m.b, RBLK_GRANT_SIZE, tags, MIB, &gout),
+		    want_st);
+		rblk_done_encode(m.b, &d);
+		assert_int_equal(
+		    rblk_done_decode(m.b, RBLK_DONE_SIZE, tags, &dout),
+		    want_st);
+		if (want < 0)
+			continue;
+		/* the whole wire tag comes back; its index is the slot's */
+		assert_int_equal(cout.tag, tag);
+		assert_int_equal(rout.tag, tag);
+		assert_int_equal(gout.tag, tag);
+		assert_int_equal(dout.tag, tag);
+		assert_int_equal(tag_cases[i].gen ? rblk_tag_index(tag) : tag,
+				 want);
+	}
+}
+
+static void test_tag_gen_helpers(void **state)
+{
+	struct rblk_hello h = {.queue_depth = 4, .max_io = 65536}, ho;
+	struct msgbuf m;
+
+	(void)state;
+	/* index and generation round-trip; the generation wraps at 64 */
+	for (unsigned int gen = 0; gen < 130; gen++) {
+		uint16_t t = rblk_tag_make(RBLK_MAX_QD - 1, gen);
+
+		assert_int_equal(rblk_tag_index(t), RBLK_MAX_QD - 1);
+		assert_int_equal(rblk_tag_gen(t), gen % 64);
+		assert_int_equal(rblk_tag_index(rblk_tag_make(3, gen)), 3);
+	}
+	assert_int_equal(rblk_tag_make(3, 0), 3);
+	assert_int_equal(RBLK_TAG_INDEX_MASK + 1, RBLK_MAX_QD);
+	/* HELLO asks with its flag; LOGIN grants with its feature bit */
+	strcpy(h.export_name, "vol0");
+	h.flags = RBLK_HELLO_F_TAG_GEN;
+	rblk_hello_encode(m.b, &h);
+	assert_int_equal(rblk_hello_decode(m.b, RBLK_HELLO_SIZE, &ho),
+			 RBLK_S_OK);
+	assert_int_equal(ho.flags, RBLK_HELLO_F_TAG_GEN);
+	assert_true(RBLK_F_ALL & RBLK_F_TAG_GEN);
+}
+
 /* ---- rdma_cm private data ---------------------------------------------- */
 
 static void test_cm_req(void **state)
@@ -2011,6 +2123,8 @@ int main(void)
 	    cmocka_unit_test(test_hello_discover),
 	    cmocka_unit_test(test_disc_roundtrip),
 	    cmocka_unit_test(test_disc_fields),
+	    cmocka_unit_test(test_tag_gen_decoders),
+	    cmocka_unit_test(test_tag_gen_helpers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
