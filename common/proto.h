@@ -108,7 +108,16 @@ enum rblk_opcode {
  * Only in a LOGIN answering a HELLO with RBLK_HELLO_F_IDENTITY.
  */
 #define RBLK_F_NO_IDENTITY 0x100u
-#define RBLK_F_ALL 0x1ffu
+/*
+ * Not a volume feature but the connection's: a push READ's data comes as
+ * one RDMA WRITE WITH IMMEDIATE whose immediate is the command's rkey, and
+ * every answer to a push READ is a SEND_WITH_INV of that rkey (the
+ * initiator checks both: docs/PROTOCOL.md, "Push READs over rdma"). Only
+ * in a LOGIN answering a HELLO with RBLK_HELLO_F_PUSH_IMM, on a transport
+ * that carries immediates; librblk keeps it out of rblk_info.features.
+ */
+#define RBLK_F_PUSH_IMM 0x200u
+#define RBLK_F_ALL 0x3ffu
 
 /* HELLO flags. */
 /* the initiator asks for a read-only login */
@@ -123,9 +132,11 @@ enum rblk_opcode {
 #define RBLK_HELLO_F_AUTH 0x04u
 /* the initiator knows RBLK_F_NO_IDENTITY: the target may set it */
 #define RBLK_HELLO_F_IDENTITY 0x08u
+/* the initiator takes push READs as RBLK_F_PUSH_IMM describes */
+#define RBLK_HELLO_F_PUSH_IMM 0x10u
 #define RBLK_HELLO_F_ALL                                                       \
 	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
-	 RBLK_HELLO_F_IDENTITY)
+	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_PUSH_IMM)
 
 /*
  * Status codes: in RESP.status, LOGIN.status and the rdma_cm reject private
