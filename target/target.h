@@ -727,15 +727,25 @@ void tconn_attr(uint16_t qd, uint32_t max_io, struct xp_conn_attr *attr);
  * the environment's RBLK_FAULT names how the target misbehaves once a
  * session has logged in (the modes of tests/e2e/rblk_rogue.py: silent,
  * break, push-nodata, push-wrongtag, write-zero, write-early, size0,
- * size63). Compiled out of rblk-target.
+ * size63), or with "@FILE" the file that names it, read at each use so a
+ * test can change it while sessions run. Compiled out of rblk-target.
  */
 #ifdef RBLK_FAULTS
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 static inline bool target_fault(const char *mode)
 {
 	const char *f = getenv("RBLK_FAULT");
+	char buf[32] = "";
+	FILE *fp;
 
+	if (f && f[0] == '@' && (fp = fopen(f + 1, "r"))) {
+		if (fgets(buf, sizeof(buf), fp))
+			buf[strcspn(buf, "\n")] = 0;
+		fclose(fp);
+		f = buf;
+	}
 	return f && !strcmp(f, mode);
 }
 #else
