@@ -52,6 +52,7 @@ for m in push-nodata push-wrongtag; do
 		fail "$m: every read passed: $(cat "$out")"
 	fi
 	say "$m: $(grep -m1 'err=' "$out" || tail -n 3 "$out")"
+	say "$m: $(grep -m1 -E 'push (READ|data)' "$out" || true)"
 	if grep -Eq "^verify: |verify failed|bad magic" "$out"; then
 		fail "$m: a read completed with bytes the target never placed: $(cat "$out")"
 	fi
