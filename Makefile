@@ -227,6 +227,24 @@ $(BUILD)/tests/rblk_fleet: tests/e2e/rblk_fleet.c $(BUILD)/librblk.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
+# rblk-target with fault injection (RBLK_FAULT=MODE, target/target.h's
+# target_fault()): the rogue target of the guest tests 25 and 26, where a
+# rogue must speak real verbs. Only io.c and conn.c carry faults.
+FAULT_SRC := target/io.c target/conn.c
+FAULT_OBJ := $(patsubst %.c,$(BUILD)/obj-fault/%.o,$(FAULT_SRC))
+$(BUILD)/obj-fault/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DRBLK_FAULTS -MMD -MP -c $< -o $@
+-include $(shell find $(BUILD)/obj-fault -name '*.d' 2>/dev/null)
+$(BUILD)/tests/rblk-target-fault: $(FAULT_OBJ) \
+		$(filter-out $(call obj,$(FAULT_SRC)),$(TARGET_OBJ)) \
+		$(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS_VERBS) $(PKG_LIBS_URING) \
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) $(PKG_LIBS_JSON) \
+		$(PKG_LIBS_MHD) -laio -lrbd -lrados $(TARGET_MALLOC)
+E2E_BINS += $(BUILD)/tests/rblk-target-fault
+
 $(BUILD)/tests/rblk_rawclient: tests/e2e/rblk_rawclient.c $(XPORT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(XPORT_OBJ) $(COMMON_OBJ) \

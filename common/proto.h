@@ -114,7 +114,16 @@ enum rblk_opcode {
  * with RBLK_HELLO_F_TAG_GEN; librblk keeps it out of rblk_info.features.
  */
 #define RBLK_F_TAG_GEN 0x200u
-#define RBLK_F_ALL 0x3ffu
+/*
+ * Not a volume feature but the connection's: a push READ's data comes as
+ * one RDMA WRITE WITH IMMEDIATE whose immediate is the command's rkey, and
+ * every answer to a push READ is a SEND_WITH_INV of that rkey (the
+ * initiator checks both: docs/PROTOCOL.md, "Push READs over rdma"). Only
+ * in a LOGIN answering a HELLO with RBLK_HELLO_F_PUSH_IMM, on a transport
+ * that carries immediates; librblk keeps it out of rblk_info.features.
+ */
+#define RBLK_F_PUSH_IMM 0x400u
+#define RBLK_F_ALL 0x7ffu
 
 /* HELLO flags. */
 /* the initiator asks for a read-only login */
@@ -131,9 +140,11 @@ enum rblk_opcode {
 #define RBLK_HELLO_F_IDENTITY 0x08u
 /* the initiator numbers its tags' uses: the target may set RBLK_F_TAG_GEN */
 #define RBLK_HELLO_F_TAG_GEN 0x10u
+/* the initiator takes push READs as RBLK_F_PUSH_IMM describes */
+#define RBLK_HELLO_F_PUSH_IMM 0x20u
 #define RBLK_HELLO_F_ALL                                                       \
 	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
-	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN)
+	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN | RBLK_HELLO_F_PUSH_IMM)
 
 /*
  * Tag generations (RBLK_F_TAG_GEN): a wire tag's low bits are the tag's

@@ -84,6 +84,7 @@ static void queue_destroy(struct rblk_queue *q)
 	if (q->timer_fd >= 0)
 		close(q->timer_fd);
 	free(q->reqs);
+	free(q->mw_tag);
 	free(q->ios);
 	free(q->done);
 	free(q->umrs);

@@ -133,6 +133,7 @@ static uint32_t push_window_bind(struct rblk_queue *q, struct ireq *rq,
 	wr->bind.length = rq->len;
 	wr->bind.access = XP_ACCESS_REMOTE_WRITE;
 	wr->bind.rkey = xp_mw_next_rkey(rq->mw);
+	rq->placed = 0;
 	return wr->bind.rkey;
 }
 
@@ -169,6 +170,101 @@ static int push_window_end(struct rblk_queue *q, struct ireq *rq)
 		return -EIO;
 	}
 	return 0;
+}
+
+/*
+ * RBLK_F_PUSH_IMM: index the tags by their windows' indexes (a key's
+ * upper 24 bits stay from bind to bind). At setup and after a reconnect:
+ * tearing a connection down may re-create its windows with new indexes.
+ */
+static void push_keys_index(struct rblk_queue *q)
+{
+	memset(q->mw_tag, 0, (q->mw_tag_mask + 1) * sizeof(*q->mw_tag));
+	for (unsigned int t = 0; t < q->qd; t++) {
+		uint32_t i = q->reqs[t].mw->rkey >> 8;
+
+		while (q->mw_tag[i & q->mw_tag_mask])
+			i++;
+		q->mw_tag[i & q->mw_tag_mask] = (uint16_t)(t + 1);
+	}
+}
+
+/* The tag whose window has rkey's index, or NULL. */
+static struct ireq *push_key_owner(struct rblk_queue *q, uint32_t rkey)
+{
+	for (uint32_t i = rkey >> 8;; i++) {
+		unsigned int t = q->mw_tag[i & q->mw_tag_mask];
+
+		if (!t)
+			return NULL;
+		if (q->reqs[t - 1].mw->rkey >> 8 == rkey >> 8)
+			return &q->reqs[t - 1];
+	}
+}
+
+/*
+ * A WRITE WITH IMMEDIATE of byte_len bytes naming key imm (RBLK_F_PUSH_IMM):
+ * the data of the push READ whose window has that key now, all of it, once.
+ * The HCA checked that the key is a live window of this connection; the
+ * immediate says which one the target wrote (docs/PROTOCOL.md, "Push
+ * READs over rdma").
+ */
+static void handle_push_data(struct rblk_queue *q, const struct xp_wc *wc)
+{
+	struct ireq *rq = q->push_imm ? push_key_owner(q, wc->imm) : NULL;
+	char why[160];
+
+	if (!rq || rq->mw->rkey != wc->imm || rq->state != IREQ_CMD ||
+	    rq->op != RBLK_OP_READ) {
+		snprintf(
+		    why, sizeof(why),
+		    "push data (%u bytes) naming key 0x%x, which no push READ in flight has",
+		    wc->byte_len, wc->imm);
+		lib_queue_lost(q, why);
+		return;
+	}
+	if (rq->placed || wc->byte_len != rq->len) {
+		snprintf(
+		    why, sizeof(why),
+		    "push READ on tag %u of %u bytes at %llu: data of %u bytes%s",
+		    rq->tag, rq->len, (unsigned long long)rq->offset,
+		    wc->byte_len, rq->placed ? " after its data" : "");
+		lib_queue_lost(q, why);
+		return;
+	}
+	rq->placed = wc->byte_len;
+}
+
+/*
+ * RBLK_F_PUSH_IMM: the answer wc to push READ rq must have invalidated
+ * its window (so the target can no longer write the buffer), and a
+ * success must follow its whole data. true if so; false with the queue
+ * lost.
+ */
+static bool push_imm_ended(struct rblk_queue *q, struct ireq *rq,
+			   const struct xp_wc *wc, bool ok)
+{
+	char why[160];
+
+	if (!(wc->flags & XP_WC_F_WITH_INV) ||
+	    wc->invalidated_rkey != rq->mw->rkey) {
+		snprintf(
+		    why, sizeof(why),
+		    "answer to the push READ on tag %u at %llu left its window open",
+		    rq->tag, (unsigned long long)rq->offset);
+		lib_queue_lost(q, why);
+		return false;
+	}
+	if (ok && rq->placed != rq->len) {
+		snprintf(
+		    why, sizeof(why),
+		    "push READ on tag %u of %u bytes at %llu answered with %u bytes placed",
+		    rq->tag, rq->len, (unsigned long long)rq->offset,
+		    rq->placed);
+		lib_queue_lost(q, why);
+		return false;
+	}
+	return true;
 }
 
 int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
@@ -772,8 +868,10 @@ static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
 	data_ready(q, rq, g.addr, g.rkey);
 }
 
-static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
+static void handle_response(struct rblk_queue *q, const void *buf,
+			    const struct xp_wc *wc)
 {
+	uint32_t len = wc->byte_len;
 	struct rblk_resp resp;
 	struct ireq *rq;
 	bool pull;
@@ -805,9 +903,13 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 		log_debug("queue %u: tag %u: %s", q->index, resp.tag,
 			  rblk_status_str((int)resp.status));
 		lib_conn_proved(q); /* an answer, if not the one hoped for */
-		if (q->push_mw && rq->op == RBLK_OP_READ &&
-		    push_window_end(q, rq))
+		if (q->push_imm && rq->op == RBLK_OP_READ) {
+			if (!push_imm_ended(q, rq, wc, false))
+				return;
+		} else if (q->push_mw && rq->op == RBLK_OP_READ &&
+			   push_window_end(q, rq)) {
 			return;
+		}
 		lib_part_done(q, rq, rblk_status_to_errno((int)resp.status));
 		return;
 	}
@@ -825,6 +927,11 @@ static void handle_response(struct rblk_queue *q, const void *buf, uint32_t len)
 	if (!pull) {
 		if (rq->op == RBLK_OP_READ && !push_reads(q)) {
 			lib_queue_lost(q, "READ answered without its data");
+			return;
+		}
+		if (q->push_imm && rq->op == RBLK_OP_READ) {
+			if (push_imm_ended(q, rq, wc, true))
+				lib_part_done(q, rq, 0);
 			return;
 		}
 		if (q->push_mw && rq->op == RBLK_OP_READ) {
@@ -882,7 +989,10 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 			break;
 		}
 		q->rx_seen = true;
-		handle_response(q, qp_recv_buf(&q->qp, tag), wc->byte_len);
+		if (wc->flags & XP_WC_F_WITH_IMM)
+			handle_push_data(q, wc);
+		else
+			handle_response(q, qp_recv_buf(&q->qp, tag), wc);
 		if (!q->dead && qp_post_recv(&q->qp, tag))
 			lib_queue_lost(q, "reposting a receive failed");
 		break;
@@ -1215,6 +1325,8 @@ int lib_queue_attach(struct rblk_queue *q)
 	q->live_at = now_ms();
 	q->rx_seen = false;
 	q->stalled_ticks = 0;
+	if (q->push_imm)
+		push_keys_index(q);
 	q->plugged++;
 	for (unsigned int t = 0; t < q->qd; t++) {
 		struct ireq *rq = &q->reqs[t];
@@ -1259,13 +1371,26 @@ int lib_queue_setup(struct rblk_queue *q)
 	for (unsigned int i = q->nr_ios; i-- > 0;) {
 		FREELIST_PUSH(q->free_ios, &q->ios[i], next);
 	}
-	/* a window per tag for push READs, where the transport counts */
-	q->push_mw = push_reads(q) && xp_group_counts_placed(q->g);
+	/*
+	 * A window per tag for push READs, where what it received can be
+	 * counted: by the transport (tcp) or by immediates (rdma).
+	 */
+	q->push_imm = push_reads(q) && (q->features & RBLK_F_PUSH_IMM);
+	q->push_mw =
+	    push_reads(q) && (xp_group_counts_placed(q->g) || q->push_imm);
 	for (unsigned int t = 0; q->push_mw && t < q->qd; t++) {
 		ret = xp_alloc_mw(q->g, &q->reqs[t].mw);
 		if (ret)
 			return set_error(ret, "allocating a memory window: %s",
 					 strerror(-ret));
+	}
+	if (q->push_imm) {
+		q->mw_tag_mask = 1;
+		while (q->mw_tag_mask + 1 < 2u * q->qd)
+			q->mw_tag_mask = q->mw_tag_mask * 2 + 1;
+		q->mw_tag = calloc(q->mw_tag_mask + 1, sizeof(*q->mw_tag));
+		if (!q->mw_tag)
+			return set_error(-ENOMEM, "out of memory");
 	}
 	return lib_queue_attach(q);
 }

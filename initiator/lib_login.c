@@ -42,7 +42,7 @@ _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
 	       "public feature bits are the wire bits");
 
 /* LOGIN bits that are options of the protocol, not of the volume */
-#define PROTO_OPTIONS (RBLK_F_CMD_DONE | RBLK_F_TAG_GEN)
+#define PROTO_OPTIONS (RBLK_F_CMD_DONE | RBLK_F_TAG_GEN | RBLK_F_PUSH_IMM)
 
 /* Push reads when asked to, or by default where the transport prefers it. */
 static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
@@ -52,6 +52,18 @@ static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
 	if (o->flags & RBLK_OPEN_PULL_READS)
 		return false;
 	return r->ops->read_costs_peer_cpu;
+}
+
+/*
+ * Push reads whose bytes the initiator can count (RBLK_F_PUSH_IMM): where
+ * the transport carries immediates (rdma; tcp counts a window's bytes
+ * itself). Each push READ then takes two receives: its data's and its
+ * RESP's.
+ */
+static bool want_push_imm(const struct rblk *r, const struct rblk_opts *o)
+{
+	return want_push_reads(r, o) && r->ops->write_imm &&
+	       !r->push_imm_refused;
 }
 
 /*
@@ -244,7 +256,7 @@ static int queue_dial(struct rblk *r, struct rblk_queue *q,
 	size_t send_len;
 	int ret;
 
-	attr.max_recv_wr = qd + 2u;
+	attr.max_recv_wr = (want_push_imm(r, o) ? 2u * qd : qd) + 2u;
 	attr.max_send_wr = 3u * qd + 4u;
 	ret = lib_connect(r->ops, q->g, lib_path_url(q), &attr, qd,
 			  o->timeout_ms, &q->xc);
@@ -283,6 +295,8 @@ static int send_hello(struct rblk *r, struct rblk_queue *q,
 		hello.flags |= RBLK_HELLO_F_IDENTITY;
 	if (!r->tag_gen_refused)
 		hello.flags |= RBLK_HELLO_F_TAG_GEN;
+	if (want_push_imm(r, o))
+		hello.flags |= RBLK_HELLO_F_PUSH_IMM;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 lib_path_url(q)->export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
@@ -319,12 +333,14 @@ static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
 /*
  * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
  * set. A HELLO refused as malformed may have asked for something an older
- * target does not know: the newest first, the TAG_GEN flag
- * (r->tag_gen_refused), the IDENTITY flag (r->identity_refused), then
- * ask in-capsule bytes (r->inline_refused); see lib_queue_connect().
+ * target does not know: the newest first, the PUSH_IMM flag
+ * (r->push_imm_refused), the TAG_GEN flag (r->tag_gen_refused), the
+ * IDENTITY flag (r->identity_refused), then ask in-capsule bytes
+ * (r->inline_refused); see lib_queue_connect().
  */
 static int login_refused(struct rblk *r, struct rblk_queue *q,
-			 const struct rblk_login *login, uint32_t ask)
+			 const struct rblk_login *login, uint32_t ask,
+			 bool asked_imm)
 {
 	const struct rblk_url *u = lib_path_url(q);
 	int ret = rblk_status_to_errno((int)login->status);
@@ -334,6 +350,13 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 	if (login->status == RBLK_S_NO_EXPORT)
 		return set_error(ret, "export '%s' not found on %s",
 				 u->export_name, rblk_url_str(u));
+	if (login->status == RBLK_S_INVALID && asked_imm) {
+		r->push_imm_refused = true;
+		return set_error(
+		    -EPROTO,
+		    "login to '%s' refused as malformed: the target may not know the HELLO flag PUSH_IMM",
+		    u->export_name);
+	}
 	if (login->status == RBLK_S_INVALID && !r->tag_gen_refused) {
 		r->tag_gen_refused = true;
 		return set_error(
@@ -461,7 +484,7 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	if (ret)
 		return ret;
 	if (login.status != RBLK_S_OK)
-		return login_refused(r, q, &login, ask);
+		return login_refused(r, q, &login, ask, want_push_imm(r, o));
 	ret = login_check(r, q, o, &login, ask);
 	if (!ret)
 		ret = login_apply(r, q, o, &login);
@@ -480,16 +503,17 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 {
 	for (;;) {
 		bool tg = r->tag_gen_refused, id = r->identity_refused;
-		bool in = r->inline_refused;
+		bool in = r->inline_refused, imm = r->push_imm_refused;
 		int ret = queue_connect_once(r, q, o);
 
 		if (!ret ||
 		    (tg == r->tag_gen_refused && id == r->identity_refused &&
-		     in == r->inline_refused))
+		     in == r->inline_refused && imm == r->push_imm_refused))
 			return ret;
 		log_info("queue %u: %s; connecting again without %s", q->index,
 			 rblk_last_error(),
-			 tg != r->tag_gen_refused    ? "the TAG_GEN flag"
+			 imm != r->push_imm_refused  ? "the PUSH_IMM flag"
+			 : tg != r->tag_gen_refused  ? "the TAG_GEN flag"
 			 : id != r->identity_refused ? "the IDENTITY flag"
 						     : "in-capsule data");
 		lib_queue_drop_conn(q);

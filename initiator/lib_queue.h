@@ -74,6 +74,8 @@ struct ireq {
 	struct xp_mr *mr; /* its registration, or NULL: use the bounce slot */
 	/* push READs with per-command windows (q->push_mw): the tag's window */
 	struct xp_mw *mw;
+	/* q->push_imm: bytes the WRITE WITH IMMEDIATE naming mw placed */
+	uint32_t placed;
 	bool direct;	 /* by direct access to the volume (post_direct()) */
 	bool direct_fua; /* ... followed by a FLUSH: the end of a FUA write */
 	bool inl;	 /* a WRITE whose data went in its command capsule */
@@ -127,6 +129,15 @@ struct rblk_queue {
 	 * transports that count what a window received (tcp).
 	 */
 	bool push_mw;
+	/*
+	 * ... counted by immediates (RBLK_F_PUSH_IMM, rdma): the data comes
+	 * as a WRITE WITH IMMEDIATE naming the window's key, the RESP as a
+	 * SEND_WITH_INV of it. mw_tag: tag + 1 by window index (the key's
+	 * upper 24 bits), open addressing, mw_tag_mask + 1 >= 2 * qd slots.
+	 */
+	bool push_imm;
+	uint16_t *mw_tag;
+	uint32_t mw_tag_mask;
 	uint32_t vol_rkey;
 	uint64_t vol_addr;
 
@@ -249,6 +260,8 @@ struct rblk {
 	bool identity_refused;
 	/* a target refused the HELLO flag TAG_GEN: it predates it */
 	bool tag_gen_refused;
+	/* ... the HELLO flag PUSH_IMM: push READs are then counted by none */
+	bool push_imm_refused;
 	/*
 	 * Paths (lib_path.c): paths[0] is the preferred one (the URL given
 	 * to rblk_open). active: the path queues use and move to; any queue

@@ -469,6 +469,10 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 		(void)login_vol_id(e, l.vol_id);
 		random_bytes(&l.session_id, sizeof(l.session_id));
 	}
+	if (target_fault("size0"))
+		l.size = 0;
+	if (target_fault("size63"))
+		l.size = 1ull << 63;
 	log_debug("conn %llu: %u windows allocated", (unsigned long long)c->id,
 		  qd);
 	if (send_login(c, &l)) {
@@ -533,6 +537,8 @@ static void handle_hello(struct worker *w, struct tconn *c, const void *buf,
 	c->exp = p.exp; /* the lookup's reference, dropped in tconn_free() */
 	c->hello = p.hello;
 	c->lim = p.lim; /* granted once LOGIN is sent */
+	if (!c->xc->ops->write_imm)
+		c->lim.features &= ~RBLK_F_PUSH_IMM;
 	c->lim.inline_max =
 	    MIN(p.hello.inline_data, c->inline_cap) & ~(RBLK_INLINE_ALIGN - 1u);
 	if (login_auth_needed(&t->cfg, c->exp, c->hello.host_name)) {

@@ -505,6 +505,59 @@ static uint32_t bind_window(struct tconn *c, struct treq *r, int access)
 }
 
 /*
+ * Test build only (target_fault()): the faults that act on a command as
+ * it arrives. true: r is not served.
+ */
+static bool fault_on_command(struct tconn *c, struct treq *r)
+{
+	bool io =
+	    r->cmd.opcode == RBLK_OP_READ || r->cmd.opcode == RBLK_OP_WRITE;
+
+	if (io && target_fault("silent"))
+		return true; /* never answered, as by a hung disk */
+	if (io && target_fault("break")) {
+		tconn_fail(c, "fault injection: break after login");
+		return true;
+	}
+	if (r->cmd.opcode == RBLK_OP_WRITE && !r->cmd.data &&
+	    target_fault("write-early")) {
+		r->status = RBLK_S_OK; /* answered before any GRANT */
+		r->state = TREQ_RESPOND;
+		treq_process(r);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Where push READ r's data goes: false for nowhere. Test build only
+ * (target_fault()): push-nodata sends none; push-wrongtag aims it
+ * through the window of another push READ in flight on the connection
+ * (that command's address and key, as a target that mixed up its
+ * commands would), or nowhere without one.
+ */
+static bool fault_push_aim(struct tconn *c, struct treq *r, uint64_t *addr,
+			   uint32_t *rkey)
+{
+	if (target_fault("push-nodata"))
+		return false;
+	if (!target_fault("push-wrongtag"))
+		return true;
+	for (unsigned int i = 0; i < c->lim.queue_depth; i++) {
+		struct treq *o = &c->reqs[i];
+
+		if (o != r && o->state != TREQ_FREE &&
+		    o->cmd.opcode == RBLK_OP_READ &&
+		    (o->cmd.flags & RBLK_CMD_F_PUSH)) {
+			*addr = o->cmd.addr;
+			*rkey = o->cmd.rkey;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
  * Add r's response to the connection's batch, taking its send credits:
  * a pull READ's window bind in front of it, a push READ's RDMA WRITE.
  * tconn_flush_sends() posts it. 0, or -EAGAIN without credits.
@@ -536,11 +589,24 @@ static int treq_post_response(struct treq *r)
 		push = false;
 		read = false; /* the RESP's completion returns both credits */
 	}
+	if (!resp.status && r->cmd.opcode == RBLK_OP_WRITE &&
+	    target_fault("write-zero"))
+		resp.length = 0;
 	if (push) {
+		uint64_t addr = r->cmd.addr;
+		uint32_t rkey = r->cmd.rkey;
+
 		/* RC ordering places the data before the response; the
 		 * slot is the NIC's until that response completes */
-		qp_add_rdma(&c->qp, XP_WR_RDMA_WRITE, 0, 0, r->slot,
-			    r->cmd.length, mr, r->cmd.addr, r->cmd.rkey);
+		if (fault_push_aim(c, r, &addr, &rkey)) {
+			qp_add_rdma(&c->qp,
+				    r->push_inv ? XP_WR_RDMA_WRITE_WITH_IMM
+						: XP_WR_RDMA_WRITE,
+				    0, 0, r->slot, r->cmd.length, mr, addr,
+				    rkey);
+			/* the initiator counts the bytes of the key named */
+			c->qp.batch[c->qp.nr_batch - 1].imm = rkey;
+		}
 		wrid = qp_wrid(WRID_PUSH, need,
 			       (uint32_t)(((char *)r->slot - w->pool.base) >>
 					  SLOT_PAGE_SHIFT));
@@ -562,6 +628,12 @@ static int treq_post_response(struct treq *r)
 	}
 	qp_add_send(&c->qp, wrid, r->resp_buf,
 		    (uint32_t)rblk_resp_encode(r->resp_buf, &resp));
+	if (r->push_inv) { /* the window dies before the answer is seen */
+		struct xp_send_wr *wr = &c->qp.batch[c->qp.nr_batch - 1];
+
+		wr->opcode = XP_WR_SEND_WITH_INV;
+		wr->invalidate_rkey = r->cmd.rkey;
+	}
 	return 0;
 }
 
@@ -850,6 +922,11 @@ static bool handle_command(struct tconn *c, const void *buf,
 	r->cmd = cmd;
 	r->wire_tag = cmd.tag;
 	r->cmd.tag = (uint16_t)tag;
+	r->push_inv = (c->lim.features & RBLK_F_PUSH_IMM) &&
+		      cmd.opcode == RBLK_OP_READ &&
+		      (cmd.flags & RBLK_CMD_F_PUSH);
+	if (!st && fault_on_command(c, r))
+		return false;
 	if (st) {
 		log_debug("conn %llu: tag %d: %s rejected: %s",
 			  (unsigned long long)c->id, tag,

@@ -68,6 +68,9 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	/* only to an initiator that knows the bit: older ones refuse it */
 	if ((p->hello.flags & RBLK_HELLO_F_IDENTITY) && !login_vol_id(e, id))
 		p->lim.features |= RBLK_F_NO_IDENTITY;
+	/* as asked; the caller drops it where the transport cannot carry it */
+	if (p->hello.flags & RBLK_HELLO_F_PUSH_IMM)
+		p->lim.features |= RBLK_F_PUSH_IMM;
 	return RBLK_S_OK;
 }
 

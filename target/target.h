@@ -329,6 +329,12 @@ struct treq {
 	void *sent_slot;
 	void *resp_buf; /* this tag's response capsule buffer */
 	/*
+	 * A push READ on a RBLK_F_PUSH_IMM connection (refused or not): its
+	 * answer is a SEND_WITH_INV of cmd.rkey, its data a WRITE WITH
+	 * IMMEDIATE naming that key (treq_post_response()).
+	 */
+	bool push_inv;
+	/*
 	 * An inline WRITE waiting in TREQ_SLOT keeps its receive buffer
 	 * (cmd.data points into it) until a slot takes the data: its index
 	 * + 1, else 0.
@@ -717,5 +723,36 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 		  struct xp_listener *l, const char *url);
 /* Transport sizes for a connection of queue depth qd. */
 void tconn_attr(uint16_t qd, uint32_t max_io, struct xp_conn_attr *attr);
+
+/*
+ * Fault injection for the initiator's tests (tests/vm/tests/25, 26): only
+ * in the test build build/tests/rblk-target-fault (-DRBLK_FAULTS), where
+ * the environment's RBLK_FAULT names how the target misbehaves once a
+ * session has logged in (the modes of tests/e2e/rblk_rogue.py: silent,
+ * break, push-nodata, push-wrongtag, write-zero, write-early, size0,
+ * size63), or with "@FILE" the file that names it, read at each use so a
+ * test can change it while sessions run. Compiled out of rblk-target.
+ */
+#ifdef RBLK_FAULTS
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static inline bool target_fault(const char *mode)
+{
+	const char *f = getenv("RBLK_FAULT");
+	char buf[32] = "";
+	FILE *fp;
+
+	if (f && f[0] == '@' && (fp = fopen(f + 1, "r"))) {
+		if (fgets(buf, sizeof(buf), fp))
+			buf[strcspn(buf, "\n")] = 0;
+		fclose(fp);
+		f = buf;
+	}
+	return f && !strcmp(f, mode);
+}
+#else
+#define target_fault(mode) false
+#endif
 
 #endif

@@ -522,6 +522,11 @@ static bool xr_translate(struct xr_group *g, const struct ibv_wc *iw,
 			w->flags = XP_WC_F_WITH_INV;
 			w->invalidated_rkey = iw->invalidated_rkey;
 		}
+		if (iw->status == IBV_WC_SUCCESS &&
+		    iw->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+			w->flags = XP_WC_F_WITH_IMM;
+			w->imm = be32toh(iw->imm_data);
+		}
 	} else {
 		const struct xr_sq_slot *s;
 

@@ -56,6 +56,7 @@
 #include "xp_internal.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>

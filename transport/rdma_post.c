@@ -237,6 +237,12 @@ static int xr_build(struct xr_conn *c, struct xp_send_wr *w,
 		iw->wr.rdma.remote_addr = w->remote_addr;
 		iw->wr.rdma.rkey = w->rkey;
 		break;
+	case XP_WR_RDMA_WRITE_WITH_IMM:
+		iw->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+		iw->wr.rdma.remote_addr = w->remote_addr;
+		iw->wr.rdma.rkey = w->rkey;
+		iw->imm_data = htobe32(w->imm);
+		break;
 	case XP_WR_RDMA_READ:
 		iw->opcode = IBV_WR_RDMA_READ;
 		iw->wr.rdma.remote_addr = w->remote_addr;
@@ -443,6 +449,7 @@ static int xr_connect(const char *host, uint16_t port,
 const struct xp_ops xp_rdma_ops = {
     .name = "rdma",
     .reg_pins_memory = true,
+    .write_imm = true,
     .group_create = xr_group_create,
     .group_destroy = xr_group_destroy,
     .group_arm = xr_group_arm,

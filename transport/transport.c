@@ -107,6 +107,7 @@ enum xp_wc_opcode xp_wr_wc_opcode(enum xp_wr_opcode op)
 {
 	switch (op) {
 	case XP_WR_RDMA_WRITE:
+	case XP_WR_RDMA_WRITE_WITH_IMM:
 		return XP_WC_RDMA_WRITE;
 	case XP_WR_RDMA_READ:
 		return XP_WC_RDMA_READ;

@@ -147,6 +147,13 @@ enum xp_wr_opcode {
 	XP_WR_LOCAL_INV,     /* invalidate our window wr->invalidate_rkey */
 	XP_WR_SEND_WITH_INV, /* SEND that invalidates the peer's window
 				wr->invalidate_rkey before it is received */
+	/*
+	 * RDMA WRITE that also consumes one of the peer's receives: its
+	 * RECV completion has XP_WC_F_WITH_IMM, wr->imm and the WRITE's
+	 * length in byte_len, and no data in the receive buffer. Only
+	 * where xp_ops.write_imm (rdma); tcp refuses it at post time.
+	 */
+	XP_WR_RDMA_WRITE_WITH_IMM,
 };
 
 #define XP_SEND_SIGNALED (1u << 0)
@@ -179,6 +186,7 @@ struct xp_send_wr {
 	uint64_t remote_addr;	  /* one-sided only */
 	uint32_t rkey;		  /* one-sided only */
 	uint32_t invalidate_rkey; /* LOCAL_INV, SEND_WITH_INV */
+	uint32_t imm;		  /* RDMA_WRITE_WITH_IMM, host order */
 	struct xp_mw_bind bind;	  /* BIND_MW */
 };
 
@@ -202,6 +210,8 @@ enum xp_wc_opcode {
 };
 
 #define XP_WC_F_WITH_INV (1u << 0) /* RECV of a SEND_WITH_INV */
+/* RECV consumed by an RDMA WRITE WITH IMMEDIATE: imm, byte_len written */
+#define XP_WC_F_WITH_IMM (1u << 1)
 
 struct xp_wc {
 	uint64_t wr_id;
@@ -211,6 +221,7 @@ struct xp_wc {
 	struct xp_conn *conn;	   /* NULL for XP_WC_FD_READY */
 	unsigned int flags;	   /* XP_WC_F_* */
 	uint32_t invalidated_rkey; /* with XP_WC_F_WITH_INV */
+	uint32_t imm;		   /* with XP_WC_F_WITH_IMM, host order */
 };
 
 struct xp_conn_attr {
@@ -252,6 +263,12 @@ struct xp_ops {
 	 * ordinary memory, resident only where it was touched.
 	 */
 	bool reg_pins_memory;
+	/*
+	 * XP_WR_RDMA_WRITE_WITH_IMM is carried (rdma): the receiver learns
+	 * from a completion how many bytes a WRITE placed. tcp counts what
+	 * a window received instead (mw_placed).
+	 */
+	bool write_imm;
 
 	/* A poll group for the calling thread. */
 	int (*group_create)(struct xp_group **out);

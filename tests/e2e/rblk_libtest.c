@@ -48,9 +48,12 @@
  *                              queue fails (-ENOTCONN) and print "lost";
  *                              exit 0 then, 1 on anything else
  *
- *   rblk_libtest rogue URL read|write|reads|pair IO_TIMEOUT_MS IO_RETRIES
+ *   rblk_libtest rogue URL read|pushread|write|reads|pair IO_TIMEOUT_MS
+ *                IO_RETRIES
  *                CTRL_LOSS_S RECONNECT_DELAY_MS
  *                              one 64 KiB I/O against tests/e2e/rblk_rogue.py
+ *                              (or build/tests/rblk-target-fault over rdma;
+ *                              pushread: a read with push reads asked for)
  *                              with those options; prints how it ended, how
  *                              long it took, whether the data read is the
  *                              rogue's pattern, and rblk_queue_stats()
@@ -739,7 +742,8 @@ static int test_rogue(const char *url, const char *op, int to, int ret_max,
 	struct rblk_opts o;
 	struct rblk *r;
 	uint64_t start;
-	bool read = !strcmp(op, "read");
+	bool push = !strcmp(op, "pushread");
+	bool read = push || !strcmp(op, "read");
 	bool reads = !strcmp(op, "reads"), pair = !strcmp(op, "pair");
 	const char *data = "-";
 	bool ok = true;
@@ -756,6 +760,8 @@ static int test_rogue(const char *url, const char *op, int to, int ret_max,
 	/* reads pulled rather than pushed (tcp's default) */
 	if (getenv("RBLK_TEST_PULL") && *getenv("RBLK_TEST_PULL"))
 		o.flags |= RBLK_OPEN_PULL_READS;
+	if (push)
+		o.flags |= RBLK_OPEN_PUSH_READS;
 	ret = rblk_open(url, &o, &r);
 	if (ret) {
 		printf("open=%s (%s)\n", strerrorname_np(-ret),

@@ -148,6 +148,20 @@ static void test_read_only_request(void **state)
 	assert_true(p.lim.features & RBLK_F_READ_ONLY);
 }
 
+/* PUSH_IMM only when asked (conn.c then drops it on tcp) */
+static void test_push_imm(void **state)
+{
+	uint8_t buf[RBLK_MSG_MAX];
+	struct login_plan p;
+	size_t n = hello(buf, "open", 16, 1 << 20, RBLK_HELLO_F_PUSH_IMM);
+
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_OK);
+	assert_true(p.lim.features & RBLK_F_PUSH_IMM);
+	n = hello(buf, "open", 16, 1 << 20, 0);
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_OK);
+	assert_false(p.lim.features & RBLK_F_PUSH_IMM);
+}
+
 static void test_refusals(void **state)
 {
 	uint8_t buf[RBLK_MSG_MAX];
@@ -408,6 +422,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup(test_grant, setup),
 	    cmocka_unit_test_setup(test_read_only_request, setup),
+	    cmocka_unit_test_setup(test_push_imm, setup),
 	    cmocka_unit_test_setup(test_refusals, setup),
 	    cmocka_unit_test_setup(test_discover, setup),
 	    cmocka_unit_test_setup(test_hidden_refusal, setup),
