@@ -55,6 +55,56 @@ static bool loss_log_ok(struct rblk_queue *q, char *quiet, size_t len)
 	return true;
 }
 
+/* ---- the queue's state ---------------------------------------------------
+ */
+
+/* bit t of queue_state_next[f]: f -> t is legal (enum queue_state) */
+#define QS(s) (1u << (s))
+static const unsigned int queue_state_next[] = {
+    [QUEUE_CONNECTING] = QS(QUEUE_LIVE),
+    [QUEUE_LIVE] = QS(QUEUE_DRAINING) | QS(QUEUE_LOST) | QS(QUEUE_FAILED),
+    [QUEUE_DRAINING] = QS(QUEUE_LOST) | QS(QUEUE_FAILED),
+    [QUEUE_LOST] = QS(QUEUE_LIVE) | QS(QUEUE_FAILED),
+    [QUEUE_FAILED] = 0,
+};
+#undef QS
+
+const char *lib_queue_state_str(enum queue_state s)
+{
+	static const char *const names[] = {
+	    [QUEUE_CONNECTING] = "connecting", [QUEUE_LIVE] = "live",
+	    [QUEUE_DRAINING] = "draining",     [QUEUE_LOST] = "lost",
+	    [QUEUE_FAILED] = "failed",
+	};
+
+	return (unsigned int)s < ARRAY_SIZE(names) ? names[s] : "?";
+}
+
+bool lib_queue_state_legal(enum queue_state from, enum queue_state to)
+{
+	return (unsigned int)from < ARRAY_SIZE(queue_state_next) &&
+	       (unsigned int)to < ARRAY_SIZE(queue_state_next) &&
+	       (queue_state_next[from] & (1u << to));
+}
+
+/*
+ * The one place a queue's state changes. An illegal change is a bug in
+ * librblk (a loss handled twice, an attach without a connection): it is
+ * logged and refused, and the caller leaves the queue as it is.
+ */
+bool lib_queue_set_state(struct rblk_queue *q, enum queue_state to)
+{
+	if (!lib_queue_state_legal(q->state, to)) {
+		log_err("queue %u: refusing state change %s -> %s", q->index,
+			lib_queue_state_str(q->state), lib_queue_state_str(to));
+		return false;
+	}
+	log_debug("queue %u: %s -> %s", q->index, lib_queue_state_str(q->state),
+		  lib_queue_state_str(to));
+	q->state = to;
+	return true;
+}
+
 void rblk_queue_stats(const struct rblk_queue *q, struct rblk_queue_stats *s)
 {
 	*s = q->stats;
