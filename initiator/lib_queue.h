@@ -143,7 +143,6 @@ struct rblk_queue {
 	/* message buffers, send credits and the send batch (common/qp.h) */
 	struct qp qp;
 	enum queue_state state; /* lib_queue_set_state() changes it */
-	bool dead;
 
 	uint16_t qd; /* granted */
 	uint32_t max_io;
@@ -211,15 +210,11 @@ struct rblk_queue {
 	unsigned int nr_umrs, cap_umrs;
 
 	/*
-	 * Reconnect and keep-alive. dead: no usable connection (xc is NULL
-	 * while reconnecting); failed: given up for good, every I/O fails
-	 * with -ENOTCONN. timer_fd is watched in g (XP_WC_FD_READY, cookie
-	 * TIMER_COOKIE), so a caller's event loop sleeping on the group fd
-	 * wakes for completions and for timer duties alike (timer_at, ms on
-	 * the monotonic clock; 0: none).
+	 * Reconnect and keep-alive (QUEUE_LOST, QUEUE_FAILED). timer_fd is
+	 * watched in g (XP_WC_FD_READY, cookie TIMER_COOKIE), so a caller's
+	 * event loop sleeping on the group fd wakes for completions and for
+	 * timer duties alike (timer_at, ms on the monotonic clock; 0: none).
 	 */
-	bool failed;
-	bool connected_once;
 	int timer_fd;
 	uint64_t timer_at;
 	uint64_t lost_at;	     /* when the connection was lost */
@@ -247,12 +242,11 @@ struct rblk_queue {
 	/*
 	 * Multipath (lib_path.c). path: the r->paths entry of the connection
 	 * (or of the attempt); path_first: where the next round of attempts
-	 * starts; draining: moving to r->active between commands: nothing
-	 * new is issued until what is in flight completes (or drain_until).
+	 * starts; drain_until: when QUEUE_DRAINING stops waiting for what is
+	 * in flight.
 	 */
 	unsigned int path;
 	unsigned int path_first;
-	bool draining;
 	uint64_t drain_until;
 };
 

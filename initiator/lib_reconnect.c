@@ -152,9 +152,8 @@ void lib_queue_fail(struct rblk_queue *q, const char *why)
 {
 	struct io *io;
 
-	if (q->failed)
+	if (q->state == QUEUE_FAILED || !lib_queue_set_state(q, QUEUE_FAILED))
 		return;
-	q->failed = q->dead = true;
 	qp_drop(&q->qp);
 	for (unsigned int t = 0; t < q->qd; t++)
 		if (q->reqs[t].state != IREQ_FREE &&
@@ -201,12 +200,14 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 	unsigned int failed = 0, kept = 0;
 	char quiet[64];
 
-	if (q->dead)
+	if (lib_queue_down(q))
 		return;
 	if (!o->ctrl_loss_timeout_s && q->r->nr_paths < 2) {
 		lib_queue_fail(q, why);
 		return;
 	}
+	if (!lib_queue_set_state(q, QUEUE_LOST))
+		return;
 	if (q->unstable && now - q->live_at >= RBLK_STABLE_MS)
 		lib_conn_proved(q); /* it lived long enough */
 	q->stats.conn_lost++;
@@ -215,7 +216,6 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 			 xp_peer_name(q->xc), why,
 			 q->unstable ? "; the connection was not stable" : "",
 			 quiet);
-	q->dead = true;
 	lib_queue_drop_conn(q);
 	lib_ka_free(q);
 	lib_tags_unhold(q);
@@ -348,7 +348,7 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 		lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
 		rq->state = IREQ_KA;
 		lib_batch_flush(q); /* now, even if plugged: it is a probe */
-		if (q->dead)
+		if (lib_queue_down(q))
 			return;
 	} else if (++q->stalled_ticks >= 2) {
 		snprintf(why, sizeof(why),
@@ -469,9 +469,9 @@ void lib_queue_tick(struct rblk_queue *q)
 		return;
 	lib_timer_drain(q);
 	q->timer_at = 0;
-	if (q->failed)
+	if (q->state == QUEUE_FAILED)
 		return;
-	if (q->dead) {
+	if (q->state == QUEUE_LOST) {
 		reconnect_attempt(q, now);
 		return;
 	}
