@@ -194,6 +194,14 @@ $(BUILD)/tests/test_limits: tests/unit/test_limits.c \
 		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
 		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
 
+# librblk's queue state table (initiator/lib_reconnect.c), with its objects.
+$(BUILD)/tests/test_queue_state: tests/unit/test_queue_state.c $(LIB_OBJ) \
+		$(XPORT_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(XPORT_OBJ) \
+		$(COMMON_OBJ) $(shell pkg-config --libs cmocka) \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+
 # librblk against the target's objects in one process (tcp on loopback).
 TARGET_LIB_OBJ := $(filter-out $(BUILD)/obj/target/main.o,$(TARGET_OBJ))
 $(BUILD)/tests/test_lib: tests/unit/test_lib.c $(TARGET_LIB_OBJ) $(LIB_OBJ) \

@@ -275,7 +275,7 @@ int rblk_register_buffer(struct rblk_queue *q, void *addr, size_t len)
 
 	if (!addr || !len)
 		return set_error(-EINVAL, "register: empty buffer");
-	if (q->failed)
+	if (q->state == QUEUE_FAILED)
 		return set_error(
 		    -ENOTCONN, "register: queue %u is disconnected", q->index);
 	for (i = 0; i < q->nr_umrs; i++) {
@@ -477,7 +477,7 @@ static void return_held(struct rblk_queue *q)
 {
 	struct ireq *rq;
 
-	while (q->held_tags && !q->dead && qp_take(&q->qp, 1)) {
+	while (q->held_tags && !lib_queue_down(q) && qp_take(&q->qp, 1)) {
 		rq = FREELIST_POP(q->held_tags, next);
 		add_done(q, rq);
 		rq->state = IREQ_FREE;
@@ -773,7 +773,7 @@ static void pump_pending(struct rblk_queue *q)
 	struct io *io;
 	int ret;
 
-	while ((io = q->pend_head) && !q->dead && !q->draining) {
+	while ((io = q->pend_head) && q->state == QUEUE_LIVE) {
 		ret = issue_part(q, io);
 		if (ret == PART_FAILED) {
 			(void)FIFO_POP(q->pend_head, q->pend_tail, next);
@@ -794,7 +794,7 @@ static void retry_reads(struct rblk_queue *q)
 	struct ireq *rq;
 	int ret;
 
-	while ((rq = q->wait_head) && !q->dead) {
+	while ((rq = q->wait_head) && !lib_queue_down(q)) {
 		/*
 		 * Unlinked only once posted, but its link read before: a
 		 * READ_DONE posted frees the tag, which reuses the link.
@@ -969,7 +969,8 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 			    q); /* the tick runs once lib_timer_due() sees it */
 		return;
 	}
-	if (q->dead) /* the rest of a batch reaped from a lost connection */
+	/* the rest of a batch reaped from a lost connection */
+	if (lib_queue_down(q))
 		return;
 	if (wc->status != XP_WC_SUCCESS) {
 		char why[128];
@@ -993,7 +994,7 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 			handle_push_data(q, wc);
 		else
 			handle_response(q, qp_recv_buf(&q->qp, tag), wc);
-		if (!q->dead && qp_post_recv(&q->qp, tag))
+		if (!lib_queue_down(q) && qp_post_recv(&q->qp, tag))
 			lib_queue_lost(q, "reposting a receive failed");
 		break;
 	case WRID_READ:
@@ -1038,8 +1039,8 @@ static int progress(struct rblk_queue *q)
 		for (int i = 0; i < n; i++)
 			handle_wc(q, &wc[i]);
 		total += n;
-	} while (n == POLL_BATCH && !q->dead);
-	if (total && !q->dead) {
+	} while (n == POLL_BATCH && !lib_queue_down(q));
+	if (total && !lib_queue_down(q)) {
 		q->empty_polls = 0;
 		retry_reads(q);
 		pump_pending(q);
@@ -1047,7 +1048,7 @@ static int progress(struct rblk_queue *q)
 		return_held(q);
 	}
 	q->plugged--;
-	if (!q->plugged && !q->dead)
+	if (!q->plugged && !lib_queue_down(q))
 		lib_batch_flush(q);
 	return n < 0 ? n : total;
 }
@@ -1063,7 +1064,7 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	struct io *io;
 
 	/* while reconnecting, I/O queues up (at most nr_ios of it) */
-	if (q->failed)
+	if (q->state == QUEUE_FAILED)
 		return set_error(-ENOTCONN, "queue %u is disconnected",
 				 q->index);
 	if (op < RBLK_IO_READ || op > RBLK_IO_WRITE_ZEROES)
@@ -1117,10 +1118,10 @@ int rblk_queue_unplug(struct rblk_queue *q)
 {
 	if (q->plugged && --q->plugged)
 		return 0;
-	if (q->failed)
+	if (q->state == QUEUE_FAILED)
 		return set_error(-ENOTCONN, "queue %u is disconnected",
 				 q->index);
-	if (q->dead)
+	if (lib_queue_down(q))
 		return 0; /* held until the connection is back */
 	if (lib_batch_flush(q))
 		return set_error(-ENOTCONN, "queue %u: posting failed",
@@ -1143,9 +1144,9 @@ static int take_done(struct rblk_queue *q, struct rblk_completion *c, int max)
 
 int rblk_queue_arm(struct rblk_queue *q)
 {
-	if (q->done_count || q->failed || lib_timer_due(q))
+	if (q->done_count || q->state == QUEUE_FAILED || lib_timer_due(q))
 		return 1;
-	if (q->dead)
+	if (lib_queue_down(q))
 		return 0; /* the timer wakes the fd for the next attempt */
 	if (q->held_tags) {
 		return_held(q); /* about to sleep */
@@ -1181,7 +1182,7 @@ static int spin_poll_once(void *arg)
 	struct rblk_queue *q = arg;
 
 	progress(q);
-	return q->done_count || q->dead;
+	return q->done_count || lib_queue_down(q);
 }
 
 static bool spin_poll(struct rblk_queue *q, unsigned int spin_us)
@@ -1206,7 +1207,7 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 	 */
 	if (q->done_count >= (unsigned int)max)
 		return take_done(q, c, max);
-	if (!q->dead)
+	if (!lib_queue_down(q))
 		lib_batch_flush(
 		    q); /* nothing plugged may wait while we sleep */
 	for (;;) {
@@ -1215,11 +1216,11 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 
 		if (lib_timer_due(q))
 			lib_queue_tick(q);
-		if (!q->dead)
+		if (!lib_queue_down(q))
 			progress(q);
 		if (q->done_count)
 			return take_done(q, c, max);
-		if (q->failed)
+		if (q->state == QUEUE_FAILED)
 			return set_error(-ENOTCONN, "queue %u is disconnected",
 					 q->index);
 		if (timeout_ms == 0)
@@ -1270,7 +1271,7 @@ int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	 * the target drops a session that holds one past its window_timeout
 	 * (docs/PROTOCOL.md, "What a session may hold").
 	 */
-	if (q->held_tags && !q->dead) {
+	if (q->held_tags && !lib_queue_down(q)) {
 		return_held(q);
 		if (!q->plugged)
 			lib_batch_flush(q);
@@ -1320,8 +1321,9 @@ int rblk_write_zeroes(struct rblk *r, uint64_t len, uint64_t offset,
  */
 int lib_queue_attach(struct rblk_queue *q)
 {
-	q->dead = false;
-	q->connected_once = true;
+	if (!lib_queue_set_state(q, QUEUE_LIVE))
+		return set_error(-EINVAL, "queue %u: attached while %s",
+				 q->index, lib_queue_state_str(q->state));
 	q->live_at = now_ms();
 	q->rx_seen = false;
 	q->stalled_ticks = 0;
@@ -1342,7 +1344,7 @@ int lib_queue_attach(struct rblk_queue *q)
 	q->plugged--;
 	if (!q->plugged)
 		lib_batch_flush(q);
-	if (q->dead) /* lost again at once: the timer is set */
+	if (lib_queue_down(q)) /* lost again at once: the timer is set */
 		return 0;
 	lib_timer_set(q, lib_tick_next(q, now_ms()));
 	return 0;

@@ -403,8 +403,8 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 	    ((login->features & RBLK_F_TAG_GEN) && r->tag_gen_refused))
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
-	if (!q->connected_once)
-		return 0;
+	if (q->state == QUEUE_CONNECTING)
+		return 0; /* the first login: nothing to match yet */
 	if (memcmp(login->vol_id, q->vol_id, sizeof(q->vol_id)))
 		return lib_path_vol_mismatch(q, login->vol_id);
 	if (login->size != r->info.size ||
@@ -441,7 +441,7 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 	ret = queue_use_direct(r, q, o, login);
 	if (ret)
 		return ret;
-	if (q->index == 0 && !q->connected_once) {
+	if (q->index == 0 && q->state == QUEUE_CONNECTING) {
 		r->info.size = login->size;
 		r->info.block_size = login->block_size;
 		r->info.max_io = login->max_io;

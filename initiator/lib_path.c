@@ -193,7 +193,7 @@ static int path_login(struct rblk *r, unsigned int p, int timeout_ms)
 	    .r = r,
 	    .index = 0,
 	    .timer_fd = -1,
-	    .connected_once = true,
+	    .state = QUEUE_LOST, /* its login is checked as a reconnect */
 	    .qd = q0->qd,
 	    .max_io = q0->max_io,
 	    .features = q0->features,
@@ -252,7 +252,6 @@ void lib_path_lost(struct rblk_queue *q)
 	struct rblk *r = q->r;
 	unsigned int active = atomic_load(&r->active);
 
-	q->draining = false;
 	if (r->nr_paths < 2)
 		q->path_first = 0;
 	else if (active != q->path)
@@ -330,12 +329,13 @@ bool lib_path_tick(struct rblk_queue *q, uint64_t now)
 
 	if (r->nr_paths < 2)
 		return false;
-	if (!q->draining) {
+	if (q->state != QUEUE_DRAINING) {
 		path_probe(q, now);
 		want = atomic_load(&r->active);
 		if (want == q->path)
 			return false;
-		q->draining = true;
+		if (!lib_queue_set_state(q, QUEUE_DRAINING))
+			return false;
 		q->drain_until = now + (uint64_t)r->opts.timeout_ms;
 		log_info("queue %u: moving from %s to %s between commands",
 			 q->index, r->paths[q->path].str, r->paths[want].str);

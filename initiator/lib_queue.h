@@ -94,6 +94,41 @@ struct ireq {
 	bool timed_out;
 };
 
+/*
+ * A queue's connection state. lib_queue_set_state() makes every change
+ * and refuses (and logs) any not in its table (lib_reconnect.c):
+ *
+ *   QUEUE_CONNECTING  rblk_open(): the first connection and login; no
+ *                     tags or I/Os yet (a calloc'd queue starts here)
+ *   QUEUE_LIVE        connected and logged in: commands go out
+ *   QUEUE_DRAINING    live, moving to r->active between commands
+ *                     (lib_path_tick()): nothing new is issued until what
+ *                     is in flight completes, or drain_until
+ *   QUEUE_LOST        no usable connection: unfinished parts are kept for
+ *                     reissue, I/O queues up, the timer runs attempts
+ *   QUEUE_FAILED      given up for good: every I/O fails with -ENOTCONN
+ *
+ *   CONNECTING -> LIVE           lib_queue_attach(), after the first login
+ *   LIVE -> DRAINING             lib_path_tick(): the session moved path
+ *   LIVE, DRAINING -> LOST       lib_queue_lost()
+ *   LOST -> LIVE                 lib_queue_attach(), after a reconnect
+ *   LIVE, DRAINING, LOST -> FAILED  lib_queue_fail(): ctrl-loss timeout,
+ *                                a refusal, or reconnecting off
+ *
+ * Whether the outage goes on (q->unstable: back-off and loss timeout keep
+ * running until a connection proves stable) is the outage's, not the
+ * connection's: it spans LOST and LIVE, so it is not a state. q->xc is
+ * the connection, a resource: while LOST an attempt's, or NULL between
+ * attempts.
+ */
+enum queue_state {
+	QUEUE_CONNECTING,
+	QUEUE_LIVE,
+	QUEUE_DRAINING,
+	QUEUE_LOST,
+	QUEUE_FAILED,
+};
+
 struct user_mr {
 	char *addr;
 	size_t len;
@@ -114,7 +149,7 @@ struct rblk_queue {
 	struct xp_conn *xc;
 	/* message buffers, send credits and the send batch (common/qp.h) */
 	struct qp qp;
-	bool dead;
+	enum queue_state state; /* lib_queue_set_state() changes it */
 
 	uint16_t qd; /* granted */
 	uint32_t max_io;
@@ -191,15 +226,11 @@ struct rblk_queue {
 	unsigned int nr_umrs, cap_umrs;
 
 	/*
-	 * Reconnect and keep-alive. dead: no usable connection (xc is NULL
-	 * while reconnecting); failed: given up for good, every I/O fails
-	 * with -ENOTCONN. timer_fd is watched in g (XP_WC_FD_READY, cookie
-	 * TIMER_COOKIE), so a caller's event loop sleeping on the group fd
-	 * wakes for completions and for timer duties alike (timer_at, ms on
-	 * the monotonic clock; 0: none).
+	 * Reconnect and keep-alive (QUEUE_LOST, QUEUE_FAILED). timer_fd is
+	 * watched in g (XP_WC_FD_READY, cookie TIMER_COOKIE), so a caller's
+	 * event loop sleeping on the group fd wakes for completions and for
+	 * timer duties alike (timer_at, ms on the monotonic clock; 0: none).
 	 */
-	bool failed;
-	bool connected_once;
 	int timer_fd;
 	uint64_t timer_at;
 	uint64_t lost_at;	     /* when the connection was lost */
@@ -227,12 +258,11 @@ struct rblk_queue {
 	/*
 	 * Multipath (lib_path.c). path: the r->paths entry of the connection
 	 * (or of the attempt); path_first: where the next round of attempts
-	 * starts; draining: moving to r->active between commands: nothing
-	 * new is issued until what is in flight completes (or drain_until).
+	 * starts; drain_until: when QUEUE_DRAINING stops waiting for what is
+	 * in flight.
 	 */
 	unsigned int path;
 	unsigned int path_first;
-	bool draining;
 	uint64_t drain_until;
 };
 
@@ -353,6 +383,16 @@ void lib_timer_set(struct rblk_queue *q, uint64_t at_ms);
 void lib_timer_drain(struct rblk_queue *q);
 /* Free the tag of the KEEPALIVE in flight, if any. */
 void lib_ka_free(struct rblk_queue *q);
+/* Whether the table has from -> to (enum queue_state's comment). */
+bool lib_queue_state_legal(enum queue_state from, enum queue_state to);
+/* Move q to state to: true, or false (logged, q unchanged) if illegal. */
+bool lib_queue_set_state(struct rblk_queue *q, enum queue_state to);
+const char *lib_queue_state_str(enum queue_state s);
+/* No usable connection: lost (reconnecting) or failed. */
+static inline bool lib_queue_down(const struct rblk_queue *q)
+{
+	return q->state == QUEUE_LOST || q->state == QUEUE_FAILED;
+}
 /*
  * A command completed on a connection: it proved stable. Its loss, if it
  * comes, is a new outage, logged in full (the loss-line bucket refills).

@@ -55,6 +55,56 @@ static bool loss_log_ok(struct rblk_queue *q, char *quiet, size_t len)
 	return true;
 }
 
+/* ---- the queue's state ---------------------------------------------------
+ */
+
+/* bit t of queue_state_next[f]: f -> t is legal (enum queue_state) */
+#define QS(s) (1u << (s))
+static const unsigned int queue_state_next[] = {
+    [QUEUE_CONNECTING] = QS(QUEUE_LIVE),
+    [QUEUE_LIVE] = QS(QUEUE_DRAINING) | QS(QUEUE_LOST) | QS(QUEUE_FAILED),
+    [QUEUE_DRAINING] = QS(QUEUE_LOST) | QS(QUEUE_FAILED),
+    [QUEUE_LOST] = QS(QUEUE_LIVE) | QS(QUEUE_FAILED),
+    [QUEUE_FAILED] = 0,
+};
+#undef QS
+
+const char *lib_queue_state_str(enum queue_state s)
+{
+	static const char *const names[] = {
+	    [QUEUE_CONNECTING] = "connecting", [QUEUE_LIVE] = "live",
+	    [QUEUE_DRAINING] = "draining",     [QUEUE_LOST] = "lost",
+	    [QUEUE_FAILED] = "failed",
+	};
+
+	return (unsigned int)s < ARRAY_SIZE(names) ? names[s] : "?";
+}
+
+bool lib_queue_state_legal(enum queue_state from, enum queue_state to)
+{
+	return (unsigned int)from < ARRAY_SIZE(queue_state_next) &&
+	       (unsigned int)to < ARRAY_SIZE(queue_state_next) &&
+	       (queue_state_next[from] & (1u << to));
+}
+
+/*
+ * The one place a queue's state changes. An illegal change is a bug in
+ * librblk (a loss handled twice, an attach without a connection): it is
+ * logged and refused, and the caller leaves the queue as it is.
+ */
+bool lib_queue_set_state(struct rblk_queue *q, enum queue_state to)
+{
+	if (!lib_queue_state_legal(q->state, to)) {
+		log_err("queue %u: refusing state change %s -> %s", q->index,
+			lib_queue_state_str(q->state), lib_queue_state_str(to));
+		return false;
+	}
+	log_debug("queue %u: %s -> %s", q->index, lib_queue_state_str(q->state),
+		  lib_queue_state_str(to));
+	q->state = to;
+	return true;
+}
+
 void rblk_queue_stats(const struct rblk_queue *q, struct rblk_queue_stats *s)
 {
 	*s = q->stats;
@@ -102,9 +152,8 @@ void lib_queue_fail(struct rblk_queue *q, const char *why)
 {
 	struct io *io;
 
-	if (q->failed)
+	if (q->state == QUEUE_FAILED || !lib_queue_set_state(q, QUEUE_FAILED))
 		return;
-	q->failed = q->dead = true;
 	qp_drop(&q->qp);
 	for (unsigned int t = 0; t < q->qd; t++)
 		if (q->reqs[t].state != IREQ_FREE &&
@@ -151,12 +200,14 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 	unsigned int failed = 0, kept = 0;
 	char quiet[64];
 
-	if (q->dead)
+	if (lib_queue_down(q))
 		return;
 	if (!o->ctrl_loss_timeout_s && q->r->nr_paths < 2) {
 		lib_queue_fail(q, why);
 		return;
 	}
+	if (!lib_queue_set_state(q, QUEUE_LOST))
+		return;
 	if (q->unstable && now - q->live_at >= RBLK_STABLE_MS)
 		lib_conn_proved(q); /* it lived long enough */
 	q->stats.conn_lost++;
@@ -165,7 +216,6 @@ void lib_queue_lost(struct rblk_queue *q, const char *why)
 			 xp_peer_name(q->xc), why,
 			 q->unstable ? "; the connection was not stable" : "",
 			 quiet);
-	q->dead = true;
 	lib_queue_drop_conn(q);
 	lib_ka_free(q);
 	lib_tags_unhold(q);
@@ -298,7 +348,7 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 		lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
 		rq->state = IREQ_KA;
 		lib_batch_flush(q); /* now, even if plugged: it is a probe */
-		if (q->dead)
+		if (lib_queue_down(q))
 			return;
 	} else if (++q->stalled_ticks >= 2) {
 		snprintf(why, sizeof(why),
@@ -419,9 +469,9 @@ void lib_queue_tick(struct rblk_queue *q)
 		return;
 	lib_timer_drain(q);
 	q->timer_at = 0;
-	if (q->failed)
+	if (q->state == QUEUE_FAILED)
 		return;
-	if (q->dead) {
+	if (q->state == QUEUE_LOST) {
 		reconnect_attempt(q, now);
 		return;
 	}
