@@ -77,6 +77,8 @@ run() # BUILD RW BS QD -> "IOPS CPU_US_PER_IO"
 
 results=$dir/results
 : >"$results"
+# --results gets each round as it ends: a run cut short keeps what it did
+[ -z "$results_out" ] || : >"$results_out"
 for ((r = 1; r <= rounds; r++)); do
 	IFS=, read -r -a wl <<<"$workloads"
 	for w in "${wl[@]}"; do
@@ -89,7 +91,7 @@ for ((r = 1; r <= rounds; r++)); do
 			read -r ia ca <<<"$(run "$a" $w)"
 		fi
 		echo "round $r ${w// /_} A $ia B $ib cpuA $ca cpuB $cb" |
-			tee -a "$results"
+			tee -a "$results" ${results_out:+"$results_out"}
 	done
 done
 awk "$BENCH_AWK_MEDIAN"'
@@ -111,4 +113,3 @@ END {
 	}
 }' "$results"
 echo "A = $a, B = $b, $fe over rdma://$addr, --queues $queues, CPU: system"
-[ -z "$results_out" ] || cp "$results" "$results_out"
