@@ -383,6 +383,23 @@ struct rblk_wire_cm_rej {
 #define RBLK_AUTH_RESPONSE_SIZE 80
 #define RBLK_AUTH_RESULT_SIZE 48
 
+/*
+ * The in-capsule size offered by default: RBLK_INLINE_DEFAULT, halved
+ * while nr buffers of RBLK_CMD_SIZE + that many bytes pass budget; 0 when
+ * not even RBLK_INLINE_ALIGN fits. The target sizes its receive ring by it
+ * (login_inline_cap()) and librblk its command buffers (before it learns
+ * the grant), with nr and budget in the same ratio, so that what librblk
+ * asks by default is what a target's default grants.
+ */
+static inline uint32_t rblk_inline_fit(size_t nr, size_t budget)
+{
+	uint32_t n = RBLK_INLINE_DEFAULT;
+
+	while (n >= RBLK_INLINE_ALIGN && nr * (RBLK_CMD_SIZE + n) > budget)
+		n /= 2;
+	return n >= RBLK_INLINE_ALIGN ? n : 0;
+}
+
 /* ---- host-order views, filled by the decoders ------------------------- */
 
 struct rblk_hello {

@@ -31,6 +31,7 @@ _Static_assert(RBLK_DEFAULT_INLINE == RBLK_INLINE_DEFAULT &&
 		   RBLK_DEFAULT_INLINE <= RBLK_INLINE_MAX,
 	       "librblk asks what a target grants by default");
 _Static_assert(RBLK_HELLO_SIZE <= RBLK_MSG_MAX, "hello fits a buffer");
+_Static_assert(CMD_BUF_SIZE == RBLK_CMD_SIZE, "inline_ask() sizes as sent");
 _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
 		   RBLK_FEAT_FLUSH == RBLK_F_FLUSH &&
 		   RBLK_FEAT_FUA == RBLK_F_FUA &&
@@ -233,14 +234,26 @@ static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
 	return 0;
 }
 
-/* In-capsule bytes to ask for (rblk_opts.inline_data). */
+/*
+ * In-capsule bytes to ask for (rblk_opts.inline_data). The command
+ * buffers that carry them (depth x (CMD_BUF_SIZE + the ask)) are
+ * registered at dial, before the LOGIN says what was granted, so where
+ * registering pins memory the default asks what a target's default
+ * grants: its receive ring of 2 x depth + 2 buffers within
+ * INLINE_RING_PINNED is depth + 1 buffers within half of it. At depth 64
+ * that is 1024: 68 KiB of command buffers, not 260 KiB for a 4096-byte
+ * ask granted 1024.
+ */
+#define INLINE_SEND_PINNED (128u << 10) /* target's INLINE_RING_PINNED / 2 */
 static uint32_t inline_ask(const struct rblk *r, const struct rblk_opts *o)
 {
 	if (r->inline_refused || o->inline_data < 0)
 		return 0;
-	if (!o->inline_data)
+	if (o->inline_data)
+		return (uint32_t)MIN(o->inline_data, RBLK_INLINE_MAX);
+	if (!r->ops->reg_pins_memory)
 		return RBLK_DEFAULT_INLINE;
-	return (uint32_t)MIN(o->inline_data, RBLK_INLINE_MAX);
+	return rblk_inline_fit(o->queue_depth + 1u, INLINE_SEND_PINNED);
 }
 
 /*

@@ -77,15 +77,10 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 uint32_t login_inline_cap(const struct cfg_target *cfg, unsigned int nr_recv,
 			  bool pinned)
 {
-	size_t budget = pinned ? INLINE_RING_PINNED : INLINE_RING_UNPINNED;
-	uint32_t n = RBLK_INLINE_DEFAULT;
-
 	if (cfg->inline_data != CFG_INLINE_AUTO)
 		return (uint32_t)cfg->inline_data;
-	while (n >= RBLK_INLINE_ALIGN &&
-	       (size_t)nr_recv * (RBLK_CMD_SIZE + n) > budget)
-		n /= 2;
-	return n >= RBLK_INLINE_ALIGN ? n : 0;
+	return rblk_inline_fit(nr_recv, pinned ? INLINE_RING_PINNED
+					       : INLINE_RING_UNPINNED);
 }
 
 void login_reply(const struct rblk_limits *lim, struct rblk_login *l)

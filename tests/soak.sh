@@ -6,7 +6,8 @@
 #
 # and reads RBLK_SOAK (1 under make soak, unset under make check) to choose
 # it. Host e2e tests run under RBLK_SOAK_TIMEOUT (default 7200 s each);
-# guest tests take their limit from a "# soak-timeout: SECONDS" line.
+# guest tests take their limit from a "# soak-timeout: SECONDS" line and
+# run in one guest of RBLK_SOAK_VM_MEM MiB (default 4096: 44-many-maps).
 #
 #   tests/soak.sh                 every host and guest test with a long form
 #   RBLK_VM_SKIP=1 tests/soak.sh  host tests only
@@ -28,7 +29,8 @@ if [ "${RBLK_VM_SKIP:-0}" = 1 ]; then
 	echo "== soak: guest tests skipped (RBLK_VM_SKIP=1)"
 elif [ -n "$guest" ]; then
 	echo "== soak: guest tests: $(echo $guest | xargs -n1 basename | tr '\n' ' ')"
-	tests/vm/setup.sh >/dev/null && RBLK_SOAK=1 tests/vm/run-test.sh $guest || rc=1
+	tests/vm/setup.sh >/dev/null && RBLK_SOAK=1 tests/vm/run-test.sh \
+		--mem "${RBLK_SOAK_VM_MEM:-4096}" $guest || rc=1
 fi
 
 echo "== soak: load and leak check (tests/stress/load.sh)"

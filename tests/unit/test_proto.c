@@ -963,6 +963,36 @@ static void test_hello_inline(void **state)
 	}
 }
 
+/*
+ * rblk_inline_fit(): the target's receive ring (2 x depth + 2 buffers
+ * within 256 KiB over rdma) and librblk's command buffers (depth + 1
+ * within 128 KiB) come to the same size at every depth, so librblk's
+ * default ask is what a default target grants (issue 26).
+ */
+static void test_inline_fit(void **state)
+{
+	static const struct {
+		unsigned int qd;
+		uint32_t n;
+	} known[] = {{1, 4096},	 {16, 4096}, {32, 2048}, {64, 1024},
+		     {128, 512}, {254, 0},   {256, 0}};
+
+	(void)state;
+	for (unsigned int qd = 1; qd <= RBLK_MAX_QD; qd++) {
+		uint32_t n = rblk_inline_fit(2u * qd + 2u, 256u << 10);
+
+		assert_int_equal(rblk_inline_fit(qd + 1u, 128u << 10), n);
+		assert_int_equal(n % RBLK_INLINE_ALIGN, 0);
+		assert_true(n <= RBLK_INLINE_DEFAULT);
+		if (n)
+			assert_true((qd + 1u) * (RBLK_CMD_SIZE + n) <=
+				    (128u << 10));
+	}
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		assert_int_equal(rblk_inline_fit(known[i].qd + 1u, 128u << 10),
+				 known[i].n);
+}
+
 /* LOGIN's inline_data (offset 14): 0 or a multiple of 512 up to 16K */
 static void test_login_inline(void **state)
 {
@@ -2100,6 +2130,7 @@ int main(void)
 	    cmocka_unit_test(test_hello_fields),
 	    cmocka_unit_test(test_hello_inline),
 	    cmocka_unit_test(test_login_inline),
+	    cmocka_unit_test(test_inline_fit),
 	    cmocka_unit_test(test_cmd_inline_roundtrip),
 	    cmocka_unit_test(test_cmd_inline_refused),
 	    cmocka_unit_test(test_cmd_inline_framing),
