@@ -202,13 +202,12 @@ static int dev_io(struct vol *v, struct io *io)
 	case OP_WRITE:
 		while (done < io->len) {
 			struct iovec iov = {io->buf + done, io->len - done};
-			ssize_t n =
-			    io->op == OP_READ
-				? preadv2(v->fd, &iov, 1,
-					  (off_t)(io->off + done), 0)
-				: pwritev2(v->fd, &iov, 1,
-					   (off_t)(io->off + done),
-					   io->fua ? RWF_DSYNC : 0);
+			ssize_t n = io->op == OP_READ
+					? preadv2(v->fd, &iov, 1,
+						  (off_t)(io->off + done), 0)
+					: pwritev2(v->fd, &iov, 1,
+						   (off_t)(io->off + done),
+						   io->fua ? RWF_DSYNC : 0);
 
 			if (n < 0 && errno == EINTR)
 				continue;
@@ -231,10 +230,9 @@ static int lib_submit(struct vol *v, struct io *io)
 	    RBLK_IO_READ, RBLK_IO_WRITE, RBLK_IO_TRIM, RBLK_IO_WRITE_ZEROES,
 	    RBLK_IO_FLUSH};
 
-	return rblk_submit(v->q, map[io->op], io->buf,
-			   io->op == OP_FLUSH ? 0 : io->off,
-			   io->op == OP_FLUSH ? 0 : io->len,
-			   io->fua ? RBLK_IO_FUA : 0, io);
+	return rblk_submit(
+	    v->q, map[io->op], io->buf, io->op == OP_FLUSH ? 0 : io->off,
+	    io->op == OP_FLUSH ? 0 : io->len, io->fua ? RBLK_IO_FUA : 0, io);
 }
 
 /* Wait for one I/O of v; returns it with *res. */
@@ -317,7 +315,7 @@ static uint64_t pick_len(struct fsx *f)
 
 	if (r < 600)
 		len = (2 * rnd(12) + 1) * bs; /* odd: 1..23 blocks */
-	else if (r < 850) /* around the inline limit */
+	else if (r < 850)		      /* around the inline limit */
 		len = (uint64_t)((int64_t)(4096 * (1 + rnd(2))) +
 				 around[rnd(3)] * (int64_t)bs);
 	else if (r < 985) /* up to 255 blocks, at most 2 x max I/O */
@@ -537,10 +535,10 @@ static int run_fsx(const char *target, uint64_t nops, unsigned int qd,
 			if (system(cmd))
 				die("restart command failed");
 			done_restarts++;
-			next_restart = done_restarts < restarts
-					   ? nops / (restarts + 1) *
-						 (done_restarts + 1)
-					   : UINT64_MAX;
+			next_restart =
+			    done_restarts < restarts
+				? nops / (restarts + 1) * (done_restarts + 1)
+				: UINT64_MAX;
 		}
 		fsx_one(&f);
 	}
@@ -549,8 +547,8 @@ static int run_fsx(const char *target, uint64_t nops, unsigned int qd,
 	       ", write %" PRIu64 " (fua %" PRIu64 "), trim %" PRIu64
 	       ", write_zeroes %" PRIu64 ", flush %" PRIu64 "), %" PRIu64
 	       " MiB written, volume %" PRIu64 " MiB bs %u max_io %u qd %u, "
-	       "restarts %" PRIu64 ", reconnects %" PRIu64 ", mismatches %" PRIu64
-	       "\n",
+	       "restarts %" PRIu64 ", reconnects %" PRIu64
+	       ", mismatches %" PRIu64 "\n",
 	       nops, now_s() - t0, f.count[OP_READ], f.count[OP_WRITE], f.fua,
 	       f.count[OP_TRIM], f.count[OP_ZERO], f.count[OP_FLUSH],
 	       f.bytes >> 20, f.v.size >> 20, f.v.bs, f.v.max_io, f.v.qd,
@@ -676,8 +674,8 @@ static void journal_load(struct journal *jl, const char *path)
 				die("bad journal line %s", line);
 			continue;
 		case 'W':
-			if (sscanf(line, "W %" SCNu64 " %" SCNu64 " %" SCNu64
-					 " %d",
+			if (sscanf(line,
+				   "W %" SCNu64 " %" SCNu64 " %" SCNu64 " %d",
 				   &o.seq, &o.off, &o.len, &fua) != 4)
 				die("bad journal line %s", line);
 			break;
@@ -807,7 +805,8 @@ static uint64_t check_image(const struct journal *jl, const char *img,
 		}
 		if (!ok && bad++ < 5)
 			fprintf(stderr,
-				"LOST at %s: mark %" PRIu64 "%s: block at %" PRIu64
+				"LOST at %s: mark %" PRIu64
+				"%s: block at %" PRIu64
 				" should hold version %" PRIu64
 				" (0: zeroes) or a later unflushed one\n",
 				where, mark, loose ? " (loose)" : "", off,
@@ -897,8 +896,8 @@ static void checkpoint(struct replay *rp, const char *img, uint64_t size,
 	snprintf(where, sizeof(where), "log entry %" PRIu64, entry);
 	rp->checks++;
 	if (!rp->file_mode) {
-		rp->bad += check_image(&rp->jl, img, rp->last_mark, loose,
-				       where) != 0;
+		rp->bad +=
+		    check_image(&rp->jl, img, rp->last_mark, loose, where) != 0;
 		return;
 	}
 	if (loose && !rp->all)
@@ -1006,14 +1005,15 @@ static int run_replay(const char *log, struct replay *rp, uint64_t size)
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: rblk_fsx fsx TARGET [-n OPS] [-s SEED] [-q QD] "
-		"[-m MAX_IO] [-r RESTARTS -c CMD]\n"
-		"       rblk_fsx durable TARGET -j JOURNAL [-k MARKCMD] [-n OPS] "
-		"[-s SEED]\n"
-		"       rblk_fsx replay LOG -j JOURNAL -z SIZE [-o IMG -x CMD] "
-		"[-a]\n"
-		"       rblk_fsx verify FILE -j JOURNAL -M MARK [-L]\n");
+	fprintf(
+	    stderr,
+	    "usage: rblk_fsx fsx TARGET [-n OPS] [-s SEED] [-q QD] "
+	    "[-m MAX_IO] [-r RESTARTS -c CMD]\n"
+	    "       rblk_fsx durable TARGET -j JOURNAL [-k MARKCMD] [-n OPS] "
+	    "[-s SEED]\n"
+	    "       rblk_fsx replay LOG -j JOURNAL -z SIZE [-o IMG -x CMD] "
+	    "[-a]\n"
+	    "       rblk_fsx verify FILE -j JOURNAL -M MARK [-L]\n");
 	exit(2);
 }
 
