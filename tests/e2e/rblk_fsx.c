@@ -15,12 +15,14 @@
  *     spaced points, with commands in flight: it restarts the target,
  *     and the initiator must reconnect and lose nothing.
  *
- *   rblk_fsx durable TARGET -j JOURNAL -k MARKCMD [-n OPS] [-s SEED]
+ *   rblk_fsx durable TARGET -j JOURNAL (-k MARKCMD | -d DMNAME) [-n OPS]
+ *                    [-s SEED]
  *     One command at a time; after each acknowledgement appends to
  *     JOURNAL what was acknowledged ("W seq off len fua", "Z off len
- *     fua", "F"). After each FLUSH and FUA write runs MARKCMD with
- *     $MARK set to the next mark number (the caller logs that mark in
- *     dm-log-writes) and journals "M n". Write data is a function of
+ *     fua", "F"). After each FLUSH and FUA write logs mark "rblk-N" in
+ *     the dm-log-writes device DMNAME (a DM_TARGET_MSG ioctl, as
+ *     `dmsetup message DMNAME 0 mark rblk-N`), or runs MARKCMD with $MARK
+ *     set to N, and journals "M N". Write data is a function of
  *     (seq, byte offset), so the journal alone says what each block held.
  *
  *   rblk_fsx replay LOG -j JOURNAL -z SIZE [-o IMG -x CMD] [-a]
@@ -45,6 +47,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <linux/dm-ioctl.h>
 #include <linux/fs.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -561,8 +564,33 @@ static int run_fsx(const char *target, uint64_t nops, unsigned int qd,
 
 /* ---- durable: the acknowledged-what-when journal ------------------------ */
 
+/* `dmsetup message NAME 0 MSG` without a process per mark. */
+static int dm_message(const char *name, const char *msg)
+{
+	struct {
+		struct dm_ioctl io;
+		struct dm_target_msg tm;
+		char text[128];
+	} __attribute__((packed)) b;
+	int fd = open("/dev/mapper/control", O_RDWR), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	memset(&b, 0, sizeof(b));
+	b.io.version[0] = DM_VERSION_MAJOR;
+	b.io.data_size = sizeof(b);
+	b.io.data_start = sizeof(b.io);
+	snprintf(b.io.name, sizeof(b.io.name), "%s", name);
+	b.tm.sector = 0;
+	snprintf(b.text, sizeof(b.text), "%s", msg);
+	if (ioctl(fd, DM_TARGET_MSG, &b))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
 static int run_durable(const char *target, uint64_t nops, const char *jpath,
-		       const char *markcmd)
+		       const char *markcmd, const char *dmname)
 {
 	static struct vol v;
 	FILE *j;
@@ -620,7 +648,17 @@ static int run_durable(const char *target, uint64_t nops, const char *jpath,
 			fprintf(j, "F\n");
 		}
 		mark = io->op == OP_FLUSH || io->fua;
-		if (mark && markcmd) {
+		if (mark && dmname) {
+			char msg[64];
+
+			snprintf(msg, sizeof(msg), "mark rblk-%" PRIu64,
+				 ++marks);
+			res = dm_message(dmname, msg);
+			if (res)
+				die("dm message %s '%s': %s", dmname, msg,
+				    strerror(-res));
+			fprintf(j, "M %" PRIu64 "\n", marks);
+		} else if (mark && markcmd) {
 			snprintf(env, sizeof(env), "%" PRIu64, ++marks);
 			setenv("MARK", env, 1);
 			if (system(markcmd))
@@ -708,47 +746,79 @@ static void journal_load(struct journal *jl, const char *path)
 }
 
 /*
- * The versions each block may hold at mark K (loose: anywhere in the log
- * between mark K and mark K+1). durable[b]: what a crash must keep
- * (0: zeroes); the ops in (from, to) of the journal may have landed too.
+ * What each block may hold at mark K, kept incrementally as the marks of
+ * a log come in order: dver[b] is the version a crash must keep (0:
+ * zeroes) and exp the image of those versions; ops of the journal from
+ * max(from, since[b]) up to the mark (loose: up to the next mark) may
+ * have landed on b too (written after the last FLUSH, or after it).
  */
-struct window {
-	uint64_t *durable;
-	size_t *since; /* ops at or after since[b] may have landed on b */
-	size_t from, to;
-	bool found;
+struct model {
+	const struct journal *jl;
+	uint64_t nb, mark;
+	uint64_t *dver, *pver;
+	size_t *since;
+	uint64_t *plist; /* blocks with an unflushed version */
+	size_t nplist;
+	bool *pend;
+	char *exp;
+	size_t pos, from; /* journal cursor; first op after the last FLUSH */
 };
 
-static void window_at(const struct journal *jl, uint64_t mark, bool loose,
-		      struct window *w)
+static void model_init(struct model *m, const struct journal *jl)
 {
-	uint64_t nb = jl->size / jl->bs;
-	uint64_t *pending = calloc(nb, sizeof(uint64_t));
-	bool *pend = calloc(nb, 1);
-	size_t i, last_flush = 0;
-
-	w->durable = calloc(nb, sizeof(uint64_t));
-	w->since = calloc(nb, sizeof(size_t));
-	if (!pending || !pend || !w->durable || !w->since)
+	memset(m, 0, sizeof(*m));
+	m->jl = jl;
+	m->nb = jl->size / jl->bs;
+	m->dver = calloc(m->nb, sizeof(uint64_t));
+	m->pver = calloc(m->nb, sizeof(uint64_t));
+	m->since = calloc(m->nb, sizeof(size_t));
+	m->plist = calloc(m->nb, sizeof(uint64_t));
+	m->pend = calloc(m->nb, 1);
+	m->exp = calloc(1, jl->size);
+	if (!m->dver || !m->pver || !m->since || !m->plist || !m->pend ||
+	    !m->exp)
 		die("out of memory");
-	w->found = mark == 0;
-	for (i = 0; i < jl->n && !(w->found && mark == 0); i++) {
-		const struct jop *o = &jl->ops[i];
+}
+
+static void model_durable(struct model *m, uint64_t b, uint64_t ver, size_t i)
+{
+	uint64_t off = b * m->jl->bs;
+
+	m->dver[b] = ver;
+	m->since[b] = i + 1;
+	if (ver)
+		fill(m->exp + off, ver, off, m->jl->bs);
+	else
+		memset(m->exp + off, 0, m->jl->bs);
+}
+
+/* Move to mark K (marks come in increasing order). */
+static void model_advance(struct model *m, uint64_t mark)
+{
+	const struct journal *jl = m->jl;
+
+	if (!mark || mark <= m->mark)
+		return; /* mark 0: the start; a log's marks only grow */
+	for (; m->pos < jl->n; m->pos++) {
+		const struct jop *o = &jl->ops[m->pos];
 		uint64_t b0 = o->off / jl->bs, b1 = (o->off + o->len) / jl->bs;
 
 		if (o->kind == 'M' && o->mark == mark) {
-			w->found = true;
-			i++;
-			break;
+			m->pos++;
+			m->mark = mark;
+			return;
 		}
 		if (o->kind == 'F') {
-			for (uint64_t b = 0; b < nb; b++)
-				if (pend[b]) {
-					w->durable[b] = pending[b];
-					w->since[b] = i + 1;
-					pend[b] = false;
+			for (size_t k = 0; k < m->nplist; k++) {
+				uint64_t b = m->plist[k];
+
+				if (m->pend[b]) {
+					model_durable(m, b, m->pver[b], m->pos);
+					m->pend[b] = false;
 				}
-			last_flush = i + 1;
+			}
+			m->nplist = 0;
+			m->from = m->pos + 1;
 			continue;
 		}
 		if (o->kind != 'W' && o->kind != 'Z')
@@ -756,46 +826,40 @@ static void window_at(const struct journal *jl, uint64_t mark, bool loose,
 		for (uint64_t b = b0; b < b1; b++) {
 			uint64_t ver = o->kind == 'W' ? o->seq : 0;
 
-			if (o->fua) {
-				/* acknowledged FUA: this version or a later */
-				w->durable[b] = ver;
-				w->since[b] = i + 1;
-				pend[b] = false;
-			} else {
-				pending[b] = ver;
-				pend[b] = true;
+			if (o->fua) { /* acknowledged: this version or later */
+				model_durable(m, b, ver, m->pos);
+				m->pend[b] = false;
+				continue;
+			}
+			m->pver[b] = ver;
+			if (!m->pend[b]) {
+				m->pend[b] = true;
+				m->plist[m->nplist++] = b;
 			}
 		}
 	}
-	/* any unflushed write since the last flush may have landed */
-	w->from = last_flush;
-	if (mark == 0)
-		i = 0;
-	w->to = i;
-	if (loose) /* ... and anything up to the next mark */
-		while (w->to < jl->n && jl->ops[w->to].kind != 'M')
-			w->to++;
-	free(pending);
-	free(pend);
+	die("mark %" PRIu64 " is not in the journal (after mark %" PRIu64 ")",
+	    mark, m->mark);
 }
 
-/* Check image (the exported volume's bytes). Returns blocks wrong. */
-static uint64_t check_image(const struct journal *jl, const char *img,
-			    uint64_t mark, bool loose, const char *where)
+/* Check img (the exported volume's bytes) at m's mark. Blocks wrong. */
+static uint64_t model_check(const struct model *m, const char *img, bool loose,
+			    const char *where)
 {
-	struct window w;
-	uint64_t nb = jl->size / jl->bs, bad = 0;
+	const struct journal *jl = m->jl;
+	size_t to = m->pos;
+	uint64_t bad = 0;
 
-	window_at(jl, mark, loose, &w);
-	if (!w.found)
-		die("mark %" PRIu64 " is not in the journal", mark);
-	for (uint64_t b = 0; b < nb; b++) {
+	if (loose) /* ... and anything up to the next mark */
+		while (to < jl->n && jl->ops[to].kind != 'M')
+			to++;
+	for (uint64_t b = 0; b < m->nb; b++) {
 		uint64_t off = b * jl->bs;
 		const char *p = img + off;
-		bool ok = holds(p, w.durable[b], off, jl->bs);
+		bool ok = !memcmp(p, m->exp + off, jl->bs);
 
-		for (size_t i = w.from > w.since[b] ? w.from : w.since[b];
-		     !ok && i < w.to; i++) {
+		for (size_t i = m->from > m->since[b] ? m->from : m->since[b];
+		     !ok && i < to; i++) {
 			const struct jop *o = &jl->ops[i];
 
 			if ((o->kind == 'W' || o->kind == 'Z') &&
@@ -809,11 +873,9 @@ static uint64_t check_image(const struct journal *jl, const char *img,
 				"%s: block at %" PRIu64
 				" should hold version %" PRIu64
 				" (0: zeroes) or a later unflushed one\n",
-				where, mark, loose ? " (loose)" : "", off,
-				w.durable[b]);
+				where, m->mark, loose ? " (loose)" : "", off,
+				m->dver[b]);
 	}
-	free(w.durable);
-	free(w.since);
 	return bad;
 }
 
@@ -821,6 +883,7 @@ static int run_verify(const char *file, const char *jpath, uint64_t mark,
 		      bool loose)
 {
 	struct journal jl;
+	struct model m;
 	char *img;
 	int fd = open(file, O_RDONLY);
 	uint64_t got = 0, bad;
@@ -839,7 +902,9 @@ static int run_verify(const char *file, const char *jpath, uint64_t mark,
 		got += (uint64_t)n;
 	}
 	close(fd);
-	bad = check_image(&jl, img, mark, loose, file);
+	model_init(&m, &jl);
+	model_advance(&m, mark);
+	bad = model_check(&m, img, loose, file);
 	printf("verify %s mark %" PRIu64 "%s: %" PRIu64 " blocks wrong\n", file,
 	       mark, loose ? " loose" : "", bad);
 	return bad ? 1 : 0;
@@ -883,6 +948,7 @@ static void write_image(const char *path, const char *img, uint64_t size)
 struct replay {
 	const char *imgpath, *cmd;
 	struct journal jl;
+	struct model m;
 	bool file_mode, all;
 	uint64_t last_mark, checks, marks, cmd_runs, bad;
 	bool seen_mark;
@@ -896,8 +962,8 @@ static void checkpoint(struct replay *rp, const char *img, uint64_t size,
 	snprintf(where, sizeof(where), "log entry %" PRIu64, entry);
 	rp->checks++;
 	if (!rp->file_mode) {
-		rp->bad +=
-		    check_image(&rp->jl, img, rp->last_mark, loose, where) != 0;
+		model_advance(&rp->m, rp->last_mark);
+		rp->bad += model_check(&rp->m, img, loose, where) != 0;
 		return;
 	}
 	if (loose && !rp->all)
@@ -1022,7 +1088,7 @@ int main(int argc, char **argv)
 	uint64_t nops = 10000, seed = 1, size = 0, mark = 0;
 	unsigned int qd = 16, restarts = 0;
 	uint32_t max_io = 0;
-	const char *cmd = NULL, *jpath = NULL, *img = NULL;
+	const char *cmd = NULL, *jpath = NULL, *img = NULL, *dmname = NULL;
 	bool loose = false, all = false;
 	const char *mode, *target;
 	int c;
@@ -1032,7 +1098,7 @@ int main(int argc, char **argv)
 	mode = argv[1];
 	target = argv[2];
 	optind = 3;
-	while ((c = getopt(argc, argv, "n:s:q:m:r:c:j:k:z:o:x:aM:L")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:q:m:r:c:j:k:d:z:o:x:aM:L")) != -1) {
 		switch (c) {
 		case 'n':
 			nops = strtoull(optarg, NULL, 0);
@@ -1053,6 +1119,9 @@ int main(int argc, char **argv)
 		case 'k':
 		case 'x':
 			cmd = optarg;
+			break;
+		case 'd':
+			dmname = optarg;
 			break;
 		case 'j':
 			jpath = optarg;
@@ -1083,13 +1152,14 @@ int main(int argc, char **argv)
 	if (!jpath)
 		usage();
 	if (!strcmp(mode, "durable"))
-		return run_durable(target, nops, jpath, cmd);
+		return run_durable(target, nops, jpath, cmd, dmname);
 	if (!strcmp(mode, "verify"))
 		return run_verify(target, jpath, mark, loose);
 	if (!strcmp(mode, "replay")) {
 		static struct replay rp;
 
 		journal_load(&rp.jl, jpath);
+		model_init(&rp.m, &rp.jl);
 		if (!size)
 			size = rp.jl.size;
 		if (cmd && !img)
