@@ -544,6 +544,9 @@ static int run_fsx(const char *target, uint64_t nops, unsigned int qd,
 				: UINT64_MAX;
 		}
 		fsx_one(&f);
+		if (nops >= 10 && !((i + 1) % (nops / 10)))
+			fprintf(stderr, "fsx: %" PRIu64 " ops, %.1f s\n", i + 1,
+				now_s() - t0);
 	}
 	fsx_verify_all(&f);
 	printf("fsx: %" PRIu64 " ops in %.1f s (read %" PRIu64
