@@ -7,11 +7,11 @@
 # clean (fsck without repairing).
 #   short form: O_DIRECT into a sparse file, 12 operations (a mount and
 #   an fsck per mark cost about 10 s in the TCG guest)
-# soak: all four of O_DIRECT/buffered x sparse/preallocated, 400 operations
+# soak: all four of O_DIRECT/buffered x sparse/preallocated, 150 operations
 #   each, checked at every FLUSH and FUA entry of the log too, and
 #   RBLK_TARGET_UNSAFE_ACK=flush,fua on a sparse O_DIRECT file, which must
 #   fail
-# soak-timeout: 7200
+# soak-timeout: 36000
 # vm-timeout: 400
 # shellcheck source=tests/vm/lib.sh disable=SC2119
 source tests/vm/lib.sh
@@ -21,7 +21,7 @@ need_cmd dmsetup losetup blockdev fallocate mkfs.ext4 e2fsck
 cases=("odirect-sparse||sparse|pass|")
 LW_FILE_OPS=${RBLK_LW_FILE_OPS:-12}
 if [ "${RBLK_SOAK:-0}" = 1 ]; then
-	LW_FILE_OPS=${RBLK_LW_FILE_OPS:-400} LW_ALL=1
+	LW_FILE_OPS=${RBLK_LW_FILE_OPS:-150} LW_ALL=1
 	cases+=("buffered-prealloc|,cache=buffered|prealloc|pass|" "odirect-prealloc||prealloc|pass|"
 		"buffered-sparse|,cache=buffered|sparse|pass|"
 		"unsafe-sparse||sparse|fail|flush,fua")
