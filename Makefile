@@ -215,7 +215,8 @@ $(BUILD)/tests/test_lib: tests/unit/test_lib.c $(TARGET_LIB_OBJ) $(LIB_OBJ) \
 
 # Helper programs the end-to-end scripts drive.
 E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient \
-	$(BUILD)/tests/rblk_manysess $(BUILD)/tests/rblk_fleet
+	$(BUILD)/tests/rblk_manysess $(BUILD)/tests/rblk_fleet \
+	$(BUILD)/tests/rblk_fsx
 # (its raw read-only case speaks the protocol itself: the objects, not
 # librblk.a, whose internals are private)
 $(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
@@ -252,6 +253,12 @@ $(BUILD)/tests/rblk-target-fault: $(FAULT_OBJ) \
 		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) $(PKG_LIBS_JSON) \
 		$(PKG_LIBS_MHD) -laio -lrbd -lrados $(TARGET_MALLOC)
 E2E_BINS += $(BUILD)/tests/rblk-target-fault
+
+# fsx against a model, and dm-log-writes replay and checks (issue 28).
+$(BUILD)/tests/rblk_fsx: tests/e2e/rblk_fsx.c $(BUILD)/librblk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
 $(BUILD)/tests/rblk_rawclient: tests/e2e/rblk_rawclient.c $(XPORT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

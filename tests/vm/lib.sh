@@ -51,6 +51,24 @@
 #   queue_stats, fs_fill_and_check NAME MKFS..., start_write_load (ublk)
 # Host scenarios over rdma
 #   run_host_scenario NAME...  tests/e2e/NAME.sh with RBLK_TEST_SCHEME=rdma
+# Durability (issue 28: dm-log-writes under what the target exports)
+#   lw_create SIZE         /dev/mapper/lw: dm-log-writes over a zeroed SIZE
+#                          loop device, its log on another (LW_LOG); LW_DEV
+#   lw_mark MARK, lw_remove   log a mark; remove it (the log gets what is
+#                          still unflushed, then its end mark)
+#   lw_run NAME EXPORT INITIATOR EXPECT [UNSAFE]   the durable workload
+#                          through librblk ("lib") or /dev/ublkbN ("ublk")
+#                          on a target exporting EXPORT (RBLK_TARGET_UNSAFE_ACK
+#                          = UNSAFE), marks after each FLUSH and FUA write,
+#                          then the replay and checks (lw_check, or
+#                          rblk_fsx replay's own for a block device): EXPECT
+#                          pass or fail
+#   lw_file_case NAME FS OPTS ALLOC EXPECT [UNSAFE]   lw_run on a 16 MiB file
+#                          (ALLOC sparse or prealloc) of an FS (ext4, xfs)
+#                          made on lw, exported with OPTS (e.g.
+#                          ,cache=buffered): at each mark the replayed file
+#                          system must mount, hold the file's acknowledged
+#                          data and fsck clean (lw_check); LW_FILE_OPS ops
 
 RDMA_ADDR=${RBLK_TEST_RDMA_ADDR:-192.0.2.1}
 RDMA_DEV=${RBLK_TEST_RDMA_DEV:-rxe0}
@@ -460,4 +478,146 @@ start_write_load()
 		kill -0 "$fpid" 2>/dev/null || { cat "$TEST_DIR/fio.log"; fail "fio ended early"; }
 		sleep 0.2
 	done
+}
+
+# ---- durability: dm-log-writes ----------------------------------------------
+
+LW_OPS=${RBLK_LW_OPS:-200}
+FSX=$RBLK_BUILD/tests/rblk_fsx
+
+lw_create()
+{
+	local size=$1 d l
+	modprobe loop 2>/dev/null || true # not loaded at boot
+	modprobe dm-log-writes 2>/dev/null || skip "no dm-log-writes module"
+	need_cmd dmsetup losetup
+	rm -f "$TEST_DIR/lw.data" "$TEST_DIR/lw.log"
+	truncate -s "$size" "$TEST_DIR/lw.data"
+	truncate -s 1G "$TEST_DIR/lw.log" # sparse: only what is logged is used
+	d=$(losetup -f --show "$TEST_DIR/lw.data") || fail "losetup data"
+	l=$(losetup -f --show "$TEST_DIR/lw.log") || fail "losetup log"
+	LW_LOOPS="$d $l"
+	dmsetup create lw --noudevsync --table \
+		"0 $(blockdev --getsz "$d") log-writes $d $l" || fail "dmsetup create"
+	dmsetup mknodes lw 2>/dev/null || true
+	LW_DEV=/dev/mapper/lw
+	LW_LOG=$TEST_DIR/lw.log
+	[ -b "$LW_DEV" ] || fail "$LW_DEV missing"
+	cleanup_fn lw_remove
+}
+
+lw_mark()
+{
+	dmsetup message lw 0 mark "$1" || fail "dmsetup message lw mark $1"
+}
+
+lw_remove()
+{
+	local l
+	[ -n "${LW_LOOPS:-}" ] || return 0
+	dmsetup remove --noudevsync lw 2>/dev/null ||
+		{ sleep 1; dmsetup remove --noudevsync lw; } || return 1
+	for l in $LW_LOOPS; do losetup -d "$l"; done
+	LW_LOOPS=
+}
+
+# lw_check: run by rblk_fsx replay at a checkpoint of a file case, with
+# IMG (the replayed file system), MARK, LOOSE; LW_FS the fs type, LW_FILE
+# the exported file's name in it, LW_JOURNAL. Mounts (recovering the
+# journal), checks the file against the journal, umounts, fscks.
+lw_check()
+{
+	local m=$TEST_DIR/chk rc=0 loose=()
+	mkdir -p "$m"
+	[ "$LOOSE" = 1 ] && loose=(-L)
+	mount -o loop "$IMG" "$m" || { echo "mark $MARK entry $ENTRY: $LW_FS does not mount"; return 1; }
+	"$FSX" verify "$m/$LW_FILE" -j "$LW_JOURNAL" -M "$MARK" "${loose[@]}" || rc=1
+	umount "$m" || rc=1
+	case $LW_FS in
+	ext4) e2fsck -fn "$IMG" >"$TEST_DIR/fsck.out" 2>&1 ;;
+	xfs) xfs_repair -n -f "$IMG" >"$TEST_DIR/fsck.out" 2>&1 ;;
+	esac || { echo "mark $MARK entry $ENTRY: $LW_FS check failed:"; tail -n 20 "$TEST_DIR/fsck.out"; rc=1; }
+	return $rc
+}
+
+lw_run()
+{
+	local name=$1 export=$2 init=$3 expect=$4 unsafe=${5:-} tgt rc=0 j t0
+	j=$TEST_DIR/$name.journal
+	rm -f "$TEST_DIR"/target.*.log
+	lw_mark rblk-0 # what the caller made durable: the start of the checks
+	RBLK_TARGET_UNSAFE_ACK=$unsafe start_rdma_target --export "vol0=$export"
+	[ -z "$unsafe" ] || grep -q "THIS TARGET LIES" "$TARGET_LOG" ||
+		fail "$name: the target did not warn about RBLK_TARGET_UNSAFE_ACK"
+	tgt=$URL
+	if [ "$init" = ublk ]; then
+		map_ublk
+		tgt=$DEV
+	fi
+	t0=$(t_now)
+	timeout 600 "$FSX" durable "$tgt" -n "$LW_OPS" -s "${#name}" -j "$j" \
+		-d lw || fail "$name: workload"
+	say "workload: $(t_since "$t0") s"
+	[ "$init" = ublk ] && unmap_ublk
+	kill -TERM "$TARGET_PID"
+	wait "$TARGET_PID" 2>/dev/null || true
+	[ -n "${LW_FS:-}" ] && { umount "$LW_MNT" || fail "umount $LW_MNT"; }
+	lw_remove || fail "dmsetup remove lw"
+	t0=$(t_now)
+	if [ -n "${LW_FS:-}" ]; then
+		LW_JOURNAL=$j
+		export LW_FS LW_FILE LW_JOURNAL FSX TEST_DIR
+		# rblk_fsx runs it through sh: a script of its own
+		{ echo '#!/bin/bash'; declare -f lw_check; echo lw_check; } \
+			>"$TEST_DIR/lw-check.sh"
+		chmod +x "$TEST_DIR/lw-check.sh"
+		timeout 900 "$FSX" replay "$LW_LOG" -j "$j" \
+			-z "$(stat -c %s "$TEST_DIR/lw.data")" -o "$TEST_DIR/img" \
+			-x "$TEST_DIR/lw-check.sh" ${LW_ALL:+-a} >"$TEST_DIR/$name.replay" 2>&1 || rc=$?
+	else
+		timeout 600 "$FSX" replay "$LW_LOG" -j "$j" \
+			>"$TEST_DIR/$name.replay" 2>&1 || rc=$?
+	fi
+	say "replay: $(t_since "$t0") s"
+	grep -v '^LOST at' "$TEST_DIR/$name.replay" | tail -n 3
+	grep -m 3 '^LOST' "$TEST_DIR/$name.replay" || true
+	[ $rc = 0 ] || [ "$expect" = fail ] ||
+		grep -v '^LOST' "$TEST_DIR/$name.replay" | head -n 40
+	case $expect in
+	pass) [ $rc = 0 ] || fail "$name: acknowledged data lost (replay exit $rc)" ;;
+	fail)
+		[ $rc = 1 ] || fail "$name: the dishonest target (RBLK_TARGET_UNSAFE_ACK=$unsafe) was not caught (replay exit $rc)"
+		grep -q '^LOST' "$TEST_DIR/$name.replay" ||
+			fail "$name: replay failed without saying what was lost"
+		echo "$name: RBLK_TARGET_UNSAFE_ACK=$unsafe caught: $(grep -c '^LOST' "$TEST_DIR/$name.replay") LOST lines"
+		;;
+	esac
+	echo "$name: $expect as expected"
+}
+
+LW_FILE_OPS=${RBLK_LW_FILE_OPS:-30}
+
+lw_file_case()
+{
+	local name=$1 fs=$2 opts=$3 alloc=$4 expect=$5 unsafe=${6:-} ops=$LW_OPS
+	lw_create 64M
+	case $fs in
+	ext4) mkfs.ext4 -q -F "$LW_DEV" ;;
+	# below xfsprogs' 300 MB floor, allowed for test rigs (as fstests)
+	xfs) TEST_DIR=$TEST_DIR TEST_DEV=$LW_DEV QA_CHECK_FS=xfs \
+		mkfs.xfs -q -f "$LW_DEV" ;;
+	esac || fail "mkfs.$fs"
+	LW_MNT=$TEST_DIR/mnt
+	mkdir -p "$LW_MNT"
+	mount "$LW_DEV" "$LW_MNT" || fail "mount $fs"
+	umount_at_exit "$LW_MNT"
+	LW_FS=$fs LW_FILE=vol.img
+	case $alloc in
+	sparse) truncate -s 16M "$LW_MNT/$LW_FILE" ;;
+	prealloc) fallocate -l 16M "$LW_MNT/$LW_FILE" ;;
+	esac || fail "creating the $alloc file"
+	sync
+	LW_OPS=$LW_FILE_OPS
+	lw_run "$name" "$LW_MNT/$LW_FILE$opts" lib "$expect" "$unsafe"
+	LW_OPS=$ops LW_FS=
 }

@@ -6,7 +6,8 @@
 #
 # NAME: a test file name with or without .sh (00-rxe), the part after the
 # number (rxe), the number (00), or a path. No NAME: every test in
-# tests/vm/tests/, in name order.
+# tests/vm/tests/, in name order, less those marked "# soak-only" (their
+# only form is long: make soak runs them).
 #
 # Options:
 #   -v                    stream each test's output (else shown on failure)
@@ -59,7 +60,13 @@ resolve() {
 }
 tests=()
 if [ $# -eq 0 ]; then
-	tests=("${all[@]}")
+	# every test, less those whose only form is long ("# soak-only":
+	# make soak runs them, named)
+	for f in "${all[@]}"; do
+		if [ "${RBLK_SOAK:-0}" = 1 ] || ! grep -q '^# soak-only' "$f"; then
+			tests+=("$f")
+		fi
+	done
 else
 	for n in "$@"; do
 		f=$(resolve "$n") || { echo "run-test: no guest test named '$n' (see --list)" >&2; exit 2; }
