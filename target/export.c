@@ -35,6 +35,47 @@ int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 	return ret;
 }
 
+unsigned int export_unsafe_ack;
+
+int export_unsafe_ack_init(void)
+{
+	const char *v = getenv("RBLK_TARGET_UNSAFE_ACK");
+	char buf[64], *tok, *save = NULL;
+
+	if (!v || !*v)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "flush")) {
+			export_unsafe_ack |= UNSAFE_ACK_FLUSH;
+		} else if (!strcmp(tok, "fua")) {
+			export_unsafe_ack |= UNSAFE_ACK_FUA;
+		} else {
+			log_err("RBLK_TARGET_UNSAFE_ACK='%s': want flush, fua "
+				"or flush,fua",
+				v);
+			return -EINVAL;
+		}
+	}
+	log_warn("**************************************************");
+	log_warn("RBLK_TARGET_UNSAFE_ACK=%s: THIS TARGET LIES (a test aid).",
+		 v);
+	if (export_unsafe_ack & UNSAFE_ACK_FLUSH)
+		log_warn("FLUSH is answered OK without syncing anything.");
+	if (export_unsafe_ack & UNSAFE_ACK_FUA)
+		log_warn(
+		    "FUA writes are acknowledged before they are durable.");
+	log_warn("Acknowledged data WILL be lost on a crash. Never in use.");
+	log_warn("**************************************************");
+	return 0;
+}
+
+static bool unsafe(unsigned int what)
+{
+	return export_unsafe_ack & what;
+}
+
 /* ---- file and block device backend -------------------------------------- */
 
 static uint32_t probe_dio_align(int fd, const char *path)
@@ -281,7 +322,8 @@ static int file_submit(struct worker *w, struct treq *r)
 			     !(cmd->offset % e->dio_align) &&
 			     !(cmd->length % e->dio_align);
 		fd = r->odirect ? e->fd_odirect : e->fd;
-		if (write && (cmd->flags & RBLK_CMD_F_FUA))
+		if (write && (cmd->flags & RBLK_CMD_F_FUA) &&
+		    !unsafe(UNSAFE_ACK_FUA))
 			flags = RWF_DSYNC;
 		if (e->mem_fs) {
 			r->odirect = false;
@@ -300,6 +342,10 @@ static int file_submit(struct worker *w, struct treq *r)
 					cmd->offset, flags, worker_pool_buf(w));
 		break;
 	case RBLK_OP_FLUSH:
+		if (unsafe(UNSAFE_ACK_FLUSH)) {
+			r->result = 0;
+			return 1;
+		}
 		ret = w->engine->queue_fdatasync(w, r, e->fd);
 		break;
 	case RBLK_OP_TRIM:
@@ -307,7 +353,7 @@ static int file_submit(struct worker *w, struct treq *r)
 		r->result = file_zero_range(e, cmd->offset, cmd->length,
 					    cmd->opcode == RBLK_OP_TRIM);
 		if (!r->result && (cmd->flags & RBLK_CMD_F_FUA) &&
-		    fdatasync(e->fd))
+		    !unsafe(UNSAFE_ACK_FUA) && fdatasync(e->fd))
 			r->result = -errno;
 		return 1;
 	default:
@@ -612,7 +658,7 @@ static int map_submit(struct worker *w, struct treq *r)
 	case RBLK_OP_FLUSH:
 		/* DIRECT writes of this connection were placed before this
 		 * command arrived (RC ordering); msync makes them durable */
-		r->result = map_sync(e, 0, 0);
+		r->result = unsafe(UNSAFE_ACK_FLUSH) ? 0 : map_sync(e, 0, 0);
 		return 1;
 	case RBLK_OP_READ:
 	case RBLK_OP_WRITE:
@@ -620,7 +666,7 @@ static int map_submit(struct worker *w, struct treq *r)
 	case RBLK_OP_WRITE_ZEROES:
 		ram_submit(w, r);
 		if (!r->result && cmd->opcode != RBLK_OP_READ &&
-		    (cmd->flags & RBLK_CMD_F_FUA))
+		    (cmd->flags & RBLK_CMD_F_FUA) && !unsafe(UNSAFE_ACK_FUA))
 			r->result = map_sync(e, cmd->offset, cmd->length);
 		return 1;
 	default:

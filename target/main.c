@@ -547,6 +547,8 @@ int main(int argc, char **argv)
 		return ret;
 	if (t.cfg.log_level >= 0)
 		log_set_level(t.cfg.log_level);
+	if (export_unsafe_ack_init())
+		return 2;
 	if (rblk_auth_init()) {
 		log_err("libsodium failed to initialise");
 		return 1;

@@ -207,6 +207,18 @@ void volid_none(struct export *e, const struct stat *st);
 int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/*
+ * Test aid only (RBLK_TARGET_UNSAFE_ACK=flush|fua|flush,fua): a dishonest
+ * target that answers FLUSH without syncing and/or does FUA writes without
+ * making them durable, so durability tests can show that they catch it.
+ * Read once at start by export_unsafe_ack_init(), which warns loudly.
+ */
+#define UNSAFE_ACK_FLUSH 0x1u
+#define UNSAFE_ACK_FUA 0x2u
+extern unsigned int export_unsafe_ack;
+/* Parse RBLK_TARGET_UNSAFE_ACK; -EINVAL (logged) for a value it cannot. */
+int export_unsafe_ack_init(void);
+
 int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);
 void export_close(struct export *e);
