@@ -108,7 +108,16 @@ enum rblk_opcode {
  * Only in a LOGIN answering a HELLO with RBLK_HELLO_F_IDENTITY.
  */
 #define RBLK_F_NO_IDENTITY 0x100u
-#define RBLK_F_ALL 0x1ffu
+/*
+ * Not a volume feature but the target's: the high 32 bits of session_id
+ * are the target's durability epoch (rblk_login_epoch()), which stays the
+ * same for as long as everything the target acknowledged survives (the
+ * machine's boot for files and block devices, the process for RBD and
+ * RAM). Only in a LOGIN answering a HELLO with RBLK_HELLO_F_EPOCH; librblk
+ * keeps it out of rblk_info.features.
+ */
+#define RBLK_F_EPOCH 0x200u
+#define RBLK_F_ALL 0x3ffu
 
 /* HELLO flags. */
 /* the initiator asks for a read-only login */
@@ -123,9 +132,11 @@ enum rblk_opcode {
 #define RBLK_HELLO_F_AUTH 0x04u
 /* the initiator knows RBLK_F_NO_IDENTITY: the target may set it */
 #define RBLK_HELLO_F_IDENTITY 0x08u
+/* the initiator knows RBLK_F_EPOCH: the target may set it */
+#define RBLK_HELLO_F_EPOCH 0x10u
 #define RBLK_HELLO_F_ALL                                                       \
 	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
-	 RBLK_HELLO_F_IDENTITY)
+	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_EPOCH)
 
 /*
  * Status codes: in RESP.status, LOGIN.status and the rdma_cm reject private
@@ -434,6 +445,11 @@ size_t rblk_hello_encode(void *buf, const struct rblk_hello *h);
 int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out);
 
 size_t rblk_login_encode(void *buf, const struct rblk_login *l);
+/* The target's durability epoch of a LOGIN with RBLK_F_EPOCH. */
+static inline uint32_t rblk_login_epoch(const struct rblk_login *l)
+{
+	return (uint32_t)(l->session_id >> 32);
+}
 int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out);
 
 /*

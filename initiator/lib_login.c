@@ -278,6 +278,8 @@ static int send_hello(struct rblk *r, struct rblk_queue *q,
 		hello.flags |= RBLK_HELLO_F_AUTH;
 	if (!r->identity_refused)
 		hello.flags |= RBLK_HELLO_F_IDENTITY;
+	if (!r->epoch_refused)
+		hello.flags |= RBLK_HELLO_F_EPOCH;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 lib_path_url(q)->export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
@@ -314,8 +316,9 @@ static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
 /*
  * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
  * set. A HELLO refused as malformed may have asked for something an older
- * target does not know: the newest first, the IDENTITY flag
- * (r->identity_refused), then ask in-capsule bytes (r->inline_refused);
+ * target does not know: the newest first, the EPOCH flag
+ * (r->epoch_refused), the IDENTITY flag (r->identity_refused), then ask
+ * in-capsule bytes (r->inline_refused);
  * see lib_queue_connect().
  */
 static int login_refused(struct rblk *r, struct rblk_queue *q,
@@ -329,6 +332,13 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 	if (login->status == RBLK_S_NO_EXPORT)
 		return set_error(ret, "export '%s' not found on %s",
 				 u->export_name, rblk_url_str(u));
+	if (login->status == RBLK_S_INVALID && !r->epoch_refused) {
+		r->epoch_refused = true;
+		return set_error(
+		    -EPROTO,
+		    "login to '%s' refused as malformed: the target may not know the HELLO flag EPOCH",
+		    u->export_name);
+	}
 	if (login->status == RBLK_S_INVALID && !r->identity_refused) {
 		r->identity_refused = true;
 		return set_error(
@@ -374,7 +384,7 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 	if (login->size != r->info.size ||
 	    login->block_size != r->info.block_size ||
 	    login->max_io != q->max_io || login->queue_depth != q->qd ||
-	    (login->features ^ q->features) & ~RBLK_F_CMD_DONE)
+	    (login->features ^ q->features) & ~(RBLK_F_CMD_DONE | RBLK_F_EPOCH))
 		return set_error(
 		    -EPROTO,
 		    "%s, export %s, changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
@@ -411,7 +421,8 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 		r->info.max_io = login->max_io;
 		r->info.queue_depth = login->queue_depth;
 		/* a protocol option, not the volume's */
-		r->info.features = login->features & ~RBLK_F_CMD_DONE;
+		r->info.features =
+		    login->features & ~(RBLK_F_CMD_DONE | RBLK_F_EPOCH);
 		memcpy(r->info.vol_id, login->vol_id, sizeof(r->info.vol_id));
 		if (!want_push_reads(r, o))
 			r->info.features &= ~RBLK_F_PUSH;
@@ -427,6 +438,50 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 		    q->index);
 	}
 	return 0;
+}
+
+/*
+ * A block device promises that a completed FLUSH made every write
+ * acknowledged before it durable. A target whose machine lost power, or
+ * whose process held acknowledged writes in its own cache (RBD), comes
+ * back without the writes it acknowledged but had not flushed, and a
+ * FLUSH reissued or sent after the reconnect would then claim them
+ * durable. The target's durability epoch (RBLK_F_EPOCH) changes exactly
+ * then: a path that comes back with another epoch while writes are
+ * acknowledged past the last completed FLUSH sets r->flush_lost, and the
+ * next FLUSH fails with -EIO (lib_io.c, part_durability()). A restart
+ * that loses nothing (a process restart on the same boot, for files and
+ * devices) keeps the epoch and fails nothing.
+ */
+static void epoch_check(struct rblk *r, struct rblk_queue *q,
+			const struct rblk_login *login)
+{
+	struct rblk_path *p = &r->paths[q->path];
+	uint64_t now = 1ull << 32 | rblk_login_epoch(login), seen, acked, fl;
+
+	if (!(login->features & RBLK_F_EPOCH))
+		return;
+	seen = atomic_load(&p->epoch);
+	do {
+		if (seen == now)
+			return;
+	} while (!atomic_compare_exchange_weak(&p->epoch, &seen, now));
+	if (!seen)
+		return; /* the first login on this path */
+	acked = lib_acked_sum(r);
+	fl = atomic_load(&r->flushed);
+	if (acked <= fl) {
+		log_info(
+		    "queue %u: %s restarted (durability epoch %08x, was %08x); every acknowledged write was flushed",
+		    q->index, rblk_url_str(lib_path_url(q)), (unsigned int)now,
+		    (unsigned int)seen);
+		return;
+	}
+	atomic_store(&r->flush_lost, true);
+	log_err(
+	    "queue %u: %s restarted (durability epoch %08x, was %08x) after acknowledging %llu write(s) no FLUSH has covered yet: they may be lost, so the next FLUSH fails with EIO",
+	    q->index, rblk_url_str(lib_path_url(q)), (unsigned int)now,
+	    (unsigned int)seen, (unsigned long long)(acked - fl));
 }
 
 /*
@@ -452,29 +507,35 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	ret = login_check(r, q, o, &login, ask);
 	if (!ret)
 		ret = login_apply(r, q, o, &login);
+	if (!ret)
+		epoch_check(r, q, &login);
 	return ret;
 }
 
 /*
- * A target that predates the IDENTITY flag or in-capsule data refuses a
- * HELLO asking for them as malformed (the bit and the field were reserved,
- * zero): then the queue connects once more without the newer of them, and
- * again without the other, and the session asks for neither from then on.
+ * A target that predates the EPOCH or IDENTITY flag or in-capsule data
+ * refuses a HELLO asking for them as malformed (the bits and the field were
+ * reserved, zero): then the queue connects once more without the newest of
+ * them, and again without the next, and the session asks for none of those
+ * from then on.
  */
 int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		      const struct rblk_opts *o)
 {
 	for (;;) {
-		bool id = r->identity_refused, in = r->inline_refused;
+		bool ep = r->epoch_refused, id = r->identity_refused,
+		     in = r->inline_refused;
 		int ret = queue_connect_once(r, q, o);
 
 		if (!ret ||
-		    (id == r->identity_refused && in == r->inline_refused))
+		    (ep == r->epoch_refused && id == r->identity_refused &&
+		     in == r->inline_refused))
 			return ret;
 		log_info("queue %u: %s; connecting again without %s", q->index,
 			 rblk_last_error(),
-			 id != r->identity_refused ? "the IDENTITY flag"
-						   : "in-capsule data");
+			 ep != r->epoch_refused	     ? "the EPOCH flag"
+			 : id != r->identity_refused ? "the IDENTITY flag"
+						     : "in-capsule data");
 		lib_queue_drop_conn(q);
 	}
 }
