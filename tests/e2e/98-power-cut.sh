@@ -26,11 +26,14 @@
 # else. For ext4 the guest mounts (journal replay), and e2fsck -fn must be
 # clean on every boot after a cut.
 #
-# Check form: /dev/vda exported, 1 cut; a sparse file on ext4 (O_DIRECT),
-# 1 cut; then a dishonest target (RBLK_TARGET_UNSAFE_ACK=flush: FLUSH
-# acknowledged without a sync) must be caught losing acknowledged data, 1
-# cut. RBLK_PC_CUTS=N cuts N times per honest case, RBLK_PC_CASES picks cases.
-# soak: 8 cuts each of /dev/vda, ext4 (O_DIRECT) and ext4 cache=buffered, and the dishonest targets (flush, fua) caught
+# Check form (4 guest boots): /dev/vda exported, 1 cut; then a dishonest
+# target (RBLK_TARGET_UNSAFE_ACK=flush: FLUSH acknowledged without a sync)
+# must be caught losing acknowledged data, 1 cut. The long form adds a
+# sparse file on ext4 (O_DIRECT, and cache=buffered) and a target that
+# acknowledges FUA without RWF_DSYNC. RBLK_PC_CUTS=N cuts N times per
+# honest case; RBLK_PC_CASES picks cases (bdev ext4 ext4-buffered
+# unsafe-fua unsafe-flush).
+# soak: 8 cuts each of /dev/vda, ext4 (O_DIRECT) and ext4 cache=buffered (e2fsck -fn clean after each), and the dishonest targets (flush, fua) caught
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 [ "${RBLK_VM_SKIP:-0}" = 1 ] && skip "guest tests skipped (RBLK_VM_SKIP=1)"
@@ -241,7 +244,7 @@ run_case()
 }
 
 # RBLK_PC_CASES picks some (e.g. "bdev" to try an older build's initiator)
-CASES=${RBLK_PC_CASES:-bdev ext4 ${MODES_SOAK:+ext4-buffered unsafe-fua} unsafe-flush}
+CASES=${RBLK_PC_CASES:-bdev ${MODES_SOAK:+ext4 ext4-buffered unsafe-fua} unsafe-flush}
 for k in $CASES; do
 	case $k in
 	bdev) run_case bdev bdev "$CUTS_BDEV" ok ;;
