@@ -188,7 +188,8 @@ run_case()
 	for ((c = 1; c <= ncuts; c++)); do
 		local j=$OUTD/journal.$c
 		gen=$((c * 100000000))
-		$PY "$RBLK_ROOT/tests/e2e/powercut.py" run "$nsock" "$j" "$gen" "$RANDOM" \
+		PC_FUA=${PC_FUA:-0.05} PC_FLUSH_EVERY=${PC_FLUSH_EVERY:-24} \
+			$PY "$RBLK_ROOT/tests/e2e/powercut.py" run "$nsock" "$j" "$gen" "$RANDOM" \
 			>"$OUTD/run.$c.log" 2>&1 &
 		local wpid=$!
 		# a random point of the workload, 2.0 .. 6.0 s in, and then the
@@ -250,8 +251,9 @@ for k in $CASES; do
 	bdev) run_case bdev bdev "$CUTS_BDEV" ok ;;
 	ext4) run_case ext4 ext4 "$CUTS_EXT4" ok ;;
 	ext4-buffered) run_case ext4-buffered ext4-buffered "$CUTS_EXT4" ok ;;
-	unsafe-fua) run_case unsafe-fua bdev 1 loss RBLK_TARGET_UNSAFE_ACK=fua ;;
-	unsafe-flush) run_case unsafe-flush bdev 1 loss RBLK_TARGET_UNSAFE_ACK=flush ;;
+	# the lie must be the only sync: FUA writes alone, FLUSHes alone
+	unsafe-fua) PC_FUA=0.2 PC_FLUSH_EVERY=0 run_case unsafe-fua bdev 1 loss RBLK_TARGET_UNSAFE_ACK=fua ;;
+	unsafe-flush) PC_FUA=0 run_case unsafe-flush bdev 1 loss RBLK_TARGET_UNSAFE_ACK=flush ;;
 	*) fail "unknown case $k" ;;
 	esac
 done

@@ -62,6 +62,11 @@ def run(sock, journal, gen_base, seed):
     h = connect(sock)
     nblocks = h.get_size() // BS
     rnd = random.Random(seed)
+    # PC_FUA (share of FUA writes) and PC_FLUSH_EVERY (0: no FLUSH but the
+    # last): a dishonest target is caught for sure only where its lie is
+    # the only sync (a FUA write flushes the whole disk cache here)
+    fua_ratio = float(os.environ.get("PC_FUA", "0.05"))
+    flush_every = int(os.environ.get("PC_FLUSH_EVERY", "24"))
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     j = open(journal, "a", buffering=1)
@@ -77,7 +82,7 @@ def run(sock, journal, gen_base, seed):
         if stop and deadline is None:
             deadline = time.monotonic() + 300
         while not stop and len(inflight) < 8:
-            if not flush_inflight and since_flush >= 24:
+            if not flush_inflight and flush_every and since_flush >= flush_every:
                 fid += 1
                 j.write("FS %d\n" % fid)
                 c = h.aio_flush()
@@ -91,7 +96,7 @@ def run(sock, journal, gen_base, seed):
             if any(b in busy for b in blocks):
                 break
             gen += 1
-            fua = rnd.random() < 0.05
+            fua = rnd.random() < fua_ratio
             buf = b"".join(block_bytes(b, gen) for b in blocks)
             j.write("S %d %d %d %d\n" % (gen, b0, n, fua))
             c = h.aio_pwrite(buf, b0 * BS, flags=nbd.CMD_FLAG_FUA if fua else 0)
