@@ -123,7 +123,16 @@ enum rblk_opcode {
  * that carries immediates; librblk keeps it out of rblk_info.features.
  */
 #define RBLK_F_PUSH_IMM 0x400u
-#define RBLK_F_ALL 0x7ffu
+/*
+ * Not a volume feature but the target's: the high 32 bits of session_id
+ * are the target's durability epoch (rblk_login_epoch()), which stays the
+ * same for as long as everything the target acknowledged survives (the
+ * machine's boot for files and block devices, the process for RBD and
+ * RAM). Only in a LOGIN answering a HELLO with RBLK_HELLO_F_EPOCH; librblk
+ * keeps it out of rblk_info.features.
+ */
+#define RBLK_F_EPOCH 0x800u
+#define RBLK_F_ALL 0xfffu
 
 /* HELLO flags. */
 /* the initiator asks for a read-only login */
@@ -142,9 +151,12 @@ enum rblk_opcode {
 #define RBLK_HELLO_F_TAG_GEN 0x10u
 /* the initiator takes push READs as RBLK_F_PUSH_IMM describes */
 #define RBLK_HELLO_F_PUSH_IMM 0x20u
+/* the initiator checks the durability epoch: the target may set RBLK_F_EPOCH */
+#define RBLK_HELLO_F_EPOCH 0x40u
 #define RBLK_HELLO_F_ALL                                                       \
 	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
-	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN | RBLK_HELLO_F_PUSH_IMM)
+	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN | RBLK_HELLO_F_PUSH_IMM | \
+	 RBLK_HELLO_F_EPOCH)
 
 /*
  * Tag generations (RBLK_F_TAG_GEN): a wire tag's low bits are the tag's
@@ -512,6 +524,11 @@ size_t rblk_hello_encode(void *buf, const struct rblk_hello *h);
 int rblk_hello_decode(const void *buf, size_t len, struct rblk_hello *out);
 
 size_t rblk_login_encode(void *buf, const struct rblk_login *l);
+/* The target's durability epoch of a LOGIN with RBLK_F_EPOCH. */
+static inline uint32_t rblk_login_epoch(const struct rblk_login *l)
+{
+	return (uint32_t)(l->session_id >> 32);
+}
 int rblk_login_decode(const void *buf, size_t len, struct rblk_login *out);
 
 /*

@@ -335,6 +335,51 @@ int rblk_unregister_buffer(struct rblk_queue *q, void *addr)
 /* ---- completion of parts and ios
  * ------------------------------------------------ */
 
+uint64_t lib_acked_sum(struct rblk *r)
+{
+	uint64_t n = 0;
+
+	for (unsigned int i = 0; i < r->nr_queues; i++)
+		n += atomic_load_explicit(&r->queues[i].acked,
+					  memory_order_relaxed);
+	return n;
+}
+
+/*
+ * Durability bookkeeping of a part that succeeded: an acknowledged write
+ * without FUA counts until a FLUSH covers it; a FLUSH covers what was
+ * acknowledged when it was issued - unless a target restart may have lost
+ * some of that (r->flush_lost, lib_login.c): then it fails, once, with
+ * -EIO, as fsync does after a lost write-back.
+ */
+static int part_durability(struct rblk_queue *q, struct ireq *rq)
+{
+	struct rblk *r = q->r;
+	uint64_t f;
+
+	if (rq->op == RBLK_OP_FLUSH) {
+		if (atomic_exchange(&r->flush_lost, false)) {
+			log_err(
+			    "queue %u: FLUSH fails: the target restarted and may have lost writes it had acknowledged",
+			    q->index);
+			return -EIO;
+		}
+		f = atomic_load(&r->flushed);
+		while (f < rq->flush_mark &&
+		       !atomic_compare_exchange_weak(&r->flushed, &f,
+						     rq->flush_mark))
+			;
+		return 0;
+	}
+	if ((rq->op == RBLK_OP_WRITE && !(rq->cmd_flags & RBLK_CMD_F_FUA)) ||
+	    rq->op == RBLK_OP_TRIM || rq->op == RBLK_OP_WRITE_ZEROES)
+		atomic_store_explicit(
+		    &q->acked,
+		    atomic_load_explicit(&q->acked, memory_order_relaxed) + 1,
+		    memory_order_relaxed);
+	return 0;
+}
+
 void lib_io_complete(struct rblk_queue *q, struct io *io)
 {
 	unsigned int slot = (q->done_head + q->done_count) % q->nr_ios;
@@ -356,6 +401,8 @@ static void part_end(struct rblk_queue *q, struct ireq *rq, int res, bool hold)
 
 	if (res == 0 && rq->op == RBLK_OP_READ && !rq->mr)
 		memcpy(rq->buf, lib_bounce_buf(q, rq), rq->len);
+	else if (res == 0 && rq->op != RBLK_OP_READ)
+		res = part_durability(q, rq);
 	lib_bounce_release(q, rq);
 	if (res && !io->result)
 		io->result = res;
@@ -748,6 +795,8 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 	rq->offset = io->op == RBLK_OP_FLUSH ? 0 : io->next_off;
 	rq->len = io->op == RBLK_OP_FLUSH ? 0 : len;
 	rq->cmd_flags = (io->flags & RBLK_IO_FUA) ? RBLK_CMD_F_FUA : 0;
+	if (io->op == RBLK_OP_FLUSH)
+		rq->flush_mark = lib_acked_sum(q->r);
 	rq->buf = io->buf; /* advanced past earlier parts */
 	rq->mr = mr;
 	if (io->buf && !mr)

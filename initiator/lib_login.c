@@ -43,7 +43,8 @@ _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
 	       "public feature bits are the wire bits");
 
 /* LOGIN bits that are options of the protocol, not of the volume */
-#define PROTO_OPTIONS (RBLK_F_CMD_DONE | RBLK_F_TAG_GEN | RBLK_F_PUSH_IMM)
+#define PROTO_OPTIONS                                                          \
+	(RBLK_F_CMD_DONE | RBLK_F_TAG_GEN | RBLK_F_PUSH_IMM | RBLK_F_EPOCH)
 
 /* Push reads when asked to, or by default where the transport prefers it. */
 static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
@@ -310,6 +311,8 @@ static int send_hello(struct rblk *r, struct rblk_queue *q,
 		hello.flags |= RBLK_HELLO_F_TAG_GEN;
 	if (want_push_imm(r, o))
 		hello.flags |= RBLK_HELLO_F_PUSH_IMM;
+	if (!r->epoch_refused)
+		hello.flags |= RBLK_HELLO_F_EPOCH;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 lib_path_url(q)->export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
@@ -346,10 +349,11 @@ static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
 /*
  * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
  * set. A HELLO refused as malformed may have asked for something an older
- * target does not know: the newest first, the PUSH_IMM flag
- * (r->push_imm_refused), the TAG_GEN flag (r->tag_gen_refused), the
- * IDENTITY flag (r->identity_refused), then ask in-capsule bytes
- * (r->inline_refused); see lib_queue_connect().
+ * target does not know: the newest first, the EPOCH flag
+ * (r->epoch_refused), the PUSH_IMM flag (r->push_imm_refused), the
+ * TAG_GEN flag (r->tag_gen_refused), the IDENTITY flag
+ * (r->identity_refused), then ask in-capsule bytes (r->inline_refused);
+ * see lib_queue_connect().
  */
 static int login_refused(struct rblk *r, struct rblk_queue *q,
 			 const struct rblk_login *login, uint32_t ask,
@@ -363,6 +367,13 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 	if (login->status == RBLK_S_NO_EXPORT)
 		return set_error(ret, "export '%s' not found on %s",
 				 u->export_name, rblk_url_str(u));
+	if (login->status == RBLK_S_INVALID && !r->epoch_refused) {
+		r->epoch_refused = true;
+		return set_error(
+		    -EPROTO,
+		    "login to '%s' refused as malformed: the target may not know the HELLO flag EPOCH",
+		    u->export_name);
+	}
 	if (login->status == RBLK_S_INVALID && asked_imm) {
 		r->push_imm_refused = true;
 		return set_error(
@@ -479,6 +490,50 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 }
 
 /*
+ * A block device promises that a completed FLUSH made every write
+ * acknowledged before it durable. A target whose machine lost power, or
+ * whose process held acknowledged writes in its own cache (RBD), comes
+ * back without the writes it acknowledged but had not flushed, and a
+ * FLUSH reissued or sent after the reconnect would then claim them
+ * durable. The target's durability epoch (RBLK_F_EPOCH) changes exactly
+ * then: a path that comes back with another epoch while writes are
+ * acknowledged past the last completed FLUSH sets r->flush_lost, and the
+ * next FLUSH fails with -EIO (lib_io.c, part_durability()). A restart
+ * that loses nothing (a process restart on the same boot, for files and
+ * devices) keeps the epoch and fails nothing.
+ */
+static void epoch_check(struct rblk *r, struct rblk_queue *q,
+			const struct rblk_login *login)
+{
+	struct rblk_path *p = &r->paths[q->path];
+	uint64_t now = 1ull << 32 | rblk_login_epoch(login), seen, acked, fl;
+
+	if (!(login->features & RBLK_F_EPOCH))
+		return;
+	seen = atomic_load(&p->epoch);
+	do {
+		if (seen == now)
+			return;
+	} while (!atomic_compare_exchange_weak(&p->epoch, &seen, now));
+	if (!seen)
+		return; /* the first login on this path */
+	acked = lib_acked_sum(r);
+	fl = atomic_load(&r->flushed);
+	if (acked <= fl) {
+		log_info(
+		    "queue %u: %s restarted (durability epoch %08x, was %08x); every acknowledged write was flushed",
+		    q->index, rblk_url_str(lib_path_url(q)), (unsigned int)now,
+		    (unsigned int)seen);
+		return;
+	}
+	atomic_store(&r->flush_lost, true);
+	log_err(
+	    "queue %u: %s restarted (durability epoch %08x, was %08x) after acknowledging %llu write(s) no FLUSH has covered yet: they may be lost, so the next FLUSH fails with EIO",
+	    q->index, rblk_url_str(lib_path_url(q)), (unsigned int)now,
+	    (unsigned int)seen, (unsigned long long)(acked - fl));
+}
+
+/*
  * One connection of q and its login: 0, or -errno with the error set (the
  * connection, if made, is left for the caller to drop).
  */
@@ -501,15 +556,17 @@ static int queue_connect_once(struct rblk *r, struct rblk_queue *q,
 	ret = login_check(r, q, o, &login, ask);
 	if (!ret)
 		ret = login_apply(r, q, o, &login);
+	if (!ret)
+		epoch_check(r, q, &login);
 	return ret;
 }
 
 /*
- * A target that predates the TAG_GEN flag, the IDENTITY flag or in-capsule
- * data refuses a HELLO asking for them as malformed (the bits and the
- * field were reserved, zero): then the queue connects once more without
- * the newest of them, and again without the next, and the session asks
- * for none of those from then on.
+ * A target that predates the EPOCH, PUSH_IMM, TAG_GEN or IDENTITY flag or
+ * in-capsule data refuses a HELLO asking for them as malformed (the bits
+ * and the field were reserved, zero): then the queue connects once more
+ * without the newest of them, and again without the next, and the session
+ * asks for none of those from then on.
  */
 int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		      const struct rblk_opts *o)
@@ -517,15 +574,18 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 	for (;;) {
 		bool tg = r->tag_gen_refused, id = r->identity_refused;
 		bool in = r->inline_refused, imm = r->push_imm_refused;
+		bool ep = r->epoch_refused;
 		int ret = queue_connect_once(r, q, o);
 
 		if (!ret ||
 		    (tg == r->tag_gen_refused && id == r->identity_refused &&
-		     in == r->inline_refused && imm == r->push_imm_refused))
+		     in == r->inline_refused && imm == r->push_imm_refused &&
+		     ep == r->epoch_refused))
 			return ret;
 		log_info("queue %u: %s; connecting again without %s", q->index,
 			 rblk_last_error(),
-			 imm != r->push_imm_refused  ? "the PUSH_IMM flag"
+			 ep != r->epoch_refused	     ? "the EPOCH flag"
+			 : imm != r->push_imm_refused ? "the PUSH_IMM flag"
 			 : tg != r->tag_gen_refused  ? "the TAG_GEN flag"
 			 : id != r->identity_refused ? "the IDENTITY flag"
 						     : "in-capsule data");

@@ -92,6 +92,8 @@ struct ireq {
 	uint64_t deadline;
 	uint16_t failures;
 	bool timed_out;
+	/* a FLUSH: the session's acknowledged writes when it was issued */
+	uint64_t flush_mark;
 };
 
 /*
@@ -254,6 +256,12 @@ struct rblk_queue {
 	uint64_t log_at;
 	unsigned int log_quiet; /* lines left out since the last one */
 	struct rblk_queue_stats stats;
+	/*
+	 * Write-class commands (WRITE without FUA, TRIM, WRITE_ZEROES)
+	 * acknowledged on this queue: written by its thread only, summed by
+	 * any (lib_acked_sum()) to tell what a FLUSH covers.
+	 */
+	_Atomic uint64_t acked;
 
 	/*
 	 * Multipath (lib_path.c). path: the r->paths entry of the connection
@@ -270,6 +278,8 @@ struct rblk_queue {
 struct rblk_path {
 	char *str;
 	struct rblk_url url;
+	/* the target's durability epoch | 1 << 32 once seen (RBLK_F_EPOCH) */
+	_Atomic uint64_t epoch;
 };
 
 struct rblk {
@@ -292,6 +302,17 @@ struct rblk {
 	bool tag_gen_refused;
 	/* ... the HELLO flag PUSH_IMM: push READs are then counted by none */
 	bool push_imm_refused;
+	/* a target refused the HELLO flag EPOCH: it predates it */
+	bool epoch_refused;
+	/*
+	 * Durability across a target's restart (lib_login.c, epoch_check()):
+	 * flushed is the lib_acked_sum() the last completed FLUSH covered;
+	 * flush_lost is set when a path came back with another durability
+	 * epoch while writes were acknowledged past flushed (they may be
+	 * lost): the next FLUSH to complete fails with -EIO and clears it.
+	 */
+	_Atomic uint64_t flushed;
+	atomic_bool flush_lost;
 	/*
 	 * Paths (lib_path.c): paths[0] is the preferred one (the URL given
 	 * to rblk_open). active: the path queues use and move to; any queue
@@ -342,6 +363,8 @@ static inline void *hello_buf(struct rblk_queue *q)
 /* ---- lib_io.c: the data path ----------------------------------------------
  */
 
+/* Write-class commands acknowledged by all queues so far; any thread. */
+uint64_t lib_acked_sum(struct rblk *r);
 /* An io is done: queue its completion for rblk_poll(), free it. */
 void lib_io_complete(struct rblk_queue *q, struct io *io);
 /* A part finished with result res (0 or -errno): free its tag. */

@@ -353,7 +353,20 @@ struct rbd_wq {
 	struct rbd_op *over_head, *over_tail;
 	uint64_t waits; /* ops held at the gate since the last log line */
 	uint64_t waits_logged_ms;
+	/* ops that took RBD_SLOW_MS or more since the last note (slow_note) */
+	uint64_t slow, slow_max_ms, slow_logged_ms;
 };
+
+/*
+ * An op the cluster took this long to answer is worth telling the
+ * operator about: an OSD that died stalls the I/O of its placement groups
+ * until the monitors mark it down and peering ends (seconds), a lost
+ * monitor quorum longer. Noted at most once per RBD_SLOW_NOTE_MS per
+ * worker, with the count and the longest, so a thrashed cluster leaves a
+ * trace in the target's log without flooding it.
+ */
+#define RBD_SLOW_MS 1000
+#define RBD_SLOW_NOTE_MS 5000
 
 /* Lives as long as its worker thread, which drains it before exiting. */
 static __thread struct rbd_wq tls_wq;
@@ -370,6 +383,7 @@ struct rbd_op {
 	struct rbd_wq *wq;
 	enum rbd_stage stage;
 	int res;
+	uint64_t start_ms; /* worker clock at submit */
 	/* what it counts against the gate while issued */
 	uint64_t weight_ops, weight_bytes;
 };
@@ -615,6 +629,7 @@ static int rbd_submit(struct worker *w, struct treq *r)
 	op->wq = &tls_wq;
 	op->stage = STAGE_IO;
 	op->res = 0;
+	op->start_ms = w->now_ms;
 	if (tls_wq.over_head || !gate_open(&tls_wq, op)) {
 		FIFO_PUSH(tls_wq.over_head, tls_wq.over_tail, op, next);
 		gate_note_wait(&tls_wq, op->img->conn);
@@ -631,6 +646,31 @@ static int rbd_submit(struct worker *w, struct treq *r)
 static bool is_fencing_error(int res)
 {
 	return res == -EBLOCKLISTED || res == -EROFS;
+}
+
+/* Count a slow op (see RBD_SLOW_MS); say so at most every RBD_SLOW_NOTE_MS. */
+static void slow_note(struct rbd_wq *q, const struct rbd_op *op, uint64_t now,
+		      int res)
+{
+	uint64_t ms = now - op->start_ms;
+
+	if (!op->start_ms || ms < RBD_SLOW_MS)
+		return;
+	q->slow++;
+	q->slow_max_ms = MAX(q->slow_max_ms, ms);
+	if (q->slow_logged_ms && now - q->slow_logged_ms < RBD_SLOW_NOTE_MS)
+		return;
+	log_warn("export %s: rbd: worker %u: %" PRIu64
+		 " I/O%s took %u ms or more (longest %" PRIu64
+		 " ms, the last %s at %" PRIu64
+		 ": %s): the cluster was slow to answer (an OSD down, peering, "
+		 "a monitor election?)",
+		 op->img->e->name, q->w->index, q->slow,
+		 q->slow == 1 ? "" : "s", RBD_SLOW_MS, q->slow_max_ms,
+		 rblk_opcode_str(op->r->cmd.opcode), op->r->cmd.offset,
+		 res < 0 ? strerror(-res) : "done");
+	q->slow = q->slow_max_ms = 0;
+	q->slow_logged_ms = now;
 }
 
 int backend_remote_reap(struct worker *w)
@@ -657,6 +697,10 @@ int backend_remote_reap(struct worker *w)
 					  memory_order_relaxed);
 		atomic_fetch_sub_explicit(&tls_wq.bytes, op->weight_bytes,
 					  memory_order_relaxed);
+		if (res < 0 || op->stage != STAGE_IO ||
+		    r->cmd.opcode != RBLK_OP_WRITE ||
+		    !(r->cmd.flags & RBLK_CMD_F_FUA))
+			slow_note(&tls_wq, op, now_ms(), res);
 		if (res >= 0 && op->stage == STAGE_IO &&
 		    r->cmd.opcode == RBLK_OP_WRITE &&
 		    (r->cmd.flags & RBLK_CMD_F_FUA) &&

@@ -447,7 +447,7 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 		c->lim.features |= RBLK_F_READ_ONLY;
 	login_reply(&c->lim, &l);
 	(void)login_vol_id(e, l.vol_id);
-	random_bytes(&l.session_id, sizeof(l.session_id));
+	login_session_id(e, &l);
 	ret = tconn_volume_window(w, c);
 	if (ret) {
 		/*
@@ -467,7 +467,7 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 		memset(&l, 0, sizeof(l));
 		login_reply(&c->lim, &l);
 		(void)login_vol_id(e, l.vol_id);
-		random_bytes(&l.session_id, sizeof(l.session_id));
+		login_session_id(e, &l);
 	}
 	if (target_fault("size0"))
 		l.size = 0;

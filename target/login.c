@@ -8,9 +8,11 @@
  */
 #include "target.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/log.h"
 #include "../common/util.h"
 
 int login_decide(const void *buf, size_t len, uint16_t cm_qd,
@@ -71,6 +73,8 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	/* as asked; the caller drops it where the transport cannot carry it */
 	if (p->hello.flags & RBLK_HELLO_F_PUSH_IMM)
 		p->lim.features |= RBLK_F_PUSH_IMM;
+	if (p->hello.flags & RBLK_HELLO_F_EPOCH)
+		p->lim.features |= RBLK_F_EPOCH;
 	return RBLK_S_OK;
 }
 
@@ -93,6 +97,47 @@ void login_reply(const struct rblk_limits *lim, struct rblk_login *l)
 	l->block_size = lim->block_size;
 	l->size = lim->size;
 	l->features = lim->features;
+}
+
+static uint32_t epoch_boot, epoch_run;
+static pthread_once_t epoch_once = PTHREAD_ONCE_INIT;
+
+static void epoch_init(void)
+{
+	char id[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	if (f && fgets(id, sizeof(id), f)) {
+		for (const char *c = id; *c && *c != '\n'; c++)
+			h = (h ^ (uint8_t)*c) * 16777619u;
+		epoch_boot = h;
+	} else {
+		/* no boot id: every run may have lost what the last acked */
+		random_bytes(&epoch_boot, sizeof(epoch_boot));
+		log_warn(
+		    "cannot read /proc/sys/kernel/random/boot_id: the durability epoch of files and devices changes with every run");
+	}
+	if (f)
+		fclose(f);
+	random_bytes(&epoch_run, sizeof(epoch_run));
+}
+
+uint32_t login_epoch(const struct export *e)
+{
+	pthread_once(&epoch_once, epoch_init);
+	if (e->ops &&
+	    (!strcmp(e->ops->name, "rbd") || !strcmp(e->ops->name, "ram")))
+		return epoch_run;
+	return epoch_boot;
+}
+
+void login_session_id(const struct export *e, struct rblk_login *l)
+{
+	random_bytes(&l->session_id, sizeof(l->session_id));
+	if (l->features & RBLK_F_EPOCH)
+		l->session_id =
+		    (uint64_t)login_epoch(e) << 32 | (uint32_t)l->session_id;
 }
 
 bool login_vol_id(const struct export *e, uint8_t id[RBLK_VOL_ID_LEN])

@@ -635,6 +635,20 @@ void login_reply(const struct rblk_limits *lim, struct rblk_login *l);
  * initiator that asked (login_decide()).
  */
 bool login_vol_id(const struct export *e, uint8_t id[RBLK_VOL_ID_LEN]);
+/*
+ * The durability epoch of e (RBLK_F_EPOCH): it stays the same as long as
+ * every write the target acknowledged on e survives. A file or a block
+ * device keeps them in the page cache or the device's cache while the
+ * machine runs, however often the target restarts: the machine's boot
+ * (a hash of its boot_id). RBD (librbd's write-back cache) and RAM keep
+ * them in the process: a random value per target run.
+ */
+uint32_t login_epoch(const struct export *e);
+/*
+ * A LOGIN's session_id: random, its high 32 bits the export's durability
+ * epoch (login_epoch()) where l->features has RBLK_F_EPOCH.
+ */
+void login_session_id(const struct export *e, struct rblk_login *l);
 
 /*
  * The authentication rule (docs/man/rblk-target.conf.5): a host with a

@@ -6,12 +6,21 @@
 # under DIR; two clusters run side by side with different --port-base.
 #
 #   tests/ceph/micro-cluster.sh start DIR [--port-base N] [--mem SIZE]
+#                                          [--osds N] [--pool-size N]
 #       create and start it, wait (at most 60 s) for HEALTH_OK; exit 0
 #       when healthy. N: the mon listens on N (v2) and N+1 (v1), the other
 #       daemons bind in N+2..N+40 (default: a free range chosen at random).
-#       SIZE: memstore capacity (default 2G; RSS grows with data written).
+#       SIZE: memstore capacity per OSD (default 2G; RSS grows with data).
+#       --osds (default 1) OSDs, --pool-size (default 1) replicas of the
+#       pool "rbd" (min size 1); more than one OSD also shortens failure
+#       detection (heartbeats every 1 s, grace 4 s) for thrash tests.
 #   tests/ceph/micro-cluster.sh stop DIR
-#       stop the daemons (OSD first, then mgr, then mon) and wait for them.
+#       stop the daemons (OSDs first, then mgr, then mon) and wait for them.
+#   tests/ceph/micro-cluster.sh kill-osd DIR ID | start-osd DIR ID
+#       kill -9 osd.ID (its memstore loses what it held; peers backfill
+#       it) / start it again (no wait for health)
+#   tests/ceph/micro-cluster.sh restart-mon DIR
+#       stop the mon (SIGTERM) and start it again (no wait)
 #   tests/ceph/micro-cluster.sh env DIR
 #       print shell assignments: CEPH_CONF, CEPH_KEYRING, CEPH_ID (admin),
 #       CEPH_MON_ADDR, CEPH_POOL; `eval "$(micro-cluster.sh env DIR)"`.
@@ -20,10 +29,14 @@
 # `profile rbd` caps a gateway needs, blocklisting included); the daemons'
 # keys are made with ceph-authtool up front. Logs: DIR/log/.
 set -euo pipefail
+# a test's client settings (start_ceph exports them) must not reach the
+# daemons: CEPH_KEYRING would make a revived OSD look for its key in the
+# admin keyring
+unset CEPH_KEYRING CEPH_ID CEPH_ARGS
 
 usage()
 {
-	sed -n '4,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,30p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -37,12 +50,18 @@ die()
 cmd=$1
 dir=$2
 shift 2
+osd_id=
+case $cmd in kill-osd | start-osd) [ $# -ge 1 ] || usage; osd_id=$1; shift ;; esac
 port_base=
 mem=2G
+osds=1
+pool_size=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--port-base) port_base=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
+	--osds) osds=$2; shift 2 ;;
+	--pool-size) pool_size=$2; shift 2 ;;
 	*) usage ;;
 	esac
 done
@@ -114,15 +133,47 @@ stop_daemon()
 	rm -f "$pidf"
 }
 
+# Heartbeat settings for clusters that lose OSDs on purpose: a killed
+# OSD is marked down after ~4 s instead of 20, so I/O waiting on it
+# stalls for seconds, not half a minute.
+fast_failover()
+{
+	[ "$osds" -gt 1 ] || return 0
+	echo "osd heartbeat interval = 1"
+	echo "osd heartbeat grace = 4"
+	echo "mon osd min down reporters = 1"
+	echo "osd mon report interval = 1"
+}
+
+# Create osd.$1 (keyring already made) and start it.
+make_osd()
+{
+	local id=$1 uuid
+	uuid=$(cat /proc/sys/kernel/random/uuid)
+	# a file, not <(...): the test guest has no /dev/fd
+	printf '{"cephx_secret": "%s"}' \
+		"$(ceph-authtool "$dir/osd.$id.keyring" -p -n "osd.$id")" \
+		>"$dir/osd.$id.json"
+	timeout 20 ceph -c "$dir/ceph.conf" osd new "$uuid" "$id" \
+		-i "$dir/osd.$id.json" >/dev/null || die "ceph osd new $id failed"
+	ceph-osd -c "$dir/ceph.conf" -i "$id" --mkfs --osd-uuid "$uuid" \
+		>/dev/null 2>&1 || die "ceph-osd --mkfs failed (see $dir/log/osd.$id.log)"
+	start_daemon osd "$id"
+}
+
 cmd_start()
 {
-	local fsid osd_uuid keys mon v2 v1
+	local fsid keys mon v2 v1 i
 	for t in ceph-mon ceph-osd ceph-mgr ceph-authtool monmaptool ceph rbd; do
 		command -v "$t" >/dev/null ||
 			die "$t not found (make test-deps installs the ceph packages)"
 	done
 	[ -e "$dir/ceph.conf" ] && die "$dir already holds a cluster (stop it, remove the directory)"
-	mkdir -p "$dir"/{run,log,mon.a,mgr.x,osd.0}
+	case $osds in '' | *[!0-9]* | 0) die "bad --osds $osds" ;; esac
+	case $pool_size in '' | *[!0-9]* | 0) die "bad --pool-size $pool_size" ;; esac
+	[ "$pool_size" -le "$osds" ] || die "--pool-size $pool_size > --osds $osds"
+	mkdir -p "$dir"/{run,log,mon.a,mgr.x}
+	for ((i = 0; i < osds; i++)); do mkdir -p "$dir/osd.$i"; done
 	dir=$(cd "$dir" && pwd)
 	[ -n "$port_base" ] || port_base=$(pick_port_base)
 	[ -n "$port_base" ] || die "no free port range on 127.0.0.1"
@@ -130,7 +181,6 @@ cmd_start()
 	v1=$((port_base + 1))
 	mon="[v2:127.0.0.1:$v2,v1:127.0.0.1:$v1]"
 	fsid=$(cat /proc/sys/kernel/random/uuid)
-	osd_uuid=$(cat /proc/sys/kernel/random/uuid)
 
 	cat >"$dir/ceph.conf" <<EOF
 # micro cluster for rblk tests (tests/ceph/micro-cluster.sh)
@@ -148,7 +198,7 @@ keyring = $dir/keyring
 run dir = $dir/run
 log file = $dir/log/\$name.log
 crash dir = $dir/crash
-osd pool default size = 1
+osd pool default size = $pool_size
 osd pool default min size = 1
 osd pool default pg num = 8
 osd pool default pgp num = 8
@@ -161,6 +211,7 @@ mon warn on insecure global id reclaim allowed = false
 auth allow insecure global id reclaim = false
 mon data avail warn = 1
 mon data avail crit = 0
+$(fast_failover)
 # no admin socket for clients: two clients of the same name (fio jobs,
 # two targets) would fight over one path
 admin socket =
@@ -196,14 +247,16 @@ EOF
 	authtool "$keys" --gen-key -n client.rblk \
 		--cap mon 'profile rbd' --cap osd 'profile rbd' \
 		--cap mgr 'profile rbd'
-	authtool "$dir/osd.0.keyring" --create-keyring --gen-key -n osd.0 \
-		--cap mon 'allow profile osd' --cap osd 'allow *' \
-		--cap mgr 'allow profile osd'
+	for ((i = 0; i < osds; i++)); do
+		authtool "$dir/osd.$i.keyring" --create-keyring --gen-key -n "osd.$i" \
+			--cap mon 'allow profile osd' --cap osd 'allow *' \
+			--cap mgr 'allow profile osd'
+	done
 	authtool "$dir/mgr.x.keyring" --create-keyring --gen-key -n mgr.x \
 		--cap mon 'allow profile mgr' --cap osd 'allow *' \
 		--cap mds 'allow *'
 	# the mon's keyring seeds its auth database with every key
-	for k in "$keys" "$dir/osd.0.keyring" "$dir/mgr.x.keyring"; do
+	for k in "$keys" "$dir"/osd.*.keyring "$dir/mgr.x.keyring"; do
 		authtool "$dir/mon.a.keyring" --import-keyring "$k" >/dev/null
 	done
 	monmaptool --create --fsid "$fsid" --addv a "$mon" "$dir/monmap" >/dev/null
@@ -217,15 +270,7 @@ EOF
 		die "the mon does not answer (see $dir/log/mon.a.log)"
 	start_daemon mgr x
 
-	# a file, not <(...): the test guest has no /dev/fd
-	printf '{"cephx_secret": "%s"}' \
-		"$(ceph-authtool "$dir/osd.0.keyring" -p -n osd.0)" \
-		>"$dir/osd.0.json"
-	timeout 20 ceph -c "$dir/ceph.conf" osd new "$osd_uuid" 0 \
-		-i "$dir/osd.0.json" >/dev/null || die "ceph osd new failed"
-	ceph-osd -c "$dir/ceph.conf" -i 0 --mkfs --osd-uuid "$osd_uuid" \
-		>/dev/null 2>&1 || die "ceph-osd --mkfs failed (see $dir/log/osd.0.log)"
-	start_daemon osd 0
+	for ((i = 0; i < osds; i++)); do make_osd "$i"; done
 
 	timeout 20 ceph -c "$dir/ceph.conf" osd pool create rbd 8 8 >/dev/null 2>&1 ||
 		die "pool create failed"
@@ -238,7 +283,12 @@ cmd_stop()
 {
 	[ -f "$dir/ceph.conf" ] || return 0
 	# the OSD first: a mon gone before it leaves it retrying for a while
-	stop_daemon osd.0
+	local f
+	for f in "$dir"/run/osd.*.pid; do
+		[ -e "$f" ] || continue
+		f=${f##*/}
+		stop_daemon "${f%.pid}"
+	done
 	stop_daemon mgr.x
 	stop_daemon mon.a
 }
@@ -255,9 +305,41 @@ cmd_env()
 	echo "export CEPH_CONF CEPH_KEYRING CEPH_ID CEPH_MON_ADDR CEPH_POOL"
 }
 
+cmd_kill_osd()
+{
+	local pidf=$dir/run/osd.$1.pid
+	local pid i
+	[ -f "$pidf" ] || die "osd.$1 is not running"
+	pid=$(cat "$pidf")
+	kill -KILL "$pid" 2>/dev/null || true
+	# gone for good before a revival can take its store and ports
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	rm -f "$pidf"
+}
+
+# A revived OSD may find its old instance's store lock or ports not yet
+# released (kill -9 under load): try a few times, then show why.
+cmd_start_osd()
+{
+	local i
+	for ((i = 0; i < 5; i++)); do
+		"ceph-osd" -c "$dir/ceph.conf" -i "$1" 2>>"$dir/log/start.log" &&
+			return 0
+		sleep 1
+	done
+	tail -n 5 "$dir/log/start.log" "$dir/log/osd.$1.log" >&2
+	die "ceph-osd -i $1 failed to start 5 times"
+}
+
 case $cmd in
 start) cmd_start ;;
 stop) cmd_stop ;;
 env) cmd_env ;;
+kill-osd) cmd_kill_osd "$osd_id" ;;
+start-osd) cmd_start_osd "$osd_id" ;;
+restart-mon) stop_daemon mon.a; start_daemon mon a ;;
 *) usage ;;
 esac

@@ -257,6 +257,39 @@ static void test_vol_id(void **state)
 	cfg_open.has_uuid = false;
 }
 
+/* ---- the durability epoch (RBLK_F_EPOCH) ----------------------------- */
+
+static void test_epoch(void **state)
+{
+	uint8_t buf[RBLK_MSG_MAX];
+	struct rblk_login a = {0}, b = {0};
+	struct export ram = exp_open;
+	struct backend_ops ram_ops = {.name = "ram"};
+	struct login_plan p;
+	size_t n;
+
+	/* only to an initiator that asked */
+	n = hello(buf, "open", 16, 1 << 20, 0);
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_OK);
+	assert_false(p.lim.features & RBLK_F_EPOCH);
+	n = hello(buf, "open", 16, 1 << 20, RBLK_HELLO_F_EPOCH);
+	assert_int_equal(decide(buf, n, 16, 1 << 20, &p), RBLK_S_OK);
+	assert_true(p.lim.features & RBLK_F_EPOCH);
+
+	/* every session of one run carries the same epoch in session_id */
+	login_reply(&p.lim, &a);
+	login_reply(&p.lim, &b);
+	login_session_id(&exp_open, &a);
+	login_session_id(&exp_open, &b);
+	assert_int_equal(rblk_login_epoch(&a), login_epoch(&exp_open));
+	assert_int_equal(rblk_login_epoch(&a), rblk_login_epoch(&b));
+	assert_int_not_equal(a.session_id, b.session_id);
+
+	/* a file's epoch is the boot's, a RAM volume's the run's */
+	ram.ops = &ram_ops;
+	assert_int_not_equal(login_epoch(&ram), login_epoch(&exp_open));
+}
+
 static void test_auth_needed(void **state)
 {
 	/* a restricted export, or a host with a secret */
@@ -427,6 +460,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_discover, setup),
 	    cmocka_unit_test_setup(test_hidden_refusal, setup),
 	    cmocka_unit_test_setup(test_vol_id, setup),
+	    cmocka_unit_test_setup(test_epoch, setup),
 	    cmocka_unit_test_setup(test_auth_needed, setup),
 	    cmocka_unit_test_setup(test_auth_ok, setup),
 	    cmocka_unit_test_setup(test_auth_refused, setup),

@@ -22,6 +22,11 @@
 #                   (Ctrl-D or 'exit' powers off; Ctrl-A x kills qemu)
 #   -q, --quiet     do not stream the command's output (it is still in
 #                   OUT/output.log)
+#   --qemu-arg ARG  one more qemu argument (repeatable), e.g. a disk or a
+#                   NIC for a harness that runs outside the guest
+#                   (tests/e2e/98-power-cut.sh); a NIC must be user-mode
+#                   with restrict=on or a socket netdev on 127.0.0.1
+#   --pid-file F    write qemu's pid to F once it runs (to cut its power)
 #
 # The command runs with cwd = the repo root (same absolute path as on the
 # host), as root, after the guest loaded rdma_rxe rdma_ucm ib_uverbs dummy nbd
@@ -44,7 +49,7 @@ CACHE=${RBLK_VM_CACHE:-${HOME:-/root}/.cache/rblk-vm}
 INITRD_NAME=initramfs-v2.cpio.gz   # keep in step with setup.sh
 
 timeout_s=600 mem=2048 cpus=2 cwd=$REPO out='' keep=0 shell=0 quiet=0
-envs=()
+envs=() qargs=() pidfile=''
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -59,6 +64,8 @@ while [ $# -gt 0 ]; do
 	--keep) keep=1; shift ;;
 	--shell) shell=1; shift ;;
 	-q | --quiet) quiet=1; shift ;;
+	--qemu-arg) qargs+=("$2"); shift 2 ;;
+	--pid-file) pidfile=$2; shift 2 ;;
 	-h | --help) usage ;;
 	--) shift; break ;;
 	-*) echo "run-vm: unknown option $1" >&2; usage ;;
@@ -119,7 +126,10 @@ fi
 } >"$out/cmd"
 : >"$out/output.log"
 
-append="console=ttyS0 rdinit=/init panic=-1 loglevel=4 mitigations=off"
+# no_timer_check: on a loaded host TCG starves the vCPUs and the kernel's
+# IO-APIC timer check panics the boot ("IO-APIC + timer doesn't work", seen
+# with load average 25)
+append="console=ttyS0 rdinit=/init panic=-1 loglevel=4 mitigations=off no_timer_check"
 append+=" rblk.stage2=$HERE/guest-init.sh rblk.repo=$REPO"
 [ "$shell" = 1 ] && append+=" rblk.mode=shell"
 
@@ -131,6 +141,7 @@ qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max -m "$mem" -smp "$cpus"
 	-virtfs "local,path=$kdir/lib/modules,mount_tag=rblkmods,security_model=none,readonly=on"
 	-virtfs "local,path=$out,mount_tag=rblkout,security_model=none"
 	-virtfs "local,path=$REPO,mount_tag=rblkrepo,security_model=none,readonly=on,multidevs=remap")
+qemu+=("${qargs[@]+"${qargs[@]}"}")
 if [ "$shell" = 1 ]; then
 	qemu+=(-serial mon:stdio)
 else
@@ -176,6 +187,7 @@ else
 	"${qemu[@]}" </dev/null &
 fi
 qpid=$!
+[ -n "$pidfile" ] && echo "$qpid" >"$pidfile"
 if [ "$quiet" = 0 ] && [ "$shell" = 0 ]; then
 	tail -n +1 -s 0.2 -f --pid="$qpid" "$out/output.log" 2>/dev/null &
 	tpid=$!
