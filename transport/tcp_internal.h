@@ -531,6 +531,8 @@ void tcp_destroy(struct xp_conn *xc);
 void tcp_disconnect(struct xp_conn *xc);
 enum xp_conn_state tcp_state(struct xp_conn *xc);
 const char *tcp_peer_name(struct xp_conn *xc);
+/* Close a socket after a FIN (what the peer sent is read first). */
+void tcp_sock_close(int sock);
 struct xp_group *tcp_conn_group(struct xp_conn *xc);
 int tcp_conn_arm(struct tcp_conn *c);
 int tcp_conn_poll(struct tcp_conn *c, struct xp_wc *wc, int max);
