@@ -242,11 +242,20 @@ void export_reap(void);
 
 /*
  * An engine does asynchronous file I/O for one worker. All ops are
- * required and run on the worker thread.
+ * required and run on the worker thread, except init() and fini() and
+ * what worker_start() registers between them and the thread's start
+ * (main thread).
  */
 struct engine_ops {
 	const char *name; /* "io_uring", "libaio" */
 	int (*init)(struct worker *w, unsigned int depth);
+	/*
+	 * On the worker's thread, first: init() and register_buf() ran on
+	 * the main thread, and io_uring enables its ring here so that the
+	 * worker is its only issuer (no submission or registration from
+	 * another thread after this). 0 or -errno.
+	 */
+	int (*enable)(struct worker *w);
 	void (*fini)(struct worker *w);
 	/* Readable (eventfd) when completions are ready. */
 	int (*fd)(struct worker *w);

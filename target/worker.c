@@ -640,6 +640,10 @@ static void *worker_main(void *arg)
 
 	snprintf(name, sizeof(name), "rblk-worker%u", w->index);
 	pthread_setname_np(pthread_self(), name);
+	/* the engine's first use by its only issuer */
+	if (w->engine->enable(w))
+		log_err("worker %u: the %s engine cannot start: disk I/O fails",
+			w->index, w->engine->name);
 	while (!atomic_load(&w->stop)) {
 		bool closing = false, sweep;
 		int n = 0;
@@ -704,6 +708,10 @@ static void *worker_main(void *arg)
 		if (w->conns && !busy)
 			usleep(10000); /* flushed sends still to come */
 	}
+	/* registrations are the ring's issuer's to change (engine_uring.c) */
+	if (w->pool_buf_index >= 0)
+		w->engine->unregister_buf(w, w->pool_buf_index);
+	w->pool_buf_index = -1;
 	return NULL;
 }
 
@@ -871,9 +879,7 @@ void worker_stop(struct worker *w)
 		for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++)
 			free(w->groups[i].block_mr[o]);
 	}
-	if (w->pool_buf_index >= 0)
-		w->engine->unregister_buf(w, w->pool_buf_index);
-	w->engine->fini(w);
+	w->engine->fini(w); /* the pool's registration went on the thread */
 	close(w->mailbox_fd);
 	close(w->epfd);
 	slot_pool_fini(&w->pool);
