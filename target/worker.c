@@ -283,6 +283,18 @@ static void handoff_join(struct worker *w, struct conn_handoff *h)
 	struct tconn *c;
 	int ret;
 
+	/*
+	 * Evicted from the pending table for a newcomer while it waited
+	 * here (the table gave its count back, and close_evicted() has not
+	 * seen it): refused as the table would have refused it.
+	 */
+	if (limits_evicted(h->lim)) {
+		log_debug("%s: %s evicted from the pending table before its "
+			  "accept",
+			  h->url, xp_request_peer_name(h->req));
+		handoff_reject(w, h, RBLK_S_BUSY);
+		return;
+	}
 	wg = group_for(w, h->req->ops);
 	if (!wg) {
 		handoff_reject(w, h, RBLK_S_NO_RESOURCES);
