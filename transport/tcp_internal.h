@@ -108,7 +108,7 @@
  * Handshake. connect() sends CONNECT and waits (poll(), timeout_ms) for
  * ACCEPT or REJECT. The listener never blocks: accepted sockets wait in a
  * table (at most TCP_PENDING_MAX, each at most TCP_HANDSHAKE_MS) until
- * their CONNECT frame is complete, and get_request() returns -EAGAIN
+ * their CONNECT frame is complete, and take_request() returns -EAGAIN
  * meanwhile; listener_fd() is an epoll fd holding the listening socket
  * and those sockets. Completed CONNECTs are taken before anything new is
  * accepted, and a full table evicts only a socket that sent nothing for
