@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Connections of a worker: setup (on the main thread, under the worker's
- * turn lock), login and authentication, teardown. A connection's life:
+ * Connections of a worker: setup, login and authentication, teardown.
+ * A connection's life:
  *
- *   main thread: worker_accept()  created in the worker's poll group,
+ *   main thread: worker_accept()  private data checked, admitted (limits),
+ *                                 handed to the worker (its mailbox)
+ *   worker:      tconn_new()      joined to the worker's poll group,
  *                                 message buffers registered, receives
  *                                 posted, transport accept
  *   worker:      TCONN_LOGIN      HELLO -> export lookup; when the host or

@@ -100,6 +100,12 @@ static void aio_fini(struct worker *w)
 	w->engine_priv = NULL;
 }
 
+/* An aio context takes submissions from any thread: nothing to do. */
+static int aio_enable(struct worker *w)
+{
+	return 0;
+}
+
 static int aio_fd(struct worker *w)
 {
 	return priv_of(w)->efd;
@@ -239,6 +245,7 @@ static int aio_reap(struct worker *w)
 const struct engine_ops engine_aio_ops = {
     .name = "libaio",
     .init = aio_init,
+    .enable = aio_enable,
     .fini = aio_fini,
     .fd = aio_fd,
     .register_buf = aio_register_buf,

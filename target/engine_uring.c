@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 
 #define URING_BUF_TABLE 1024
 #define URING_REAP_BATCH 64
@@ -24,6 +26,7 @@ struct uring_priv {
 	int efd;
 	unsigned int nr_bufs; /* size of the sparse fixed-buffer table */
 	unsigned char *buf_used;
+	bool disabled; /* made R_DISABLED: uring_enable() enables it */
 };
 
 static struct uring_priv *priv_of(struct worker *w)
@@ -31,31 +34,43 @@ static struct uring_priv *priv_of(struct worker *w)
 	return w->engine_priv;
 }
 
+/*
+ * The ring, for the worker alone: made here on the main thread disabled
+ * and single-issuer, and enabled by the worker's thread (uring_enable()),
+ * which the kernel then takes for its only submitter. Kernels before 6.0
+ * (no SINGLE_ISSUER) get a ring any thread may use, enabled at once;
+ * before 5.19 one without COOP_TASKRUN as well.
+ */
+static int uring_setup(struct uring_priv *u, unsigned int depth)
+{
+	static const unsigned int tries[] = {
+	    IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER |
+		IORING_SETUP_R_DISABLED,
+	    IORING_SETUP_COOP_TASKRUN,
+	    0,
+	};
+	struct io_uring_params p;
+	int ret = -EINVAL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(tries) && ret == -EINVAL; i++) {
+		memset(&p, 0, sizeof(p));
+		p.flags = IORING_SETUP_CQSIZE | tries[i];
+		p.cq_entries = depth * 4;
+		ret = io_uring_queue_init_params(depth, &u->ring, &p);
+		u->disabled = !ret && (tries[i] & IORING_SETUP_R_DISABLED);
+	}
+	return ret;
+}
+
 static int uring_init(struct worker *w, unsigned int depth)
 {
-	struct io_uring_params p;
 	struct uring_priv *u;
 	int ret;
 
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return -ENOMEM;
-	memset(&p, 0, sizeof(p));
-	/*
-	 * Not SINGLE_ISSUER: the ring is created on the main thread and used
-	 * by the worker thread, and the kernel would refuse (EEXIST) every
-	 * submission from a task other than the creator.
-	 */
-	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
-	p.cq_entries = depth * 4;
-	ret = io_uring_queue_init_params(depth, &u->ring, &p);
-	if (ret == -EINVAL) {
-		/* older kernel: no COOP_TASKRUN */
-		memset(&p, 0, sizeof(p));
-		p.flags = IORING_SETUP_CQSIZE;
-		p.cq_entries = depth * 4;
-		ret = io_uring_queue_init_params(depth, &u->ring, &p);
-	}
+	ret = uring_setup(u, depth);
 	if (ret) {
 		log_err("worker %u: io_uring_queue_init: %s", w->index,
 			strerror(-ret));
@@ -83,6 +98,9 @@ static int uring_init(struct worker *w, unsigned int depth)
 		    "worker %u: io_uring fixed buffers unavailable; using plain reads and writes",
 		    w->index);
 	}
+	log_debug("worker %u: io_uring ring%s", w->index,
+		  u->disabled ? ", single issuer: enabled by the worker"
+			      : " any thread may use (an older kernel)");
 	w->engine_priv = u;
 	return 0;
 
@@ -93,6 +111,26 @@ out_exit_ring:
 out_free:
 	free(u);
 	return ret;
+}
+
+/*
+ * Worker thread. liburing 2.3 declares io_uring_enable_rings() but does
+ * not export it: the system call itself.
+ */
+static int uring_enable(struct worker *w)
+{
+	struct uring_priv *u = priv_of(w);
+
+	if (!u->disabled)
+		return 0;
+	if (syscall(__NR_io_uring_register, u->ring.ring_fd,
+		    IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0) {
+		log_err("worker %u: io_uring_register(ENABLE_RINGS): %s",
+			w->index, strerror(errno));
+		return -errno;
+	}
+	u->disabled = false;
+	return 0;
 }
 
 static void uring_fini(struct worker *w)
@@ -253,6 +291,7 @@ static bool uring_ready(struct worker *w)
 const struct engine_ops engine_uring_ops = {
     .name = "io_uring",
     .init = uring_init,
+    .enable = uring_enable,
     .fini = uring_fini,
     .fd = uring_fd,
     .register_buf = uring_register_buf,

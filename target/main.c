@@ -345,17 +345,16 @@ static int parse_args(int argc, char **argv, struct cfg_target *cfg)
 }
 
 /*
- * Take every pending connection request on l, each into the next worker
- * (round robin): it is created in that worker's poll group.
+ * Take every pending connection request on l, each for the next worker
+ * (round robin): handed to it whole, it joins that worker's poll group
+ * on the worker's thread.
  */
 static void accept_requests(struct target *t, struct listener *l,
 			    unsigned int *next_worker)
 {
-	const struct xp_ops *ops = l->xl->ops;
-
 	for (;;) {
 		struct worker *w = &t->workers[*next_worker];
-		int ret = worker_accept(w, ops, l->xl, l->url);
+		int ret = worker_accept(w, l->xl, l->url);
 
 		if (ret == -EAGAIN)
 			return;

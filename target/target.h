@@ -32,6 +32,7 @@ struct worker;
 struct tconn;
 struct host_share;
 struct treq;
+struct conn_handoff;
 
 /* ---- exports and their backends ------------------------------------- */
 
@@ -253,11 +254,20 @@ void export_reap(void);
 
 /*
  * An engine does asynchronous file I/O for one worker. All ops are
- * required and run on the worker thread.
+ * required and run on the worker thread, except init() and fini() and
+ * what worker_start() registers between them and the thread's start
+ * (main thread).
  */
 struct engine_ops {
 	const char *name; /* "io_uring", "libaio" */
 	int (*init)(struct worker *w, unsigned int depth);
+	/*
+	 * On the worker's thread, first: init() and register_buf() ran on
+	 * the main thread, and io_uring enables its ring here so that the
+	 * worker is its only issuer (no submission or registration from
+	 * another thread after this). 0 or -errno.
+	 */
+	int (*enable)(struct worker *w);
 	void (*fini)(struct worker *w);
 	/* Readable (eventfd) when completions are ready. */
 	int (*fd)(struct worker *w);
@@ -497,13 +507,7 @@ struct worker {
 	unsigned int index;
 	pthread_t thread;
 	int epfd; /* the one place it sleeps: groups, mailbox, engine */
-	/*
-	 * Held by the worker for a whole turn (it lets go only to sleep);
-	 * the main thread takes it to create connections in the worker's
-	 * groups (worker_accept()), so a group is used by one thread at a
-	 * time, as the transport requires.
-	 */
-	pthread_mutex_t turn_lock;
+	/* the worker's thread is the only one that touches them */
 	struct wgroup groups[WORKER_MAX_GROUPS];
 	unsigned int nr_groups;
 	/* the slot pool: pool_len bytes, registered in every group */
@@ -527,10 +531,10 @@ struct worker {
 	struct host_share *shares; /* per source address, with holders */
 	uint64_t window_timeout_ms;
 	struct vol_reg *vols;
-	int mailbox_fd; /* eventfd: new connections or stop */
-	pthread_mutex_t mailbox_lock;
-	atomic_uint lock_wanted; /* the main thread waits for turn_lock */
-	struct tconn *conns;	 /* owned */
+	int mailbox_fd; /* eventfd: new connections, stop, the checks below */
+	/* connection requests from the main thread, newest first (worker.c) */
+	_Atomic(struct conn_handoff *) inbox;
+	struct tconn *conns; /* owned */
 	unsigned int nr_conns;
 	/*
 	 * Held by the worker while it links or unlinks conns or changes a
@@ -739,14 +743,15 @@ void worker_stop(struct worker *w);
 int worker_pool_buf(struct worker *w);
 
 /*
- * Main thread: take the next connection request on listener l (of
- * transport ops) into w's group for it, check the private data, set the
- * connection up (message buffers, receives posted), accept it and link
- * it into w. Returns 0, -EAGAIN when no request is pending, or another
- * -errno (the request was refused and dropped).
+ * Main thread: take the next connection request on listener l, check its
+ * private data, admit it (limits) and hand it to w through w's mailbox;
+ * w joins it to its poll group, sets it up (message buffers, receives
+ * posted), accepts it and links it in, on its own thread. Returns 0
+ * (handed over, or refused here), -EAGAIN when no request is pending, or
+ * another -errno from the transport. Every request handed to w is
+ * settled by worker_stop(), so stop the workers before the listeners.
  */
-int worker_accept(struct worker *w, const struct xp_ops *ops,
-		  struct xp_listener *l, const char *url);
+int worker_accept(struct worker *w, struct xp_listener *l, const char *url);
 /* Transport sizes for a connection of queue depth qd. */
 void tconn_attr(uint16_t qd, uint32_t max_io, struct xp_conn_attr *attr);
 

@@ -16,7 +16,6 @@
 #include "worker_int.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +60,8 @@
 #define EPOLL_MAILBOX ((void *)1)
 #define EPOLL_ENGINE ((void *)2)
 
-/* ---- groups (main thread, under turn_lock) ------------------------------- */
+/* ---- groups ----------------------------------------------------------------
+ */
 
 /*
  * Keep-mode hooks of w's pool (common/slot_pool.h), set once a group's
@@ -186,67 +186,146 @@ out_destroy_group:
 	return NULL;
 }
 
-int worker_accept(struct worker *w, const struct xp_ops *ops,
-		  struct xp_listener *l, const char *url)
+/* ---- new connections: the main thread hands them over -------------------- */
+
+/*
+ * A connection request on its way from the main thread to a worker, in
+ * no poll group yet: the main thread checked its private data and
+ * admitted it (limits); the worker joins it to its own group and sets it
+ * up, as SPDK hands a new qpair to its poll group's thread.
+ */
+struct conn_handoff {
+	struct conn_handoff *next;
+	struct xp_request *req;
+	struct lim_conn *lim; /* its admission, the worker's from now on */
+	const char *url;      /* the listener's, for messages */
+	uint16_t qd;	      /* asked for, capped at max_queue_depth */
+};
+
+static void mailbox_kick(struct worker *w)
+{
+	uint64_t one = 1;
+
+	if (write(w->mailbox_fd, &one, sizeof(one)) < 0)
+		log_ratelimited(LOG_WARN, "worker %u: write mailbox: %s",
+				w->index, strerror(errno));
+}
+
+/* Main thread: h onto w's inbox (lock-free), then wake w. */
+static void mailbox_post(struct worker *w, struct conn_handoff *h)
+{
+	h->next = atomic_load_explicit(&w->inbox, memory_order_relaxed);
+	while (!atomic_compare_exchange_weak_explicit(
+	    &w->inbox, &h->next, h, memory_order_release, memory_order_relaxed))
+		;
+	mailbox_kick(w);
+}
+
+static void handoff_reject(struct worker *w, struct conn_handoff *h, int st)
+{
+	char rej[RBLK_CM_REJ_SIZE];
+
+	xp_request_reject(h->req, rej, rblk_cm_rej_encode(rej, st));
+	limits_release(&w->tgt->cfg, h->lim);
+}
+
+int worker_accept(struct worker *w, struct xp_listener *l, const char *url)
 {
 	struct target *t = w->tgt;
 	char priv[XP_PRIV_MAX], rej[RBLK_CM_REJ_SIZE];
-	struct xp_conn_attr attr;
 	size_t priv_len = sizeof(priv);
-	struct lim_conn *lim;
-	struct xp_conn *xc;
-	struct wgroup *wg;
-	struct tconn *c;
+	struct conn_handoff *h;
+	struct xp_request *r;
 	uint16_t qd;
-	int st, ret = 0;
+	int st, ret;
 
-	atomic_fetch_add(&w->lock_wanted, 1);
-	pthread_mutex_lock(&w->turn_lock);
-	atomic_fetch_sub(&w->lock_wanted, 1);
-	wg = group_for(w, ops);
-	if (!wg) {
-		ret = -ENOMEM;
-		goto out_unlock;
-	}
-	/* no queue yet: the request's queue depth sizes it (below) */
-	ret = xp_get_request(l, wg->g, NULL, &xc, priv, &priv_len);
+	ret = xp_take_request(l, &r, priv, &priv_len);
 	if (ret) {
 		if (ret != -EAGAIN)
 			log_warn("%s: taking a connection request failed: %s",
 				 url, strerror(-ret));
-		goto out_unlock;
+		return ret;
 	}
 	st = rblk_cm_req_decode(priv, priv_len, &qd);
 	if (st) {
-		log_warn("%s: rejecting %s: %s", url, xp_peer_name(xc),
+		log_warn("%s: rejecting %s: %s", url, xp_request_peer_name(r),
 			 rblk_status_str(st));
-		xp_reject(xc, rej, rblk_cm_rej_encode(rej, st));
-		goto out_unlock; /* 0: take the next one */
+		xp_request_reject(r, rej, rblk_cm_rej_encode(rej, st));
+		return 0; /* take the next one */
 	}
-	qd = (uint16_t)MIN(qd, t->cfg.max_queue_depth);
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		xp_request_reject(r, rej,
+				  rblk_cm_rej_encode(rej, RBLK_S_NO_RESOURCES));
+		return 0;
+	}
+	h->lim = limits_admit(&t->cfg, xp_request_peer_name(r), w);
+	if (!h->lim) {
+		xp_request_reject(r, rej, rblk_cm_rej_encode(rej, RBLK_S_BUSY));
+		free(h);
+		return 0;
+	}
+	h->req = r;
+	h->url = url;
+	h->qd = (uint16_t)MIN(qd, t->cfg.max_queue_depth);
+	mailbox_post(w, h);
+	return 0;
+}
+
+/* Worker thread: h's request becomes a connection of w's group. */
+static void handoff_join(struct worker *w, struct conn_handoff *h)
+{
+	struct target *t = w->tgt;
+	char rej[RBLK_CM_REJ_SIZE];
+	struct xp_conn_attr attr;
+	struct xp_conn *xc;
+	struct wgroup *wg;
+	struct tconn *c;
+	int ret;
+
+	/*
+	 * Evicted from the pending table for a newcomer while it waited
+	 * here (the table gave its count back, and close_evicted() has not
+	 * seen it): refused as the table would have refused it.
+	 */
+	if (limits_evicted(h->lim)) {
+		log_debug("%s: %s evicted from the pending table before its "
+			  "accept",
+			  h->url, xp_request_peer_name(h->req));
+		handoff_reject(w, h, RBLK_S_BUSY);
+		return;
+	}
+	wg = group_for(w, h->req->ops);
+	if (!wg) {
+		handoff_reject(w, h, RBLK_S_NO_RESOURCES);
+		return;
+	}
+	/* no queue yet: the request's queue depth sizes it (below) */
+	ret = xp_request_join(h->req, wg->g, NULL, &xc);
+	if (ret) { /* refused by the transport */
+		log_warn("%s: taking a connection request failed: %s", h->url,
+			 strerror(-ret));
+		limits_release(&t->cfg, h->lim);
+		return;
+	}
 	/*
 	 * The queue and its share of the group's CQ for the depth this
 	 * session asked for (the login settles on no more): a CQ at the
 	 * device's limit refuses the session, telling the initiator why.
 	 */
-	tconn_attr(qd, t->cfg.max_io, &attr);
+	tconn_attr(h->qd, t->cfg.max_io, &attr);
 	ret = xp_setup_queue(xc, &attr);
 	if (ret) {
-		log_warn("%s: rejecting %s (queue depth %u): %s", url,
-			 xp_peer_name(xc), qd,
+		log_warn("%s: rejecting %s (queue depth %u): %s", h->url,
+			 xp_peer_name(xc), h->qd,
 			 ret == -ENOSPC ? "its poll group's CQ is full"
 					: strerror(-ret));
 		xp_reject(xc, rej,
 			  rblk_cm_rej_encode(rej, RBLK_S_NO_RESOURCES));
-		ret = 0; /* take the next one */
-		goto out_unlock;
+		limits_release(&t->cfg, h->lim);
+		return;
 	}
-	lim = limits_admit(&t->cfg, xp_peer_name(xc), w);
-	if (!lim) {
-		xp_reject(xc, rej, rblk_cm_rej_encode(rej, RBLK_S_BUSY));
-		goto out_unlock;
-	}
-	c = tconn_new(w, wg, xc, qd, lim);
+	c = tconn_new(w, wg, xc, h->qd, h->lim);
 	if (c) {
 		pthread_mutex_lock(&w->conns_lock);
 		c->next = w->conns;
@@ -254,9 +333,38 @@ int worker_accept(struct worker *w, const struct xp_ops *ops,
 		w->nr_conns++;
 		pthread_mutex_unlock(&w->conns_lock);
 	}
-out_unlock:
-	pthread_mutex_unlock(&w->turn_lock);
-	return ret;
+}
+
+/* The requests on w's inbox, oldest first; NULL when it is empty. */
+static struct conn_handoff *inbox_take(struct worker *w)
+{
+	struct conn_handoff *h, *next, *list = NULL;
+
+	if (!atomic_load_explicit(&w->inbox, memory_order_relaxed))
+		return NULL;
+	h = atomic_exchange_explicit(&w->inbox, NULL, memory_order_acquire);
+	for (; h; h = next) { /* pushed newest first */
+		next = h->next;
+		h->next = list;
+		list = h;
+	}
+	return list;
+}
+
+/*
+ * Worker thread, every turn (a busy worker does not sleep to see the
+ * mailbox fd), after the mailbox fd was read: a request posted after
+ * this look wakes the next sleep.
+ */
+static void join_handoffs(struct worker *w)
+{
+	struct conn_handoff *h, *list = inbox_take(w);
+
+	while ((h = list)) {
+		list = h->next;
+		handoff_join(w, h);
+		free(h);
+	}
 }
 
 /*
@@ -348,12 +456,8 @@ static void close_evicted(struct worker *w)
 
 void worker_kick_evicted(struct worker *w)
 {
-	uint64_t one = 1;
-
 	atomic_store(&w->check_evicted, true);
-	if (write(w->mailbox_fd, &one, sizeof(one)) < 0)
-		log_ratelimited(LOG_WARN, "worker %u: write mailbox: %s",
-				w->index, strerror(errno));
+	mailbox_kick(w);
 }
 
 static void read_mailbox(struct worker *w)
@@ -488,6 +592,7 @@ static void worker_turn(struct worker *w, struct epoll_event *evs, int n,
 			retry_busy(w);
 		}
 	}
+	join_handoffs(w);
 	/* every group, every turn: a wake-up for one may serve all */
 	for (unsigned int i = 0; i < w->nr_groups; i++)
 		if (group_progress(w, &w->groups[i], closing) == TURN_BUDGET)
@@ -500,13 +605,12 @@ static void worker_turn(struct worker *w, struct epoll_event *evs, int n,
 }
 
 /*
- * --poll-spin-us: before sleeping, poll the groups and the engine for up
- * to w->spin_us (or until the main thread wants the turn lock), unless
- * the back-off (common/spin.h) says to skip it. True when something came:
- * take a turn instead of sleeping. At QD1 the next command comes a few
- * microseconds after the response left, and catching it here saves a
- * sleep and a cross-CPU wake-up (docs/BENCHMARKS.md, "Polling before
- * sleeping").
+ * --poll-spin-us: before sleeping, poll the groups, the engine and the
+ * inbox for up to w->spin_us, unless the back-off (common/spin.h) says to
+ * skip it. True when something came: take a turn instead of sleeping. At QD1
+ * the next command comes a few microseconds after the response left, and
+ * catching it here saves a sleep and a cross-CPU wake-up (docs/BENCHMARKS.md,
+ * "Polling before sleeping").
  */
 struct worker_spin_arg {
 	struct worker *w;
@@ -524,7 +628,9 @@ static int worker_spin_once(void *arg)
 			found = true;
 	if (w->engine->ready && w->engine->ready(w))
 		found = true;
-	return found ? 1 : atomic_load(&w->lock_wanted) ? -1 : 0;
+	if (atomic_load_explicit(&w->inbox, memory_order_relaxed))
+		found = true; /* a new connection */
+	return found ? 1 : 0;
 }
 
 static bool worker_spin(struct worker *w, bool *closing)
@@ -546,24 +652,19 @@ static void *worker_main(void *arg)
 
 	snprintf(name, sizeof(name), "rblk-worker%u", w->index);
 	pthread_setname_np(pthread_self(), name);
-	pthread_mutex_lock(&w->turn_lock);
+	/* the engine's first use by its only issuer */
+	if (w->engine->enable(w))
+		log_err("worker %u: the %s engine cannot start: disk I/O fails",
+			w->index, w->engine->name);
 	while (!atomic_load(&w->stop)) {
 		bool closing = false, sweep;
 		int n = 0;
 
 		/* sleep only when every group is armed and empty */
 		if (!more && groups_armed(w, &closing) && !closing &&
-		    !worker_spin(w, &closing)) {
-			pthread_mutex_unlock(&w->turn_lock);
+		    !worker_spin(w, &closing))
 			n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs),
 				       pool_lent(w) ? HOLD_SWEEP_MS : 1000);
-			pthread_mutex_lock(&w->turn_lock);
-		} else if (atomic_load(&w->lock_wanted)) {
-			/* the main thread waits to add a connection */
-			pthread_mutex_unlock(&w->turn_lock);
-			sched_yield();
-			pthread_mutex_lock(&w->turn_lock);
-		}
 		if (n < 0 && errno != EINTR) {
 			log_err("worker %u: epoll_wait: %s", w->index,
 				strerror(errno));
@@ -619,7 +720,10 @@ static void *worker_main(void *arg)
 		if (w->conns && !busy)
 			usleep(10000); /* flushed sends still to come */
 	}
-	pthread_mutex_unlock(&w->turn_lock);
+	/* registrations are the ring's issuer's to change (engine_uring.c) */
+	if (w->pool_buf_index >= 0)
+		w->engine->unregister_buf(w, w->pool_buf_index);
+	w->pool_buf_index = -1;
 	return NULL;
 }
 
@@ -684,9 +788,7 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	w->spin_us = t->cfg.poll_spin_us;
 	w->engine = t->engine;
 	w->pool_buf_index = POOL_BUF_UNTRIED;
-	pthread_mutex_init(&w->mailbox_lock, NULL);
 	pthread_mutex_init(&w->conns_lock, NULL);
-	pthread_mutex_init(&w->turn_lock, NULL);
 	w->pool_len = pool_share(t);
 	if (posix_memalign(&w->pool_mem, SLOT_PAGE, w->pool_len)) {
 		w->pool_mem = NULL;
@@ -774,41 +876,36 @@ int worker_pool_buf(struct worker *w)
 
 void worker_stop(struct worker *w)
 {
-	uint64_t one = 1;
+	struct conn_handoff *h, *list;
 
 	atomic_store(&w->stop, true);
-	if (write(w->mailbox_fd, &one, sizeof(one)) < 0)
-		log_warn("worker %u: write mailbox: %s", w->index,
-			 strerror(errno));
+	mailbox_kick(w);
 	pthread_join(w->thread, NULL);
+	/* handed over too late: refused before the listener goes */
+	for (list = inbox_take(w); (h = list); free(h)) {
+		list = h->next;
+		handoff_reject(w, h, RBLK_S_SHUTDOWN);
+	}
 	for (unsigned int i = 0; i < w->nr_groups; i++) {
 		xp_group_destroy(w->groups[i].g); /* the pool's MRs with it */
 		for (unsigned int o = 0; o <= SLOT_MAX_ORDER; o++)
 			free(w->groups[i].block_mr[o]);
 	}
-	if (w->pool_buf_index >= 0)
-		w->engine->unregister_buf(w, w->pool_buf_index);
-	w->engine->fini(w);
+	w->engine->fini(w); /* the pool's registration went on the thread */
 	close(w->mailbox_fd);
 	close(w->epfd);
 	slot_pool_fini(&w->pool);
 	free(w->page_owner);
 	free(w->pool_mem);
-	pthread_mutex_destroy(&w->mailbox_lock);
 	pthread_mutex_destroy(&w->conns_lock);
-	pthread_mutex_destroy(&w->turn_lock);
 }
 
 void workers_check_removed(struct target *t)
 {
-	uint64_t one = 1;
-
 	for (unsigned int i = 0; i < t->nr_workers; i++) {
 		struct worker *w = &t->workers[i];
 
 		atomic_store(&w->check_removed, true);
-		if (write(w->mailbox_fd, &one, sizeof(one)) < 0)
-			log_warn("worker %u: write mailbox: %s", w->index,
-				 strerror(errno));
+		mailbox_kick(w);
 	}
 }

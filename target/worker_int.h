@@ -2,8 +2,7 @@
 /*
  * Worker internals shared by worker.c (the thread, its groups and pool),
  * conn.c (connections: setup, login, teardown) and io.c (commands: slots,
- * windows, responses). Everything here runs on the worker thread, except
- * what worker_accept() calls on the main thread under w->turn_lock.
+ * windows, responses). Everything here runs on the worker thread.
  */
 #ifndef RBLK_TARGET_WORKER_INT_H
 #define RBLK_TARGET_WORKER_INT_H
@@ -47,9 +46,9 @@ void tconn_fail(struct tconn *c, const char *why);
 /* Free c (CLOSING, no backend I/O left): windows, connection, slots. */
 void tconn_destroy(struct worker *w, struct tconn *c);
 /*
- * Main thread, under w->turn_lock: set up xc (requested in wg's group)
- * for queue depth qd and accept it. NULL after rejecting xc. Takes over
- * lim, its admission (released on failure).
+ * Set up xc (just joined to wg's group, its queue made) for queue depth
+ * qd and accept it. NULL after rejecting xc. Takes over lim, its
+ * admission (released on failure).
  */
 struct tconn *tconn_new(struct worker *w, struct wgroup *wg, struct xp_conn *xc,
 			uint16_t qd, struct lim_conn *lim);

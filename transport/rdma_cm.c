@@ -184,9 +184,10 @@ out_free:
 }
 
 /*
- * Requests not yet taken by get_request() are destroyed with the listening
- * id (the kernel rejects them). Accepted connections live on: their ids
- * were migrated to channels of their own.
+ * Requests not yet taken by take_request() are destroyed with the
+ * listening id (the kernel rejects them); taken ones are joined or
+ * rejected before this (their ids are on l->ch until joined). Accepted
+ * connections live on: their ids were migrated to channels of their own.
  */
 void xr_listener_destroy(struct xp_listener *xl)
 {
@@ -284,16 +285,31 @@ void xr_shutdown(struct xr_conn *c)
 /* ---- passive side (listener thread until handed over) ----------------- */
 
 /*
- * Turn a CONNECT_REQUEST (already acked; id is the new cm id) into a
- * connection of group g (NULL: a private one). On failure the request is
- * rejected and the id destroyed.
+ * A taken CONNECT_REQUEST (already acked): the new cm id, still on the
+ * listener's channel, and what the initiator asked for.
  */
-static int xr_take_request(struct xr_listener *l, struct xr_group *g,
-			   struct rdma_cm_id *id, uint8_t peer_rd_atom,
-			   uint8_t peer_init_depth,
+struct xr_request {
+	struct xp_request base;
+	struct rdma_cm_id *id;
+	uint8_t rd_atom, init_depth; /* the peer's responder/initiator depth */
+	char name[XR_NAME_MAX];
+};
+
+static struct xr_request *to_xr_request(struct xp_request *r)
+{
+	return container_of(r, struct xr_request, base);
+}
+
+/*
+ * Turn a request into a connection of group g (NULL: a private one),
+ * moving its id onto g's channel. On failure the request is rejected and
+ * the id destroyed.
+ */
+static int xr_take_request(struct xr_request *r, struct xr_group *g,
 			   const struct xp_conn_attr *attr,
 			   struct xr_conn **out)
 {
+	struct rdma_cm_id *id = r->id;
 	struct xr_group *own = NULL;
 	struct xr_conn *c;
 	int ret;
@@ -310,13 +326,13 @@ static int xr_take_request(struct xr_listener *l, struct xr_group *g,
 	c = xr_conn_alloc(attr);
 	if (!c) {
 		ret = -ENOMEM;
-		log_err("%s: out of memory for a connection", l->name);
+		log_err("%s: out of memory for a connection", r->name);
 		goto out_destroy_group;
 	}
 	c->id = id;
-	fmt_sockaddr(rdma_get_peer_addr(id), c->name, sizeof(c->name));
-	c->req_rd_atom = peer_rd_atom;
-	c->req_init_depth = peer_init_depth;
+	memcpy(c->name, r->name, sizeof(c->name));
+	c->req_rd_atom = r->rd_atom;
+	c->req_init_depth = r->init_depth;
 	ret = xr_group_bind_device(
 	    g, id->verbs, attr ? attr->max_send_wr + attr->max_recv_wr : 0);
 	if (ret)
@@ -384,20 +400,16 @@ static void xr_listener_event(struct xr_listener *l, struct rdma_cm_event *ev)
  * Listener thread. Reads the listener channel without blocking. On IB and
  * RoCE the request's private data arrives zero-padded to the CM's fixed
  * size, so *priv_len is XP_PRIV_MAX there; iWARP gives the exact length.
- * A request that cannot be set up is rejected (no private data) and its
- * error returned; the listener stays usable.
+ * The request's id stays on the listener's channel until it is joined
+ * (rdma_migrate_id() then moves it, from the group's thread).
  */
-int xr_group_get_request(struct xp_listener *xl, struct xp_group *xg,
-			 const struct xp_conn_attr *attr, struct xp_conn **out,
-			 void *priv, size_t *priv_len)
+int xr_take_request_op(struct xp_listener *xl, struct xp_request **out,
+		       void *priv, size_t *priv_len)
 {
 	struct xr_listener *l = to_listener(xl);
-	uint8_t data[XP_PRIV_MAX];
 	struct rdma_cm_event *ev;
 	struct rdma_cm_id *id;
-	uint8_t rd_atom, init_depth;
-	struct xr_conn *c;
-	size_t n;
+	struct xr_request *r;
 	int ret;
 
 	for (;;) {
@@ -414,27 +426,67 @@ int xr_group_get_request(struct xp_listener *xl, struct xp_group *xg,
 		xr_listener_event(l, ev);
 		rdma_ack_cm_event(ev);
 	}
-
-	/* the event owns the private data: copy out before the ack */
 	id = ev->id;
-	n = 0;
-	if (ev->param.conn.private_data) {
-		n = MIN((size_t)ev->param.conn.private_data_len, sizeof(data));
-		memcpy(data, ev->param.conn.private_data, n);
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		log_err("%s: out of memory for a connection request", l->name);
+		rdma_reject(id, NULL, 0);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(id);
+		return -ENOMEM;
 	}
-	rd_atom = ev->param.conn.responder_resources;
-	init_depth = ev->param.conn.initiator_depth;
+	r->base.ops = &xp_rdma_ops;
+	r->id = id;
+	fmt_sockaddr(rdma_get_peer_addr(r->id), r->name, sizeof(r->name));
+	/* the event owns the private data: copy out before the ack */
+	if (priv_len)
+		*priv_len = 0;
+	if (ev->param.conn.private_data && priv && priv_len) {
+		*priv_len = MIN((size_t)ev->param.conn.private_data_len,
+				(size_t)XP_PRIV_MAX);
+		memcpy(priv, ev->param.conn.private_data, *priv_len);
+	}
+	r->rd_atom = ev->param.conn.responder_resources;
+	r->init_depth = ev->param.conn.initiator_depth;
 	rdma_ack_cm_event(ev);
+	log_debug("%s: connection request", r->name);
+	*out = &r->base;
+	return 0;
+}
 
-	ret = xr_take_request(l, xg ? to_xr_group(xg) : NULL, id, rd_atom,
-			      init_depth, attr, &c);
+const char *xr_request_peer_name(struct xp_request *xr)
+{
+	return to_xr_request(xr)->name;
+}
+
+/*
+ * Any thread: the id has no context of ours yet and is destroyed here
+ * (the listener's channel outlives it: see transport.h).
+ */
+void xr_request_reject(struct xp_request *xr, const void *priv, size_t priv_len)
+{
+	struct xr_request *r = to_xr_request(xr);
+
+	if (priv_len > XP_PRIV_MAX)
+		priv_len = XP_PRIV_MAX;
+	if (rdma_reject(r->id, priv_len ? priv : NULL, (uint8_t)priv_len))
+		log_warn("%s: rdma_reject: %s", r->name, strerror(errno));
+	rdma_destroy_id(r->id);
+	free(r);
+}
+
+/* g's thread: a request that cannot be set up is rejected (no data). */
+int xr_request_join(struct xp_request *xr, struct xp_group *xg,
+		    const struct xp_conn_attr *attr, struct xp_conn **out)
+{
+	struct xr_request *r = to_xr_request(xr);
+	struct xr_conn *c;
+	int ret;
+
+	ret = xr_take_request(r, xg ? to_xr_group(xg) : NULL, attr, &c);
+	free(r);
 	if (ret)
 		return ret;
-	if (priv && n)
-		memcpy(priv, data, n);
-	if (priv_len)
-		*priv_len = n;
-	log_debug("%s: connection request", c->name);
 	*out = &c->base;
 	return 0;
 }

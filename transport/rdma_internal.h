@@ -14,7 +14,7 @@
  * Objects per group (one per thread), in setup order:
  *   event channel  rdma_cm events of the group's connections. A passive
  *                  side id is migrated onto it off the listener's channel
- *                  by get_request(), an active one is created on it, so
+ *                  by request_join(), an active one is created on it, so
  *                  every event of a connection is read by the thread that
  *                  owns it (a per-listener channel would deliver them to
  *                  the listener's thread)
@@ -268,9 +268,13 @@ void xr_cm_event(struct xr_conn *c, enum rdma_cm_event_type type, int status);
 int xr_listen(const char *host, uint16_t port, struct xp_listener **out);
 void xr_listener_destroy(struct xp_listener *xl);
 int xr_listener_fd(struct xp_listener *xl);
-int xr_group_get_request(struct xp_listener *xl, struct xp_group *g,
-			 const struct xp_conn_attr *attr, struct xp_conn **out,
-			 void *priv, size_t *priv_len);
+int xr_take_request_op(struct xp_listener *xl, struct xp_request **out,
+		       void *priv, size_t *priv_len);
+const char *xr_request_peer_name(struct xp_request *xr);
+void xr_request_reject(struct xp_request *xr, const void *priv,
+		       size_t priv_len);
+int xr_request_join(struct xp_request *xr, struct xp_group *xg,
+		    const struct xp_conn_attr *attr, struct xp_conn **out);
 int xr_accept(struct xp_conn *xc, const void *priv, size_t priv_len);
 void xr_reject(struct xp_conn *xc, const void *priv, size_t priv_len);
 int xr_group_connect(struct xp_group *g, const char *host, uint16_t port,

@@ -434,7 +434,7 @@ static int xr_get_request(struct xp_listener *xl,
 			  const struct xp_conn_attr *attr, struct xp_conn **out,
 			  void *priv, size_t *priv_len)
 {
-	return xr_group_get_request(xl, NULL, attr, out, priv, priv_len);
+	return xp_get_request(xl, NULL, attr, out, priv, priv_len);
 }
 
 static int xr_connect(const char *host, uint16_t port,
@@ -457,7 +457,10 @@ const struct xp_ops xp_rdma_ops = {
     .listen = xr_listen,
     .listener_destroy = xr_listener_destroy,
     .listener_fd = xr_listener_fd,
-    .group_get_request = xr_group_get_request,
+    .take_request = xr_take_request_op,
+    .request_peer_name = xr_request_peer_name,
+    .request_join = xr_request_join,
+    .request_reject = xr_request_reject,
     .setup_queue = xr_setup_queue_op,
     .accept = xr_accept,
     .reject = xr_reject,

@@ -258,6 +258,20 @@ out_destroy_group:
 }
 
 /* Its windows are invalidated; a private group goes with it. */
+void tcp_sock_close(int sock)
+{
+	/*
+	 * Read what the peer already sent so close() ends with a FIN, not
+	 * an RST that could discard our last frames (bounded).
+	 */
+	shutdown(sock, SHUT_WR);
+	for (int i = 0; i < 16; i++)
+		if (recv(sock, NULL, TCP_SBUF_SIZE, MSG_DONTWAIT | MSG_TRUNC) <=
+		    0)
+			break;
+	close(sock);
+}
+
 void tcp_destroy(struct xp_conn *xc)
 {
 	struct tcp_group *g;
@@ -269,16 +283,7 @@ void tcp_destroy(struct xp_conn *xc)
 	g = c->g;
 	tcp_conn_mws_drop(c);
 	tcp_group_remove(g, c);
-	/*
-	 * Read what the peer already sent so close() ends with a FIN, not
-	 * an RST that could discard our last frames (bounded).
-	 */
-	shutdown(c->sock, SHUT_WR);
-	for (int i = 0; i < 16; i++)
-		if (recv(c->sock, NULL, TCP_SBUF_SIZE,
-			 MSG_DONTWAIT | MSG_TRUNC) <= 0)
-			break;
-	close(c->sock);
+	tcp_sock_close(c->sock);
 	tcp_conn_free(c);
 	if (g->private_conn == c) {
 		g->private_conn = NULL;

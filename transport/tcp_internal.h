@@ -108,7 +108,7 @@
  * Handshake. connect() sends CONNECT and waits (poll(), timeout_ms) for
  * ACCEPT or REJECT. The listener never blocks: accepted sockets wait in a
  * table (at most TCP_PENDING_MAX, each at most TCP_HANDSHAKE_MS) until
- * their CONNECT frame is complete, and get_request() returns -EAGAIN
+ * their CONNECT frame is complete, and take_request() returns -EAGAIN
  * meanwhile; listener_fd() is an epoll fd holding the listening socket
  * and those sockets. Completed CONNECTs are taken before anything new is
  * accepted, and a full table evicts only a socket that sent nothing for
@@ -531,6 +531,8 @@ void tcp_destroy(struct xp_conn *xc);
 void tcp_disconnect(struct xp_conn *xc);
 enum xp_conn_state tcp_state(struct xp_conn *xc);
 const char *tcp_peer_name(struct xp_conn *xc);
+/* Close a socket after a FIN (what the peer sent is read first). */
+void tcp_sock_close(int sock);
 struct xp_group *tcp_conn_group(struct xp_conn *xc);
 int tcp_conn_arm(struct tcp_conn *c);
 int tcp_conn_poll(struct tcp_conn *c, struct xp_wc *wc, int max);

@@ -679,17 +679,50 @@ static int tcp_pending_read(struct tcp_pending *p)
 	}
 }
 
+/* A taken request: a socket whose CONNECT came, in no group yet. */
+struct tcp_request {
+	struct xp_request base;
+	int sock;
+	char peer[sizeof(((struct tcp_conn *)0)->peer)];
+};
+
+static struct tcp_request *to_tcp_request(struct xp_request *r)
+{
+	return container_of(r, struct tcp_request, base);
+}
+
+/* A request for sock, which it owns from now on (closed on failure). */
+static int tcp_request_new(int sock, struct xp_request **out)
+{
+	struct sockaddr_storage ss = {0};
+	socklen_t sl = sizeof(ss);
+	struct tcp_request *r;
+
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		log_err("tcp: calloc(request): %s", strerror(ENOMEM));
+		close(sock);
+		return -ENOMEM;
+	}
+	r->base.ops = &xp_tcp_ops;
+	r->sock = sock;
+	if (getpeername(sock, (struct sockaddr *)&ss, &sl) == 0)
+		tcp_format_addr(sock, &ss, r->peer, sizeof(r->peer));
+	else
+		snprintf(r->peer, sizeof(r->peer), "tcp ?");
+	log_debug("%s: connection request", r->peer);
+	*out = &r->base;
+	return 0;
+}
+
 /*
  * Progress the pending handshakes: drop the failed and the expired, and
  * take the oldest whose CONNECT is complete. 0 with *out, or -EAGAIN.
  */
-static int tcp_pending_scan(struct tcp_listener *l, struct xp_group *g,
-			    const struct xp_conn_attr *attr,
-			    struct xp_conn **out, void *priv, size_t *priv_len,
-			    uint64_t now)
+static int tcp_pending_scan(struct tcp_listener *l, struct xp_request **out,
+			    void *priv, size_t *priv_len, uint64_t now)
 {
 	struct tcp_pending *p;
-	struct tcp_conn *c;
 	unsigned int i = 0;
 	int ret, fd, best = -1;
 
@@ -727,16 +760,7 @@ static int tcp_pending_scan(struct tcp_listener *l, struct xp_group *g,
 	*p = l->pend[--l->npend];
 	if (l->lfd_paused && !l->backoff_ms)
 		tcp_listen_resume(l);
-	/* no attr: the largest, until setup_queue() lowers it */
-	ret = tcp_conn_create(fd, g, attr ? attr : &tcp_attr_max,
-			      XP_CONN_REQUESTED, &c);
-	if (ret) {
-		close(fd);
-		return ret;
-	}
-	log_debug("%s: connection request", c->peer);
-	*out = &c->base;
-	return 0;
+	return tcp_request_new(fd, out);
 }
 
 /*
@@ -748,18 +772,17 @@ static int tcp_pending_scan(struct tcp_listener *l, struct xp_group *g,
  * listener_fd() readable at the earliest deadline (or the end of an
  * accept pause), so expiry needs no polling by the owner.
  */
-static int tcp_take_request(struct tcp_listener *l, struct xp_group *g,
-			    const struct xp_conn_attr *attr,
-			    struct xp_conn **out, void *priv, size_t *priv_len)
+static int tcp_take_pending(struct tcp_listener *l, struct xp_request **out,
+			    void *priv, size_t *priv_len)
 {
 	uint64_t now = now_ms();
 	int ret;
 
-	ret = tcp_pending_scan(l, g, attr, out, priv, priv_len, now);
+	ret = tcp_pending_scan(l, out, priv, priv_len, now);
 	if (ret != -EAGAIN)
 		return ret;
 	tcp_accept_pending(l, now);
-	return tcp_pending_scan(l, g, attr, out, priv, priv_len, now);
+	return tcp_pending_scan(l, out, priv, priv_len, now);
 }
 
 /* Arm the timer for the earliest deadline or pause end, or disarm it. */
@@ -783,16 +806,65 @@ static void tcp_arm_handshake_timer(struct tcp_listener *l)
 		log_warn("tcp: timerfd_settime: %s", strerror(errno));
 }
 
-static int tcp_group_get_request(struct xp_listener *xl, struct xp_group *g,
-				 const struct xp_conn_attr *attr,
-				 struct xp_conn **out, void *priv,
-				 size_t *priv_len)
+static int tcp_take_request(struct xp_listener *xl, struct xp_request **out,
+			    void *priv, size_t *priv_len)
 {
 	struct tcp_listener *l = to_tcp_listener(xl);
-	int ret = tcp_take_request(l, g, attr, out, priv, priv_len);
+	int ret = tcp_take_pending(l, out, priv, priv_len);
 
 	tcp_arm_handshake_timer(l);
 	return ret;
+}
+
+static const char *tcp_request_peer_name(struct xp_request *xr)
+{
+	return to_tcp_request(xr)->peer;
+}
+
+/*
+ * Any thread: a REJECT frame straight on the socket (a fresh socket takes
+ * 80 bytes at once), then close it.
+ */
+static void tcp_request_reject(struct xp_request *xr, const void *priv,
+			       size_t priv_len)
+{
+	struct tcp_request *r = to_tcp_request(xr);
+	uint8_t f[TCP_HDR_LEN + XP_PRIV_MAX];
+	size_t len;
+	ssize_t n;
+
+	priv_len = priv ? MIN(priv_len, (size_t)XP_PRIV_MAX) : 0;
+	tcp_hdr_encode(f, TCP_F_REJECT, (uint32_t)priv_len, 0, 0, 0, 0);
+	if (priv_len)
+		memcpy(f + TCP_HDR_LEN, priv, priv_len);
+	len = TCP_HDR_LEN + priv_len;
+	n = send(r->sock, f, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n != (ssize_t)len)
+		log_warn("%s: send(REJECT): %s", r->peer,
+			 n < 0 ? strerror(errno) : "short send");
+	tcp_sock_close(r->sock);
+	free(r);
+}
+
+/* g's thread: the socket joins g (its epoll set) as a connection. */
+static int tcp_request_join(struct xp_request *xr, struct xp_group *g,
+			    const struct xp_conn_attr *attr,
+			    struct xp_conn **out)
+{
+	struct tcp_request *r = to_tcp_request(xr);
+	struct tcp_conn *c;
+	int ret;
+
+	/* no attr: the largest, until setup_queue() lowers it */
+	ret = tcp_conn_create(r->sock, g, attr ? attr : &tcp_attr_max,
+			      XP_CONN_REQUESTED, &c);
+	if (ret) {
+		tcp_request_reject(xr, NULL, 0);
+		return ret;
+	}
+	free(r);
+	*out = &c->base;
+	return 0;
 }
 
 static int tcp_send_handshake(struct tcp_conn *c, uint8_t type,
@@ -850,7 +922,7 @@ static int tcp_get_request(struct xp_listener *xl,
 			   const struct xp_conn_attr *attr,
 			   struct xp_conn **out, void *priv, size_t *priv_len)
 {
-	return tcp_group_get_request(xl, NULL, attr, out, priv, priv_len);
+	return xp_get_request(xl, NULL, attr, out, priv, priv_len);
 }
 
 static int tcp_connect(const char *host, uint16_t port,
@@ -881,7 +953,10 @@ const struct xp_ops xp_tcp_ops = {
     .group_destroy = tcp_group_destroy,
     .group_arm = tcp_group_arm,
     .group_poll = tcp_group_poll,
-    .group_get_request = tcp_group_get_request,
+    .take_request = tcp_take_request,
+    .request_peer_name = tcp_request_peer_name,
+    .request_join = tcp_request_join,
+    .request_reject = tcp_request_reject,
     .setup_queue = tcp_setup_queue,
     .group_connect = tcp_group_connect,
     .alloc_mw = tcp_alloc_mw,

@@ -70,6 +70,14 @@
  * thread at a time. A connection in a private group may be handed to
  * another thread between calls; so may a whole group. Listeners likewise.
  *
+ * Passive side: the listener's thread takes a request (take_request())
+ * that belongs to no group yet, with the initiator's private data; it may
+ * refuse it there or hand it to the thread of the group it is meant for,
+ * which joins it (request_join()) - as SPDK hands a new qpair to its poll
+ * group's thread - so a group's thread is the only one that ever touches
+ * it. Every request is joined or refused before its listener is
+ * destroyed (rdma: it is on the listener's event channel until joined).
+ *
  * Event loop contract: group_fd() returns a pollable descriptor (an epoll
  * fd the transport owns) that becomes readable when group_poll() may
  * return something. To sleep safely: group_poll() until it returns 0, call
@@ -92,6 +100,7 @@
 #define XP_PRIV_MAX 48 /* connect/reject private data, bytes */
 
 struct xp_listener;
+struct xp_request;
 struct xp_conn;
 struct xp_group;
 struct xp_watch;
@@ -239,14 +248,15 @@ struct xp_conn_attr {
 };
 
 enum xp_conn_state {
-	XP_CONN_REQUESTED, /* from get_request(), not yet accepted */
+	XP_CONN_REQUESTED, /* from request_join(), not yet accepted */
 	XP_CONN_CONNECTED,
 	XP_CONN_ERROR, /* failed or disconnected; only destroy() is useful */
 };
 
 /*
  * The operations one transport provides. All are required. Everything
- * but listen/listener ops and group_create runs on the group's thread.
+ * but listen/listener ops, the request ops and group_create runs on the
+ * group's thread.
  */
 struct xp_ops {
 	const char *name; /* "tcp", "rdma": the URL scheme */
@@ -286,24 +296,35 @@ struct xp_ops {
 	int (*listen)(const char *host, uint16_t port,
 		      struct xp_listener **out);
 	void (*listener_destroy)(struct xp_listener *l);
-	/* Readable when get_request() may return a connection. */
+	/* Readable when take_request() may return a request. */
 	int (*listener_fd)(struct xp_listener *l);
 	/*
-	 * Take the next incoming connection request, or -EAGAIN. The new
-	 * connection joins group g (NULL: a private group of its own) in
-	 * XP_CONN_REQUESTED state with its QP created for attr; priv/priv_len
-	 * receive the initiator's private data (buffer of XP_PRIV_MAX). The
-	 * caller registers memory, posts receives, then calls accept() or
-	 * reject(). Runs on g's thread (the listener's, for NULL).
-	 * attr NULL: the queue waits, so that the private data can size it;
-	 * the caller calls setup_queue() before it posts anything.
+	 * Take the next incoming connection request, or -EAGAIN. Listener
+	 * thread. The request belongs to no group: priv/priv_len receive the
+	 * initiator's private data (buffer of XP_PRIV_MAX); the caller then
+	 * joins it to a group or refuses it, on any one thread.
 	 */
-	int (*group_get_request)(struct xp_listener *l, struct xp_group *g,
-				 const struct xp_conn_attr *attr,
-				 struct xp_conn **out, void *priv,
-				 size_t *priv_len);
+	int (*take_request)(struct xp_listener *l, struct xp_request **out,
+			    void *priv, size_t *priv_len);
+	/* The request's peer, as peer_name() will give it. */
+	const char *(*request_peer_name)(struct xp_request *r);
 	/*
-	 * The queue of a connection get_request() took with a NULL attr:
+	 * On g's thread (any, for NULL): the request becomes a connection of
+	 * group g (NULL: a private group of its own) in XP_CONN_REQUESTED
+	 * state with its QP created for attr. The caller registers memory,
+	 * posts receives, then calls accept() or reject(). attr NULL: the
+	 * queue waits, so that the private data can size it; the caller
+	 * calls setup_queue() before it posts anything. r is consumed: on
+	 * failure it was refused (no private data) and freed.
+	 */
+	int (*request_join)(struct xp_request *r, struct xp_group *g,
+			    const struct xp_conn_attr *attr,
+			    struct xp_conn **out);
+	/* Refuse r with private data and free it. Any one thread. */
+	void (*request_reject)(struct xp_request *r, const void *priv,
+			       size_t priv_len);
+	/*
+	 * The queue of a connection request_join() made with a NULL attr:
 	 * created for attr (its share of the group's CQ reserved). -ENOSPC
 	 * when the group cannot hold it (the device's CQ limit), -EINVAL for
 	 * attr past the device's limits; on failure the connection stays
@@ -401,6 +422,10 @@ struct xp_listener {
 	void *user;
 };
 
+struct xp_request {
+	const struct xp_ops *ops;
+};
+
 struct xp_group {
 	const struct xp_ops *ops;
 	void *user;
@@ -461,12 +486,44 @@ static inline int xp_group_poll(struct xp_group *g, struct xp_wc *wc, int max)
 int xp_group_watch(struct xp_group *g, int fd, uint64_t cookie);
 int xp_group_unwatch(struct xp_group *g, int fd);
 
+static inline int xp_take_request(struct xp_listener *l,
+				  struct xp_request **out, void *priv,
+				  size_t *priv_len)
+{
+	return l->ops->take_request(l, out, priv, priv_len);
+}
+
+static inline const char *xp_request_peer_name(struct xp_request *r)
+{
+	return r->ops->request_peer_name(r);
+}
+
+static inline int xp_request_join(struct xp_request *r, struct xp_group *g,
+				  const struct xp_conn_attr *attr,
+				  struct xp_conn **out)
+{
+	return r->ops->request_join(r, g, attr, out);
+}
+
+static inline void xp_request_reject(struct xp_request *r, const void *priv,
+				     size_t priv_len)
+{
+	r->ops->request_reject(r, priv, priv_len);
+}
+
+/*
+ * Take the next request and join it to g, on g's thread (which then
+ * reads the listener): take_request() + request_join().
+ */
 static inline int xp_get_request(struct xp_listener *l, struct xp_group *g,
 				 const struct xp_conn_attr *attr,
 				 struct xp_conn **out, void *priv,
 				 size_t *priv_len)
 {
-	return l->ops->group_get_request(l, g, attr, out, priv, priv_len);
+	struct xp_request *r;
+	int ret = xp_take_request(l, &r, priv, priv_len);
+
+	return ret ? ret : xp_request_join(r, g, attr, out);
 }
 
 static inline int xp_setup_queue(struct xp_conn *c,

@@ -60,7 +60,7 @@ static void *acceptor_main(void *arg)
 	while (!atomic_load(&L.stop)) {
 		if (poll(&pfd, 1, 20) <= 0)
 			continue;
-		while (worker_accept(&tgt.workers[0], L.ops, L.xl, L.url) == 0)
+		while (worker_accept(&tgt.workers[0], L.xl, L.url) == 0)
 			;
 	}
 	return NULL;
@@ -87,14 +87,18 @@ static void tgt_start(void)
 			 0);
 }
 
-/* The listener and the worker gone: every session's connection drops. */
+/*
+ * The worker and the listener gone (in that order, as in rblk-target: the
+ * worker settles the requests handed to it): every session's connection
+ * drops.
+ */
 static void tgt_stop(void)
 {
 	atomic_store(&L.stop, true);
 	pthread_join(L.acceptor, NULL);
+	worker_stop(&tgt.workers[0]);
 	L.ops->listener_destroy(L.xl);
 	L.xl = NULL;
-	worker_stop(&tgt.workers[0]);
 }
 
 static int group_setup(void **state)

@@ -2,7 +2,8 @@
 /*
  * test_xp.c - the transport contract of transport.h, written once and run
  * on either transport: poll groups, watched fds, the sleep protocol,
- * memory windows and their isolation.
+ * memory windows and their isolation, requests handed from the listener's
+ * thread to a group's.
  *
  *   build/tests/test_xp            tcp over 127.0.0.1, then over a unix
  *                                  socket (make check-unit; or name one:
@@ -579,6 +580,152 @@ static void test_group_conns(void **state)
 		assert_true(seen[i]);
 		check_alive(i);
 	}
+}
+
+/* ---- the passive side's hand-off ---------------------------------------- */
+
+struct reject_args {
+	struct conn_args a;
+	uint8_t rej[XP_PRIV_MAX];
+	size_t rej_len;
+};
+
+static void *connect_rej_main(void *arg)
+{
+	struct reject_args *r = arg;
+
+	r->rej_len = sizeof(r->rej);
+	r->a.ret = xp_connect(X, cli.g, addr, port, &attr, "xp", 2, WAIT_MS,
+			      &r->a.c, r->rej, &r->rej_len);
+	return NULL;
+}
+
+/* The next request off the listener, on this (the listener's) thread. */
+static struct xp_request *take_one(void)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+	char priv[XP_PRIV_MAX];
+	struct xp_request *r;
+	size_t plen = 0;
+	int ret;
+
+	for (;;) {
+		struct pollfd pfd = {.fd = X->listener_fd(lst),
+				     .events = POLLIN};
+
+		ret = xp_take_request(lst, &r, priv, &plen);
+		if (ret != -EAGAIN)
+			break;
+		assert_true(now_ms() < deadline);
+		poll(&pfd, 1, 50);
+	}
+	assert_int_equal(ret, 0);
+	/* IB pads the private data to the CM's size: the start is ours */
+	assert_true(plen >= 2);
+	assert_memory_equal(priv, "xp", 2);
+	assert_non_null(xp_request_peer_name(r));
+	return r;
+}
+
+struct join_args {
+	struct xp_request *r;
+	char peer[128];
+	pthread_t th;
+};
+
+/* The group's thread: join srv's group, post receives, accept. */
+static void *join_main(void *arg)
+{
+	struct join_args *j = arg;
+	struct xp_conn *c = NULL;
+
+	snprintf(j->peer, sizeof(j->peer), "%s", xp_request_peer_name(j->r));
+	if (xp_request_join(j->r, srv.g, &attr, &c))
+		return NULL;
+	c->user = &srv.ep[0];
+	for (unsigned int k = 0; k < NRECV; k++) {
+		struct xp_sge sge = {.addr = recv_buf(&srv, &srv.ep[0], k),
+				     .length = MSG,
+				     .mr = srv.mr};
+
+		if (xp_post_recv(c, k, &sge)) /* no cmocka off its thread */
+			goto out_destroy;
+	}
+	if (xp_accept(c, NULL, 0))
+		goto out_destroy;
+	srv.ep[0].c = c;
+	return NULL;
+
+out_destroy:
+	xp_destroy(c);
+	return NULL;
+}
+
+/*
+ * A request taken on one thread (the listener's) and joined to a group
+ * on another (the group's): the connection works like any other, and
+ * its peer is the one the request named.
+ */
+static void test_request_handoff(void **state)
+{
+	struct join_args j = {0};
+	struct conn_args a = {0};
+	uint8_t msg[48], got[48];
+	struct xp_send_wr wr;
+
+	conn_close(0);
+	assert_int_equal(pthread_create(&a.th, NULL, connect_main, &a), 0);
+	j.r = take_one();
+	assert_int_equal(pthread_create(&j.th, NULL, join_main, &j), 0);
+	pthread_join(j.th, NULL);
+	assert_non_null(srv.ep[0].c);
+	assert_ptr_equal(xp_conn_group(srv.ep[0].c), srv.g);
+	assert_string_equal(j.peer, xp_peer_name(srv.ep[0].c));
+	pthread_join(a.th, NULL);
+	assert_int_equal(a.ret, 0);
+	cli.ep[0].c = a.c;
+	a.c->user = &cli.ep[0];
+	for (unsigned int k = 0; k < NRECV; k++)
+		post_recv(&cli, &cli.ep[0], k);
+	check_alive(0);
+	fill(msg, sizeof(msg), 41);
+	wr = send_wr(&srv, 0, 17, msg, sizeof(msg));
+	post(&srv.ep[0], &wr);
+	expect_wc(&srv.ep[0], 17, XP_WC_SUCCESS, XP_WC_SEND);
+	recv_msg(&cli, &cli.ep[0], got, sizeof(got));
+	assert_memory_equal(msg, got, sizeof(msg));
+	for (unsigned int i = 1; i < NCONN; i++)
+		check_alive(i);
+}
+
+static void *reject_main(void *arg)
+{
+	xp_request_reject(arg, "no room", 7);
+	return NULL;
+}
+
+/*
+ * A request refused before it joins any group, from another thread:
+ * the initiator gets -ECONNREFUSED and the private data; the listener
+ * and the group's connections carry on.
+ */
+static void test_request_reject(void **state)
+{
+	struct reject_args r = {0};
+	pthread_t th;
+
+	conn_close(0);
+	assert_int_equal(pthread_create(&r.a.th, NULL, connect_rej_main, &r),
+			 0);
+	assert_int_equal(pthread_create(&th, NULL, reject_main, take_one()), 0);
+	pthread_join(th, NULL);
+	pthread_join(r.a.th, NULL);
+	assert_int_equal(r.a.ret, -ECONNREFUSED);
+	assert_true(r.rej_len >= 7);
+	assert_memory_equal(r.rej, "no room", 7);
+	conn_open(0);
+	for (unsigned int i = 0; i < NCONN; i++)
+		check_alive(i);
 }
 
 /* A watched fd: FD_READY with its cookie while readable, then not. */
@@ -1477,6 +1624,10 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_group_conns, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_watch_fd, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_request_handoff, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_request_reject, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_mw_read_write, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_mw_out_of_range, setup,

@@ -12,7 +12,9 @@
 #     full send queue and its accounting, RNR, a receive too small, type-2
 #     memory windows: bind, range, access, LOCAL_INV, SEND_WITH_INV,
 #     another connection's window, a bind-only region's own rkey, fenced
-#     SEND_WITH_INV after RDMA READ, 10,000 bind/invalidate cycles).
+#     SEND_WITH_INV after RDMA READ, 10,000 bind/invalidate cycles, a
+#     request taken on the listener's thread and joined to a group on
+#     another, one refused from another thread with its private data).
 # vm-timeout: 420
 set -u
 . "$(dirname "$0")/../lib.sh"
