@@ -202,6 +202,14 @@ $(BUILD)/tests/test_queue_state: tests/unit/test_queue_state.c $(LIB_OBJ) \
 		$(COMMON_OBJ) $(shell pkg-config --libs cmocka) \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
+$(BUILD)/tests/test_qos: tests/unit/test_qos.c $(BUILD)/obj/target/qos.o \
+		$(COMMON_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/target/qos.o \
+		$(COMMON_OBJ) $(CONFIG_OBJ) $(XPORT_OBJ) \
+		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
+
 # librblk against the target's objects in one process (tcp on loopback).
 TARGET_LIB_OBJ := $(filter-out $(BUILD)/obj/target/main.o,$(TARGET_OBJ))
 $(BUILD)/tests/test_lib: tests/unit/test_lib.c $(TARGET_LIB_OBJ) $(LIB_OBJ) \

@@ -460,6 +460,86 @@ int cfg_add_listen(struct cfg_target *cfg, const char *url, char *err,
 	return 0;
 }
 
+static const char *const qos_keys[CFG_QOS_NR] = {
+    [CFG_QOS_IOPS] = "iops",
+    [CFG_QOS_READ_IOPS] = "read_iops",
+    [CFG_QOS_WRITE_IOPS] = "write_iops",
+    [CFG_QOS_BPS] = "bps",
+    [CFG_QOS_READ_BPS] = "read_bps",
+    [CFG_QOS_WRITE_BPS] = "write_bps",
+};
+
+const char *cfg_qos_key(enum cfg_qos_kind k)
+{
+	return k < CFG_QOS_NR ? qos_keys[k] : "?";
+}
+
+bool cfg_qos_any(const struct cfg_qos *q)
+{
+	for (int k = 0; k < CFG_QOS_NR; k++)
+		if (q->limit[k])
+			return true;
+	return false;
+}
+
+int cfg_qos_set(struct cfg_qos *q, const char *key, const char *value,
+		char *why, size_t whylen)
+{
+	unsigned long ms;
+	uint64_t v;
+
+	if (!strcmp(key, "burst_ms")) {
+		if (parse_uint(value, 1, CFG_QOS_MAX_BURST_MS, &ms))
+			return fail(why, whylen, -EINVAL,
+				    "burst_ms '%.32s' is not 1..%u", value,
+				    CFG_QOS_MAX_BURST_MS);
+		q->burst_ms = (uint32_t)ms;
+		return 0;
+	}
+	for (int k = 0; k < CFG_QOS_NR; k++) {
+		if (strcmp(key, qos_keys[k]))
+			continue;
+		/* I/Os are a plain count; bytes take K, M, G (binary) */
+		if (k < CFG_QOS_BPS ? parse_uint(value, 0, 1ul << 40, &ms)
+				    : parse_size(value, &v) || v > (1ull << 50))
+			return fail(why, whylen, -EINVAL,
+				    "%s '%.32s' is not %s (0: no limit)", key,
+				    value,
+				    k < CFG_QOS_BPS
+					? "a number of I/Os per second"
+					: "bytes per second (50M: 50 MiB/s)");
+		if (k < CFG_QOS_BPS)
+			v = ms;
+		q->limit[k] = v;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* KEY=VALUE of --export when KEY is a QoS key, else -ENOENT. */
+static int export_qos_opt(struct cfg_qos *q, const char *opt, char *why,
+			  size_t whylen)
+{
+	char key[16];
+	const char *eq = strchr(opt, '=');
+
+	if (!eq || (size_t)(eq - opt) >= sizeof(key))
+		return -ENOENT;
+	memcpy(key, opt, (size_t)(eq - opt));
+	key[eq - opt] = 0;
+	return cfg_qos_set(q, key, eq + 1, why, whylen);
+}
+
+int cfg_check_export_qos(const struct cfg_export *e, char *why, size_t whylen)
+{
+	if (cfg_qos_any(&e->qos) && e->direct == CFG_DIRECT_YES)
+		return fail(
+		    why, whylen, -EINVAL,
+		    "export '%s': QoS limits need commands, and direct access has none: drop direct or the limits",
+		    e->name);
+	return 0;
+}
+
 /* The work of cfg_add_export_arg(); the reason goes to why. */
 static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 		      size_t whylen)
@@ -468,6 +548,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	struct cfg_export *e;
 	char *eq, *path, *opts, *opt;
 	struct cfg_export acl = {0};
+	struct cfg_qos qos = {0};
 	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
 	bool ro = false, has_uuid = false, overcommit = false, buffered = false;
 	uint8_t uuid[16];
@@ -533,10 +614,14 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 			ret = cfg_add_allow(&acl, opt + 9, true, why, whylen);
 			if (ret)
 				return ret;
+		} else if ((ret = export_qos_opt(&qos, opt, why, whylen)) !=
+			   -ENOENT) {
+			if (ret)
+				return ret;
 		} else {
 			return fail(
 			    why, whylen, -EINVAL,
-			    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit)",
+			    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit, iops=, read_iops=, write_iops=, bps=, read_bps=, write_bps=, burst_ms=)",
 			    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -556,7 +641,8 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	e->read_only = ro;
 	e->block_size = (uint32_t)bs;
 	e->direct = direct;
-	return 0;
+	e->qos = qos;
+	return cfg_check_export_qos(e, why, whylen);
 }
 
 int cfg_add_export_arg(struct cfg_target *cfg, const char *arg, char *err,
@@ -579,6 +665,8 @@ int cfg_check_export(const struct cfg_export *e, char *err, size_t errlen)
 		ret = cfg_check_export_path(e->path, err, errlen);
 	if (!ret)
 		ret = cfg_check_block_size(e->block_size, err, errlen);
+	if (!ret)
+		ret = cfg_check_export_qos(e, err, errlen);
 	return ret;
 }
 
@@ -764,7 +852,8 @@ int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen)
 
 		if (check_export_name(e->name, why, sizeof(why)) ||
 		    cfg_check_export_path(e->path, why, sizeof(why)) ||
-		    cfg_check_block_size(e->block_size, why, sizeof(why)))
+		    cfg_check_block_size(e->block_size, why, sizeof(why)) ||
+		    cfg_check_export_qos(e, why, sizeof(why)))
 			return fail(err, errlen, -EINVAL, "export '%.*s': %s",
 				    RBLK_NAME_MAX - 1, e->name, why);
 		for (unsigned int j = 0; j < i; j++) {

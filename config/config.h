@@ -19,11 +19,50 @@
 #define CFG_MAX_HOSTS 64
 #define CFG_MAX_ALLOW 16 /* hosts named by one export's allow + allow_ro */
 
+/*
+ * Quality of service: token buckets for an export or a host entry
+ * (target/qos.c). limit[k]: I/Os or bytes per second, 0 = no limit; the
+ * bucket holds burst_ms worth of it (at least one I/O of max_io). Keys in
+ * the file, on --export and in `ctl set-qos`: iops, read_iops,
+ * write_iops, bps, read_bps, write_bps (sizes: 50M = 50 MiB/s), burst_ms.
+ */
+enum cfg_qos_kind {
+	CFG_QOS_IOPS,
+	CFG_QOS_READ_IOPS,
+	CFG_QOS_WRITE_IOPS,
+	CFG_QOS_BPS,
+	CFG_QOS_READ_BPS,
+	CFG_QOS_WRITE_BPS,
+	CFG_QOS_NR,
+};
+#define CFG_QOS_DEFAULT_BURST_MS 100
+#define CFG_QOS_MAX_BURST_MS 60000
+
+struct cfg_qos {
+	uint64_t limit[CFG_QOS_NR];
+	uint32_t burst_ms; /* 0: CFG_QOS_DEFAULT_BURST_MS */
+};
+
+/* The key name of limit k ("iops", "read_bps", ...). */
+const char *cfg_qos_key(enum cfg_qos_kind k);
+/*
+ * Set one QoS key (a limit or burst_ms) from text: 0, -ENOENT when key is
+ * not a QoS key, else -EINVAL with the reason in why.
+ */
+int cfg_qos_set(struct cfg_qos *q, const char *key, const char *value,
+		char *why, size_t whylen);
+/* Any limit set. */
+bool cfg_qos_any(const struct cfg_qos *q);
+/* Limits and direct=yes exclude each other: 0, or -EINVAL and why. */
+struct cfg_export;
+int cfg_check_export_qos(const struct cfg_export *e, char *why, size_t whylen);
+
 /* A host that authenticates with a shared secret ([host NAME]). */
 struct cfg_host {
 	char name[RBLK_NAME_MAX];
 	uint8_t secret[RBLK_SECRET_MAX];
 	size_t secret_len;
+	struct cfg_qos qos; /* limits on all its sessions together */
 };
 
 /* cfg_export.direct: register the volume itself for each connection */
@@ -62,6 +101,9 @@ struct cfg_export {
 	/* uuid = / uuid=: the volume identity LOGIN reports (vol_id) */
 	bool has_uuid;
 	uint8_t uuid[16];
+	/* limits on all its sessions together; a limited export is not direct
+	 */
+	struct cfg_qos qos;
 };
 
 /* Ceph settings shared by the rbd: exports (target/backend_rbd.c). */

@@ -558,6 +558,26 @@ static int host_key(struct parse_ctx *c, int key, const char *value)
 	return ctx_fail(c, "internal error: key %d", key);
 }
 
+#define QOS_KEYS                                                               \
+	"iops, read_iops, write_iops, bps, read_bps, write_bps, burst_ms"
+
+/*
+ * A QoS key of [export] or [host] (config.h, struct cfg_qos): true when
+ * name is one, with an error recorded if its value is bad.
+ */
+static bool qos_key(struct parse_ctx *c, struct cfg_qos *q, const char *name,
+		    const char *value)
+{
+	char why[256];
+	int ret = cfg_qos_set(q, name, value, why, sizeof(why));
+
+	if (ret == -ENOENT)
+		return false;
+	if (ret)
+		ctx_fail(c, "%s", why);
+	return true;
+}
+
 static int lookup_key(const char *const *keys, int nr, const char *name)
 {
 	for (int i = 0; i < nr; i++)
@@ -589,10 +609,14 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 		    name);
 	case SEC_HOST:
 		key = lookup_key(host_keys, NR_HOST_KEYS, name);
+		if (key < 0 &&
+		    qos_key(c, &c->cfg->hosts[c->host].qos, name, value))
+			return !c->err_line;
 		if (key < 0)
 			return ctx_fail(
 			    c,
-			    "unknown key '%s' in [host %s] (known: secret, secret_file)",
+			    "unknown key '%s' in [host %s] (known: secret, secret_file, " QOS_KEYS
+			    ")",
 			    name, c->cfg->hosts[c->host].name);
 		return host_key(c, key, value);
 	case SEC_TARGET:
@@ -615,10 +639,14 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 		return target_key(c, key, value);
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
+		if (key < 0 &&
+		    qos_key(c, &c->cfg->exports[c->exp].qos, name, value))
+			return !c->err_line;
 		if (key < 0)
 			return ctx_fail(
 			    c,
-			    "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid, overcommit)",
+			    "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid, overcommit, cache, " QOS_KEYS
+			    ")",
 			    name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);
 	}

@@ -160,6 +160,7 @@ void tconn_fail(struct tconn *c, const char *why)
 	pthread_mutex_unlock(&c->worker->conns_lock);
 	c->wait_head = c->wait_tail = NULL;
 	slot_wait_drop(c->worker, c);
+	qos_wait_drop(c->worker, c);
 	/* the QP goes to error: no key of it works any more */
 	xp_disconnect(c->xc);
 }
@@ -489,6 +490,7 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	c->last_rx_ms = c->login_ms;
 	c->state = TCONN_LIVE;
 	pthread_mutex_unlock(&w->conns_lock);
+	qos_bind(c);
 	atomic_fetch_add(&e->sessions, 1);
 	log_info(
 	    "conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u, inline %u%s%s)",

@@ -43,6 +43,8 @@ struct ctl_export_row {
 	bool read_only;
 	unsigned int sessions;
 	struct iostats_snap stats;
+	struct cfg_qos qos;		       /* its limits now */
+	uint64_t throttled_cmds, throttled_ns; /* waited on them */
 };
 
 /*

@@ -249,6 +249,9 @@ struct ctl_export_row *ctl_exports_copy(struct target *t, struct ctl_req *r,
 		x->read_only = e->read_only;
 		x->sessions = atomic_load(&e->sessions);
 		export_stats(e, &x->stats);
+		qos_limits(&e->qos, &x->qos);
+		x->throttled_cmds = atomic_load(&e->qos.throttled_cmds);
+		x->throttled_ns = atomic_load(&e->qos.throttled_ns);
 		(*n)++;
 	}
 	pthread_mutex_unlock(&t->exports_lock);
@@ -748,13 +751,169 @@ out_free:
 	free(old);
 }
 
-static void stats_print_json(struct ctl_req *r, const struct ctl_export_row *ex,
-			     unsigned int nex, const struct sess_row *ss,
-			     unsigned int nss)
+/* "iops=1000 read_bps=50M": the limits set, or "none". */
+static void qos_text(FILE *f, const struct cfg_qos *q)
+{
+	bool any = false;
+
+	for (int k = 0; k < CFG_QOS_NR; k++) {
+		if (!q->limit[k])
+			continue;
+		fprintf(f, "%s%s=%llu", any ? " " : "", cfg_qos_key(k),
+			(unsigned long long)q->limit[k]);
+		any = true;
+	}
+	if (any)
+		fprintf(f, " burst_ms=%u", q->burst_ms);
+	else
+		fputs("none", f);
+}
+
+static struct json_object *qos_json(const struct cfg_qos *q, uint64_t cmds,
+				    uint64_t ns)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *l = json_object_new_object();
+
+	for (int k = 0; k < CFG_QOS_NR; k++)
+		rjson_add_u64(l, cfg_qos_key(k), q->limit[k]);
+	rjson_add_u64(l, "burst_ms", q->burst_ms);
+	rjson_add(o, "limits", l);
+	rjson_add_u64(o, "throttled_commands", cmds);
+	rjson_add(o, "throttled_seconds", json_object_new_double(ns / 1e9));
+	return o;
+}
+
+/*
+ * set-qos EXPORT KEY=VALUE... | --host NAME KEY=VALUE...: change QoS
+ * limits live (config.h, struct cfg_qos; 0 lifts one, "off" all). Every
+ * worker reads the new rates at its next command; commands waiting on
+ * the old ones are looked at again within 100 ms.
+ */
+static void cmd_set_qos(struct target *t, struct ctl_req *r)
+{
+	struct opt opts[] = {{"host", 0, true, NULL}, {0}};
+	const char *pos[CFG_QOS_NR + 3];
+	struct cfg_qos q;
+	struct qos *target_q = NULL;
+	struct export *e = NULL;
+	const char *who;
+	int npos, first;
+
+	npos = parse_opts(r, opts, pos, ARRAY_SIZE(pos), 1);
+	if (npos < 0)
+		return;
+	who = opts[0].val;
+	first = who ? 0 : 1;
+	if (npos <= first) {
+		ctl_req_fail(
+		    r,
+		    "set-qos: give EXPORT KEY=VALUE... or --host NAME KEY=VALUE... (keys: iops, read_iops, write_iops, bps, read_bps, write_bps, burst_ms; 0 lifts a limit, off lifts all)");
+		return;
+	}
+	pthread_mutex_lock(&t->exports_lock);
+	if (who) {
+		for (unsigned int i = 0; i < t->cfg.nr_hosts; i++)
+			if (!strcmp(t->cfg.hosts[i].name, who))
+				target_q = &t->host_qos[i];
+		if (!target_q)
+			ctl_req_fail(
+			    r,
+			    "set-qos: no [host %s] in the configuration (limits apply to hosts that authenticate)",
+			    who);
+	} else {
+		who = pos[0];
+		e = find_locked(t, who);
+		if (!e)
+			ctl_req_fail(r, "no export named '%s'", who);
+		else
+			target_q = &e->qos;
+	}
+	if (!target_q)
+		goto out;
+	qos_limits(target_q, &q);
+	for (int i = first; i < npos; i++) {
+		char key[16];
+		const char *eq = strchr(pos[i], '=');
+
+		if (!strcmp(pos[i], "off")) {
+			memset(q.limit, 0, sizeof(q.limit));
+			continue;
+		}
+		if (!eq || (size_t)(eq - pos[i]) >= sizeof(key)) {
+			ctl_req_fail(r, "set-qos: '%s' is not KEY=VALUE",
+				     pos[i]);
+			goto out;
+		}
+		memcpy(key, pos[i], (size_t)(eq - pos[i]));
+		key[eq - pos[i]] = 0;
+		if (cfg_qos_set(&q, key, eq + 1, r->err, sizeof(r->err)) ==
+		    -ENOENT)
+			ctl_req_fail(
+			    r,
+			    "set-qos: unknown key '%s' (iops, read_iops, write_iops, bps, read_bps, write_bps, burst_ms)",
+			    key);
+		if (r->err[0])
+			goto out;
+	}
+	if (e && (e->features & RBLK_F_DIRECT) && cfg_qos_any(&q)) {
+		ctl_req_fail(
+		    r,
+		    "set-qos: export %s is exported for direct access, which sends no commands to limit (export it with nodirect)",
+		    who);
+		goto out;
+	}
+	qos_configure(target_q, &q);
+	qos_limits(target_q, &q);
+	log_info("ctl: %s %s: QoS limits set", e ? "export" : "host", who);
+	if (r->json) {
+		struct json_object *o =
+		    qos_json(&q, atomic_load(&target_q->throttled_cmds),
+			     atomic_load(&target_q->throttled_ns));
+
+		rjson_add_str(o, e ? "export" : "host", who);
+		json_print_obj(r, o);
+	} else {
+		fprintf(r->out, "%s %s: ", e ? "export" : "host", who);
+		qos_text(r->out, &q);
+		fputc('\n', r->out);
+	}
+out:
+	pthread_mutex_unlock(&t->exports_lock);
+}
+
+/* Hosts with QoS limits, or that waited on them, for stats; -1: none. */
+static int next_qos_host(const struct target *t, int i, struct cfg_qos *q)
+{
+	for (i++; i < (int)t->cfg.nr_hosts; i++) {
+		qos_limits(&t->host_qos[i], q);
+		if (cfg_qos_any(q) ||
+		    atomic_load(&t->host_qos[i].throttled_cmds))
+			return i;
+	}
+	return -1;
+}
+
+static void stats_print_json(const struct target *t, struct ctl_req *r,
+			     const struct ctl_export_row *ex, unsigned int nex,
+			     const struct sess_row *ss, unsigned int nss)
 {
 	struct json_object *o = json_object_new_object();
 	struct json_object *exl = json_object_new_array();
 	struct json_object *ssl = json_object_new_array();
+	struct json_object *hl = json_object_new_array();
+	struct cfg_qos q;
+
+	for (int h = next_qos_host(t, -1, &q); h >= 0;
+	     h = next_qos_host(t, h, &q)) {
+		struct json_object *x =
+		    qos_json(&q, atomic_load(&t->host_qos[h].throttled_cmds),
+			     atomic_load(&t->host_qos[h].throttled_ns));
+
+		rjson_add_str(x, "host", t->cfg.hosts[h].name);
+		json_object_array_add(hl, x);
+	}
+	rjson_add(o, "hosts", hl);
 
 	for (unsigned int i = 0; i < nex; i++) {
 		struct json_object *x = json_object_new_object();
@@ -762,6 +921,9 @@ static void stats_print_json(struct ctl_req *r, const struct ctl_export_row *ex,
 		rjson_add_str(x, "name", ex[i].name);
 		rjson_add_u64(x, "sessions", ex[i].sessions);
 		rjson_add(x, "stats", stats_json(&ex[i].stats));
+		rjson_add(x, "qos",
+			  qos_json(&ex[i].qos, ex[i].throttled_cmds,
+				   ex[i].throttled_ns));
 		json_object_array_add(exl, x);
 	}
 	for (unsigned int i = 0; i < nss; i++) {
@@ -778,14 +940,30 @@ static void stats_print_json(struct ctl_req *r, const struct ctl_export_row *ex,
 	json_print_obj(r, o);
 }
 
-static void stats_print_text(FILE *f, const struct ctl_export_row *ex,
-			     unsigned int nex, const struct sess_row *ss,
-			     unsigned int nss)
+static void stats_print_text(const struct target *t, FILE *f,
+			     const struct ctl_export_row *ex, unsigned int nex,
+			     const struct sess_row *ss, unsigned int nss)
 {
+	struct cfg_qos q;
+
+	for (int h = next_qos_host(t, -1, &q); h >= 0;
+	     h = next_qos_host(t, h, &q)) {
+		fprintf(f, "host %s: qos: ", t->cfg.hosts[h].name);
+		qos_text(f, &q);
+		fprintf(f, "; throttled %llu commands, %.3f s\n",
+			(unsigned long long)atomic_load(
+			    &t->host_qos[h].throttled_cmds),
+			atomic_load(&t->host_qos[h].throttled_ns) / 1e9);
+	}
 	for (unsigned int i = 0; i < nex; i++) {
 		fprintf(f, "export %s (%u session%s)\n", ex[i].name,
 			ex[i].sessions, ex[i].sessions == 1 ? "" : "s");
 		stats_text(f, &ex[i].stats);
+		fputs("  qos: ", f);
+		qos_text(f, &ex[i].qos);
+		fprintf(f, "; throttled %llu commands, %.3f s\n",
+			(unsigned long long)ex[i].throttled_cmds,
+			ex[i].throttled_ns / 1e9);
 	}
 	for (unsigned int i = 0; i < nss; i++) {
 		const struct sess_row *c = &ss[i];
@@ -816,9 +994,9 @@ static void cmd_stats(struct target *t, struct ctl_req *r)
 		return;
 	}
 	if (r->json)
-		stats_print_json(r, ex, nex, ss, nss);
+		stats_print_json(t, r, ex, nex, ss, nss);
 	else
-		stats_print_text(f, ex, nex, ss, nss);
+		stats_print_text(t, f, ex, nex, ss, nss);
 	free(ex);
 	free(ss);
 }
@@ -836,6 +1014,9 @@ static void cmd_help(struct target *t, struct ctl_req *r)
 	    "             [--allow H,..] [--allow-ro H,..]\n"
 	    "  remove-export NAME [--force [--wait]]\n"
 	    "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open\n"
+	    "  set-qos EXPORT KEY=VALUE... | --host NAME KEY=VALUE...\n"
+	    "          (iops, read_iops, write_iops, bps, read_bps, write_bps,\n"
+	    "          burst_ms; 0 lifts one limit, off all)\n"
 	    "  stats [EXPORT]\n",
 	    r->out);
 }
@@ -850,6 +1031,7 @@ static const struct {
     {"add-export", cmd_add_export},
     {"remove-export", cmd_remove_export},
     {"set-hosts", cmd_set_hosts},
+    {"set-qos", cmd_set_qos},
     {"stats", cmd_stats},
 };
 

@@ -704,7 +704,9 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		e->ops = &backend_rbd_ops;
 	} else if (!strncmp(cfg->path, "ram:", 4)) {
 		e->ops = &backend_ram_ops;
-		e->direct = cfg->direct != CFG_DIRECT_NO;
+		/* QoS limits count commands: a limited volume has none */
+		e->direct =
+		    cfg->direct != CFG_DIRECT_NO && !cfg_qos_any(&cfg->qos);
 	} else {
 		e->direct = cfg->direct == CFG_DIRECT_YES;
 		e->ops = e->direct ? &backend_map_ops : &backend_file_ops;
@@ -721,6 +723,7 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		e->features |= RBLK_F_READ_ONLY;
 	if (e->direct)
 		e->features |= RBLK_F_DIRECT;
+	qos_configure(&e->qos, &cfg->qos);
 	volid_identify(e, cfg);
 	log_info("export %s: %s %s, %llu bytes, block size %u%s%s%s", e->name,
 		 e->ops->name, e->path, (unsigned long long)e->size,

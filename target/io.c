@@ -18,6 +18,9 @@
  *          -> FREE
  *   other  EXEC -> (BACKEND) -> RESPOND -> FREE
  *
+ * A command over its export's or host's QoS limits (qos.h) first waits
+ * in THROTTLE, on its connection's FIFO, until qos_serve() lets it start.
+ *
  * Key lifetime: a tag's window is bound in the chain that hands its key
  * out (GRANT, or a pull READ's RESP) and is invalidated by the initiator's
  * SEND_WITH_INV (WRITE_DATA, READ_DONE, or the tag's next CMD carrying
@@ -747,6 +750,7 @@ void treq_process(struct treq *r)
 		}
 		switch (r->state) {
 		case TREQ_FREE:
+		case TREQ_THROTTLE:
 		case TREQ_SLOT:
 		case TREQ_DATA:
 		case TREQ_BACKEND:
@@ -939,17 +943,39 @@ static bool handle_command(struct tconn *c, const void *buf,
 		/* DISCONNECT: answer; the initiator then closes its side */
 		r->status = RBLK_S_OK;
 		r->state = TREQ_RESPOND;
-	} else if (is_data(r)) {
-		slot_get(c->worker, r);
+	} else if (qos_hold(c, r)) {
+		if (r->cmd.data) {
+			r->held_recv = qp_wrid_val(wc->wr_id) + 1;
+			return true;
+		}
+		return false;
+	} else {
+		treq_start(r);
 		if (r->state == TREQ_SLOT && r->cmd.data) {
 			r->held_recv = qp_wrid_val(wc->wr_id) + 1;
 			return true;
 		}
+		return false;
+	}
+	treq_process(r);
+	return false;
+}
+
+/*
+ * A valid command that may go (its QoS limits let it): a READ or WRITE
+ * asks for a slot, anything else executes. An inline WRITE still waiting
+ * for a slot afterwards (TREQ_SLOT) keeps its receive buffer.
+ */
+void treq_start(struct treq *r)
+{
+	if (is_data(r)) {
+		slot_get(r->conn->worker, r);
+		if (r->state == TREQ_SLOT)
+			return;
 	} else {
 		r->state = TREQ_EXEC;
 	}
 	treq_process(r);
-	return false;
 }
 
 /*

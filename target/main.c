@@ -580,6 +580,8 @@ int main(int argc, char **argv)
 		t.nr_workers = n > 0 ? (unsigned int)n : 1;
 	}
 	backend_rbd_setup(&t.cfg.ceph);
+	for (i = 0; i < t.cfg.nr_hosts; i++)
+		qos_configure(&t.host_qos[i], &t.cfg.hosts[i].qos);
 	if (open_exports(&t, &mask)) {
 		ret = 1;
 		goto out_close_exports;

@@ -80,6 +80,32 @@ static void prom_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/* QoS of the [host] entries that have limits (labels host=, kind=). */
+static void host_qos_metrics(const struct target *t, FILE *f)
+{
+	for (unsigned int h = 0; h < t->cfg.nr_hosts; h++) {
+		const struct qos *q = &t->host_qos[h];
+		struct cfg_qos l;
+
+		qos_limits(q, &l);
+		if (!cfg_qos_any(&l) && !atomic_load(&q->throttled_cmds))
+			continue;
+		for (int k = 0; k < CFG_QOS_NR; k++) {
+			fputs("rblk_qos_limit{host=", f);
+			prom_str(f, t->cfg.hosts[h].name);
+			fprintf(f, ",kind=\"%s\"} %llu\n", cfg_qos_key(k),
+				(unsigned long long)l.limit[k]);
+		}
+		fputs("rblk_qos_throttled_seconds_total{host=", f);
+		prom_str(f, t->cfg.hosts[h].name);
+		fprintf(f, "} %.6f\n", atomic_load(&q->throttled_ns) / 1e9);
+		fputs("rblk_qos_throttled_total{host=", f);
+		prom_str(f, t->cfg.hosts[h].name);
+		fprintf(f, "} %llu\n",
+			(unsigned long long)atomic_load(&q->throttled_cmds));
+	}
+}
+
 static int metrics_text(struct target *t, FILE *f)
 {
 	struct ctl_export_row *rows;
@@ -99,6 +125,12 @@ static int metrics_text(struct target *t, FILE *f)
 	    "# TYPE rblk_errors_total counter\n"
 	    "# HELP rblk_window_timeouts_total Sessions dropped for holding slot windows past window_timeout.\n"
 	    "# TYPE rblk_window_timeouts_total counter\n"
+	    "# HELP rblk_qos_limit QoS limits (per second; 0: none), by export or host and kind.\n"
+	    "# TYPE rblk_qos_limit gauge\n"
+	    "# HELP rblk_qos_throttled_seconds_total Time commands waited on QoS limits, summed.\n"
+	    "# TYPE rblk_qos_throttled_seconds_total counter\n"
+	    "# HELP rblk_qos_throttled_total Commands that waited on QoS limits.\n"
+	    "# TYPE rblk_qos_throttled_total counter\n"
 	    "# HELP rblk_sessions Sessions logged in, by export.\n"
 	    "# TYPE rblk_sessions gauge\n"
 	    "# HELP rblk_latency_us Command receipt to response posted, microseconds.\n"
@@ -137,6 +169,18 @@ static int metrics_text(struct target *t, FILE *f)
 		fputs("rblk_sessions", f);
 		LBL("} ");
 		fprintf(f, "%u\n", e->sessions);
+		for (int q = 0; q < CFG_QOS_NR; q++) {
+			fputs("rblk_qos_limit", f);
+			LBL(",kind=\"");
+			fprintf(f, "%s\"} %llu\n", cfg_qos_key(q),
+				(unsigned long long)e->qos.limit[q]);
+		}
+		fputs("rblk_qos_throttled_seconds_total", f);
+		LBL("} ");
+		fprintf(f, "%.6f\n", e->throttled_ns / 1e9);
+		fputs("rblk_qos_throttled_total", f);
+		LBL("} ");
+		fprintf(f, "%llu\n", (unsigned long long)e->throttled_cmds);
 		/* integer microseconds: bucket i holds values <= 2^i - 1 */
 		for (int i = 0; i < STAT_LAT_BUCKETS - 1; i++) {
 			cum += s->lat[i];
@@ -157,6 +201,7 @@ static int metrics_text(struct target *t, FILE *f)
 #undef LBL
 	}
 	free(rows);
+	host_qos_metrics(t, f);
 	return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "../common/spin.h"
 #include "../config/config.h"
 #include "../transport/transport.h"
+#include "qos.h"
 #include "stats.h"
 
 struct worker;
@@ -116,7 +117,8 @@ struct export
 	struct cfg_export *_Atomic cfg;
 	struct cfg_retired *retired; /* replaced definitions; ctl thread */
 	struct iostats
-	    *wstats; /* one per worker, written by that worker only */
+	    *wstats;	/* one per worker, written by that worker only */
+	struct qos qos; /* its limits, for all its sessions together */
 	unsigned int nr_wstats;
 	struct export *next; /* target's list, under exports_lock */
 };
@@ -320,7 +322,8 @@ const struct engine_ops *engine_find(const char *name);
  * One tag of a connection. States (docs/PROTOCOL.md, "The flows"):
  */
 enum treq_state {
-	TREQ_FREE,  /* tag not in use */
+	TREQ_FREE,     /* tag not in use */
+	TREQ_THROTTLE, /* over a QoS limit: on its conn's qos FIFO (qos.h) */
 	TREQ_SLOT,  /* READ/WRITE: waiting for pool space (worker->slot_wait) */
 	TREQ_GRANT, /* WRITE: bind a write window and send GRANT (credits) */
 	TREQ_DATA,  /* WRITE: GRANT out; waiting for WRITE_DATA */
@@ -364,6 +367,7 @@ struct treq {
 	unsigned int held_recv;
 	struct treq *next_wait; /* on conn's send-credit wait list */
 	struct treq *next_slot; /* on its connection's slot_head FIFO */
+	struct treq *next_qos;	/* on its connection's qos_head FIFO */
 	/*
 	 * worker->now_ms when r last changed state: in the states where its
 	 * slot waits on the peer (GRANT, DATA, RESPOND, PULLED) this is how
@@ -459,6 +463,15 @@ struct tconn {
 	struct treq *slot_head, *slot_tail;
 	struct tconn *next_slot_conn;
 	bool slot_queued, slot_parked;
+	/*
+	 * QoS (qos.h): the limits its commands draw from (its export's, its
+	 * host's; NULL: none), and its commands waiting for them (FIFO), on
+	 * worker->qos_conns while there are any.
+	 */
+	struct qos *qos[2];
+	struct treq *qos_head, *qos_tail;
+	struct tconn *next_qos_conn;
+	bool qos_listed;
 	struct lim_conn *adm; /* its admission (limits_admit()); owned */
 	uint64_t accepted_ms; /* when worker_accept() took it */
 	bool talked;	      /* TCONN_LOGIN: a first message came */
@@ -551,6 +564,8 @@ struct worker {
 	void *engine_priv;
 	struct treq *busy_head, *busy_tail; /* waiting for engine room */
 	struct tconn *flush_head; /* connections with a batch to post */
+	struct tconn *qos_conns;  /* with commands waiting on QoS limits */
+	uint64_t qos_wake_ns;	  /* earliest a waiting one may go; 0: none */
 	unsigned int spin_us;	  /* poll before sleeping (0: sleep at once) */
 	struct spin_backoff spin;
 	uint64_t now_ms; /* at the start of this turn */
@@ -571,6 +586,8 @@ struct target {
 	unsigned int nr_workers;
 	const struct engine_ops *engine;
 	atomic_uint_fast64_t next_conn_id;
+	/* QoS of each [host] (cfg.hosts[i]), for all its sessions together */
+	struct qos host_qos[CFG_MAX_HOSTS];
 };
 
 /* Find an export by name and take a reference; NULL when none. */

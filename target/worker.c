@@ -369,7 +369,7 @@ static void join_handoffs(struct worker *w)
 
 /*
  * A live session that sent nothing for idle_timeout seconds goes; one
- * whose commands wait on us (for a slot, or for the backend) is not idle,
+ * whose commands wait on us (for a slot, QoS, the backend) is not idle,
  * whatever it sends. One that holds pool memory meanwhile is bounded by
  * window_timeout instead, keep-alives or not (slot_held_too_long()).
  */
@@ -378,7 +378,7 @@ static bool idle_too_long(const struct worker *w, const struct tconn *c,
 {
 	unsigned int s = w->tgt->cfg.idle_timeout;
 
-	return s && c->state == TCONN_LIVE && !c->slot_head &&
+	return s && c->state == TCONN_LIVE && !c->slot_head && !c->qos_head &&
 	       !c->backend_inflight &&
 	       now - c->last_rx_ms > (uint64_t)s * 1000u;
 }
@@ -664,7 +664,9 @@ static void *worker_main(void *arg)
 		if (!more && groups_armed(w, &closing) && !closing &&
 		    !worker_spin(w, &closing))
 			n = epoll_wait(w->epfd, evs, ARRAY_SIZE(evs),
-				       pool_lent(w) ? HOLD_SWEEP_MS : 1000);
+				       qos_sleep_ms(w, pool_lent(w)
+							   ? HOLD_SWEEP_MS
+							   : 1000));
 		if (n < 0 && errno != EINTR) {
 			log_err("worker %u: epoll_wait: %s", w->index,
 				strerror(errno));
@@ -673,6 +675,7 @@ static void *worker_main(void *arg)
 		more = false;
 		w->now_ms = now_ms();
 		worker_turn(w, evs, n > 0 ? n : 0, &more, &closing);
+		qos_serve(w);
 		w->engine->submit(w);
 		/*
 		 * I/O the kernel finished inside submit (the page cache, tmpfs)

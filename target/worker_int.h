@@ -81,5 +81,23 @@ bool slot_held_too_long(const struct tconn *c, uint64_t now, char *why,
 			size_t len);
 /* Take c's commands off the pool's wait list (c is closing). */
 void slot_wait_drop(struct worker *w, struct tconn *c);
+/* Start a valid command its QoS limits let go: slot, or execute. */
+void treq_start(struct treq *r);
+
+/* io_qos.c: commands waiting on QoS limits (qos.h) */
+/*
+ * Must r (decoded, valid) wait for its connection's QoS limits? If so it
+ * is queued (TREQ_THROTTLE) and true returned; false: it may start now,
+ * its cost taken.
+ */
+bool qos_hold(struct tconn *c, struct treq *r);
+/* Start the waiting commands the limits let go; sets w->qos_wake_ns. */
+void qos_serve(struct worker *w);
+/* Milliseconds the worker may sleep before qos_serve() has work (max). */
+int qos_sleep_ms(const struct worker *w, int max);
+/* c is closing: its waiting commands are dropped, c leaves the list. */
+void qos_wait_drop(struct worker *w, struct tconn *c);
+/* At login: the limits c's commands draw from (export, host entry). */
+void qos_bind(struct tconn *c);
 
 #endif

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Benchmark (not a test): QoS limits through the fio engine, one worker,
+# RAM volumes (docs/BENCHMARKS.md, "QoS"). Per round, interleaved:
+#   lim   iops=IOPS, fio 4k randread QD16     -> IOPS measured / limit
+#   bw    bps=BPS, fio 128k read QD8          -> bytes/s measured / limit
+#   free  no limit, 4k randread QD16, alone   -> IOPS
+#   free  the same while lim and bw run beside it on the same worker
+#                                             -> IOPS / alone
+# and prints each ratio's median, min and max over the rounds.
+#
+#   tools/bench/qos.sh [--build DIR] [--rounds 5] [--runtime 4]
+#       [--iops 1000] [--bps 50M] [--scheme tcp|rdma] [--addr IP]
+#
+# Over rxe in the test guest: BUILD=build tests/vm/run-vm.sh -- \
+#   tools/bench/qos.sh --scheme rdma --addr 192.0.2.1
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+build=build rounds=5 runtime=4 iops=1000 bps=50M scheme=tcp addr=127.0.0.1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--build) build=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
+	--runtime) runtime=$2; shift 2 ;;
+	--iops) iops=$2; shift 2 ;;
+	--bps) bps=$2; shift 2 ;;
+	--scheme) scheme=$2; shift 2 ;;
+	--addr) addr=$2; shift 2 ;;
+	-h | --help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "qos.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+done
+engine=$build/rblk-fio.so
+[ -x "$build/rblk-target" ] && [ -f "$engine" ] ||
+	{ echo "qos.sh: need $build/rblk-target and $engine (make all fio-engine)" >&2; exit 2; }
+tmp=$(mktemp -d)
+port=$((20000 + RANDOM % 20000))
+"$build/rblk-target" --listen "$scheme://$addr:$port" --workers 1 \
+	--ctl-socket none --allow-any-host \
+	--export "lim=ram:64M,iops=$iops" --export "bw=ram:256M,bps=$bps" \
+	--export "free=ram:64M,nodirect" >"$tmp/target.log" 2>&1 &
+tpid=$!
+trap 'kill $tpid 2>/dev/null; wait $tpid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 100); do
+	grep -q "listening on" "$tmp/target.log" && break
+	sleep 0.1
+done
+bps_bytes=$(python3 -c "
+s='$bps'; m={'K':1<<10,'M':1<<20,'G':1<<30}
+print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))")
+
+# run NAME EXPORT ARGS...: fio JSON into $tmp/NAME.json
+run()
+{
+	local name=$1 exp=$2
+	shift 2
+	fio --name="$name" "--ioengine=external:$engine" \
+		"--uri=$scheme://$addr:$port/$exp" --time_based \
+		--runtime="$runtime" --ramp_time=1 --output-format=json \
+		--output="$tmp/$name.json" "$@"
+}
+val() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["read"][sys.argv[2]])' "$tmp/$1.json" "$2"; }
+rr=(--rw=randread --bs=4k --iodepth=16 --size=64M)
+
+: >"$tmp/rows"
+for r in $(seq "$rounds"); do
+	run alone free "${rr[@]}"
+	run lim lim "${rr[@]}" --runtime=$((runtime + 2)) &
+	p1=$!
+	run bw bw --rw=read --bs=128k --iodepth=8 --size=256M \
+		--runtime=$((runtime + 2)) &
+	p2=$!
+	sleep 1
+	run beside free "${rr[@]}"
+	wait $p1 $p2
+	echo "$(val lim iops) $(val bw bw_bytes) $(val alone iops) $(val beside iops)" >>"$tmp/rows"
+	echo "round $r: $(tail -n1 "$tmp/rows")" >&2
+done
+python3 - "$tmp/rows" "$iops" "$bps_bytes" <<'EOF'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
+iops, bps = float(sys.argv[2]), float(sys.argv[3])
+cols = {
+    "limited IOPS / limit": [r[0] / iops for r in rows],
+    "limited bytes/s / limit": [r[1] / bps for r in rows],
+    "neighbour IOPS, beside / alone": [r[3] / r[2] for r in rows],
+}
+print("| measure | median | min | max |")
+print("|---|---|---|---|")
+for k, v in cols.items():
+    print("| %s | %.3f | %.3f | %.3f |" % (k, statistics.median(v), min(v), max(v)))
+print("rounds: %d; neighbour alone: median %.0f IOPS" % (len(rows), statistics.median(r[2] for r in rows)))
+EOF
