@@ -155,8 +155,8 @@ enum rblk_opcode {
 #define RBLK_HELLO_F_EPOCH 0x40u
 #define RBLK_HELLO_F_ALL                                                       \
 	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
-	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN | RBLK_HELLO_F_PUSH_IMM | \
-	 RBLK_HELLO_F_EPOCH)
+	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN |                        \
+	 RBLK_HELLO_F_PUSH_IMM | RBLK_HELLO_F_EPOCH)
 
 /*
  * Tag generations (RBLK_F_TAG_GEN): a wire tag's low bits are the tag's

@@ -584,11 +584,11 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 			return ret;
 		log_info("queue %u: %s; connecting again without %s", q->index,
 			 rblk_last_error(),
-			 ep != r->epoch_refused	     ? "the EPOCH flag"
+			 ep != r->epoch_refused	      ? "the EPOCH flag"
 			 : imm != r->push_imm_refused ? "the PUSH_IMM flag"
-			 : tg != r->tag_gen_refused  ? "the TAG_GEN flag"
-			 : id != r->identity_refused ? "the IDENTITY flag"
-						     : "in-capsule data");
+			 : tg != r->tag_gen_refused   ? "the TAG_GEN flag"
+			 : id != r->identity_refused  ? "the IDENTITY flag"
+						      : "in-capsule data");
 		lib_queue_drop_conn(q);
 	}
 }
