@@ -347,6 +347,32 @@ static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
 }
 
 /*
+ * The newest HELLO flag an older target may not know that the refused
+ * HELLO asked for, now dropped for the session: its name, or NULL when
+ * none is left. Newest first.
+ */
+static const char *drop_newest_flag(struct rblk *r, bool asked_imm)
+{
+	if (!r->epoch_refused) {
+		r->epoch_refused = true;
+		return "the HELLO flag EPOCH";
+	}
+	if (asked_imm) {
+		r->push_imm_refused = true;
+		return "the HELLO flag PUSH_IMM";
+	}
+	if (!r->tag_gen_refused) {
+		r->tag_gen_refused = true;
+		return "the HELLO flag TAG_GEN";
+	}
+	if (!r->identity_refused) {
+		r->identity_refused = true;
+		return "the HELLO flag IDENTITY";
+	}
+	return NULL;
+}
+
+/*
  * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
  * set. A HELLO refused as malformed may have asked for something an older
  * target does not know: the newest first, the EPOCH flag
@@ -367,36 +393,15 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 	if (login->status == RBLK_S_NO_EXPORT)
 		return set_error(ret, "export '%s' not found on %s",
 				 u->export_name, rblk_url_str(u));
-	if (login->status == RBLK_S_INVALID && !r->epoch_refused) {
-		r->epoch_refused = true;
+	if (login->status == RBLK_S_INVALID &&
+	    (r->dropped = drop_newest_flag(r, asked_imm)))
 		return set_error(
 		    -EPROTO,
-		    "login to '%s' refused as malformed: the target may not know the HELLO flag EPOCH",
-		    u->export_name);
-	}
-	if (login->status == RBLK_S_INVALID && asked_imm) {
-		r->push_imm_refused = true;
-		return set_error(
-		    -EPROTO,
-		    "login to '%s' refused as malformed: the target may not know the HELLO flag PUSH_IMM",
-		    u->export_name);
-	}
-	if (login->status == RBLK_S_INVALID && !r->tag_gen_refused) {
-		r->tag_gen_refused = true;
-		return set_error(
-		    -EPROTO,
-		    "login to '%s' refused as malformed: the target may not know the HELLO flag TAG_GEN",
-		    u->export_name);
-	}
-	if (login->status == RBLK_S_INVALID && !r->identity_refused) {
-		r->identity_refused = true;
-		return set_error(
-		    -EPROTO,
-		    "login to '%s' refused as malformed: the target may not know the HELLO flag IDENTITY",
-		    u->export_name);
-	}
+		    "login to '%s' refused as malformed: the target may not know %s",
+		    u->export_name, r->dropped);
 	if (login->status == RBLK_S_INVALID && ask) {
 		r->inline_refused = true;
+		r->dropped = "in-capsule data";
 		return set_error(
 		    -EPROTO,
 		    "login to '%s' refused as malformed: the target may not know in-capsule data (the HELLO asked for %u bytes)",
@@ -572,23 +577,14 @@ int lib_queue_connect(struct rblk *r, struct rblk_queue *q,
 		      const struct rblk_opts *o)
 {
 	for (;;) {
-		bool tg = r->tag_gen_refused, id = r->identity_refused;
-		bool in = r->inline_refused, imm = r->push_imm_refused;
-		bool ep = r->epoch_refused;
-		int ret = queue_connect_once(r, q, o);
+		int ret;
 
-		if (!ret ||
-		    (tg == r->tag_gen_refused && id == r->identity_refused &&
-		     in == r->inline_refused && imm == r->push_imm_refused &&
-		     ep == r->epoch_refused))
+		r->dropped = NULL;
+		ret = queue_connect_once(r, q, o);
+		if (!ret || !r->dropped)
 			return ret;
 		log_info("queue %u: %s; connecting again without %s", q->index,
-			 rblk_last_error(),
-			 ep != r->epoch_refused	      ? "the EPOCH flag"
-			 : imm != r->push_imm_refused ? "the PUSH_IMM flag"
-			 : tg != r->tag_gen_refused   ? "the TAG_GEN flag"
-			 : id != r->identity_refused  ? "the IDENTITY flag"
-						      : "in-capsule data");
+			 rblk_last_error(), r->dropped);
 		lib_queue_drop_conn(q);
 	}
 }

@@ -298,6 +298,9 @@ struct rblk {
 	bool inline_refused;
 	/* a target refused the HELLO flag IDENTITY: it predates it */
 	bool identity_refused;
+	/* what the last refused HELLO made the session drop (a HELLO flag's
+	 * name or "in-capsule data"), for lib_queue_connect(); NULL: none */
+	const char *dropped;
 	/* a target refused the HELLO flag TAG_GEN: it predates it */
 	bool tag_gen_refused;
 	/* ... the HELLO flag PUSH_IMM: push READs are then counted by none */
