@@ -198,8 +198,9 @@ metric()
 [ "$(metric 'rblk_bytes_total{export="st",direction="read"}')" = "$rb" ] || fail "metrics read bytes"
 [ "$(metric 'rblk_latency_us_count{export="st"}')" = "$((wr + rd))" ] || fail "metrics latency count"
 [ "$(metric 'rblk_latency_us_bucket{export="st",le="+Inf"}')" = "$((wr + rd))" ] || fail "metrics +Inf bucket"
-# every sample line is NAME{LABELS} INTEGER, buckets never decrease
-awk '!/^#/ && !/^[a-z_]+\{[^}]*\} [0-9]+$/ { bad = 1; print "bad line: " $0 }
+# every sample line is NAME{LABELS} VALUE (an integer; seconds may be
+# fractional), buckets never decrease
+awk '!/^#/ && !/^[a-z_]+\{[^}]*\} [0-9]+(\.[0-9]+)?$/ { bad = 1; print "bad line: " $0 }
 	END { exit bad }' "$TEST_DIR/metrics" || fail "unparseable metrics"
 grep '^rblk_latency_us_bucket{export="vol0"' "$TEST_DIR/metrics" |
 	awk '{ if ($2 < prev) exit 1; prev = $2 }' || fail "histogram not cumulative"

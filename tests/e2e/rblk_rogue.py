@@ -143,7 +143,11 @@ class Conn:
 
     def login(self, hello):
         qd, _qid, max_io, hfl, inl = struct.unpack("<HHIII", hello[8:24])
-        if MODE == "old" and hfl & C.RBLK_HELLO_F_TAG_GEN:
+        # "old": a target of e28b00f's time, which knows none of the HELLO
+        # flags that came after it and refuses a HELLO with any as malformed
+        newer = C.RBLK_HELLO_F_TAG_GEN | C.RBLK_HELLO_F_PUSH_IMM | \
+            C.RBLK_HELLO_F_EPOCH
+        if MODE == "old" and hfl & newer:
             self.send(hdr(C.RBLK_MSG_LOGIN, 80) +
                       struct.pack("<I", C.RBLK_S_INVALID) + bytes(68))
             return
