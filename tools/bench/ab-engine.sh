@@ -150,23 +150,6 @@ for ((r = 1; r <= rounds; r++)); do
 			tee -a "$results"
 	done
 done
-awk "$BENCH_AWK_MEDIAN"'
-{
-	k = ++n[$3]; ratio[$3, k] = $7 / $5; ia[$3, k] = $5; ib[$3, k] = $7
-	ca[$3, k] = $9; cb[$3, k] = $11
-}
-END {
-	for (w in n) {
-		for (k = 1; k <= n[w]; k++) {
-			x[k] = ratio[w, k]; y[k] = ia[w, k]; z[k] = ib[w, k]
-			u[k] = ca[w, k]; v[k] = cb[w, k]
-		}
-		ma = med(y, n[w]); mb = med(z, n[w]); m = med(x, n[w])
-		mu = med(u, n[w]); mv = med(v, n[w])
-		printf "%-16s median IOPS A %d (%d-%d) B %d (%d-%d); B/A per round: median %.3f, min %.3f, max %.3f; CPU us/IO A %.2f (%.2f-%.2f) B %.2f (%.2f-%.2f) (%d rounds)\n",
-			w, ma, y[1], y[n[w]], mb, z[1], z[n[w]], m, x[1], x[n[w]],
-			mu, u[1], u[n[w]], mv, v[1], v[n[w]], n[w]
-	}
-}' "$results"
+bench_ab_summary "$results"
 echo "A = $a${aopts:+ $aopts}, B = $b${bopts:+ $bopts}, $scheme://$addr, CPU: $cpu"
 [ -z "$results_out" ] || cp "$results" "$results_out"

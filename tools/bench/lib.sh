@@ -262,3 +262,29 @@ bench_nvmet_down()
 	rmdir "$S" 2>/dev/null
 	return 0
 }
+
+# bench_ab_summary RESULTS: per workload of an interleaved A/B (lines
+# "round R WORKLOAD A IOPS B IOPS cpuA US cpuB US", as ab-engine.sh and
+# ab-ublk.sh write them): median IOPS of each side with min-max, the
+# median, min and max of the per-round ratios B/A, and CPU us per I/O.
+bench_ab_summary()
+{
+	awk "$BENCH_AWK_MEDIAN"'
+	{
+		k = ++n[$3]; ratio[$3, k] = $7 / $5; ia[$3, k] = $5; ib[$3, k] = $7
+		ca[$3, k] = $9; cb[$3, k] = $11
+	}
+	END {
+		for (w in n) {
+			for (k = 1; k <= n[w]; k++) {
+				x[k] = ratio[w, k]; y[k] = ia[w, k]; z[k] = ib[w, k]
+				u[k] = ca[w, k]; v[k] = cb[w, k]
+			}
+			ma = med(y, n[w]); mb = med(z, n[w]); m = med(x, n[w])
+			mu = med(u, n[w]); mv = med(v, n[w])
+			printf "%-16s median IOPS A %d (%d-%d) B %d (%d-%d); B/A per round: median %.3f, min %.3f, max %.3f; CPU us/IO A %.2f (%.2f-%.2f) B %.2f (%.2f-%.2f) (%d rounds)\n",
+				w, ma, y[1], y[n[w]], mb, z[1], z[n[w]], m, x[1], x[n[w]],
+				mu, u[1], u[n[w]], mv, v[1], v[n[w]], n[w]
+		}
+	}' "$1"
+}
