@@ -163,7 +163,13 @@ tmo 60 fio --name=live "--ioengine=external:$engine" \
 	--log_unix_epoch=1 \
 	--output="$TEST_DIR/live.out" &
 fpid=$!
-sleep 2
+# fio may take seconds to start (rdma in a TCG guest): change the limit
+# 1.5 s after its session is logged in, so windows before it exist
+for _ in $(seq 200); do
+	ctl list-sessions --export live -o json | grep -q '"state": *"live"' && break
+	sleep 0.1
+done
+sleep 1.5
 tpre=$(date +%s%N)
 out=$(ctl set-qos live iops=1500)
 t1=$(date +%s%N)
