@@ -327,6 +327,11 @@ struct rbd_image {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	struct rbd_op *parked; /* waiting for the lock, newest first */
+	/*
+	 * The lock went from under us (lock_lost()): take it again, but
+	 * never by breaking another client's lock (that one fenced us).
+	 */
+	bool recheck;
 	bool stop;
 };
 
@@ -386,6 +391,7 @@ struct rbd_op {
 	uint64_t start_ms; /* worker clock at submit */
 	/* what it counts against the gate while issued */
 	uint64_t weight_ops, weight_bytes;
+	bool lock_retried; /* parked once already after an EROFS */
 };
 
 static void wq_push(struct rbd_op *op)
@@ -590,6 +596,39 @@ static void gate_note_wait(struct rbd_wq *q, const struct rbd_conn *c)
 	q->waits_logged_ms = q->w->now_ms ? q->w->now_ms : 1;
 }
 
+/*
+ * A write-class op failed with EROFS while this target meant to hold the
+ * lock: librbd no longer holds it for us (it refuses writes without the
+ * lock, and takes none by itself once rbd_lock_acquire() chose the
+ * lock's explicit mode). Seen under a thrashed cluster: the image
+ * header's watch breaks with an OSD, or a session's first write races
+ * the idle release. That alone is no fence: park op for the lock thread,
+ * which takes the lock again unless another client holds it now (then
+ * the image is fenced). False: nothing to retake (no exclusive-lock
+ * feature, or fenced already); the caller fails op.
+ */
+static bool lock_lost(struct rbd_op *op)
+{
+	struct rbd_image *img = op->img;
+	int state;
+
+	pthread_mutex_lock(&img->mu);
+	state = atomic_load(&img->lock_state);
+	if (state == LOCK_NONE || state == LOCK_FENCED) {
+		pthread_mutex_unlock(&img->mu);
+		return false;
+	}
+	if (state == LOCK_HELD)
+		atomic_store(&img->lock_state, LOCK_UNLOCKED);
+	img->recheck = true;
+	op->lock_retried = true;
+	op->next = img->parked;
+	img->parked = op;
+	lock_thread_kick(img);
+	pthread_mutex_unlock(&img->mu);
+	return true;
+}
+
 /* Issue what waits at the gate while it lets ops through; worker. */
 static void gate_drain(struct rbd_wq *q)
 {
@@ -715,6 +754,10 @@ int backend_remote_reap(struct worker *w)
 		 * treq_backend_done() wants the length of either */
 		if (res >= 0)
 			res = (int)r->cmd.length;
+		if (res == -EROFS && op->stage == STAGE_IO &&
+		    is_write_class(r->cmd.opcode) && !op->lock_retried &&
+		    lock_lost(op))
+			continue; /* issued again once the lock is back */
 		if (res < 0 && is_write_class(r->cmd.opcode) &&
 		    is_fencing_error(res) && img->lock_state != LOCK_NONE &&
 		    atomic_exchange(&img->lock_state, LOCK_FENCED) !=
@@ -745,7 +788,7 @@ int backend_remote_reap(struct worker *w)
  * first: librbd blocklists it (rbd_blocklist_on_break_lock), so its writes
  * still in flight or sent later are refused by the OSDs.
  */
-static int lock_take(struct rbd_image *img)
+static int lock_take(struct rbd_image *img, bool recheck)
 {
 	rbd_lock_mode_t mode;
 	char *owners[4];
@@ -758,7 +801,21 @@ static int lock_take(struct rbd_image *img)
 	 */
 	if (rbd_is_exclusive_lock_owner(img->image, &mine))
 		mine = 0;
-	if (ceph_cfg.takeover && !mine) {
+	if (recheck && !mine) {
+		/* lost under us: whoever holds it now fenced this target */
+		ret = rbd_lock_get_owners(img->image, &mode, owners, &nr);
+		if (ret == 0 && nr > 0) {
+			log_err(
+			    "export %s: rbd %s: the exclusive lock is now %s's: another gateway took the image over; write-class commands fail from now on (remove and re-add the export once this target should serve it again)",
+			    img->e->name, img->spec, owners[0]);
+			rbd_lock_get_owners_cleanup(owners, nr);
+			return -EROFS;
+		}
+		log_warn("export %s: rbd %s: the exclusive lock was lost (a "
+			 "write refused with EROFS) and nobody holds it: "
+			 "taking it again",
+			 img->e->name, img->spec);
+	} else if (ceph_cfg.takeover && !mine) {
 		ret = rbd_lock_get_owners(img->image, &mode, owners, &nr);
 		if (ret == 0 && nr > 0) {
 			log_warn(
@@ -804,14 +861,18 @@ static void *lock_thread_main(void *arg)
 
 		if (img->parked) {
 			int state = atomic_load(&img->lock_state);
+			bool recheck = img->recheck;
 
+			img->recheck = false;
 			pthread_mutex_unlock(&img->mu);
 			ret = state == LOCK_FENCED ? -EIO
 			      : state == LOCK_HELD ? 0
-						   : lock_take(img);
+						   : lock_take(img, recheck);
 			pthread_mutex_lock(&img->mu);
 			if (!ret && state != LOCK_FENCED)
 				atomic_store(&img->lock_state, LOCK_HELD);
+			else if (ret == -EROFS || ret == -EBLOCKLISTED)
+				atomic_store(&img->lock_state, LOCK_FENCED);
 			ops = img->parked;
 			img->parked = NULL;
 			pthread_mutex_unlock(&img->mu);
@@ -827,6 +888,9 @@ static void *lock_thread_main(void *arg)
 				next = rev->next;
 				if (ret) {
 					rev->res = ret == -EROFS ? -EIO : ret;
+					/* never issued: nothing to take off
+					 * the gate at the reap */
+					rev->weight_ops = rev->weight_bytes = 0;
 					wq_push(rev);
 				} else {
 					op_issue(rev);
@@ -845,15 +909,20 @@ static void *lock_thread_main(void *arg)
 		if (atomic_load(&img->lock_state) == LOCK_HELD &&
 		    !atomic_load(&img->e->sessions) &&
 		    !atomic_load(&img->inflight) && ++idle >= 2) {
+			/*
+			 * Unlocked before the release: a session's first
+			 * write from now on parks and waits for the lock
+			 * thread to take the lock again. One that saw HELD
+			 * just before meets EROFS and lock_lost() parks it.
+			 */
+			atomic_store(&img->lock_state, LOCK_UNLOCKED);
 			pthread_mutex_unlock(&img->mu);
 			ret = rbd_lock_release(img->image);
 			pthread_mutex_lock(&img->mu);
-			if (!img->parked && !ret) {
-				atomic_store(&img->lock_state, LOCK_UNLOCKED);
+			if (!ret)
 				log_info(
 				    "export %s: rbd %s: exclusive lock released (no session)",
 				    img->e->name, img->spec);
-			}
 			idle = 0;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
