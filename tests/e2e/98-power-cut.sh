@@ -30,10 +30,11 @@
 # target (RBLK_TARGET_UNSAFE_ACK=flush: FLUSH acknowledged without a sync)
 # must be caught losing acknowledged data, 1 cut. The long form adds a
 # sparse file on ext4 (O_DIRECT, and cache=buffered) and a target that
-# acknowledges FUA without RWF_DSYNC. RBLK_PC_CUTS=N cuts N times per
+# acknowledges FUA without RWF_DSYNC, and ext4 on /dev/ublkbN in a second
+# guest (the initiator's; run_ublk_case). RBLK_PC_CUTS=N cuts N times per
 # honest case; RBLK_PC_CASES picks cases (bdev ext4 ext4-buffered
-# unsafe-fua unsafe-flush).
-# soak: 8 cuts each of /dev/vda, ext4 (O_DIRECT) and ext4 cache=buffered (e2fsck -fn clean after each), and the dishonest targets (flush, fua) caught
+# unsafe-fua unsafe-flush ublk-ext4).
+# soak: 8 cuts each of /dev/vda, ext4 (O_DIRECT), ext4 cache=buffered (e2fsck -fn clean after each) and ext4 on the initiator's /dev/ublkbN, and the dishonest targets (flush, fua) caught
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 [ "${RBLK_VM_SKIP:-0}" = 1 ] && skip "guest tests skipped (RBLK_VM_SKIP=1)"
@@ -88,8 +89,7 @@ boot_once()
 		--out "$OUTD" --pid-file "$OUTD/qemu.pid" "${envs[@]}" \
 		--qemu-arg -drive \
 		--qemu-arg "file=nbd:unix:$DISK_SOCK,format=raw,if=virtio,cache=writeback" \
-		--qemu-arg -netdev \
-		--qemu-arg "user,id=pc,restrict=on,net=192.0.2.128/25,host=192.0.2.129,hostfwd=tcp:127.0.0.1:$HPORT-192.0.2.150:$GPORT" \
+		--qemu-arg -netdev --qemu-arg "${TNETDEV:-$(user_nic)}" \
 		--qemu-arg -device --qemu-arg virtio-net-pci,netdev=pc \
 		-- tests/vm/power-cut-target.sh "$mode" "$GPORT" "$VOL" \
 		>>"$TEST_DIR/run-vm.log" 2>&1 &
@@ -101,6 +101,13 @@ boot_once()
 	done
 	[ -e "$OUTD/ready" ] || return 1
 	QPID=$(cat "$OUTD/qemu.pid")
+}
+
+# the target guest's NIC: user-mode, restrict=on, its only opening one
+# forwarded loopback port (the ublk case uses a dgram link instead)
+user_nic()
+{
+	echo "user,id=pc,restrict=on,net=192.0.2.128/25,host=192.0.2.129,hostfwd=tcp:127.0.0.1:$HPORT-192.0.2.150:$GPORT"
 }
 
 # start_machine MODE [VAR=VAL...]: boot, up to 3 tries: a TCG guest on a
@@ -244,8 +251,72 @@ run_case()
 	grep -h 'reconnected\|lost' "$TEST_DIR/$name.nbd.log" | tail -n 3 || true
 }
 
+# ---- ext4 on /dev/ublkbN in a second guest ----------------------------------
+# run_ublk_case CUTS: the initiator runs in a guest of its own (this host's
+# kernel has no ublk), joined to the target's guest by a QEMU dgram network
+# on 127.0.0.1 (UDP: nothing to reconnect when the target's qemu dies);
+# tests/vm/power-cut-initiator.sh writes fsync'd files to ext4 on the
+# mapped device while the target's machine loses power CUTS times, then
+# checks them and e2fsck -fn
+run_ublk_case()
+{
+	local ncuts=$1 name=ublk-ext4 c w tport iport ipid rc n
+	OUTD=$TEST_DIR/$name
+	DISK=$TEST_DIR/$name.disk
+	DISK_SOCK=$TEST_DIR/$name.disk.sock
+	local iout=$TEST_DIR/$name-init link='dgram,id=pc,local.type=inet,local.host=127.0.0.1,remote.type=inet,remote.host=127.0.0.1'
+	mkdir -p "$OUTD" "$iout"
+	truncate -s 256M "$DISK"
+	tport=$(free_port) iport=$(free_port)
+	TNETDEV="$link,local.port=$tport,remote.port=$iport"
+	start_machine bdev
+	RBLK_VM_PARALLEL=1 "$RBLK_ROOT/tests/vm/run-vm.sh" -q --timeout 900 \
+		--out "$iout" \
+		--qemu-arg -netdev --qemu-arg "$link,local.port=$iport,remote.port=$tport" \
+		--qemu-arg -device --qemu-arg virtio-net-pci,netdev=pc,mac=52:54:00:12:34:57 \
+		-- tests/vm/power-cut-initiator.sh 192.0.2.150 "$GPORT" \
+		>>"$TEST_DIR/run-vm-init.log" 2>&1 &
+	ipid=$!
+	cleanup_fn stop_pid "$ipid"
+	for ((w = 0; w < 1500; w++)); do
+		[ -e "$iout/mapped" ] && break
+		kill -0 "$ipid" 2>/dev/null || break
+		sleep 0.2
+	done
+	[ -e "$iout/mapped" ] || { tail -n 20 "$TEST_DIR/run-vm-init.log" "$iout/output.log" 2>/dev/null; fail "$name: the initiator's guest did not map the volume"; }
+	# files fsync'd plus writes that failed: grows while the initiator works
+	progress() { echo $(($(wc -l <"$iout/fsynced") + $(grep -c 'failed' "$iout/output.log" 2>/dev/null))); }
+	for ((c = 1; c <= ncuts; c++)); do
+		# a random point, 2.0 .. 6.0 s on, once 2 more files are in
+		n=$(progress)
+		sleep "$((2 + RANDOM % 4)).$((RANDOM % 10))"
+		for ((w = 0; w < 600; w++)); do
+			[ "$(progress)" -ge $((n + 2)) ] && break
+			sleep 0.2
+		done
+		n=$(wc -l <"$iout/fsynced")
+		power_cut
+		echo "$name cut $c: $n files fsync'd before it"
+		start_machine bdev
+		# the initiator reconnects and goes on (or its file system
+		# fails a write: a loss was seen) before the next cut
+		n=$(progress)
+		for ((w = 0; w < 600; w++)); do
+			[ "$(progress)" -gt "$n" ] && break
+			sleep 0.2
+		done
+	done
+	touch "$iout/stop"
+	rc=0
+	wait_pid 600 "$ipid" || rc=$?
+	stop_machine
+	checks=$((checks + 1))
+	[ "$rc" = 0 ] || { tail -n 30 "$iout/output.log" 2>/dev/null; cat "$iout/fsck" 2>/dev/null; fail "$name: fsync'd files lost or e2fsck not clean (rc $rc)"; }
+	echo "$name: $(cat "$iout/result"); $(grep -c 'aborted\|failed' "$iout/output.log" || true) failed writes after a loss"
+}
+
 # RBLK_PC_CASES picks some (e.g. "bdev" to try an older build's initiator)
-CASES=${RBLK_PC_CASES:-bdev ${MODES_SOAK:+ext4 ext4-buffered unsafe-fua} unsafe-flush}
+CASES=${RBLK_PC_CASES:-bdev ${MODES_SOAK:+ext4 ext4-buffered unsafe-fua ublk-ext4} unsafe-flush}
 for k in $CASES; do
 	case $k in
 	bdev) run_case bdev bdev "$CUTS_BDEV" ok ;;
@@ -254,6 +325,7 @@ for k in $CASES; do
 	# the lie must be the only sync: FUA writes alone, FLUSHes alone
 	unsafe-fua) PC_FUA=0.2 PC_FLUSH_EVERY=0 run_case unsafe-fua bdev 1 loss RBLK_TARGET_UNSAFE_ACK=fua ;;
 	unsafe-flush) PC_FUA=0 run_case unsafe-flush bdev 1 loss RBLK_TARGET_UNSAFE_ACK=flush ;;
+	ublk-ext4) run_ublk_case "$CUTS_EXT4" ;;
 	*) fail "unknown case $k" ;;
 	esac
 done
