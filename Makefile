@@ -348,6 +348,9 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(PREFIX)/share/doc/rblk
 	install -m 755 $(BUILD)/rblk-target $(DESTDIR)$(PREFIX)/sbin/
+	sed 's|"rblk_path", "rblk"|"rblk_path", "$(PREFIX)/bin/rblk"|' \
+		tools/fence_rblk > $(DESTDIR)$(PREFIX)/sbin/fence_rblk
+	chmod 755 $(DESTDIR)$(PREFIX)/sbin/fence_rblk
 	install -m 755 $(BUILD)/rblk $(BUILD)/rblk-devices $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(BUILD)/librblk.so.0 $(DESTDIR)$(PREFIX)/lib/
 	ln -sf librblk.so.0 $(DESTDIR)$(PREFIX)/lib/librblk.so
