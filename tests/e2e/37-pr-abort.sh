@@ -40,7 +40,7 @@ pr register "${A[@]}" --key 0xa1 "$URL"
 "$PT" writer "$URL" beta "$TEST_DIR/beta.key" 0 $M8 66 60 \
 	>"$TEST_DIR/writer.out" 2>&1 &
 writer=$!
-for ((i = 0; i < 200; i++)); do
+for ((i = 0; i < 600; i++)); do
 	grep -q ready "$TEST_DIR/writer.out" && break
 	kill -0 $writer 2>/dev/null || break
 	sleep 0.05
@@ -57,7 +57,7 @@ echo "preempt-and-abort answered in $((($(date +%s%N) - t0) / 1000000)) ms"
 tmo 30 "$PT" write "$URL" alpha "$TEST_DIR/alpha.key" 0 $M8 65 >/dev/null ||
 	fail "alpha (now the holder) could not write"
 rc=0
-wait_pid 15 $writer || rc=$?
+wait_pid 60 $writer || rc=$?
 cat "$TEST_DIR/writer.out"
 [ $rc -eq 3 ] || fail "beta's writer ended with $rc, want 3 (its writes failed with EBADE only)"
 grep -Eq "writes [1-9][0-9]* ok, first failure EBADE, [1-9][0-9]* failed" "$TEST_DIR/writer.out" ||
