@@ -7,7 +7,8 @@
 # removes B's key everywhere: B's writes fail with EBADE on both volumes
 # while its reads succeed; status says OFF for B, ON for A; `-o on` as B
 # registers B again and its writes work. metadata is XML naming the
-# actions; list shows the keys; monitor succeeds.
+# actions; list shows the keys; monitor succeeds. The key comes as key= or,
+# as stonithd sends it with pcmk_host_map, as the plug.
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires python3
@@ -57,7 +58,7 @@ assert {p.get("name") for p in r.iter("parameter")} >= {"devices", "key", "actio
 ' "$out" || fail "metadata is not the XML expected"
 
 # unfence both nodes, the stdin way for A
-printf 'action=on\ndevices=%s\nkey=a1\nhost_name=alpha\nkey_file=%s\nstore=%s\nrblk_path=%s\nplug=nodeA\n' \
+printf 'action=on\ndevices=%s\nplug=a1\nnodename=nodeA\nhost_name=alpha\nkey_file=%s\nstore=%s\nrblk_path=%s\n' \
 	"$DEVS" "$TEST_DIR/alpha.key" "$TEST_DIR/alpha.store" "$RBLK_BIN" |
 	tmo 120 "$FA" || fail "on (stdin) for A failed"
 agent beta -o on -k b2 || fail "on for B failed"
@@ -78,7 +79,7 @@ agent alpha -o monitor || fail "monitor failed"
 l=$(agent alpha -o list) || fail "list failed"
 echo "$l"
 grep -q "^b2,beta" <<<"$l" || fail "list does not show B's key"
-agent alpha -o status -k b2 || fail "status of B is not ON"
+agent alpha -o status -n b2 || fail "status of B (key as the plug) is not ON"
 
 # A fences B
 agent alpha -o off -k b2 || fail "off for B failed"
