@@ -38,7 +38,6 @@ start_target "${args[@]}"
 URL=$RBLK_TARGET_URL/vol
 A=(--host-name alpha --key-file "$TEST_DIR/alpha.key")
 B=(--host-name beta --key-file "$TEST_DIR/beta.key")
-K=64K
 
 pr() { tmo 30 "$RBLK_BIN" pr "$@"; }
 # io MODE HOST OFF LEN BYTE: rblk_prtest as HOST; prints its verdict

@@ -27,6 +27,8 @@ truncate -s 8M "$TEST_DIR/v1.img" "$TEST_DIR/v2.img"
 start_target "${hosts[@]}" --export "v1=$TEST_DIR/v1.img,allow=alpha,allow=beta"
 U1=$RBLK_TARGET_URL/v1
 mkdir "$TEST_DIR/t2"
+# its log and socket in t2; the volume where the first one's is
+# shellcheck disable=SC2097,SC2098
 TEST_DIR=$TEST_DIR/t2 start_target "${hosts[@]}" \
 	--export "v2=$TEST_DIR/v2.img,allow=alpha,allow=beta"
 U2=$RBLK_TARGET_URL/v2
