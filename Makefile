@@ -185,6 +185,14 @@ $(BUILD)/tests/test_volid: tests/unit/test_volid.c $(BUILD)/obj/target/volid.o \
 		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
 		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
 
+$(BUILD)/tests/test_pr: tests/unit/test_pr.c $(BUILD)/obj/target/pr.o \
+		$(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/target/pr.o \
+		$(COMMON_OBJ) $(XPORT_OBJ) $(CONFIG_OBJ) \
+		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
+		$(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM)
+
 $(BUILD)/tests/test_limits: tests/unit/test_limits.c \
 		$(BUILD)/obj/target/limits.o $(COMMON_OBJ) $(CONFIG_OBJ) \
 		$(XPORT_OBJ)
@@ -224,7 +232,7 @@ $(BUILD)/tests/test_lib: tests/unit/test_lib.c $(TARGET_LIB_OBJ) $(LIB_OBJ) \
 # Helper programs the end-to-end scripts drive.
 E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient \
 	$(BUILD)/tests/rblk_manysess $(BUILD)/tests/rblk_fleet \
-	$(BUILD)/tests/rblk_fsx
+	$(BUILD)/tests/rblk_fsx $(BUILD)/tests/rblk_prtest
 # (its raw read-only case speaks the protocol itself: the objects, not
 # librblk.a, whose internals are private)
 $(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(LIB_OBJ) $(XPORT_OBJ) $(COMMON_OBJ)
@@ -234,6 +242,12 @@ $(BUILD)/tests/rblk_libtest: tests/e2e/rblk_libtest.c $(LIB_OBJ) $(XPORT_OBJ) $(
 
 # A raw initiator on the transport API (security tests: 65-auth, 66-rkey).
 $(BUILD)/tests/rblk_manysess: tests/e2e/rblk_manysess.c $(BUILD)/librblk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
+		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
+
+# I/O as one host, errors by name: the reservation tests (36-39).
+$(BUILD)/tests/rblk_prtest: tests/e2e/rblk_prtest.c $(BUILD)/librblk.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
@@ -334,6 +348,9 @@ install: all
 		$(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(PREFIX)/share/doc/rblk
 	install -m 755 $(BUILD)/rblk-target $(DESTDIR)$(PREFIX)/sbin/
+	sed 's|"rblk_path", "rblk"|"rblk_path", "$(PREFIX)/bin/rblk"|' \
+		tools/fence_rblk > $(DESTDIR)$(PREFIX)/sbin/fence_rblk
+	chmod 755 $(DESTDIR)$(PREFIX)/sbin/fence_rblk
 	install -m 755 $(BUILD)/rblk $(BUILD)/rblk-devices $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(BUILD)/librblk.so.0 $(DESTDIR)$(PREFIX)/lib/
 	ln -sf librblk.so.0 $(DESTDIR)$(PREFIX)/lib/librblk.so

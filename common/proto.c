@@ -3,6 +3,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util.h"
@@ -58,6 +59,7 @@ static const char *const status_names[] = {
     [RBLK_S_AUTH_FAILED] = "authentication failed",
     [RBLK_S_AUTH_REQUIRED] = "authentication required",
     [RBLK_S_BUSY] = "connection or session limit reached",
+    [RBLK_S_RESV_CONFLICT] = "reservation conflict",
 };
 
 const char *rblk_status_str(int status)
@@ -100,6 +102,9 @@ int rblk_status_to_errno(int status)
 		return -ENOKEY;
 	case RBLK_S_BUSY:
 		return -EBUSY;
+	case RBLK_S_RESV_CONFLICT:
+		/* what Linux block layer returns for BLK_STS_RESV_CONFLICT */
+		return -EBADE;
 	case RBLK_S_BAD_TAG:
 	case RBLK_S_BAD_STATE:
 		return -EPROTO;
@@ -140,6 +145,10 @@ const char *rblk_opcode_str(int opcode)
 	    [RBLK_OP_WRITE_ZEROES] = "WRITE_ZEROES",
 	    [RBLK_OP_DISCONNECT] = "DISCONNECT",
 	    [RBLK_OP_KEEPALIVE] = "KEEPALIVE",
+	    [RBLK_OP_PR_REGISTER] = "PR_REGISTER",
+	    [RBLK_OP_PR_ACQUIRE] = "PR_ACQUIRE",
+	    [RBLK_OP_PR_RELEASE] = "PR_RELEASE",
+	    [RBLK_OP_PR_REPORT] = "PR_REPORT",
 	};
 
 	if (opcode <= 0 || opcode > RBLK_OP_MAX_)
@@ -461,6 +470,52 @@ static bool is_write_class(uint8_t op)
 	       op == RBLK_OP_WRITE_ZEROES;
 }
 
+/*
+ * REGISTER, ACQUIRE, RELEASE: no data, no flags but DONE; action and type
+ * known for the opcode, keys as NVMe allows them (a new key of 0 is
+ * refused: 0 means "no key" in a report).
+ */
+static int pr_cmd_check(const struct rblk_cmd *c, const struct rblk_limits *lim)
+{
+	unsigned int action = RBLK_PR_ACTION(c->rkey);
+	unsigned int type = RBLK_PR_TYPE(c->rkey);
+	unsigned int flags = RBLK_PR_FLAGS(c->rkey);
+
+	if (c->length || (c->flags & ~RBLK_CMD_F_DONE))
+		return RBLK_S_INVALID;
+	switch (c->opcode) {
+	case RBLK_OP_PR_REGISTER:
+		if (action > RBLK_PR_REG_REPLACE || type ||
+		    (flags & ~RBLK_PR_F_IEKEY))
+			return RBLK_S_INVALID;
+		if (action != RBLK_PR_REG_UNREGISTER && !c->addr)
+			return RBLK_S_INVALID;
+		if (action == RBLK_PR_REG_UNREGISTER && c->addr)
+			return RBLK_S_INVALID;
+		break;
+	case RBLK_OP_PR_ACQUIRE:
+		if (action > RBLK_PR_ACQ_PREEMPT_ABORT || !type ||
+		    type > RBLK_PRT_TYPE_MAX_ || flags)
+			return RBLK_S_INVALID;
+		if (action == RBLK_PR_ACQ_ACQUIRE && c->addr)
+			return RBLK_S_INVALID;
+		break;
+	default: /* RELEASE: a clear names no type */
+		if (action > RBLK_PR_REL_CLEAR || type > RBLK_PRT_TYPE_MAX_ ||
+		    flags || c->addr ||
+		    (action == RBLK_PR_REL_RELEASE && !type) ||
+		    (action == RBLK_PR_REL_CLEAR && type))
+			return RBLK_S_INVALID;
+		break;
+	}
+	if (!(lim->features & RBLK_F_PR))
+		return RBLK_S_NOT_SUPPORTED;
+	/* a read-only login may look (REPORT), not change reservations */
+	if (lim->features & RBLK_F_READ_ONLY)
+		return RBLK_S_READ_ONLY;
+	return RBLK_S_OK;
+}
+
 int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 		    struct rblk_cmd *out)
 {
@@ -494,7 +549,18 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 	if ((out->flags & RBLK_CMD_F_DONE) &&
 	    !(lim->features & RBLK_F_CMD_DONE))
 		return RBLK_S_INVALID;
-	if ((out->flags & RBLK_CMD_F_PUSH) && out->opcode != RBLK_OP_READ)
+	if (out->opcode >= RBLK_OP_PR_REGISTER &&
+	    out->opcode <= RBLK_OP_PR_RELEASE)
+		return pr_cmd_check(out, lim);
+	if (out->opcode == RBLK_OP_PR_REPORT) {
+		if (out->offset ||
+		    (out->flags & ~(RBLK_CMD_F_PUSH | RBLK_CMD_F_DONE)))
+			return RBLK_S_INVALID;
+		if (!(lim->features & RBLK_F_PR))
+			return RBLK_S_NOT_SUPPORTED;
+	}
+	if ((out->flags & RBLK_CMD_F_PUSH) && out->opcode != RBLK_OP_READ &&
+	    out->opcode != RBLK_OP_PR_REPORT)
 		return RBLK_S_INVALID;
 	if (!(out->flags & RBLK_CMD_F_PUSH) && (out->addr || out->rkey))
 		return RBLK_S_INVALID;
@@ -533,11 +599,14 @@ int rblk_cmd_decode(const void *buf, size_t len, const struct rblk_limits *lim,
 		return RBLK_S_NOT_SUPPORTED;
 	if (out->length == 0)
 		return RBLK_S_TOO_LARGE;
-	if ((out->opcode == RBLK_OP_READ || out->opcode == RBLK_OP_WRITE) &&
+	if ((out->opcode == RBLK_OP_READ || out->opcode == RBLK_OP_WRITE ||
+	     out->opcode == RBLK_OP_PR_REPORT) &&
 	    out->length > lim->max_io)
 		return RBLK_S_TOO_LARGE;
 	if (out->offset % lim->block_size || out->length % lim->block_size)
 		return RBLK_S_MISALIGNED;
+	if (out->opcode == RBLK_OP_PR_REPORT)
+		return RBLK_S_OK; /* its offset is 0: no range */
 	end = out->offset + out->length;
 	if (end < out->offset || end > lim->size)
 		return RBLK_S_OUT_OF_RANGE;
@@ -778,6 +847,103 @@ int rblk_disc_reply_decode(const void *buf, size_t len,
 		    !IS_POW2(e->block_size) || e->size % e->block_size ||
 		    e->features & ~RBLK_F_ALL)
 			return RBLK_S_INVALID;
+	}
+	return RBLK_S_OK;
+}
+
+/* ---- reservation reports ---------------------------------------------- */
+
+_Static_assert(sizeof(struct rblk_wire_pr_hdr) == RBLK_PR_HDR_SIZE,
+	       "pr header size");
+_Static_assert(sizeof(struct rblk_wire_pr_entry) == RBLK_PR_ENTRY_SIZE,
+	       "pr entry size");
+
+const char *rblk_pr_type_str(int type)
+{
+	static const char *const names[] = {
+	    [RBLK_PRT_NONE] = "none",
+	    [RBLK_PRT_WRITE_EXCLUSIVE] = "write-exclusive",
+	    [RBLK_PRT_EXCLUSIVE_ACCESS] = "exclusive-access",
+	    [RBLK_PRT_WRITE_EXCLUSIVE_REG_ONLY] = "write-exclusive-reg-only",
+	    [RBLK_PRT_EXCLUSIVE_ACCESS_REG_ONLY] = "exclusive-access-reg-only",
+	    [RBLK_PRT_WRITE_EXCLUSIVE_ALL_REGS] = "write-exclusive-all-regs",
+	    [RBLK_PRT_EXCLUSIVE_ACCESS_ALL_REGS] = "exclusive-access-all-regs",
+	};
+
+	if (type < 0 || type > RBLK_PRT_TYPE_MAX_)
+		return "unknown";
+	return names[type];
+}
+
+void rblk_pr_report_encode(void *buf, size_t len,
+			   const struct rblk_pr_report *r)
+{
+	struct rblk_wire_pr_hdr *h = buf;
+	char *p = (char *)buf + RBLK_PR_HDR_SIZE;
+
+	memset(buf, 0, len);
+	if (len < RBLK_PR_HDR_SIZE)
+		return;
+	h->generation = htole32(r->generation);
+	h->type = r->type;
+	h->nr_regs = htole16(r->nr_regs);
+	for (unsigned int i = 0; i < r->nr_regs && i < RBLK_PR_MAX_REGS &&
+				 p + RBLK_PR_ENTRY_SIZE <= (char *)buf + len;
+	     i++, p += RBLK_PR_ENTRY_SIZE) {
+		struct rblk_wire_pr_entry *e = (void *)p;
+
+		e->key = htole64(r->regs[i].key);
+		e->flags = r->regs[i].holder ? RBLK_PR_E_HOLDER : 0;
+		snprintf(e->host, sizeof(e->host), "%s", r->regs[i].host);
+	}
+}
+
+static bool zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+int rblk_pr_report_decode(const void *buf, size_t len,
+			  struct rblk_pr_report *out)
+{
+	const struct rblk_wire_pr_hdr *h = buf;
+	const char *p = (const char *)buf + RBLK_PR_HDR_SIZE;
+
+	if (len < RBLK_PR_HDR_SIZE)
+		return RBLK_S_INVALID;
+	memset(out, 0, sizeof(*out));
+	out->generation = le32toh(h->generation);
+	out->type = h->type;
+	out->nr_regs = le16toh(h->nr_regs);
+	if (out->type > RBLK_PRT_TYPE_MAX_ || out->nr_regs > RBLK_PR_MAX_REGS ||
+	    h->reserved0 || !zero(h->reserved, sizeof(h->reserved)))
+		return RBLK_S_INVALID;
+	for (unsigned int i = 0;
+	     i < out->nr_regs &&
+	     p + RBLK_PR_ENTRY_SIZE <= (const char *)buf + len;
+	     i++, p += RBLK_PR_ENTRY_SIZE) {
+		const struct rblk_wire_pr_entry *e = (const void *)p;
+		struct rblk_pr_entry *o = &out->regs[i];
+		size_t n = strnlen(e->host, sizeof(e->host));
+
+		if (e->flags & ~RBLK_PR_E_HOLDER ||
+		    !zero(e->reserved, sizeof(e->reserved)) || !n ||
+		    n == sizeof(e->host) ||
+		    !zero(e->host + n, sizeof(e->host) - n))
+			return RBLK_S_INVALID;
+		for (size_t k = 0; k < n; k++)
+			if ((unsigned char)e->host[k] < 0x20 ||
+			    (unsigned char)e->host[k] > 0x7e)
+				return RBLK_S_INVALID;
+		o->key = le64toh(e->key);
+		o->holder = e->flags & RBLK_PR_E_HOLDER;
+		memcpy(o->host, e->host, n);
+		out->nr_given++;
 	}
 	return RBLK_S_OK;
 }

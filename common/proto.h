@@ -59,8 +59,105 @@ enum rblk_opcode {
 	RBLK_OP_WRITE_ZEROES = 5,
 	RBLK_OP_DISCONNECT = 6,
 	RBLK_OP_KEEPALIVE = 7,
-	RBLK_OP_MAX_ = 7,
+	/*
+	 * Persistent reservations (docs/PROTOCOL.md, "Reservations"), only
+	 * where LOGIN offered RBLK_F_PR. REGISTER, ACQUIRE and RELEASE move
+	 * no data: offset is the host's current key, addr the new key
+	 * (REGISTER) or the key preempted (ACQUIRE), rkey RBLK_PR_ARG(); length
+	 * 0. REPORT moves data as a READ does (pull or push), offset 0.
+	 */
+	RBLK_OP_PR_REGISTER = 8,
+	RBLK_OP_PR_ACQUIRE = 9,
+	RBLK_OP_PR_RELEASE = 10,
+	RBLK_OP_PR_REPORT = 11,
+	RBLK_OP_MAX_ = 11,
 };
+
+/* A reservation command's action, type and flags, in its rkey field. */
+#define RBLK_PR_ARG(action, type, flags)                                       \
+	((uint32_t)(action) | (uint32_t)(type) << 8 | (uint32_t)(flags) << 16)
+#define RBLK_PR_ACTION(arg) ((arg)&0xffu)
+#define RBLK_PR_TYPE(arg) (((arg) >> 8) & 0xffu)
+#define RBLK_PR_FLAGS(arg) ((arg) >> 16)
+
+/* Reservation types: NVMe's numbers (RTYPE). */
+enum rblk_prt {
+	RBLK_PRT_NONE = 0,
+	RBLK_PRT_WRITE_EXCLUSIVE = 1,
+	RBLK_PRT_EXCLUSIVE_ACCESS = 2,
+	RBLK_PRT_WRITE_EXCLUSIVE_REG_ONLY = 3,
+	RBLK_PRT_EXCLUSIVE_ACCESS_REG_ONLY = 4,
+	RBLK_PRT_WRITE_EXCLUSIVE_ALL_REGS = 5,
+	RBLK_PRT_EXCLUSIVE_ACCESS_ALL_REGS = 6,
+	RBLK_PRT_TYPE_MAX_ = 6,
+};
+
+/* REGISTER actions (NVMe RREGA) */
+#define RBLK_PR_REG_REGISTER 0
+#define RBLK_PR_REG_UNREGISTER 1
+#define RBLK_PR_REG_REPLACE 2
+/* ACQUIRE actions (RACQA) */
+#define RBLK_PR_ACQ_ACQUIRE 0
+#define RBLK_PR_ACQ_PREEMPT 1
+#define RBLK_PR_ACQ_PREEMPT_ABORT 2
+/* RELEASE actions (RRELA) */
+#define RBLK_PR_REL_RELEASE 0
+#define RBLK_PR_REL_CLEAR 1
+/* REGISTER flag: ignore the current key (NVMe IEKEY) */
+#define RBLK_PR_F_IEKEY 0x1u
+
+/*
+ * REPORT's data: a header, then one entry per registrant that fits the
+ * command's length (nr_regs counts them all). Little-endian.
+ */
+#define RBLK_PR_MAX_REGS 64 /* registrants per export */
+struct rblk_wire_pr_hdr {
+	uint32_t generation; /* NVMe PRGEN: registrations and preempts */
+	uint8_t type;	     /* enum rblk_prt; 0: no reservation */
+	uint8_t reserved0;
+	uint16_t nr_regs; /* registrants, at most RBLK_PR_MAX_REGS */
+	uint8_t reserved[8];
+} __attribute__((packed));
+
+#define RBLK_PR_E_HOLDER 0x01u /* this registrant holds the reservation */
+struct rblk_wire_pr_entry {
+	uint64_t key;
+	uint8_t flags; /* RBLK_PR_E_* */
+	uint8_t reserved[7];
+	char host[RBLK_NAME_MAX]; /* NUL-terminated, printable, NUL-padded */
+} __attribute__((packed));
+
+#define RBLK_PR_HDR_SIZE 16
+#define RBLK_PR_ENTRY_SIZE 144
+/* a REPORT buffer that holds every registrant an export may have */
+#define RBLK_PR_REPORT_MAX                                                     \
+	(RBLK_PR_HDR_SIZE + RBLK_PR_MAX_REGS * RBLK_PR_ENTRY_SIZE)
+
+struct rblk_pr_entry {
+	uint64_t key;
+	bool holder;
+	char host[RBLK_NAME_MAX];
+};
+
+struct rblk_pr_report {
+	uint32_t generation;
+	uint8_t type;
+	uint16_t nr_regs;  /* registrants on the target */
+	uint16_t nr_given; /* entries filled below (what fitted) */
+	struct rblk_pr_entry regs[RBLK_PR_MAX_REGS];
+};
+
+/* Writes the report into buf (len bytes: as many entries as fit). */
+void rblk_pr_report_encode(void *buf, size_t len,
+			   const struct rblk_pr_report *r);
+/*
+ * Validates a REPORT's len bytes: type known, nr_regs at most
+ * RBLK_PR_MAX_REGS, each entry that fits a non-empty printable host name
+ * and known flags, reserved bytes zero. RBLK_S_OK or RBLK_S_INVALID.
+ */
+int rblk_pr_report_decode(const void *buf, size_t len,
+			  struct rblk_pr_report *out);
+const char *rblk_pr_type_str(int type);
 
 /* Command flags (rblk_wire_cmd.flags). */
 /* WRITE, WRITE_ZEROES: durable before the response */
@@ -132,7 +229,14 @@ enum rblk_opcode {
  * keeps it out of rblk_info.features.
  */
 #define RBLK_F_EPOCH 0x800u
-#define RBLK_F_ALL 0xfffu
+/*
+ * The export takes reservation commands (RBLK_OP_PR_*) and enforces
+ * reservations: a command one forbids is answered RBLK_S_RESV_CONFLICT.
+ * Only in a LOGIN answering a HELLO with RBLK_HELLO_F_PR, on an export
+ * without direct access (one-sided access cannot be fenced).
+ */
+#define RBLK_F_PR 0x2000u
+#define RBLK_F_ALL (0xfffu | RBLK_F_PR)
 
 /* HELLO flags. */
 /* the initiator asks for a read-only login */
@@ -153,10 +257,16 @@ enum rblk_opcode {
 #define RBLK_HELLO_F_PUSH_IMM 0x20u
 /* the initiator checks the durability epoch: the target may set RBLK_F_EPOCH */
 #define RBLK_HELLO_F_EPOCH 0x40u
+/*
+ * the initiator speaks reservations: the target may set RBLK_F_PR and
+ * answer RBLK_S_RESV_CONFLICT (to other initiators a conflict is
+ * RBLK_S_ACCESS_DENIED, a status they know)
+ */
+#define RBLK_HELLO_F_PR 0x100u
 #define RBLK_HELLO_F_ALL                                                       \
 	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
 	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN |                        \
-	 RBLK_HELLO_F_PUSH_IMM | RBLK_HELLO_F_EPOCH)
+	 RBLK_HELLO_F_PUSH_IMM | RBLK_HELLO_F_EPOCH | RBLK_HELLO_F_PR)
 
 /*
  * Tag generations (RBLK_F_TAG_GEN): a wire tag's low bits are the tag's
@@ -224,7 +334,9 @@ enum rblk_status {
 	RBLK_S_AUTH_FAILED = 16, /* wrong secret, unknown host, bad response */
 	RBLK_S_AUTH_REQUIRED = 17, /* host/export needs authentication */
 	RBLK_S_BUSY = 18, /* connection or session limit reached: retry later */
-	RBLK_S_MAX_ = 18,
+	/* a reservation forbids this command to this host (RBLK_F_PR) */
+	RBLK_S_RESV_CONFLICT = 19,
+	RBLK_S_MAX_ = 19,
 };
 
 const char *rblk_status_str(int status);

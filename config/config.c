@@ -553,6 +553,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	bool ro = false, has_uuid = false, overcommit = false, buffered = false;
 	uint8_t uuid[16];
 	uint64_t bs = 0;
+	const char *pr_file = "";
 	int ret;
 
 	if (strlen(arg) >= sizeof(buf))
@@ -606,6 +607,11 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				    "bad uuid '%.40s' (8-4-4-4-12 hex digits)",
 				    opt + 5);
 			has_uuid = true;
+		} else if (!strncmp(opt, "pr_file=", 8)) {
+			if (opt[8] != '/')
+				return fail(why, whylen, -EINVAL,
+					    "pr_file must be an absolute path");
+			pr_file = opt + 8;
 		} else if (!strncmp(opt, "allow=", 6)) {
 			ret = cfg_add_allow(&acl, opt + 6, false, why, whylen);
 			if (ret)
@@ -621,7 +627,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 		} else {
 			return fail(
 			    why, whylen, -EINVAL,
-			    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, allow=HOST|any, allow_ro=HOST, overcommit, iops=, read_iops=, write_iops=, bps=, read_bps=, write_bps=, burst_ms=)",
+			    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, pr_file=PATH, allow=HOST|any, allow_ro=HOST, overcommit, iops=, read_iops=, write_iops=, bps=, read_bps=, write_bps=, burst_ms=)",
 			    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -642,6 +648,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	e->block_size = (uint32_t)bs;
 	e->direct = direct;
 	e->qos = qos;
+	snprintf(e->pr_file, sizeof(e->pr_file), "%s", pr_file);
 	return cfg_check_export_qos(e, why, whylen);
 }
 

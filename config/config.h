@@ -104,6 +104,11 @@ struct cfg_export {
 	/* limits on all its sessions together; a limited export is not direct
 	 */
 	struct cfg_qos qos;
+	/*
+	 * pr_file = / pr_file=: where its reservations are kept (a file
+	 * or block device export; "": the default, target/pr.c).
+	 */
+	char pr_file[PATH_MAX];
 };
 
 /* Ceph settings shared by the rbd: exports (target/backend_rbd.c). */

@@ -69,6 +69,7 @@ enum {
 	KEY_UUID,
 	KEY_OVERCOMMIT,
 	KEY_CACHE,
+	KEY_PR_FILE,
 	NR_EXPORT_KEYS
 };
 enum { KEY_SECRET, KEY_SECRET_FILE, NR_HOST_KEYS };
@@ -105,6 +106,7 @@ static const char *const export_keys[NR_EXPORT_KEYS] = {
     [KEY_UUID] = "uuid",
     [KEY_OVERCOMMIT] = "overcommit",
     [KEY_CACHE] = "cache",
+    [KEY_PR_FILE] = "pr_file",
 };
 static const char *const host_keys[NR_HOST_KEYS] = {
     [KEY_SECRET] = "secret",
@@ -509,6 +511,12 @@ static int export_key(struct parse_ctx *c, int key, const char *value)
 		if (cfg_parse_cache(value, &e->cache_buffered))
 			return ctx_fail(
 			    c, "cache: '%s' is not direct or buffered", value);
+		return 1;
+	case KEY_PR_FILE:
+		if (value[0] != '/' || strlen(value) >= sizeof(e->pr_file))
+			return ctx_fail(
+			    c, "pr_file: '%s' is not an absolute path", value);
+		snprintf(e->pr_file, sizeof(e->pr_file), "%s", value);
 		return 1;
 	case KEY_UUID:
 		if (cfg_parse_uuid(value, e->uuid))

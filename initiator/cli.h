@@ -146,6 +146,7 @@ int cmd_unmap(int argc, char **argv);	 /* initiator/unmap.c */
 int cmd_list(int argc, char **argv);	 /* initiator/list.c */
 int cmd_discover(int argc, char **argv); /* initiator/discover.c */
 int cmd_version(int argc, char **argv);	 /* initiator/discover.c */
+int cmd_pr(int argc, char **argv);	 /* initiator/pr.c */
 
 /*
  * Option parsers shared by the subcommands (initiator/cli.c). Each

@@ -602,7 +602,7 @@ static void wait_credits(struct rblk_queue *q, struct ireq *rq)
  */
 static bool direct_io(const struct rblk_queue *q, const struct io *io)
 {
-	if (!q->direct)
+	if (!q->direct || io->pr)
 		return false;
 	if (io->flags & RBLK_IO_FUA)
 		return io->op == RBLK_OP_WRITE && (q->features & RBLK_F_FUA);
@@ -739,6 +739,14 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 	cmd.offset = rq->offset;
 	cmd.length = rq->len;
 	cmd.flags = rq->cmd_flags;
+	if (rq->io && rq->io->pr) { /* a REPORT is a READ but for this */
+		cmd.opcode = rq->io->pr->opcode;
+		if (rq->op != RBLK_OP_READ) {
+			cmd.offset = rq->io->pr->crkey;
+			cmd.addr = rq->io->pr->key2;
+			cmd.rkey = rq->io->pr->arg;
+		}
+	}
 	rq->inl = rq->op == RBLK_OP_WRITE && rq->len <= q->inline_max;
 	rq->data_sent = rq->inl;
 	if (rq->inl) {
@@ -768,6 +776,8 @@ static void post_cmd(struct rblk_queue *q, struct ireq *rq)
 /* Issue the next part of io on a free tag. -EAGAIN: no tag or credits. */
 static int issue_part(struct rblk_queue *q, struct io *io)
 {
+	/* one command for all of it, no data: FLUSH, reservation commands */
+	bool whole = io->op == RBLK_OP_FLUSH || (io->pr && !io->buf);
 	struct xp_mr *mr = NULL;
 	struct ireq *rq;
 	uint32_t split, len;
@@ -792,8 +802,8 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 	rq->timed_out = false;
 	rq->io = io;
 	rq->op = io->op;
-	rq->offset = io->op == RBLK_OP_FLUSH ? 0 : io->next_off;
-	rq->len = io->op == RBLK_OP_FLUSH ? 0 : len;
+	rq->offset = whole ? 0 : io->next_off;
+	rq->len = whole ? 0 : len;
 	rq->cmd_flags = (io->flags & RBLK_IO_FUA) ? RBLK_CMD_F_FUA : 0;
 	if (io->op == RBLK_OP_FLUSH)
 		rq->flush_mark = lib_acked_sum(q->r);
@@ -803,7 +813,7 @@ static int issue_part(struct rblk_queue *q, struct io *io)
 		lib_bounce_attach(q, rq);
 	io->parts_inflight++;
 	io->next_off += rq->len;
-	if (io->op == RBLK_OP_FLUSH)
+	if (whole)
 		io->next_off = io->end;
 	if (io->buf)
 		io->buf += rq->len;
@@ -1145,6 +1155,7 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 				 q->nr_ios);
 	io = FREELIST_POP(q->free_ios, next);
 	io->user_data = user_data;
+	io->pr = NULL;
 	io->op = (uint8_t)op;
 	io->flags = flags;
 	io->buf = (op == RBLK_IO_READ || op == RBLK_IO_WRITE) ? buf : NULL;
@@ -1331,6 +1342,46 @@ int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 				 (unsigned long long)offset,
 				 (unsigned long long)len, strerror(-c.result));
 	return 0;
+}
+
+int lib_pr_io(struct rblk_queue *q, const struct lib_pr *pr, void *buf,
+	      uint32_t len)
+{
+	struct rblk_completion c;
+	struct io *io;
+	int ret;
+
+	if (q->state == QUEUE_FAILED)
+		return set_error(-ENOTCONN, "queue %u is disconnected",
+				 q->index);
+	if (q->inflight)
+		return set_error(
+		    -EBUSY,
+		    "a reservation command on a queue with I/O in flight");
+	io = FREELIST_POP(q->free_ios, next);
+	io->user_data = NULL;
+	io->pr = pr;
+	io->op = buf ? RBLK_OP_READ : pr->opcode;
+	io->flags = 0;
+	io->buf = buf;
+	io->next_off = 0;
+	io->end = buf ? len : 1;
+	io->parts_inflight = 0;
+	io->result = 0;
+	FIFO_PUSH(q->pend_head, q->pend_tail, io, next);
+	q->inflight++;
+	pump_pending(q);
+	do {
+		ret = rblk_poll(q, &c, 1, -1);
+	} while (ret == 0);
+	if (ret < 0)
+		return ret;
+	if (q->held_tags && !lib_queue_down(q)) {
+		return_held(q);
+		if (!q->plugged)
+			lib_batch_flush(q);
+	}
+	return c.result;
 }
 
 int rblk_pread(struct rblk *r, void *buf, uint64_t len, uint64_t offset)

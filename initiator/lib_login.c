@@ -39,7 +39,8 @@ _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
 		   RBLK_FEAT_ZEROES == RBLK_F_ZEROES &&
 		   RBLK_FEAT_PUSH == RBLK_F_PUSH &&
 		   RBLK_FEAT_DIRECT == RBLK_F_DIRECT &&
-		   RBLK_FEAT_NO_IDENTITY == RBLK_F_NO_IDENTITY,
+		   RBLK_FEAT_NO_IDENTITY == RBLK_F_NO_IDENTITY &&
+		   RBLK_FEAT_PR == RBLK_F_PR,
 	       "public feature bits are the wire bits");
 
 /* LOGIN bits that are options of the protocol, not of the volume */
@@ -313,6 +314,8 @@ static int send_hello(struct rblk *r, struct rblk_queue *q,
 		hello.flags |= RBLK_HELLO_F_PUSH_IMM;
 	if (!r->epoch_refused)
 		hello.flags |= RBLK_HELLO_F_EPOCH;
+	if (!r->pr_refused)
+		hello.flags |= RBLK_HELLO_F_PR;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
 		 lib_path_url(q)->export_name);
 	snprintf(hello.host_name, sizeof(hello.host_name), "%s", r->host_name);
@@ -353,6 +356,10 @@ static int await_login(struct rblk_queue *q, const struct rblk_opts *o,
  */
 static const char *drop_newest_flag(struct rblk *r, bool asked_imm)
 {
+	if (!r->pr_refused) {
+		r->pr_refused = true;
+		return "the HELLO flag PR";
+	}
 	if (!r->epoch_refused) {
 		r->epoch_refused = true;
 		return "the HELLO flag EPOCH";
@@ -375,7 +382,8 @@ static const char *drop_newest_flag(struct rblk *r, bool asked_imm)
 /*
  * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
  * set. A HELLO refused as malformed may have asked for something an older
- * target does not know: the newest first, the EPOCH flag
+ * target does not know: the newest first, the PR flag (r->pr_refused),
+ * the EPOCH flag
  * (r->epoch_refused), the PUSH_IMM flag (r->push_imm_refused), the
  * TAG_GEN flag (r->tag_gen_refused), the IDENTITY flag
  * (r->identity_refused), then ask in-capsule bytes (r->inline_refused);
@@ -429,7 +437,8 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 		    r->host_name);
 	if (login->queue_depth > (uint16_t)o->queue_depth ||
 	    login->max_io > o->max_io || login->inline_data > ask ||
-	    ((login->features & RBLK_F_TAG_GEN) && r->tag_gen_refused))
+	    ((login->features & RBLK_F_TAG_GEN) && r->tag_gen_refused) ||
+	    ((login->features & RBLK_F_PR) && r->pr_refused))
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
 	if (q->state == QUEUE_CONNECTING)

@@ -28,8 +28,22 @@ _Static_assert(RBLK_CMD_SIZE <= CMD_BUF_SIZE, "command fits its buffer");
 /* wr_id of the XP_WC_FD_READY completions of the queue's timer_fd */
 #define TIMER_COOKIE 0
 
+/*
+ * A reservation command riding an io (lib_pr.c): the opcode and fields
+ * post_cmd() puts in its capsule. A REPORT travels as a READ of its
+ * buffer (io->op RBLK_OP_READ); the others as a command without data.
+ */
+struct lib_pr {
+	uint8_t opcode; /* RBLK_OP_PR_* */
+	uint64_t crkey; /* the capsule's offset */
+	uint64_t key2;	/* its addr: the new or the preempted key */
+	uint32_t arg;	/* its rkey: RBLK_PR_ARG() */
+};
+
 struct io {
 	void *user_data;
+	/* a reservation command (rblk_pr_*()), or NULL: I/O */
+	const struct lib_pr *pr;
 	uint8_t op;
 	unsigned int flags;
 	char *buf;
@@ -307,6 +321,8 @@ struct rblk {
 	bool push_imm_refused;
 	/* a target refused the HELLO flag EPOCH: it predates it */
 	bool epoch_refused;
+	/* a target refused the HELLO flag PR: it predates reservations */
+	bool pr_refused;
 	/*
 	 * Durability across a target's restart (lib_login.c, epoch_check()):
 	 * flushed is the lib_acked_sum() the last completed FLUSH covered;
@@ -386,6 +402,13 @@ void lib_add_cmd(struct rblk_queue *q, struct ireq *rq, struct rblk_cmd *cmd,
 		 uint64_t wr_id);
 /* Post the built batch: 0, or -errno with the queue lost. */
 int lib_batch_flush(struct rblk_queue *q);
+/*
+ * One reservation command on q, synchronously (q has nothing in flight):
+ * a REPORT reads len bytes into buf, the others take buf NULL. 0 or the
+ * command's -errno (-EBADE: a reservation conflict).
+ */
+int lib_pr_io(struct rblk_queue *q, const struct lib_pr *pr, void *buf,
+	      uint32_t len);
 /* Once, after q's first login: tags, I/Os, bounce slots; then attach. */
 int lib_queue_setup(struct rblk_queue *q);
 /* After lib_queue_connect(): resend kept parts, start keep-alive. */

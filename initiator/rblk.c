@@ -29,6 +29,7 @@ static const struct subcommand subcommands[] = {
     {"unmap", cmd_unmap, "remove a device made by 'rblk map'"},
     {"list", cmd_list, "show the devices made by 'rblk map'"},
     {"discover", cmd_discover, "list the exports a target lets this host see"},
+    {"pr", cmd_pr, "persistent reservations: register, reserve, preempt, ..."},
     {"version", cmd_version, "show the version"},
 };
 
@@ -107,6 +108,7 @@ static void print_info_json(const char *url, const struct rblk *r)
 	rjson_add_bool(o, "trim", f & RBLK_FEAT_TRIM);
 	rjson_add_bool(o, "write_zeroes", f & RBLK_FEAT_ZEROES);
 	rjson_add_bool(o, "direct", f & RBLK_FEAT_DIRECT);
+	rjson_add_bool(o, "reservations", f & RBLK_FEAT_PR);
 	rjson_add(o, "paths", paths_json(r));
 	rjson_print(stdout, o);
 }
@@ -211,14 +213,15 @@ int cmd_info(int argc, char **argv)
 		printf(
 		    "pinned:      %zu bytes (this session's registered memory)\n",
 		    rblk_pinned_bytes(r));
-		printf("features:   %s%s%s%s%s%s\n",
+		printf("features:   %s%s%s%s%s%s%s\n",
 		       info->features & RBLK_FEAT_READ_ONLY ? " read-only"
 							    : " read-write",
 		       info->features & RBLK_FEAT_FLUSH ? " flush" : "",
 		       info->features & RBLK_FEAT_FUA ? " fua" : "",
 		       info->features & RBLK_FEAT_TRIM ? " trim" : "",
 		       info->features & RBLK_FEAT_ZEROES ? " write-zeroes" : "",
-		       info->features & RBLK_FEAT_DIRECT ? " direct" : "");
+		       info->features & RBLK_FEAT_DIRECT ? " direct" : "",
+		       info->features & RBLK_FEAT_PR ? " reservations" : "");
 		for (unsigned int i = 0; paths.n && i < rblk_path_count(r); i++)
 			printf("path %u:      %s%s\n", i, rblk_path_url(r, i),
 			       i == rblk_path_active(r) ? " (active)" : "");

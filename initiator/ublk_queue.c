@@ -103,6 +103,12 @@ static int ublk_errno(int err)
 	case -EOPNOTSUPP:
 	case -ENOSPC:
 	case -ETIMEDOUT:
+	/*
+	 * a reservation conflict: ublk_drv turns it into
+	 * BLK_STS_RESV_CONFLICT, which the block layer reports as EBADE, as
+	 * for an NVMe or SCSI disk
+	 */
+	case -EBADE:
 		return err;
 	default:
 		return -EIO;

@@ -313,6 +313,16 @@ struct rbd_image {
 	uint64_t watch_handle;
 	bool watching;
 	uint8_t vol_id[EXPORT_VOL_ID_LEN];
+	/*
+	 * Reservations (pr.h) live in the image's metadata, key
+	 * PR_META_KEY, on its header object: pr_io is an ioctx of our own
+	 * (rados_get_last_version() is per ioctx) and pr_ver the header's
+	 * version at the last load, for the compare-and-set of a store.
+	 * Both under the export's pr lock.
+	 */
+	rados_ioctx_t pr_io;
+	char header_oid[96];
+	uint64_t pr_ver;
 
 	uint64_t obj_size;	/* bytes per RADOS object */
 	_Atomic int lock_state; /* enum rbd_lock_state */
@@ -952,6 +962,96 @@ static void update_cb(void *arg)
 			 img->e->name, img->spec, old, size);
 }
 
+/* ---- reservations
+ * ---------------------------------------------------------------- */
+
+/*
+ * librbd keeps image metadata in the header object's omap under
+ * "metadata_" + the key (cls_rbd), so `rbd image-meta get POOL/IMAGE
+ * rblk.pr` shows this state. It is read and written here with librados
+ * rather than rbd_metadata_set() because a store must be a
+ * compare-and-set: two gateways may run reservation commands at once,
+ * and the header's version (rados_write_op_assert_version()) makes the
+ * later one load again and retry instead of overwriting.
+ */
+#define PR_META_KEY "metadata_rblk.pr"
+
+static int rbd_pr_load(struct export *e, char *buf, size_t len)
+{
+	struct rbd_image *img = e->priv;
+	const char *keys[] = {PR_META_KEY};
+	size_t key_lens[] = {sizeof(PR_META_KEY) - 1};
+	rados_read_op_t op = rados_create_read_op();
+	rados_omap_iter_t it = NULL;
+	char *key = NULL, *val = NULL;
+	size_t klen = 0, vlen = 0;
+	int prval = 0, ret;
+
+	if (!op)
+		return -ENOMEM;
+	rados_read_op_omap_get_vals_by_keys2(op, keys, 1, key_lens, &it,
+					     &prval);
+	ret = rados_read_op_operate(op, img->pr_io, img->header_oid, 0);
+	if (!ret)
+		ret = prval;
+	if (!ret) {
+		img->pr_ver = rados_get_last_version(img->pr_io);
+		if (!rados_omap_get_next2(it, &key, &val, &klen, &vlen) &&
+		    key && vlen) {
+			if (vlen >= len) {
+				ret = -EFBIG;
+			} else {
+				memcpy(buf, val, vlen);
+				buf[vlen] = 0;
+				ret = (int)vlen;
+			}
+		}
+	}
+	if (it)
+		rados_omap_get_end(it);
+	rados_release_read_op(op);
+	return ret;
+}
+
+static int rbd_pr_store(struct export *e, const char *text)
+{
+	struct rbd_image *img = e->priv;
+	const char *keys[] = {PR_META_KEY};
+	const char *vals[] = {text};
+	size_t key_lens[] = {sizeof(PR_META_KEY) - 1};
+	size_t val_lens[] = {strlen(text)};
+	rados_write_op_t op = rados_create_write_op();
+	int ret;
+
+	if (!op)
+		return -ENOMEM;
+	rados_write_op_assert_version(op, img->pr_ver);
+	rados_write_op_omap_set2(op, keys, vals, key_lens, val_lens, 1);
+	ret = rados_write_op_operate(op, img->pr_io, img->header_oid, NULL, 0);
+	rados_release_write_op(op);
+	if (ret == -ERANGE || ret == -EOVERFLOW)
+		return -ECANCELED; /* the header changed since the load */
+	if (!ret)
+		img->pr_ver = rados_get_last_version(img->pr_io);
+	return ret;
+}
+
+/* The ioctx reservations use: img's pool and namespace, its own. */
+static int img_pr_setup(struct rbd_image *img, const char *nspace, char *err,
+			size_t errlen)
+{
+	int ret = rados_ioctx_create2(img->conn->rados, img->pool->pool_id,
+				      &img->pr_io);
+
+	if (ret)
+		return open_fail(err, errlen, ret, "rbd %s: rados ioctx: %s",
+				 img->spec, rados_why(ret));
+	rados_ioctx_set_namespace(img->pr_io, nspace);
+	snprintf(img->header_oid, sizeof(img->header_oid), "rbd_header.%s",
+		 img->id);
+	return 0;
+}
+
 /* ---- open and close
  * -------------------------------------------------------------- */
 
@@ -1183,9 +1283,12 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 					 RBLK_F_ZEROES;
 	make_vol_id(img, &s);
 
-	ret = img_lock_setup(e, img, features, err, errlen);
+	ret = img_pr_setup(img, s.nspace, err, errlen);
 	if (ret)
 		goto out_close_image;
+	ret = img_lock_setup(e, img, features, err, errlen);
+	if (ret)
+		goto out_destroy_pr_io;
 	e->priv = img;
 	img_watch(e, img);
 	log_info(
@@ -1196,6 +1299,8 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 		: "exclusive lock on first write, never taken over");
 	return 0;
 
+out_destroy_pr_io:
+	rados_ioctx_destroy(img->pr_io);
 out_close_image:
 	rbd_close(img->image);
 	img_put_pool(img);
@@ -1225,6 +1330,7 @@ static void rbd_close_export(struct export *e)
 		log_warn("export %s: releasing the exclusive lock failed",
 			 e->name);
 	rbd_close(img->image);
+	rados_ioctx_destroy(img->pr_io);
 	pthread_cond_destroy(&img->cond);
 	pthread_mutex_destroy(&img->mu);
 	img_put_pool(img);
@@ -1246,4 +1352,6 @@ const struct backend_ops backend_rbd_ops = {
     .close = rbd_close_export,
     .submit = rbd_submit,
     .vol_id = rbd_vol_id,
+    .pr_load = rbd_pr_load,
+    .pr_store = rbd_pr_store,
 };

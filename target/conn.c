@@ -491,6 +491,10 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	c->state = TCONN_LIVE;
 	pthread_mutex_unlock(&w->conns_lock);
 	qos_bind(c);
+	if (e->pr) { /* what the reservations allow its host, read afresh */
+		pr_reload(e);
+		pr_refresh(c);
+	}
 	atomic_fetch_add(&e->sessions, 1);
 	log_info(
 	    "conn %llu (%s): host '%s' logged in to export %s (queue %u, depth %u, max I/O %u, inline %u%s%s)",

@@ -44,6 +44,8 @@ static void client_usage(FILE *f)
 	    "                                     50 MiB/s), burst_ms; 0 lifts one, off all\n"
 	    "  stats [EXPORT]                     I/O counters, latency, QoS limits and time\n"
 	    "                                     throttled per export, host and session\n"
+	    "  list-reservations [EXPORT]         persistent reservations: type, holder,\n"
+	    "                                     registrants and keys (rblk pr)\n"
 	    "\n"
 	    "  -s, --socket PATH   the control socket\n"
 	    "  -o json             JSON output (any command)\n"

@@ -1001,6 +1001,93 @@ static void cmd_stats(struct target *t, struct ctl_req *r)
 	free(ss);
 }
 
+/* An export's reservations, copied under its pr lock (pr.h). */
+struct resv_row {
+	char name[RBLK_NAME_MAX];
+	struct pr_data d;
+};
+
+/*
+ * list-reservations [EXPORT]: the registrants and reservation of each
+ * export that offers reservations, as its target has them now (an RBD
+ * export's as last read from the image: at most a second old).
+ */
+static void cmd_list_reservations(struct target *t, struct ctl_req *r)
+{
+	const char *pos[1] = {NULL};
+	struct resv_row *rows = NULL, *tmp;
+	unsigned int n = 0;
+	FILE *f = r->out;
+
+	if (parse_opts(r, NULL, pos, 1, 0) < 0)
+		return;
+	pthread_mutex_lock(&t->exports_lock);
+	for (struct export *e = t->exports; e; e = e->next) {
+		if (!e->pr || (pos[0] && strcmp(pos[0], e->name)))
+			continue;
+		tmp = realloc(rows, (n + 1) * sizeof(*rows));
+		if (!tmp)
+			break;
+		rows = tmp;
+		snprintf(rows[n].name, sizeof(rows[n].name), "%s", e->name);
+		pthread_mutex_lock(&e->pr->lock);
+		rows[n].d = e->pr->d;
+		pthread_mutex_unlock(&e->pr->lock);
+		n++;
+	}
+	pthread_mutex_unlock(&t->exports_lock);
+	if (pos[0] && !n) {
+		ctl_req_fail(r, "no export '%s' with reservations", pos[0]);
+		free(rows);
+		return;
+	}
+	if (r->json) {
+		struct json_object *list = json_object_new_array();
+
+		for (unsigned int i = 0; i < n; i++) {
+			const struct pr_data *d = &rows[i].d;
+			struct json_object *o = json_object_new_object();
+			struct json_object *regs = json_object_new_array();
+
+			rjson_add_str(o, "export", rows[i].name);
+			rjson_add_u64(o, "generation", d->generation);
+			rjson_add_str(o, "type", rblk_pr_type_str(d->type));
+			for (unsigned int k = 0; k < d->nr; k++) {
+				struct json_object *g =
+				    json_object_new_object();
+				char key[24];
+
+				snprintf(key, sizeof(key), "0x%llx",
+					 (unsigned long long)d->regs[k].key);
+				rjson_add_str(g, "host", d->regs[k].host);
+				rjson_add_str(g, "key", key);
+				rjson_add_bool(
+				    g, "holder",
+				    pr_is_holder(d, d->regs[k].host));
+				json_object_array_add(regs, g);
+			}
+			rjson_add(o, "registrants", regs);
+			json_object_array_add(list, o);
+		}
+		json_print_list(r, "reservations", list);
+		free(rows);
+		return;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		const struct pr_data *d = &rows[i].d;
+
+		fprintf(f, "export %s: %s, generation %u, %u registrant%s\n",
+			rows[i].name, rblk_pr_type_str(d->type), d->generation,
+			d->nr, d->nr == 1 ? "" : "s");
+		for (unsigned int k = 0; k < d->nr; k++)
+			fprintf(f, "  host %s key 0x%llx%s\n", d->regs[k].host,
+				(unsigned long long)d->regs[k].key,
+				pr_is_holder(d, d->regs[k].host) ? " (holder)"
+								 : "");
+	}
+	free(rows);
+}
+
 static void cmd_help(struct target *t, struct ctl_req *r)
 {
 	(void)t;
@@ -1017,7 +1104,8 @@ static void cmd_help(struct target *t, struct ctl_req *r)
 	    "  set-qos EXPORT KEY=VALUE... | --host NAME KEY=VALUE...\n"
 	    "          (iops, read_iops, write_iops, bps, read_bps, write_bps,\n"
 	    "          burst_ms; 0 lifts one limit, off all)\n"
-	    "  stats [EXPORT]\n",
+	    "  stats [EXPORT]\n"
+	    "  list-reservations [EXPORT]\n",
 	    r->out);
 }
 
@@ -1033,6 +1121,7 @@ static const struct {
     {"set-hosts", cmd_set_hosts},
     {"set-qos", cmd_set_qos},
     {"stats", cmd_stats},
+    {"list-reservations", cmd_list_reservations},
 };
 
 /* Run one request line; the response (status line and body) goes to out. */

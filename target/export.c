@@ -724,6 +724,12 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	if (e->direct)
 		e->features |= RBLK_F_DIRECT;
 	qos_configure(&e->qos, &cfg->qos);
+	ret = pr_open(e, cfg, err, errlen);
+	if (ret) {
+		e->ops->close(e);
+		e->ops = NULL;
+		return ret;
+	}
 	volid_identify(e, cfg);
 	log_info("export %s: %s %s, %llu bytes, block size %u%s%s%s", e->name,
 		 e->ops->name, e->path, (unsigned long long)e->size,
@@ -735,6 +741,7 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 
 void export_close(struct export *e)
 {
+	pr_close(e);
 	if (e->ops)
 		e->ops->close(e);
 	e->ops = NULL;

@@ -44,7 +44,15 @@ _Static_assert(RBLK_GRANT_SIZE <= RESP_BUF_SIZE, "grant fits its buffer");
 
 static bool is_data(const struct treq *r)
 {
-	return r->cmd.opcode == RBLK_OP_READ || r->cmd.opcode == RBLK_OP_WRITE;
+	return r->cmd.opcode == RBLK_OP_READ ||
+	       r->cmd.opcode == RBLK_OP_WRITE ||
+	       r->cmd.opcode == RBLK_OP_PR_REPORT;
+}
+
+/* Its data goes to the initiator as a READ's does (pull or push). */
+static bool reads_out(uint8_t opcode)
+{
+	return opcode == RBLK_OP_READ || opcode == RBLK_OP_PR_REPORT;
 }
 
 /* ---- the slot pool ------------------------------------------------------- */
@@ -574,7 +582,7 @@ static int treq_post_response(struct treq *r)
 	    .status = (uint32_t)r->status,
 	    .length = r->status ? 0 : r->cmd.length,
 	};
-	bool read = !r->status && r->cmd.opcode == RBLK_OP_READ;
+	bool read = !r->status && reads_out(r->cmd.opcode);
 	bool push = read && (r->cmd.flags & RBLK_CMD_F_PUSH);
 	unsigned int need = read ? 2 : 1;
 	uint64_t wrid = qp_wrid(WRID_RESP, need, r->cmd.tag);
@@ -730,6 +738,40 @@ static void treq_account(struct worker *w, struct treq *r)
 	stats_account(&c->exp->wstats[w->index], op, r->cmd.length, ok, lat_us);
 }
 
+/*
+ * Reservations, at the last step before the backend, so a command that
+ * waited (QoS, a slot, its data) meets the reservations as they are when
+ * it would reach the disk: a preempted host's queued commands fail here.
+ * A reservation command runs here (pr.c). True when r is answered without
+ * the backend (r->state is TREQ_RESPOND).
+ */
+static bool treq_exec_pr(struct treq *r)
+{
+	struct tconn *c = r->conn;
+
+	if (r->cmd.opcode == RBLK_OP_PR_REPORT) {
+		pr_report(r);
+		slot_filled(c, r, !r->status);
+	} else if (pr_opcode(r->cmd.opcode)) {
+		pr_execute(r);
+	} else if (pr_denied(c, r->cmd.opcode)) {
+		/* an initiator that does not know the status gets one it does
+		 */
+		r->status = (c->lim.features & RBLK_F_PR)
+				? RBLK_S_RESV_CONFLICT
+				: RBLK_S_ACCESS_DENIED;
+		log_ratelimited(LOG_INFO,
+				"conn %llu: host '%s': %s refused: reservation "
+				"conflict on export %s",
+				(unsigned long long)c->id, c->host,
+				rblk_opcode_str(r->cmd.opcode), c->exp->name);
+	} else {
+		return false;
+	}
+	r->state = TREQ_RESPOND;
+	return true;
+}
+
 void treq_process(struct treq *r)
 {
 	struct tconn *c = r->conn;
@@ -771,6 +813,8 @@ void treq_process(struct treq *r)
 			r->state = TREQ_DATA;
 			break;
 		case TREQ_EXEC:
+			if (treq_exec_pr(r))
+				break;
 			r->result = 0;
 			ret = c->exp->ops->submit(w, r);
 			if (ret == 0) {
@@ -927,8 +971,7 @@ static bool handle_command(struct tconn *c, const void *buf,
 	r->wire_tag = cmd.tag;
 	r->cmd.tag = (uint16_t)tag;
 	r->push_inv = (c->lim.features & RBLK_F_PUSH_IMM) &&
-		      cmd.opcode == RBLK_OP_READ &&
-		      (cmd.flags & RBLK_CMD_F_PUSH);
+		      reads_out(cmd.opcode) && (cmd.flags & RBLK_CMD_F_PUSH);
 	if (!st && fault_on_command(c, r))
 		return false;
 	if (st) {

@@ -75,6 +75,9 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		p->lim.features |= RBLK_F_PUSH_IMM;
 	if (p->hello.flags & RBLK_HELLO_F_EPOCH)
 		p->lim.features |= RBLK_F_EPOCH;
+	/* reservations: not on a direct export (e->pr NULL: pr.h) */
+	if ((p->hello.flags & RBLK_HELLO_F_PR) && e->pr)
+		p->lim.features |= RBLK_F_PR;
 	return RBLK_S_OK;
 }
 

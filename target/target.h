@@ -26,6 +26,7 @@
 #include "../common/spin.h"
 #include "../config/config.h"
 #include "../transport/transport.h"
+#include "pr.h"
 #include "qos.h"
 #include "stats.h"
 
@@ -119,6 +120,8 @@ struct export
 	struct iostats
 	    *wstats;	/* one per worker, written by that worker only */
 	struct qos qos; /* its limits, for all its sessions together */
+	/* its reservations (pr.h); NULL with direct access: none offered */
+	struct pr *pr;
 	unsigned int nr_wstats;
 	struct export *next; /* target's list, under exports_lock */
 };
@@ -151,6 +154,18 @@ struct backend_ops {
 	 * Callers use export_vol_id(), which answers false without the op.
 	 */
 	bool (*vol_id)(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN]);
+	/*
+	 * Optional: the backend keeps the export's reservation state (pr.h)
+	 * itself, where every target exporting the volume reads it (rbd:
+	 * the image's metadata); without them pr.c keeps a sidecar file.
+	 * pr_load: the stored text into buf (len bytes, NUL-terminated);
+	 * its length, 0 when none is stored, or -errno. pr_store: store
+	 * text only if nothing was stored since the last pr_load
+	 * (compare-and-set); 0, -ECANCELED (load again and retry), or
+	 * -errno. Both block; pr.c calls them under its lock, any thread.
+	 */
+	int (*pr_load)(struct export *e, char *buf, size_t len);
+	int (*pr_store)(struct export *e, const char *text);
 };
 
 extern const struct backend_ops backend_file_ops; /* files and block devices */
@@ -379,6 +394,13 @@ struct treq {
 	uint64_t resp_batch;
 };
 
+/*
+ * Does a reservation forbid c this opcode? The command path's check
+ * (pr.h): one load and compare while the export's reservations stay as
+ * they were, no lock.
+ */
+static inline bool pr_denied(struct tconn *c, uint8_t opcode);
+
 /* Called by engines (worker thread) when r's operation finished. */
 void treq_backend_done(struct treq *r, int res);
 
@@ -473,11 +495,28 @@ struct tconn {
 	struct tconn *next_qos_conn;
 	bool qos_listed;
 	struct lim_conn *adm; /* its admission (limits_admit()); owned */
+	/*
+	 * Reservations (pr.h): the export's pr->gen its access was computed
+	 * for (0: never), and what that access forbids (PR_DENY_*).
+	 */
+	unsigned int pr_seen;
+	uint8_t pr_deny;
 	uint64_t accepted_ms; /* when worker_accept() took it */
 	bool talked;	      /* TCONN_LOGIN: a first message came */
 	uint64_t last_rx_ms;  /* worker->now_ms of the last message */
 	uint64_t closing_ms;  /* when it became TCONN_CLOSING */
 };
+
+static inline bool pr_denied(struct tconn *c, uint8_t opcode)
+{
+	struct pr *p = c->exp->pr;
+
+	if (!p)
+		return false;
+	if (atomic_load_explicit(&p->gen, memory_order_acquire) != c->pr_seen)
+		pr_refresh(c);
+	return c->pr_deny & pr_class(opcode);
+}
 
 /* ---- workers --------------------------------------------------------- */
 

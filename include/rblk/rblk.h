@@ -242,6 +242,11 @@ void rblk_opts_init(struct rblk_opts *opts);
  * volume is refused as a multipath volume (rblk_opts.paths).
  */
 #define RBLK_FEAT_NO_IDENTITY 0x100u
+/*
+ * The volume takes persistent reservations (rblk_pr_*() below): the
+ * target offers them on every export without direct access.
+ */
+#define RBLK_FEAT_PR 0x2000u
 
 struct rblk_info {
 	uint64_t size;	      /* bytes */
@@ -425,6 +430,86 @@ int rblk_flush(struct rblk *r);
 int rblk_trim(struct rblk *r, uint64_t len, uint64_t offset);
 int rblk_write_zeroes(struct rblk *r, uint64_t len, uint64_t offset,
 		      unsigned int flags);
+
+/* ---- persistent reservations ------------------------------------------ */
+
+/*
+ * NVMe reservations on the volume (docs/PROTOCOL.md, "Reservations"). A
+ * registrant is this host - the session's host name (opts.host_name),
+ * shared by every session and path that logs in with it - with a key; a
+ * registrant may hold the reservation, whose type says who else may do
+ * what. The state is kept with the volume on the target (and, for RBD,
+ * in the image, so every gateway of it agrees) and survives restarts.
+ *
+ * A command a reservation forbids this host fails with -EBADE (as Linux's
+ * block layer reports a reservation conflict: BLK_STS_RESV_CONFLICT is
+ * EBADE, so tools that know the one know the other); so do reservation
+ * commands the rules refuse (a wrong key, another holder). Volumes
+ * without RBLK_FEAT_PR answer -EOPNOTSUPP. The calls run on queue 0
+ * synchronously, like rblk_pread(): nothing may be in flight on it. A
+ * command sent again after a connection loss (see "Connection loss")
+ * may report -EBADE though its first try took effect (a preempt whose
+ * victim is gone): rblk_pr_report() tells.
+ */
+enum rblk_pr_type {
+	RBLK_PR_WRITE_EXCLUSIVE = 1,  /* others read, only the holder writes */
+	RBLK_PR_EXCLUSIVE_ACCESS = 2, /* only the holder reads or writes */
+	/* registrants read and write, others only read */
+	RBLK_PR_WRITE_EXCLUSIVE_REG_ONLY = 3,
+	/* registrants read and write, others nothing */
+	RBLK_PR_EXCLUSIVE_ACCESS_REG_ONLY = 4,
+	/* as the two above, every registrant a holder */
+	RBLK_PR_WRITE_EXCLUSIVE_ALL_REGS = 5,
+	RBLK_PR_EXCLUSIVE_ACCESS_ALL_REGS = 6,
+};
+
+/* rblk_pr_register() flags: ignore the current key (NVMe's IEKEY) */
+#define RBLK_PR_IGNORE_KEY (1u << 0)
+
+/*
+ * As Linux's pr_ops: new_key 0 unregisters (the reservation goes with a
+ * holder's registration); old_key 0 registers new_key; both replace
+ * old_key with new_key. With RBLK_PR_IGNORE_KEY old_key is not checked
+ * (and an unregistered host registers by a replace).
+ */
+int rblk_pr_register(struct rblk *r, uint64_t old_key, uint64_t new_key,
+		     unsigned int flags);
+/* Acquire a reservation of type, holding registration key. */
+int rblk_pr_reserve(struct rblk *r, uint64_t key, enum rblk_pr_type type);
+/* Release it (type must be the reservation's); no-op if not the holder. */
+int rblk_pr_release(struct rblk *r, uint64_t key, enum rblk_pr_type type);
+/*
+ * Remove the registrants whose key is victim_key; if that is the holder's
+ * key (or victim_key is 0 under an all-registrants reservation) take the
+ * reservation with type. With abort, commands of the preempted hosts not
+ * yet started on the target fail too (they are checked again when they
+ * would reach the backing store); a command already in the backing
+ * store completes.
+ */
+int rblk_pr_preempt(struct rblk *r, uint64_t key, uint64_t victim_key,
+		    enum rblk_pr_type type, int abort);
+/* Remove every registration and the reservation (key: ours). */
+int rblk_pr_clear(struct rblk *r, uint64_t key);
+
+#define RBLK_PR_MAX_REGISTRANTS 64
+
+struct rblk_pr_registrant {
+	uint64_t key;
+	int holder; /* holds the reservation */
+	char host[128];
+};
+
+struct rblk_pr_status {
+	uint32_t generation; /* counts registrations and preempts */
+	int type;	     /* enum rblk_pr_type; 0: no reservation */
+	unsigned int nr_registrants;
+	struct rblk_pr_registrant registrants[RBLK_PR_MAX_REGISTRANTS];
+};
+
+/* The volume's registrants and reservation, as the target has them. */
+int rblk_pr_report(struct rblk *r, struct rblk_pr_status *out);
+/* "write-exclusive", ...; "none" for 0, NULL for an unknown type. */
+const char *rblk_pr_type_name(int type);
 
 #ifdef __cplusplus
 }

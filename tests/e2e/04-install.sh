@@ -14,7 +14,7 @@ dest=$TEST_DIR/dest
 tmo 300 make -s BUILD="$RBLK_BUILD" install DESTDIR="$dest" PREFIX=/usr \
 	>"$TEST_DIR/install.log" 2>&1 || { cat "$TEST_DIR/install.log"; fail "make install failed"; }
 
-for f in sbin/rblk-target bin/rblk bin/rblk-devices lib/librblk.so.0 \
+for f in sbin/rblk-target sbin/fence_rblk bin/rblk bin/rblk-devices lib/librblk.so.0 \
 	lib/librblk.so lib/librblk.a include/rblk/rblk.h \
 	lib/pkgconfig/rblk.pc share/man/man3/librblk.3 \
 	share/man/man5/rblk-target.conf.5 share/man/man8/rblk-target.8 \
@@ -29,8 +29,10 @@ for f in docs/man/*.[0-9]; do
 	cmp -s "$f" "$dest/usr/share/man/man$s/$(basename "$f")" ||
 		fail "man page $f not installed"
 done
-[ -x "$dest/usr/sbin/rblk-target" ] && [ -x "$dest/usr/bin/rblk" ] ||
-	fail "programs not executable"
+[ -x "$dest/usr/sbin/rblk-target" ] && [ -x "$dest/usr/bin/rblk" ] &&
+	[ -x "$dest/usr/sbin/fence_rblk" ] || fail "programs not executable"
+grep -q '"rblk_path", "/usr/bin/rblk"' "$dest/usr/sbin/fence_rblk" ||
+	fail "the installed fence_rblk does not run /usr/bin/rblk by default"
 # units name the installed programs, nothing is left to substitute
 grep -q '^ExecStart=/usr/sbin/rblk-target -c /etc/rblk/rblk-target.conf$' \
 	"$dest/usr/lib/systemd/system/rblk-target.service" ||

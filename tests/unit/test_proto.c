@@ -653,7 +653,8 @@ static void test_cmd_done(void **state)
 
 	(void)state;
 	lim.features |= RBLK_F_CMD_DONE;
-	for (int op = 1; op <= RBLK_OP_MAX_; op++) {
+	/* (reservation commands: test_cmd_pr) */
+	for (int op = 1; op <= RBLK_OP_KEEPALIVE; op++) {
 		bool data = op != RBLK_OP_FLUSH && op != RBLK_OP_KEEPALIVE &&
 			    op != RBLK_OP_DISCONNECT;
 
@@ -665,6 +666,91 @@ static void test_cmd_done(void **state)
 				 RBLK_S_INVALID);
 	}
 	CHECK_CMDS(with, &lim);
+}
+
+/*
+ * Reservation commands: keys in offset/addr, action/type/flags in rkey,
+ * no data (REPORT: a READ's data, offset 0), only where RBLK_F_PR is
+ * offered, and no change from a read-only login.
+ */
+static void test_cmd_pr(void **state)
+{
+	struct rblk_limits lim = base_lim;
+	struct rblk_cmd c, out;
+	struct {
+		uint8_t op;
+		uint32_t arg;
+		uint64_t crkey, key2;
+		uint32_t length;
+		int st;
+	} cases[] = {
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(0, 0, 0), 0, 5, 0, RBLK_S_OK},
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(0, 0, 0), 0, 0, 0,
+	     RBLK_S_INVALID}, /* new key 0 */
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(1, 0, 1), 7, 0, 0, RBLK_S_OK},
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(1, 0, 0), 7, 3, 0,
+	     RBLK_S_INVALID}, /* unregister names no new key */
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(2, 0, 1), 7, 3, 0, RBLK_S_OK},
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(3, 0, 0), 7, 3, 0,
+	     RBLK_S_INVALID},
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(0, 1, 0), 0, 3, 0,
+	     RBLK_S_INVALID}, /* a type */
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(0, 0, 2), 0, 3, 0,
+	     RBLK_S_INVALID}, /* unknown flag */
+	    {RBLK_OP_PR_REGISTER, RBLK_PR_ARG(0, 0, 0), 0, 3, 512,
+	     RBLK_S_INVALID}, /* a length */
+	    {RBLK_OP_PR_ACQUIRE, RBLK_PR_ARG(0, 6, 0), 7, 0, 0, RBLK_S_OK},
+	    {RBLK_OP_PR_ACQUIRE, RBLK_PR_ARG(0, 0, 0), 7, 0, 0, RBLK_S_INVALID},
+	    {RBLK_OP_PR_ACQUIRE, RBLK_PR_ARG(0, 7, 0), 7, 0, 0, RBLK_S_INVALID},
+	    {RBLK_OP_PR_ACQUIRE, RBLK_PR_ARG(0, 1, 0), 7, 9, 0,
+	     RBLK_S_INVALID}, /* acquire names no other key */
+	    {RBLK_OP_PR_ACQUIRE, RBLK_PR_ARG(2, 1, 0), 7, 9, 0, RBLK_S_OK},
+	    {RBLK_OP_PR_ACQUIRE, RBLK_PR_ARG(3, 1, 0), 7, 9, 0, RBLK_S_INVALID},
+	    {RBLK_OP_PR_RELEASE, RBLK_PR_ARG(0, 2, 0), 7, 0, 0, RBLK_S_OK},
+	    {RBLK_OP_PR_RELEASE, RBLK_PR_ARG(0, 0, 0), 7, 0, 0, RBLK_S_INVALID},
+	    {RBLK_OP_PR_RELEASE, RBLK_PR_ARG(1, 0, 0), 7, 0, 0, RBLK_S_OK},
+	    {RBLK_OP_PR_RELEASE, RBLK_PR_ARG(1, 2, 0), 7, 0, 0,
+	     RBLK_S_INVALID}, /* clear names no type */
+	    {RBLK_OP_PR_RELEASE, RBLK_PR_ARG(0, 2, 0), 7, 1, 0, RBLK_S_INVALID},
+	    {RBLK_OP_PR_REPORT, 0, 0, 0, 4096, RBLK_S_OK},
+	    {RBLK_OP_PR_REPORT, 0, 512, 0, 4096, RBLK_S_INVALID}, /* offset */
+	    {RBLK_OP_PR_REPORT, 0, 0, 0, 0, RBLK_S_TOO_LARGE},
+	    {RBLK_OP_PR_REPORT, 0, 0, 0, 100, RBLK_S_MISALIGNED},
+	    {RBLK_OP_PR_REPORT, 0, 0, 0, 256 * KIB, RBLK_S_TOO_LARGE},
+	};
+
+	(void)state;
+	lim.features |= RBLK_F_PR;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		c = mkcmd(2, cases[i].op, 0, cases[i].crkey, cases[i].length);
+		c.addr = cases[i].key2;
+		c.rkey = cases[i].arg;
+		assert_int_equal(cmd_check(&c, &lim, &out), cases[i].st);
+		if (cases[i].st == RBLK_S_OK &&
+		    cases[i].op != RBLK_OP_PR_REPORT) {
+			assert_int_equal(out.rkey, cases[i].arg);
+			assert_true(out.offset == cases[i].crkey);
+			assert_true(out.addr == cases[i].key2);
+			/* not offered: refused, after the fields' own checks */
+			assert_int_equal(cmd_check(&c, &base_lim, NULL),
+					 RBLK_S_NOT_SUPPORTED);
+			lim.features |= RBLK_F_READ_ONLY;
+			assert_int_equal(cmd_check(&c, &lim, NULL),
+					 RBLK_S_READ_ONLY);
+			lim.features &= ~RBLK_F_READ_ONLY;
+		}
+	}
+	/* REPORT: push like a READ, read-only logins may ask, not offered */
+	c = mkcmd(2, RBLK_OP_PR_REPORT, RBLK_CMD_F_PUSH, 0, 4096);
+	c.addr = 0x1000;
+	c.rkey = 9;
+	assert_int_equal(cmd_check(&c, &lim, NULL), RBLK_S_OK);
+	lim.features |= RBLK_F_READ_ONLY;
+	assert_int_equal(cmd_check(&c, &lim, NULL), RBLK_S_OK);
+	assert_int_equal(cmd_check(&c, &base_lim, NULL), RBLK_S_NOT_SUPPORTED);
+	c = mkcmd(2, RBLK_OP_PR_REPORT, RBLK_CMD_F_FUA, 0, 4096);
+	assert_int_equal(cmd_check(&c, &lim, NULL), RBLK_S_INVALID);
+	assert_string_equal(rblk_opcode_str(RBLK_OP_PR_REPORT), "PR_REPORT");
 }
 
 static void test_cmd_addr_rkey_without_push(void **state)
@@ -1842,6 +1928,7 @@ static void test_status_to_errno(void **state)
 	    {RBLK_S_AUTH_FAILED, -EACCES},
 	    {RBLK_S_AUTH_REQUIRED, -ENOKEY},
 	    {RBLK_S_BUSY, -EBUSY},
+	    {RBLK_S_RESV_CONFLICT, -EBADE},
 	};
 
 	(void)state;
@@ -2119,6 +2206,7 @@ int main(void)
 	    cmocka_unit_test(test_cmd_opcode),
 	    cmocka_unit_test(test_cmd_flags),
 	    cmocka_unit_test(test_cmd_done),
+	    cmocka_unit_test(test_cmd_pr),
 	    cmocka_unit_test(test_cmd_addr_rkey_without_push),
 	    cmocka_unit_test(test_cmd_reserved),
 	    cmocka_unit_test(test_cmd_no_data_ops),
