@@ -1098,7 +1098,6 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	ret = img_open(img, &s, e->read_only, &size, &features, err, errlen);
 	if (ret)
 		goto out_free;
-	e->kind = EXPORT_RBD;
 	e->block_size = cfg->block_size ? cfg->block_size : 512;
 	e->size = size - size % e->block_size;
 	if (!e->size) {
@@ -1173,6 +1172,7 @@ static bool rbd_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN])
 
 const struct backend_ops backend_rbd_ops = {
     .name = "rbd",
+    .prefix = "rbd:",
     .open = rbd_open_export,
     .close = rbd_close_export,
     .submit = rbd_submit,

@@ -394,7 +394,7 @@ static int tconn_volume_window(struct worker *w, struct tconn *c)
 		 * zero page), and remote write through a window needs it.
 		 * It grants the peer nothing by itself.
 		 */
-		if (e->kind == EXPORT_RAM || !e->read_only)
+		if ((e->ops->flags & BACKEND_F_MEM_WRITABLE) || !e->read_only)
 			access |= XP_ACCESS_LOCAL_WRITE;
 		ret =
 		    xp_group_reg_mr(c->wg->g, e->mem, e->size, access, &v->mr);

@@ -37,13 +37,6 @@ struct conn_handoff;
 
 /* ---- exports and their backends ------------------------------------- */
 
-enum export_kind {
-	EXPORT_FILE,
-	EXPORT_BDEV,
-	EXPORT_RAM,
-	EXPORT_RBD,
-};
-
 #define EXPORT_VOL_ID_LEN 16
 
 /* Where an export's volume id comes from (volid.c). */
@@ -76,8 +69,8 @@ struct export
 {
 	char name[RBLK_NAME_MAX];
 	char path[4096];
-	enum export_kind kind;
-	const struct backend_ops *ops;
+	const struct backend_ops
+	    *ops; /* the backend serving it (backend_open()) */
 	uint64_t size;
 	uint32_t block_size;
 	uint32_t features; /* RBLK_F_* offered */
@@ -88,6 +81,7 @@ struct export
 	char ident_src[320]; /* where vol_id came from, for the log */
 	bool read_only;
 	int fd;		    /* buffered descriptor (files, block devices) */
+	bool bdev;	    /* fd is a block device */
 	int fd_odirect;	    /* O_DIRECT descriptor, or -1 when refused */
 	uint32_t dio_align; /* offset/length alignment O_DIRECT needs */
 	atomic_bool odirect_failed; /* O_DIRECT gave EINVAL once: stop using */
@@ -98,7 +92,7 @@ struct export
 	 * one to a kernel worker thread: two context switches per I/O.)
 	 */
 	bool mem_fs;
-	void *mem; /* EXPORT_RAM memory, or a direct-access file's MAP_SHARED
+	void *mem; /* RAM volume's memory, or a direct-access file's MAP_SHARED
 		      map */
 	/* RBLK_F_DIRECT: one-sided volume access, mem registered per connection
 	 */
@@ -124,24 +118,60 @@ struct export
 };
 
 /*
- * A backend executes a request's storage operation on one export.
- * Called on the worker thread that owns the request.
+ * A backend serves the volumes of one kind of storage: it opens an
+ * export, runs its commands and closes it. Each is a struct backend_ops
+ * in a file of its own (backend_*.c), looked up by backend_open() in the
+ * table in backend.c: the path's prefix ("ram:", "rbd:") picks a backend,
+ * and a path without one is a file or block device (the file backend, or
+ * mmap where `direct` asks). What a backend can do is said by its flags,
+ * never by testing which backend it is.
  */
+
+/* BACKEND_F_*: what a backend can do (struct backend_ops.flags). */
+/* e->mem is the whole volume: it may offer direct access (RBLK_F_DIRECT) */
+#define BACKEND_F_DIRECT (1u << 0)
+/* e->mem is writable memory even for a read-only export (anonymous) */
+#define BACKEND_F_MEM_WRITABLE (1u << 1)
+/* nothing outlives the target: no identity can be stored with it */
+#define BACKEND_F_VOLATILE (1u << 2)
+/* its reads and writes go through the worker's I/O engine, from the slot
+ * pool as the engine's fixed buffer (worker_pool_buf()) */
+#define BACKEND_F_ENGINE (1u << 3)
+/* honours cache=buffered (the page cache instead of O_DIRECT) */
+#define BACKEND_F_BUFFERED (1u << 4)
+
+/* open() returns this when the storage is better served by ->fallback */
+#define BACKEND_FALLBACK 1
+#define BACKEND_DEFAULT_BLOCK_SIZE 512u
+
 struct backend_ops {
-	const char *name;
+	const char *name; /* for the log: "file", "ram", "mmap", "rbd" */
+	/* paths starting with it are this backend's ("ram:"); NULL: none */
+	const char *prefix;
+	unsigned int flags; /* BACKEND_F_* */
 	/*
-	 * Open the storage named by cfg into e (size, block size, features).
-	 * On failure returns -errno with the reason in err.
+	 * Required; the thread adding the export (main or control). Open
+	 * the storage named by cfg into e: size, block size, features and
+	 * the backend's own fields (fd, mem, priv). Returns 0; -errno with
+	 * the reason written to err; or BACKEND_FALLBACK when the storage
+	 * cannot be served this way here but ->fallback can: e is then left
+	 * open as ->fallback's open() would leave it, and ->fallback serves
+	 * the export from here on (its close() closes it).
 	 */
 	int (*open)(struct export *e, const struct cfg_export *cfg, char *err,
 		    size_t errlen);
+	/*
+	 * Required; whichever thread drops the last reference (export_put()):
+	 * no session and no operation is left. Releases what open() took.
+	 */
 	void (*close)(struct export *e);
 	/*
-	 * Start r's operation. Returns 0 when it was handed to the worker's
-	 * engine (completion arrives through treq_backend_done()), 1 when
-	 * it finished synchronously with r->result set, or -EBUSY when the
-	 * engine has no room now: nothing was started, and the worker parks
-	 * r (worker->busy_head) and calls submit again after completions.
+	 * Required; the worker thread that owns r. Start r's operation.
+	 * Returns 0 when it was handed to the worker's engine (completion
+	 * arrives through treq_backend_done()), 1 when it finished
+	 * synchronously with r->result set, or -EBUSY when the engine has
+	 * no room now: nothing was started, and the worker parks r
+	 * (worker->busy_head) and calls submit again after completions.
 	 */
 	int (*submit)(struct worker *w, struct treq *r);
 	/*
@@ -151,12 +181,27 @@ struct backend_ops {
 	 * Callers use export_vol_id(), which answers false without the op.
 	 */
 	bool (*vol_id)(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN]);
+	/* where open() may fall back to (BACKEND_FALLBACK); NULL: nowhere */
+	const struct backend_ops *fallback;
 };
 
 extern const struct backend_ops backend_file_ops; /* files and block devices */
-extern const struct backend_ops backend_ram_ops;
-extern const struct backend_ops backend_map_ops; /* files exported direct */
-extern const struct backend_ops backend_rbd_ops; /* rbd:POOL/IMAGE */
+extern const struct backend_ops backend_ram_ops;  /* ram:SIZE */
+extern const struct backend_ops backend_mmap_ops; /* files exported direct */
+extern const struct backend_ops backend_rbd_ops;  /* rbd:POOL/IMAGE */
+
+/*
+ * Choose the backend for cfg (the table in backend.c), refuse options it
+ * does not honour, and open e with it (e->ops: the one serving e, its
+ * fallback included). 0, or -errno with the reason in err.
+ */
+int backend_open(struct export *e, const struct cfg_export *cfg, char *err,
+		 size_t errlen);
+/*
+ * The submit() of a volume that is memory (e->mem: ram, mmap): a copy
+ * to or from the slot, or zeroes; done at once (returns 1).
+ */
+int backend_mem_submit(struct worker *w, struct treq *r);
 
 /*
  * An export on list, other than e, with e's volume id where one of the two
@@ -219,6 +264,11 @@ int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 #define UNSAFE_ACK_FLUSH 0x1u
 #define UNSAFE_ACK_FUA 0x2u
 extern unsigned int export_unsafe_ack;
+/* Whether the test aid says to lie about `what` (UNSAFE_ACK_*). */
+static inline bool export_unsafe(unsigned int what)
+{
+	return export_unsafe_ack & what;
+}
 /* Parse RBLK_TARGET_UNSAFE_ACK; -EINVAL (logged) for a value it cannot. */
 int export_unsafe_ack_init(void);
 

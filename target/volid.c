@@ -364,7 +364,7 @@ void volid_identify(struct export *e, const struct cfg_export *cfg)
 		e->ident = VOL_IDENT_BACKEND;
 		snprintf(e->ident_src, sizeof(e->ident_src), "the %s image",
 			 e->ops->name);
-	} else if (e->kind == EXPORT_RAM) {
+	} else if (e->ops->flags & BACKEND_F_VOLATILE) {
 		volid_random(e->vol_id);
 		e->ident = VOL_IDENT_RUN;
 		snprintf(
