@@ -244,7 +244,7 @@ $(BUILD)/tests/rblk_fleet: tests/e2e/rblk_fleet.c $(BUILD)/librblk.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
-# rblk-target with fault injection (RBLK_FAULT=MODE, target/target.h's
+# rblk-target with fault injection (RBLK_FAULT=MODE, target/worker_int.h's
 # target_fault()): the rogue target of the guest tests 25 and 26, where a
 # rogue must speak real verbs. Only io.c and conn.c carry faults.
 FAULT_SRC := target/io.c target/conn.c

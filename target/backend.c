@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The registry of backends (target.h, struct backend_ops): which one
+ * The registry of backends (backend.h, struct backend_ops): which one
  * serves an export's path, and opening it, its fallback included; and
  * the test aid all of them obey (RBLK_TARGET_UNSAFE_ACK).
  */
-#include "target.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../config/config.h"
 
 /* The backends a path names by its prefix ("ram:SIZE", "rbd:POOL/IMAGE"). */
 static const struct backend_ops *const backends[] = {

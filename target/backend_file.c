@@ -6,7 +6,7 @@
  * allows it (cache=buffered: the page cache); a file in memory (tmpfs) is
  * copied on the worker instead. TRIM and WRITE_ZEROES run synchronously.
  */
-#include "target.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,10 +18,16 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../config/config.h"
+
+#include "conn.h"
+#include "engine.h"
+#include "worker.h"
 
 static uint32_t probe_dio_align(int fd, const char *path)
 {

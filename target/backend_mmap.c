@@ -22,7 +22,7 @@
  * target, and a one-sided RDMA WRITE into the mapping cannot be caught by
  * the target at all. No space for the whole file: the export is refused.
  */
-#include "target.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +35,9 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../config/config.h"
+
+#include "conn.h"
 
 static const char *fs_name(unsigned long magic)
 {

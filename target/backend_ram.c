@@ -4,7 +4,7 @@
  * long as the target. Commands are copies on the worker; connections may
  * map the memory for direct access (unless the export says nodirect).
  */
-#include "target.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +12,9 @@
 #include <sys/mman.h>
 
 #include "../common/util.h"
+#include "../config/config.h"
+
+#include "conn.h"
 
 /* Bytes of all open RAM exports (their pages are reserved lazily). */
 static _Atomic uint64_t ram_total;

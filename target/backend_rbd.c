@@ -26,7 +26,7 @@
  * way fails every later write-class command of the export with EIO.
  * docs/ARCHITECTURE.md, "RBD fencing", says what is guaranteed.
  */
-#include "target.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,6 +42,11 @@
 #include "../common/fifo.h"
 #include "../common/log.h"
 #include "../common/util.h"
+
+#include "conn.h"
+#include "engine.h"
+#include "target.h"
+#include "worker.h"
 
 /* what the OSDs answer a blocklisted client (ceph's include/rados.h) */
 #ifndef EBLOCKLISTED

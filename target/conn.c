@@ -27,6 +27,11 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
+#include "backend.h"
+#include "limits.h"
+#include "login.h"
+#include "target.h"
+
 _Static_assert(RBLK_LOGIN_SIZE <= RBLK_MSG_MAX, "login fits its send buffer");
 _Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= AUTH_BUF_SIZE, "challenge fits");
 _Static_assert(RBLK_AUTH_RESULT_SIZE <= AUTH_BUF_SIZE, "result fits");

@@ -3,7 +3,7 @@
  * Exports: opening one with its backend (backend.c), lookup, references
  * and the reaper that closes removed ones off the workers.
  */
-#include "target.h"
+#include "export.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +12,10 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+
+#include "backend.h"
+#include "stats.h"
+#include "target.h"
 
 /* ---- exports ------------------------------------------------------------ */
 

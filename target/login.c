@@ -6,7 +6,7 @@
  * the same function with arbitrary bytes. auth_decide() does the same for
  * an AUTH_RESPONSE.
  */
-#include "target.h"
+#include "login.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +14,10 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../config/config.h"
+
+#include "backend.h"
+#include "export.h"
 
 int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		 uint32_t cfg_max_io, login_lookup_fn lookup, void *ctx,

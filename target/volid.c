@@ -26,7 +26,7 @@
  * Runs on the thread that opens the export (startup or the control
  * thread); nothing here is on the data path.
  */
-#include "target.h"
+#include "export.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -43,6 +43,9 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../config/config.h"
+
+#include "backend.h"
 
 #define UUID_TEXT_LEN 36
 

@@ -27,6 +27,11 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
+#include "backend.h"
+#include "engine.h"
+#include "limits.h"
+#include "target.h"
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif

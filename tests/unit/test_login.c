@@ -21,7 +21,10 @@
 
 #include "common/auth.h"
 #include "common/proto.h"
-#include "target/target.h"
+#include "config/config.h"
+#include "target/backend.h"
+#include "target/export.h"
+#include "target/login.h"
 
 static struct cfg_export cfg_open, cfg_closed, cfg_list;
 static struct export exp_open, exp_closed, exp_list;
