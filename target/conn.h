@@ -13,7 +13,7 @@
 
 #include "../common/auth.h"
 #include "../common/proto.h"
-#include "../common/qp.h"
+#include "../transport/qp.h"
 #include "stats.h"
 
 struct export;
@@ -108,7 +108,7 @@ struct tconn {
 	struct rblk_limits lim; /* what commands are validated against */
 
 	/*
-	 * Message buffers and send credits (common/qp.h). The send area:
+	 * Message buffers and send credits (transport/qp.h). The send area:
 	 * a response buffer per tag, LOGIN's, then auth_buf. Responses (and
 	 * push-read RDMA WRITEs) built since the last flush sit in qp's
 	 * batch, posted as one chain (one doorbell, one sendmsg) by

@@ -7,7 +7,7 @@
 #ifndef RBLK_TARGET_WORKER_INT_H
 #define RBLK_TARGET_WORKER_INT_H
 
-#include "../common/qp.h"
+#include "../transport/qp.h"
 #include "../common/slot_pool.h"
 #include "conn.h"
 #include "worker.h"
@@ -20,7 +20,7 @@
  * before LOGIN, so it cannot share LOGIN's buffer). */
 #define AUTH_BUF_SIZE 256
 
-/* Work request kinds (common/qp.h); RECV is the layer's. */
+/* Work request kinds (transport/qp.h); RECV is the layer's. */
 enum wrid_kind {
 	WRID_RESP = QP_WRID_USER, /* a response or GRANT (+ bind); val: tag */
 	/* a push READ's RDMA WRITE + RESP; val: the slot's pool page */
