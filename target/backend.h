@@ -35,6 +35,12 @@ struct worker;
 #define BACKEND_F_ENGINE (1u << 3)
 /* honours cache=buffered (the page cache instead of O_DIRECT) */
 #define BACKEND_F_BUFFERED (1u << 4)
+/*
+ * acknowledged writes may live in the target's process until it ends (the
+ * volume's memory; librbd's write-back cache), not in the machine's page
+ * or device cache: its durability epoch is the run's (login_epoch())
+ */
+#define BACKEND_F_PROCESS_CACHE (1u << 5)
 
 /* open() returns this when the storage is better served by ->fallback */
 #define BACKEND_FALLBACK 1

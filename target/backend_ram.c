@@ -134,7 +134,8 @@ int backend_mem_submit(struct worker *w, struct treq *r)
 const struct backend_ops backend_ram_ops = {
     .name = "ram",
     .prefix = "ram:",
-    .flags = BACKEND_F_DIRECT | BACKEND_F_MEM_WRITABLE | BACKEND_F_VOLATILE,
+    .flags = BACKEND_F_DIRECT | BACKEND_F_MEM_WRITABLE | BACKEND_F_VOLATILE |
+	     BACKEND_F_PROCESS_CACHE,
     .open = ram_open,
     .close = ram_close,
     .submit = backend_mem_submit,

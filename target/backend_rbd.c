@@ -1178,6 +1178,7 @@ static bool rbd_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN])
 const struct backend_ops backend_rbd_ops = {
     .name = "rbd",
     .prefix = "rbd:",
+    .flags = BACKEND_F_PROCESS_CACHE,
     .open = rbd_open_export,
     .close = rbd_close_export,
     .submit = rbd_submit,

@@ -130,8 +130,7 @@ static void epoch_init(void)
 uint32_t login_epoch(const struct export *e)
 {
 	pthread_once(&epoch_once, epoch_init);
-	if (e->ops &&
-	    (!strcmp(e->ops->name, "rbd") || !strcmp(e->ops->name, "ram")))
+	if (e->ops && (e->ops->flags & BACKEND_F_PROCESS_CACHE))
 		return epoch_run;
 	return epoch_boot;
 }

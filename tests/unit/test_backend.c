@@ -30,6 +30,7 @@
 #include "config/config.h"
 #include "target/backend.h"
 #include "target/conn.h"
+#include "target/login.h"
 
 static struct cfg_target cfg;	    /* large: static */
 static char disk_dir[PATH_MAX / 2]; /* TMPDIR: a disk file system, we hope */
@@ -196,6 +197,32 @@ static void test_buffered_refused(void **state)
 	assert_non_null(strstr(err, "cache=buffered"));
 }
 
+/*
+ * Where acknowledged writes live decides the durability epoch: the run's
+ * for ram (memory) and rbd (librbd's write-back cache), the boot's for a
+ * file, whose page cache outlives the target (login_epoch()).
+ */
+static void test_epoch(void **state)
+{
+	char path[PATH_MAX], arg[PATH_MAX + 32], err[256];
+	struct export ram, file, ram2;
+
+	assert_int_equal(open_arg(&ram, "r=ram:1M", err, sizeof(err)), 0);
+	make_file(disk_dir, "e.img", 1 << 20, path, sizeof(path));
+	snprintf(arg, sizeof(arg), "f=%s", path);
+	assert_int_equal(open_arg(&file, arg, err, sizeof(err)), 0);
+	assert_int_equal(open_arg(&ram2, "r2=ram:1M", err, sizeof(err)), 0);
+	assert_true(ram.ops->flags & BACKEND_F_PROCESS_CACHE);
+	assert_false(file.ops->flags & BACKEND_F_PROCESS_CACHE);
+	assert_true(backend_rbd_ops.flags & BACKEND_F_PROCESS_CACHE);
+	assert_false(backend_mmap_ops.flags & BACKEND_F_PROCESS_CACHE);
+	assert_int_not_equal(login_epoch(&ram), login_epoch(&file));
+	assert_int_equal(login_epoch(&ram), login_epoch(&ram2));
+	export_close(&ram2);
+	export_close(&file);
+	export_close(&ram);
+}
+
 /* direct on a file system RDMA cannot pin: the file backend serves it. */
 static void test_mmap_fallback(void **state)
 {
@@ -251,6 +278,7 @@ int main(void)
 	    cmocka_unit_test(test_buffered_refused),
 	    cmocka_unit_test(test_mmap_fallback),
 	    cmocka_unit_test(test_mmap),
+	    cmocka_unit_test(test_epoch),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
