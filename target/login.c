@@ -108,12 +108,12 @@ static pthread_once_t epoch_once = PTHREAD_ONCE_INIT;
 
 static void epoch_init(void)
 {
-	char id[64] = "";
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	char id[64];
 	uint32_t h = 2166136261u; /* FNV-1a */
 
-	if (f && fgets(id, sizeof(id), f)) {
-		for (const char *c = id; *c && *c != '\n'; c++)
+	if (read_small_file("/proc/sys/kernel/random/boot_id", id, sizeof(id)) >
+	    0) {
+		for (const char *c = id; *c; c++)
 			h = (h ^ (uint8_t)*c) * 16777619u;
 		epoch_boot = h;
 	} else {
@@ -122,8 +122,6 @@ static void epoch_init(void)
 		log_warn(
 		    "cannot read /proc/sys/kernel/random/boot_id: the durability epoch of files and devices changes with every run");
 	}
-	if (f)
-		fclose(f);
 	random_bytes(&epoch_run, sizeof(epoch_run));
 }
 
