@@ -7,24 +7,6 @@
  */
 #include "rdma_internal.h"
 
-/* ---- compatibility: the old signatures, a private group ------------- */
-
-static int xr_get_request(struct xp_listener *xl,
-			  const struct xp_conn_attr *attr, struct xp_conn **out,
-			  void *priv, size_t *priv_len)
-{
-	return xp_get_request(xl, NULL, attr, out, priv, priv_len);
-}
-
-static int xr_connect(const char *host, uint16_t port,
-		      const struct xp_conn_attr *attr, const void *priv,
-		      size_t priv_len, int timeout_ms, struct xp_conn **out,
-		      void *rej, size_t *rej_len)
-{
-	return xr_group_connect(NULL, host, port, attr, priv, priv_len,
-				timeout_ms, out, rej, rej_len);
-}
-
 const struct xp_ops xp_rdma_ops = {
     .name = "rdma",
     .reg_pins_memory = true,
@@ -55,6 +37,4 @@ const struct xp_ops xp_rdma_ops = {
     .dealloc_mw = xr_dealloc_mw,
     .post_send = xr_post_send,
     .post_recv = xr_post_recv,
-    .get_request = xr_get_request,
-    .connect = xr_connect,
 };

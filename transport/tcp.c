@@ -7,34 +7,14 @@
  */
 #include "tcp_internal.h"
 
-/* ---- compatibility: the old signatures, a private group ------------- */
-
-static int tcp_get_request(struct xp_listener *xl,
-			   const struct xp_conn_attr *attr,
-			   struct xp_conn **out, void *priv, size_t *priv_len)
-{
-	return xp_get_request(xl, NULL, attr, out, priv, priv_len);
-}
-
-static int tcp_connect(const char *host, uint16_t port,
-		       const struct xp_conn_attr *attr, const void *priv,
-		       size_t priv_len, int timeout_ms, struct xp_conn **out,
-		       void *rej, size_t *rej_len)
-{
-	return tcp_group_connect(NULL, host, port, attr, priv, priv_len,
-				 timeout_ms, out, rej, rej_len);
-}
-
 const struct xp_ops xp_tcp_ops = {
     .name = "tcp",
     .read_costs_peer_cpu = true,
     .listen = tcp_listen,
     .listener_destroy = tcp_listener_destroy,
     .listener_fd = tcp_listener_fd,
-    .get_request = tcp_get_request,
     .accept = tcp_accept,
     .reject = tcp_reject,
-    .connect = tcp_connect,
     .destroy = tcp_destroy,
     .disconnect = tcp_disconnect,
     .state = tcp_state,
