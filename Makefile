@@ -229,6 +229,16 @@ $(BUILD)/tests/test_lib: tests/unit/test_lib.c $(TARGET_LIB_OBJ) $(LIB_OBJ) \
 		$(PKG_LIBS_URING) $(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) \
 		$(PKG_LIBS_JSON) $(PKG_LIBS_MHD) -laio -lrbd -lrados
 
+# The backend registry with the real backends (files, ram, mmap, rbd).
+$(BUILD)/tests/test_backend: tests/unit/test_backend.c $(TARGET_LIB_OBJ) \
+		$(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TARGET_LIB_OBJ) \
+		$(CONFIG_OBJ) $(XPORT_OBJ) $(COMMON_OBJ) $(JSON_OBJ) \
+		$(shell pkg-config --libs cmocka) $(PKG_LIBS_VERBS) \
+		$(PKG_LIBS_URING) $(PKG_LIBS_INIH) $(PKG_LIBS_SODIUM) \
+		$(PKG_LIBS_JSON) $(PKG_LIBS_MHD) -laio -lrbd -lrados
+
 # Helper programs the end-to-end scripts drive.
 E2E_BINS := $(BUILD)/tests/rblk_libtest $(BUILD)/tests/rblk_rawclient \
 	$(BUILD)/tests/rblk_manysess $(BUILD)/tests/rblk_fleet \
@@ -258,7 +268,7 @@ $(BUILD)/tests/rblk_fleet: tests/e2e/rblk_fleet.c $(BUILD)/librblk.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/librblk.a \
 		$(PKG_LIBS_VERBS) $(PKG_LIBS_SODIUM)
 
-# rblk-target with fault injection (RBLK_FAULT=MODE, target/target.h's
+# rblk-target with fault injection (RBLK_FAULT=MODE, target/worker_int.h's
 # target_fault()): the rogue target of the guest tests 25 and 26, where a
 # rogue must speak real verbs. Only io.c and conn.c carry faults.
 FAULT_SRC := target/io.c target/conn.c

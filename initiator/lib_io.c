@@ -42,7 +42,7 @@
 #include "../common/freelist.h"
 #include "../common/log.h"
 #include "../common/proto.h"
-#include "../common/qp.h"
+#include "../transport/qp.h"
 #include "../common/util.h"
 #include "../transport/transport.h"
 #include "lib_internal.h"

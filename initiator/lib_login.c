@@ -18,7 +18,7 @@
 #include "../common/auth.h"
 #include "../common/log.h"
 #include "../common/proto.h"
-#include "../common/qp.h"
+#include "../transport/qp.h"
 #include "../common/url.h"
 #include "../common/util.h"
 #include "../transport/transport.h"

@@ -17,7 +17,7 @@
 
 #include "../common/auth.h"
 #include "../common/proto.h"
-#include "../common/qp.h"
+#include "../transport/qp.h"
 #include "../common/spin.h"
 #include "../common/url.h"
 #include "../common/util.h"
@@ -163,7 +163,7 @@ struct rblk_queue {
 	 */
 	struct xp_group *g;
 	struct xp_conn *xc;
-	/* message buffers, send credits and the send batch (common/qp.h) */
+	/* message buffers, send credits and the send batch (transport/qp.h) */
 	struct qp qp;
 	enum queue_state state; /* lib_queue_set_state() changes it */
 
@@ -344,7 +344,7 @@ struct rblk {
 	_Atomic uint64_t probe_at;
 };
 
-/* Work request kinds (common/qp.h; RECV is the layer's); value: the tag. */
+/* Work request kinds (transport/qp.h; RECV is the layer's); value: the tag. */
 enum wrid_kind {
 	WRID_CMD = QP_WRID_USER, /* a SEND of a tag (+ RDMA WRITE/READ) */
 	WRID_READ,		 /* pull RDMA READ of a tag */

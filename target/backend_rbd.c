@@ -26,7 +26,7 @@
  * way fails every later write-class command of the export with EIO.
  * docs/ARCHITECTURE.md, "RBD fencing", says what is guaranteed.
  */
-#include "target.h"
+#include "backend.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,6 +42,11 @@
 #include "../common/fifo.h"
 #include "../common/log.h"
 #include "../common/util.h"
+
+#include "conn.h"
+#include "engine.h"
+#include "target.h"
+#include "worker.h"
 
 /* what the OSDs answer a blocklisted client (ceph's include/rados.h) */
 #ifndef EBLOCKLISTED
@@ -1267,7 +1272,6 @@ static int rbd_open_export(struct export *e, const struct cfg_export *cfg,
 	ret = img_open(img, &s, e->read_only, &size, &features, err, errlen);
 	if (ret)
 		goto out_free;
-	e->kind = EXPORT_RBD;
 	e->block_size = cfg->block_size ? cfg->block_size : 512;
 	e->size = size - size % e->block_size;
 	if (!e->size) {
@@ -1348,6 +1352,8 @@ static bool rbd_vol_id(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN])
 
 const struct backend_ops backend_rbd_ops = {
     .name = "rbd",
+    .prefix = "rbd:",
+    .flags = BACKEND_F_PROCESS_CACHE,
     .open = rbd_open_export,
     .close = rbd_close_export,
     .submit = rbd_submit,

@@ -27,6 +27,11 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
+#include "backend.h"
+#include "limits.h"
+#include "login.h"
+#include "target.h"
+
 _Static_assert(RBLK_LOGIN_SIZE <= RBLK_MSG_MAX, "login fits its send buffer");
 _Static_assert(RBLK_AUTH_CHALLENGE_SIZE <= AUTH_BUF_SIZE, "challenge fits");
 _Static_assert(RBLK_AUTH_RESULT_SIZE <= AUTH_BUF_SIZE, "result fits");
@@ -394,7 +399,7 @@ static int tconn_volume_window(struct worker *w, struct tconn *c)
 		 * zero page), and remote write through a window needs it.
 		 * It grants the peer nothing by itself.
 		 */
-		if (e->kind == EXPORT_RAM || !e->read_only)
+		if ((e->ops->flags & BACKEND_F_MEM_WRITABLE) || !e->read_only)
 			access |= XP_ACCESS_LOCAL_WRITE;
 		ret =
 		    xp_group_reg_mr(c->wg->g, e->mem, e->size, access, &v->mr);

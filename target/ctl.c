@@ -41,6 +41,8 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
+#include "export.h"
+
 #define REQ_MAX 8192
 /* control clients served at once (the oldest silent one makes room) */
 #define CTL_MAX_CLIENTS 64

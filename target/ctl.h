@@ -7,8 +7,12 @@
 #ifndef RBLK_TARGET_CTL_H
 #define RBLK_TARGET_CTL_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
+#include "../common/proto.h"
+#include "stats.h"
 #include "target.h"
 
 /* to send a request, and again to take the answer */

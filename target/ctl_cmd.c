@@ -21,6 +21,10 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
+#include "conn.h"
+#include "export.h"
+#include "worker.h"
+
 #define REMOVE_WAIT_S 20 /* remove-export --wait; below the client's 30 s */
 
 static const char *conn_state_str(enum tconn_state s)

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The registry of I/O engines: the configuration names one, the main
- * thread looks it up here and every worker uses its ops (target.h).
+ * thread looks it up here and every worker uses its ops (engine.h).
  */
+#include "engine.h"
+
 #include <string.h>
 
 #include "../common/util.h"
-#include "target.h"
 
 const struct engine_ops *engine_find(const char *name)
 {

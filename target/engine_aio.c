@@ -6,7 +6,7 @@
  * so FLUSH runs fdatasync(2) synchronously and its completion is queued
  * locally and delivered by the next reap().
  */
-#include "target.h"
+#include "engine.h"
 
 #include <errno.h>
 #include <libaio.h>
@@ -18,6 +18,10 @@
 #include "../common/fifo.h"
 #include "../common/freelist.h"
 #include "../common/log.h"
+
+#include "backend.h"
+#include "conn.h"
+#include "worker.h"
 
 #define AIO_REAP_BATCH 64
 

@@ -5,7 +5,7 @@
  * fixed buffer (sparse table), so the kernel does not pin pages per I/O and
  * the disk DMAs straight to/from the memory the HCA reads and writes.
  */
-#include "target.h"
+#include "engine.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -17,6 +17,10 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+
+#include "backend.h"
+#include "conn.h"
+#include "worker.h"
 
 #define URING_BUF_TABLE 1024
 #define URING_REAP_BATCH 64

@@ -39,6 +39,9 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
+#include "backend.h"
+#include "limits.h"
+
 _Static_assert(RBLK_RESP_SIZE <= RESP_BUF_SIZE, "response fits its buffer");
 _Static_assert(RBLK_GRANT_SIZE <= RESP_BUF_SIZE, "grant fits its buffer");
 

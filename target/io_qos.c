@@ -15,6 +15,10 @@
 #include "../common/fifo.h"
 #include "../common/util.h"
 
+#include "export.h"
+#include "qos.h"
+#include "target.h"
+
 void qos_bind(struct tconn *c)
 {
 	struct target *t = c->worker->tgt;

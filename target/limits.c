@@ -21,7 +21,7 @@
  * the workers close pending connections after LOGIN_PRESSURE_MS instead
  * of the full login limit.
  */
-#include "target.h"
+#include "limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +29,9 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../config/config.h"
+
+#include "worker.h"
 
 /* a pending connection younger than this is not evicted for a newcomer */
 #define LIM_EVICT_GRACE_MS 250

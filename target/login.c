@@ -6,7 +6,7 @@
  * the same function with arbitrary bytes. auth_decide() does the same for
  * an AUTH_RESPONSE.
  */
-#include "target.h"
+#include "login.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +14,10 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../config/config.h"
+
+#include "backend.h"
+#include "export.h"
 
 int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		 uint32_t cfg_max_io, login_lookup_fn lookup, void *ctx,
@@ -107,12 +111,12 @@ static pthread_once_t epoch_once = PTHREAD_ONCE_INIT;
 
 static void epoch_init(void)
 {
-	char id[64] = "";
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	char id[64];
 	uint32_t h = 2166136261u; /* FNV-1a */
 
-	if (f && fgets(id, sizeof(id), f)) {
-		for (const char *c = id; *c && *c != '\n'; c++)
+	if (read_small_file("/proc/sys/kernel/random/boot_id", id, sizeof(id)) >
+	    0) {
+		for (const char *c = id; *c; c++)
 			h = (h ^ (uint8_t)*c) * 16777619u;
 		epoch_boot = h;
 	} else {
@@ -121,16 +125,13 @@ static void epoch_init(void)
 		log_warn(
 		    "cannot read /proc/sys/kernel/random/boot_id: the durability epoch of files and devices changes with every run");
 	}
-	if (f)
-		fclose(f);
 	random_bytes(&epoch_run, sizeof(epoch_run));
 }
 
 uint32_t login_epoch(const struct export *e)
 {
 	pthread_once(&epoch_once, epoch_init);
-	if (e->ops &&
-	    (!strcmp(e->ops->name, "rbd") || !strcmp(e->ops->name, "ram")))
+	if (e->ops && (e->ops->flags & BACKEND_F_PROCESS_CACHE))
 		return epoch_run;
 	return epoch_boot;
 }

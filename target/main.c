@@ -22,10 +22,14 @@
 #include "../common/log.h"
 #include "../common/url.h"
 #include "../common/util.h"
-#include "target.h"
-
 #include "../common/sdnotify.h"
 #include "../common/version.h"
+#include "../transport/transport.h"
+
+#include "backend.h"
+#include "engine.h"
+#include "target.h"
+#include "worker.h"
 
 struct listener {
 	struct xp_listener *xl;

@@ -18,6 +18,9 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "backend.h"
+#include "conn.h"
+#include "export.h"
 #include "target.h"
 
 #define PR_TEXT_MAX                                                            \
@@ -579,7 +582,7 @@ int pr_open(struct export *e, const struct cfg_export *cfg, char *err,
 	pthread_cond_init(&p->cond, NULL);
 	atomic_init(&p->gen, 1);
 	e->pr = p;
-	if (e->kind == EXPORT_RAM) {
+	if (e->ops->flags & BACKEND_F_VOLATILE) { /* ram: dies with the run */
 		p->volatile_only = true;
 		return 0;
 	}

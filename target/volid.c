@@ -26,7 +26,7 @@
  * Runs on the thread that opens the export (startup or the control
  * thread); nothing here is on the data path.
  */
-#include "target.h"
+#include "export.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -43,6 +43,9 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../config/config.h"
+
+#include "backend.h"
 
 #define UUID_TEXT_LEN 36
 
@@ -364,7 +367,7 @@ void volid_identify(struct export *e, const struct cfg_export *cfg)
 		e->ident = VOL_IDENT_BACKEND;
 		snprintf(e->ident_src, sizeof(e->ident_src), "the %s image",
 			 e->ops->name);
-	} else if (e->kind == EXPORT_RAM) {
+	} else if (e->ops->flags & BACKEND_F_VOLATILE) {
 		volid_random(e->vol_id);
 		e->ident = VOL_IDENT_RUN;
 		snprintf(

@@ -27,6 +27,11 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
+#include "backend.h"
+#include "engine.h"
+#include "limits.h"
+#include "target.h"
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -731,14 +736,15 @@ static void *worker_main(void *arg)
 }
 
 /*
- * Whether every export at start lives in RAM (and there is one): such a
- * target does no disk I/O until an export is added, so its workers make
- * the engine's fixed buffer then, not at start (worker_pool_buf()).
+ * Whether no export at start does I/O through the engine (and there is
+ * one: RAM, rbd, mmap): such a target does no engine I/O until an export
+ * is added, so its workers make the engine's fixed buffer then, not at
+ * start (worker_pool_buf()).
  */
-static bool ram_only(const struct target *t)
+static bool no_engine_io(const struct target *t)
 {
 	for (const struct export *e = t->exports; e; e = e->next)
-		if (e->kind != EXPORT_RAM)
+		if (e->ops->flags & BACKEND_F_ENGINE)
 			return false;
 	return t->exports;
 }
@@ -830,7 +836,7 @@ int worker_start(struct worker *w, struct target *t, unsigned int index)
 	if (ret)
 		goto out_close_mailbox;
 	/* the pool's pages in memory now, as the fixed buffer brings them */
-	if (ram_only(t))
+	if (no_engine_io(t))
 		pool_populate(w);
 	else
 		worker_pool_buf(w);

@@ -7,7 +7,10 @@
 #ifndef RBLK_TARGET_WORKER_INT_H
 #define RBLK_TARGET_WORKER_INT_H
 
-#include "target.h"
+#include "../transport/qp.h"
+#include "../common/slot_pool.h"
+#include "conn.h"
+#include "worker.h"
 
 #define LOGIN_TIMEOUT_MS 10000
 /* the login limit while the pending table is under pressure (limits.c) */
@@ -17,7 +20,7 @@
  * before LOGIN, so it cannot share LOGIN's buffer). */
 #define AUTH_BUF_SIZE 256
 
-/* Work request kinds (common/qp.h); RECV is the layer's. */
+/* Work request kinds (transport/qp.h); RECV is the layer's. */
 enum wrid_kind {
 	WRID_RESP = QP_WRID_USER, /* a response or GRANT (+ bind); val: tag */
 	/* a push READ's RDMA WRITE + RESP; val: the slot's pool page */
@@ -99,5 +102,36 @@ int qos_sleep_ms(const struct worker *w, int max);
 void qos_wait_drop(struct worker *w, struct tconn *c);
 /* At login: the limits c's commands draw from (export, host entry). */
 void qos_bind(struct tconn *c);
+
+/*
+ * Fault injection for the initiator's tests (tests/vm/tests/25, 26): only
+ * in the test build build/tests/rblk-target-fault (-DRBLK_FAULTS), where
+ * the environment's RBLK_FAULT names how the target misbehaves once a
+ * session has logged in (the modes of tests/e2e/rblk_rogue.py: silent,
+ * break, push-nodata, push-wrongtag, write-zero, write-early, size0,
+ * size63), or with "@FILE" the file that names it, read at each use so a
+ * test can change it while sessions run. Compiled out of rblk-target.
+ */
+#ifdef RBLK_FAULTS
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static inline bool target_fault(const char *mode)
+{
+	const char *f = getenv("RBLK_FAULT");
+	char buf[32] = "";
+	FILE *fp;
+
+	if (f && f[0] == '@' && (fp = fopen(f + 1, "r"))) {
+		if (fgets(buf, sizeof(buf), fp))
+			buf[strcspn(buf, "\n")] = 0;
+		fclose(fp);
+		f = buf;
+	}
+	return f && !strcmp(f, mode);
+}
+#else
+#define target_fault(mode) false
+#endif
 
 #endif

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rdma_internal.h - the verbs transport (libibverbs + librdmacm), shared
- * by transport/rdma_*.c:
+ * by transport/rdma*.c:
  *
+ *   rdma.c        the ops table
  *   rdma_cm.c     listener, passive and active connection setup, rdma_cm
  *                 events, connection teardown
  *   rdma_group.c  poll groups: PD, CQ, channels, epoll set, polling
- *   rdma_post.c   regions, windows, posting, the ops table
+ *   rdma_post.c   regions, windows, posting
  *
  * One code path for InfiniBand, RoCE (rdma_rxe included) and iWARP (siw):
  * addresses are IP addresses resolved by rdma_cm, connections are RC QPs.

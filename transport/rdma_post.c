@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rdma_post.c - the verbs transport: regions, windows, posting, and the
- * ops table (see rdma_internal.h).
+ * rdma_post.c - the verbs transport: regions, windows, posting (see
+ * rdma_internal.h; its ops table is in rdma.c).
  */
 #include "rdma_internal.h"
 
@@ -427,55 +427,3 @@ int xr_post_recv(struct xp_conn *xc, uint64_t wr_id, const struct xp_sge *sge)
 	c->rq_tail++;
 	return 0;
 }
-
-/* ---- compatibility: the old signatures, a private group ------------- */
-
-static int xr_get_request(struct xp_listener *xl,
-			  const struct xp_conn_attr *attr, struct xp_conn **out,
-			  void *priv, size_t *priv_len)
-{
-	return xp_get_request(xl, NULL, attr, out, priv, priv_len);
-}
-
-static int xr_connect(const char *host, uint16_t port,
-		      const struct xp_conn_attr *attr, const void *priv,
-		      size_t priv_len, int timeout_ms, struct xp_conn **out,
-		      void *rej, size_t *rej_len)
-{
-	return xr_group_connect(NULL, host, port, attr, priv, priv_len,
-				timeout_ms, out, rej, rej_len);
-}
-
-const struct xp_ops xp_rdma_ops = {
-    .name = "rdma",
-    .reg_pins_memory = true,
-    .write_imm = true,
-    .group_create = xr_group_create,
-    .group_destroy = xr_group_destroy,
-    .group_arm = xr_group_arm,
-    .group_poll = xr_group_poll,
-    .listen = xr_listen,
-    .listener_destroy = xr_listener_destroy,
-    .listener_fd = xr_listener_fd,
-    .take_request = xr_take_request_op,
-    .request_peer_name = xr_request_peer_name,
-    .request_join = xr_request_join,
-    .request_reject = xr_request_reject,
-    .setup_queue = xr_setup_queue_op,
-    .accept = xr_accept,
-    .reject = xr_reject,
-    .group_connect = xr_group_connect,
-    .destroy = xr_destroy,
-    .disconnect = xr_disconnect,
-    .state = xr_state,
-    .peer_name = xr_peer_name,
-    .conn_group = xr_conn_group,
-    .reg_mr = xr_reg_mr,
-    .dereg_mr = xr_dereg_mr,
-    .alloc_mw = xr_alloc_mw,
-    .dealloc_mw = xr_dealloc_mw,
-    .post_send = xr_post_send,
-    .post_recv = xr_post_recv,
-    .get_request = xr_get_request,
-    .connect = xr_connect,
-};

@@ -3,7 +3,8 @@
  * tcp_internal.h - the transport.h verbs semantics in user space over TCP
  * sockets, for hosts without an RDMA device; shared by transport/tcp_*.c:
  *
- *   tcp_listen.c  listener, handshake table, connect, the ops table
+ *   tcp.c         the ops table
+ *   tcp_listen.c  listener, handshake table, connect
  *   tcp_io.c      frame header, output queue, input state machine, failure
  *   tcp_conn.c    send/receive/completion queues, lifecycle, posting
  *   tcp_mem.c     the group's key table: regions, windows, remote checks
@@ -567,6 +568,22 @@ void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit);
 /* tcp_listen.c */
 void tcp_format_addr(int sock, const struct sockaddr_storage *ss, char *buf,
 		     size_t size);
+int tcp_accept(struct xp_conn *xc, const void *priv, size_t priv_len);
+int tcp_group_connect(struct xp_group *g, const char *host, uint16_t port,
+		      const struct xp_conn_attr *attr, const void *priv,
+		      size_t priv_len, int timeout_ms, struct xp_conn **out,
+		      void *rej, size_t *rej_len);
+int tcp_listen(const char *host, uint16_t port, struct xp_listener **out);
+void tcp_listener_destroy(struct xp_listener *xl);
+int tcp_listener_fd(struct xp_listener *xl);
+void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len);
+int tcp_request_join(struct xp_request *xr, struct xp_group *g,
+		     const struct xp_conn_attr *attr, struct xp_conn **out);
+const char *tcp_request_peer_name(struct xp_request *xr);
+void tcp_request_reject(struct xp_request *xr, const void *priv,
+			size_t priv_len);
+int tcp_take_request(struct xp_listener *xl, struct xp_request **out,
+		     void *priv, size_t *priv_len);
 
 /* tcp_mem.c */
 char *tcp_mr_check(struct tcp_conn *c, const struct tcp_hdr *h, int access,

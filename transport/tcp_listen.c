@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tcp_listen.c - tcp transport: listener, handshake, connect, the ops table
- * (see tcp_internal.h for the frame format and the progress engine).
+ * tcp_listen.c - tcp transport: listener, handshake, connect (see
+ * tcp_internal.h for the frame format and the progress engine; its ops
+ * table is in tcp.c).
  */
 #include "tcp_internal.h"
 
@@ -206,10 +207,10 @@ out_close_socket:
 	return -err;
 }
 
-static int tcp_group_connect(struct xp_group *g, const char *host,
-			     uint16_t port, const struct xp_conn_attr *attr,
-			     const void *priv, size_t priv_len, int timeout_ms,
-			     struct xp_conn **out, void *rej, size_t *rej_len)
+int tcp_group_connect(struct xp_group *g, const char *host, uint16_t port,
+		      const struct xp_conn_attr *attr, const void *priv,
+		      size_t priv_len, int timeout_ms, struct xp_conn **out,
+		      void *rej, size_t *rej_len)
 {
 	uint8_t frame[TCP_HDR_LEN + XP_PRIV_MAX];
 	uint64_t deadline =
@@ -386,7 +387,7 @@ static int tcp_listen_unix(const char *path)
 	return tcp_listen_owner_only(&sun, sl);
 }
 
-static int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)
+int tcp_listen(const char *host, uint16_t port, struct xp_listener **out)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
 	struct tcp_listener *l;
@@ -494,7 +495,7 @@ static void tcp_pending_drop(struct tcp_listener *l, unsigned int i)
 	l->pend[i] = l->pend[--l->npend];
 }
 
-static void tcp_listener_destroy(struct xp_listener *xl)
+void tcp_listener_destroy(struct xp_listener *xl)
 {
 	struct tcp_listener *l;
 
@@ -511,7 +512,7 @@ static void tcp_listener_destroy(struct xp_listener *xl)
 	free(l);
 }
 
-static int tcp_listener_fd(struct xp_listener *xl)
+int tcp_listener_fd(struct xp_listener *xl)
 {
 	return to_tcp_listener(xl)->epfd;
 }
@@ -806,8 +807,8 @@ static void tcp_arm_handshake_timer(struct tcp_listener *l)
 		log_warn("tcp: timerfd_settime: %s", strerror(errno));
 }
 
-static int tcp_take_request(struct xp_listener *xl, struct xp_request **out,
-			    void *priv, size_t *priv_len)
+int tcp_take_request(struct xp_listener *xl, struct xp_request **out,
+		     void *priv, size_t *priv_len)
 {
 	struct tcp_listener *l = to_tcp_listener(xl);
 	int ret = tcp_take_pending(l, out, priv, priv_len);
@@ -816,7 +817,7 @@ static int tcp_take_request(struct xp_listener *xl, struct xp_request **out,
 	return ret;
 }
 
-static const char *tcp_request_peer_name(struct xp_request *xr)
+const char *tcp_request_peer_name(struct xp_request *xr)
 {
 	return to_tcp_request(xr)->peer;
 }
@@ -825,8 +826,8 @@ static const char *tcp_request_peer_name(struct xp_request *xr)
  * Any thread: a REJECT frame straight on the socket (a fresh socket takes
  * 80 bytes at once), then close it.
  */
-static void tcp_request_reject(struct xp_request *xr, const void *priv,
-			       size_t priv_len)
+void tcp_request_reject(struct xp_request *xr, const void *priv,
+			size_t priv_len)
 {
 	struct tcp_request *r = to_tcp_request(xr);
 	uint8_t f[TCP_HDR_LEN + XP_PRIV_MAX];
@@ -847,9 +848,8 @@ static void tcp_request_reject(struct xp_request *xr, const void *priv,
 }
 
 /* g's thread: the socket joins g (its epoll set) as a connection. */
-static int tcp_request_join(struct xp_request *xr, struct xp_group *g,
-			    const struct xp_conn_attr *attr,
-			    struct xp_conn **out)
+int tcp_request_join(struct xp_request *xr, struct xp_group *g,
+		     const struct xp_conn_attr *attr, struct xp_conn **out)
 {
 	struct tcp_request *r = to_tcp_request(xr);
 	struct tcp_conn *c;
@@ -884,7 +884,7 @@ static int tcp_send_handshake(struct tcp_conn *c, uint8_t type,
 	return tcp_send_frames(c, &f, 1);
 }
 
-static int tcp_accept(struct xp_conn *xc, const void *priv, size_t priv_len)
+int tcp_accept(struct xp_conn *xc, const void *priv, size_t priv_len)
 {
 	struct tcp_conn *c = to_tcp(xc);
 	int ret;
@@ -903,7 +903,7 @@ static int tcp_accept(struct xp_conn *xc, const void *priv, size_t priv_len)
 	return 0;
 }
 
-static void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
+void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
 {
 	struct tcp_conn *c = to_tcp(xc);
 	int ret;
@@ -917,54 +917,3 @@ static void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
 }
 
 /* ---- compatibility: the old signatures, a private group ------------- */
-
-static int tcp_get_request(struct xp_listener *xl,
-			   const struct xp_conn_attr *attr,
-			   struct xp_conn **out, void *priv, size_t *priv_len)
-{
-	return xp_get_request(xl, NULL, attr, out, priv, priv_len);
-}
-
-static int tcp_connect(const char *host, uint16_t port,
-		       const struct xp_conn_attr *attr, const void *priv,
-		       size_t priv_len, int timeout_ms, struct xp_conn **out,
-		       void *rej, size_t *rej_len)
-{
-	return tcp_group_connect(NULL, host, port, attr, priv, priv_len,
-				 timeout_ms, out, rej, rej_len);
-}
-
-const struct xp_ops xp_tcp_ops = {
-    .name = "tcp",
-    .read_costs_peer_cpu = true,
-    .listen = tcp_listen,
-    .listener_destroy = tcp_listener_destroy,
-    .listener_fd = tcp_listener_fd,
-    .get_request = tcp_get_request,
-    .accept = tcp_accept,
-    .reject = tcp_reject,
-    .connect = tcp_connect,
-    .destroy = tcp_destroy,
-    .disconnect = tcp_disconnect,
-    .state = tcp_state,
-    .peer_name = tcp_peer_name,
-    .conn_group = tcp_conn_group,
-    .group_create = tcp_group_create,
-    .group_destroy = tcp_group_destroy,
-    .group_arm = tcp_group_arm,
-    .group_poll = tcp_group_poll,
-    .take_request = tcp_take_request,
-    .request_peer_name = tcp_request_peer_name,
-    .request_join = tcp_request_join,
-    .request_reject = tcp_request_reject,
-    .setup_queue = tcp_setup_queue,
-    .group_connect = tcp_group_connect,
-    .alloc_mw = tcp_alloc_mw,
-    .dealloc_mw = tcp_dealloc_mw,
-    .mw_placed = tcp_mw_placed,
-    .mw_inv_now = tcp_mw_inv_now,
-    .reg_mr = tcp_reg_mr,
-    .dereg_mr = tcp_dereg_mr,
-    .post_send = tcp_post_send,
-    .post_recv = tcp_post_recv,
-};

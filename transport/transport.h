@@ -393,19 +393,6 @@ struct xp_ops {
 			 struct xp_send_wr **bad);
 	int (*post_recv)(struct xp_conn *c, uint64_t wr_id,
 			 const struct xp_sge *sge);
-
-	/*
-	 * Compatibility: the old signatures, = the group ops with a NULL
-	 * group. Use xp_get_request()/xp_connect(); these go once target/
-	 * and initiator/ have moved.
-	 */
-	int (*get_request)(struct xp_listener *l,
-			   const struct xp_conn_attr *attr,
-			   struct xp_conn **out, void *priv, size_t *priv_len);
-	int (*connect)(const char *host, uint16_t port,
-		       const struct xp_conn_attr *attr, const void *priv,
-		       size_t priv_len, int timeout_ms, struct xp_conn **out,
-		       void *rej, size_t *rej_len);
 };
 
 /*

@@ -595,9 +595,9 @@ static int test_rawro(const char *url)
 		     exp) == 4 &&
 		  (ops = xp_find(scheme)),
 	      "rawro wants tcp|rdma://HOST:PORT/EXPORT");
-	CHECK(ops->connect(host, (uint16_t)port, &attr, priv,
-			   rblk_cm_req_encode(priv, 1), 5000, &xc, NULL,
-			   NULL) == 0,
+	CHECK(xp_connect(ops, NULL, host, (uint16_t)port, &attr, priv,
+			 rblk_cm_req_encode(priv, 1), 5000, &xc, NULL,
+			 NULL) == 0,
 	      "connect");
 	CHECK(xp_reg_mr(xc, msgs, sizeof(msgs), XP_ACCESS_LOCAL_WRITE, &mr) ==
 		      0 &&

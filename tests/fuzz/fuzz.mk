@@ -27,7 +27,8 @@ FUZZ_LOGIN_SRCS := target/login.c common/proto.c common/util.c \
 	common/slot_pool.c
 
 $(BUILD)/fuzz/fuzz_login: tests/fuzz/fuzz_login.c tests/fuzz/fuzz_common.h \
-		target/target.h common/proto.h common/auth.h config/config.h \
+		target/export.h target/login.h common/proto.h common/auth.h \
+		config/config.h \
 		$(FUZZ_LOGIN_SRCS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(PKG_CFLAGS) -o $@ $< $(FUZZ_LOGIN_SRCS) \

@@ -33,8 +33,11 @@
 
 #include "../../common/auth.h"
 #include "../../common/proto.h"
+#include "../../common/slot_pool.h"
 #include "../../common/util.h"
-#include "../../target/target.h"
+#include "../../config/config.h"
+#include "../../target/export.h"
+#include "../../target/login.h"
 
 #define FZ_TARGET "fuzz-target"
 #define FZ_NONCE 0x5a /* every byte of the target's challenge nonce */

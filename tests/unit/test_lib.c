@@ -37,7 +37,12 @@
 
 #include "common/log.h"
 #include "rblk/rblk.h"
+#include "target/engine.h"
+#include "target/export.h"
+#include "target/stats.h"
 #include "target/target.h"
+#include "target/worker.h"
+#include "transport/transport.h"
 
 #define MAX_IO (64u << 10) /* the target's cap: what the library gets */
 #define VOL_SIZE (8u << 20)

@@ -16,7 +16,9 @@
 
 #include <cmocka.h>
 
-#include "target/target.h"
+#include "config/config.h"
+#include "target/limits.h"
+#include "target/worker.h"
 
 static struct worker w1, w2;
 static unsigned int kicks1, kicks2;

@@ -21,7 +21,10 @@
 
 #include "common/auth.h"
 #include "common/proto.h"
-#include "target/target.h"
+#include "config/config.h"
+#include "target/backend.h"
+#include "target/export.h"
+#include "target/login.h"
 
 static struct cfg_export cfg_open, cfg_closed, cfg_list;
 static struct export exp_open, exp_closed, exp_list;
@@ -264,7 +267,8 @@ static void test_epoch(void **state)
 	uint8_t buf[RBLK_MSG_MAX];
 	struct rblk_login a = {0}, b = {0};
 	struct export ram = exp_open;
-	struct backend_ops ram_ops = {.name = "ram"};
+	struct backend_ops ram_ops = {.name = "ram",
+				      .flags = BACKEND_F_PROCESS_CACHE};
 	struct login_plan p;
 	size_t n;
 

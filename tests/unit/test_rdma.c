@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_rdma.c - the rdma transport (transport/rdma_*.c) over a real device:
+ * test_rdma.c - the rdma transport (transport/rdma*.c) over a real device:
  * what is rdma_cm's own (private data on connect, accept and reject, no
- * listener, the wildcard listener, an unreachable address), through the
- * per-connection compatibility path. The data-path contract both
+ * listener, the wildcard listener, an unreachable address), each
+ * connection in a private group (a NULL one). The data-path contract both
  * transports share is tests/unit/test_xp.c (run with "rdma").
  *
  * Needs an RDMA device (rdma_rxe or siw will do) and an IP address on it:
@@ -79,8 +79,8 @@ static void *connect_thread(void *arg)
 {
 	struct conn_args *a = arg;
 
-	a->ret = X->connect(addr, a->port, &attr, a->priv, a->priv_len, WAIT_MS,
-			    &a->c, a->rej, &a->rej_len);
+	a->ret = xp_connect(X, NULL, addr, a->port, &attr, a->priv, a->priv_len,
+			    WAIT_MS, &a->c, a->rej, &a->rej_len);
 	return NULL;
 }
 
@@ -110,7 +110,7 @@ static struct xp_conn *wait_request(void *priv, size_t *priv_len)
 		struct pollfd pfd = {.fd = X->listener_fd(lst),
 				     .events = POLLIN};
 
-		ret = X->get_request(lst, &attr, &c, priv, priv_len);
+		ret = xp_get_request(lst, NULL, &attr, &c, priv, priv_len);
 		if (ret == 0)
 			return c;
 		assert_int_equal(ret, -EAGAIN);
@@ -355,7 +355,8 @@ static void test_unreachable(void **state)
 	in.s_addr ^= htonl(0x40);
 	inet_ntop(AF_INET, &in, host, sizeof(host));
 	t0 = now_ms();
-	ret = X->connect(host, port, &attr, NULL, 0, 2000, &c, NULL, NULL);
+	ret = xp_connect(X, NULL, host, port, &attr, NULL, 0, 2000, &c, NULL,
+			 NULL);
 	if (ret != -ETIMEDOUT && ret != -EHOSTUNREACH)
 		fprintf(stderr, "connect(%s): %s\n", host, strerror(-ret));
 	assert_true(ret == -ETIMEDOUT || ret == -EHOSTUNREACH);

@@ -8,7 +8,7 @@
  * RNR, short receives, disconnects, send-queue accounting, large
  * transfers) is tests/unit/test_xp.c's, run on tcp and on rdma.
  *
- * Each test builds connection pairs with listen/get_request/accept on a
+ * Each test builds connection pairs with listen/xp_get_request/accept on a
  * thread and connect on the test thread, then drives both ends from the
  * test thread with the sleep protocol of transport.h (poll until 0, arm,
  * poll, wait on fd()); a wait that sees no fd become readable while a
@@ -112,8 +112,8 @@ static void *srv_main(void *arg)
 		struct pollfd pfd = {.fd = T->listener_fd(a->l),
 				     .events = POLLIN};
 
-		a->ret =
-		    T->get_request(a->l, a->attr, &c, a->priv, &a->priv_len);
+		a->ret = xp_get_request(a->l, NULL, a->attr, &c, a->priv,
+					&a->priv_len);
 		if (a->ret != -EAGAIN)
 			break;
 		if (now_ms() > deadline) {
@@ -153,7 +153,7 @@ static void make_pair_attr(struct pair *p, const struct xp_conn_attr *cattr,
 	l = listen_loopback(&p->port);
 	a.l = l;
 	assert_int_equal(pthread_create(&th, NULL, srv_main, &a), 0);
-	ret = T->connect("127.0.0.1", p->port, cattr, "hi", 2, WAIT_MS,
+	ret = xp_connect(T, NULL, "127.0.0.1", p->port, cattr, "hi", 2, WAIT_MS,
 			 &p->cli.c, NULL, NULL);
 	pthread_join(th, NULL);
 	T->listener_destroy(l);
@@ -364,8 +364,8 @@ static int handshake(struct srv_args *a, const void *priv, size_t priv_len,
 	a->l = listen_loopback(port);
 	assert_true(T->listener_fd(a->l) >= 0);
 	assert_int_equal(pthread_create(&th, NULL, srv_main, a), 0);
-	ret = T->connect("127.0.0.1", *port, &small_attr, priv, priv_len,
-			 WAIT_MS, c, back, back_len);
+	ret = xp_connect(T, NULL, "127.0.0.1", *port, &small_attr, priv,
+			 priv_len, WAIT_MS, c, back, back_len);
 	pthread_join(th, NULL);
 	T->listener_destroy(a->l);
 	return ret;
@@ -440,8 +440,8 @@ static void test_connect_closed_port(void **state)
 
 	l = listen_loopback(&port);
 	T->listener_destroy(l); /* the port is closed now */
-	assert_int_equal(T->connect("127.0.0.1", port, &small_attr, NULL, 0,
-				    WAIT_MS, &c, back, &back_len),
+	assert_int_equal(xp_connect(T, NULL, "127.0.0.1", port, &small_attr,
+				    NULL, 0, WAIT_MS, &c, back, &back_len),
 			 -ECONNREFUSED);
 	assert_int_equal(back_len, 0);
 	assert_null(c);
@@ -473,14 +473,14 @@ static void test_silent_client(void **state)
 	    write(junk, "GET / HTTP/1.0\r\n\r\n-------------------", 37), 37);
 	usleep(20000);
 	t0 = now_ms();
-	assert_int_equal(T->get_request(l, &small_attr, &req, NULL, NULL),
+	assert_int_equal(xp_get_request(l, NULL, &small_attr, &req, NULL, NULL),
 			 -EAGAIN);
 	assert_true(now_ms() - t0 < 1000);
 
 	a.l = l;
 	assert_int_equal(pthread_create(&th, NULL, srv_main, &a), 0);
-	ret = T->connect("127.0.0.1", port, &small_attr, NULL, 0, WAIT_MS, &c,
-			 NULL, NULL);
+	ret = xp_connect(T, NULL, "127.0.0.1", port, &small_attr, NULL, 0,
+			 WAIT_MS, &c, NULL, NULL);
 	pthread_join(th, NULL);
 	assert_int_equal(ret, 0);
 	assert_int_equal(a.ret, 0);

@@ -26,7 +26,8 @@
 #include <cmocka.h>
 
 #include "common/auth.h"
-#include "target/target.h"
+#include "config/config.h"
+#include "target/export.h"
 
 static char dir[PATH_MAX / 2];
 

@@ -17,6 +17,9 @@
 #   tools/bench/qos.sh --scheme rdma --addr 192.0.2.1
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+BENCH_NAME=qos.sh
+# shellcheck source=tools/bench/lib.sh
+source tools/bench/lib.sh
 
 build=build rounds=5 runtime=4 iops=1000 bps=50M scheme=tcp addr=127.0.0.1
 while [ $# -gt 0 ]; do
@@ -43,10 +46,7 @@ port=$((20000 + RANDOM % 20000))
 	--export "free=ram:64M,nodirect" >"$tmp/target.log" 2>&1 &
 tpid=$!
 trap 'kill $tpid 2>/dev/null; wait $tpid 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 100); do
-	grep -q "listening on" "$tmp/target.log" && break
-	sleep 0.1
-done
+wait_for "$tmp/target.log" "listening on" 10 "$tpid"
 bps_bytes=$(python3 -c "
 s='$bps'; m={'K':1<<10,'M':1<<20,'G':1<<30}
 print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))")

@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The queue-pair layer both ends share: work request ids, message buffers
- * and their receives, SEND builders, a send batch posted as one chain (one
- * doorbell on rdma, one sendmsg on tcp), and send-queue credits. The
- * target (target/worker.c) and librblk (initiator/lib.c) keep only what
- * their messages mean.
+ * The queue-pair layer both ends share, on top of the transport contract
+ * (transport.h): work request ids, message buffers and their receives,
+ * SEND builders, a send batch posted as one chain (one doorbell on rdma,
+ * one sendmsg on tcp), and send-queue credits. The target's connections
+ * (target/conn.c, io.c) and librblk's queues (initiator/lib_login.c,
+ * lib_io.c, lib_reconnect.c) keep only what their messages mean.
  *
  * Threads: a struct qp is used by the thread that owns its connection.
  */
-#ifndef RBLK_COMMON_QP_H
-#define RBLK_COMMON_QP_H
+#ifndef RBLK_TRANSPORT_QP_H
+#define RBLK_TRANSPORT_QP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../transport/transport.h"
+#include "transport.h"
 
 /*
  * wr_id layout: kind in the top QP_WRID_KIND_BITS, the number of send-queue

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
-#include "util.h"
+#include "../common/proto.h"
+#include "../common/util.h"
 
 _Static_assert(QP_RECV_SIZE >= RBLK_MSG_MAX, "every message fits a receive");
 _Static_assert(RBLK_MAX_QD * 2ull + 8 < (1ull << QP_WRID_VAL_BITS),
