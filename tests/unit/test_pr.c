@@ -18,9 +18,11 @@
 
 #include <cmocka.h>
 
+#include "target/backend.h"
+#include "target/pr.h"
 #include "target/target.h"
 
-/* pr.c's open reports through export.c's open_fail(): not linked here */
+/* pr.c's open reports through backend.c's open_fail(): not linked here */
 int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
 	(void)fmt;
