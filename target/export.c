@@ -369,11 +369,59 @@ static int file_submit(struct worker *w, struct treq *r)
 	return 0;
 }
 
+/*
+ * A file grows or shrinks by ftruncate (sparse, as a file export is
+ * written); a read-only export's file is left alone and its size only
+ * read again. A block device is resized by its owner (lvextend, losetup
+ * -c, a SAN): its size is read again (BLKGETSIZE64), never set.
+ */
+static int file_resize(struct export *e, uint64_t *size, char *err,
+		       size_t errlen)
+{
+	uint64_t now;
+	struct stat st;
+
+	if (e->kind == EXPORT_BDEV) {
+		if (ioctl(e->fd, BLKGETSIZE64, &now))
+			return open_fail(err, errlen, -errno,
+					 "ioctl(BLKGETSIZE64) %s: %s", e->path,
+					 strerror(errno));
+		now -= now % e->block_size;
+		if (*size && *size != now)
+			return open_fail(
+			    err, errlen, -EINVAL,
+			    "%s is a block device of %llu bytes: resize it with its own tools (lvextend, losetup -c, ...), then run resize-export %s without a size to take its size",
+			    e->path, (unsigned long long)now, e->name);
+		*size = now;
+		return 0;
+	}
+	if (!*size || e->read_only) {
+		if (fstat(e->fd, &st))
+			return open_fail(err, errlen, -errno, "fstat %s: %s",
+					 e->path, strerror(errno));
+		now =
+		    (uint64_t)st.st_size - (uint64_t)st.st_size % e->block_size;
+		if (*size && *size != now)
+			return open_fail(
+			    err, errlen, -EROFS,
+			    "export %s is read-only: its file is not changed (resize %s, then run resize-export %s without a size)",
+			    e->name, e->path, e->name);
+		*size = now;
+		return 0;
+	}
+	if (ftruncate(e->fd, (off_t)*size))
+		return open_fail(err, errlen, -errno,
+				 "ftruncate %s to %llu: %s", e->path,
+				 (unsigned long long)*size, strerror(errno));
+	return 0;
+}
+
 const struct backend_ops backend_file_ops = {
     .name = "file",
     .open = file_open,
     .close = file_close,
     .submit = file_submit,
+    .resize = file_resize,
 };
 
 /* ---- RAM backend -------------------------------------------------------- */
@@ -443,12 +491,26 @@ static int ram_open(struct export *e, const struct cfg_export *cfg, char *err,
 	ret = ram_check_size(cfg, size, err, errlen);
 	if (ret)
 		return ret;
-	e->mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	/*
+	 * Address space for growth is reserved now (PROT_NONE, no memory),
+	 * so a resize never moves the volume: workers and registrations
+	 * keep their pointers.
+	 */
+	e->mem_len = MAX(size, MIN(RAM_GROW_FACTOR * size, RAM_GROW_CAP));
+	e->mem = mmap(NULL, e->mem_len, PROT_NONE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (e->mem == MAP_FAILED) {
 		e->mem = NULL;
 		return open_fail(err, errlen, -ENOMEM, "mmap %llu bytes: %s",
-				 (unsigned long long)size, strerror(errno));
+				 (unsigned long long)e->mem_len,
+				 strerror(errno));
+	}
+	if (mprotect(e->mem, size, PROT_READ | PROT_WRITE)) {
+		ret = -errno;
+		munmap(e->mem, e->mem_len);
+		e->mem = NULL;
+		return open_fail(err, errlen, ret, "mprotect %llu bytes: %s",
+				 (unsigned long long)size, strerror(-ret));
 	}
 	e->kind = EXPORT_RAM;
 	e->size = size;
@@ -462,10 +524,41 @@ static int ram_open(struct export *e, const struct cfg_export *cfg, char *err,
 static void ram_close(struct export *e)
 {
 	if (e->mem) {
-		munmap(e->mem, e->size);
+		munmap(e->mem, e->mem_len);
 		atomic_fetch_sub(&ram_total, e->size);
 	}
 	e->mem = NULL;
+}
+
+/* Grow into the reservation made at open; RAM never shrinks. */
+static int ram_resize(struct export *e, uint64_t *size, char *err,
+		      size_t errlen)
+{
+	const struct cfg_export *cfg = atomic_load(&e->cfg);
+	uint64_t old = e->size;
+	int ret;
+
+	if (!*size || *size == old) {
+		*size = old;
+		return 0;
+	}
+	if (*size < old)
+		return open_fail(err, errlen, -EINVAL,
+				 "RAM export %s does not shrink", e->name);
+	if (*size % 4096 || *size > e->mem_len)
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "RAM export %s grows in multiples of 4 KiB up to %llu bytes (the address space reserved at its start: %u times its size then, at most %llu GiB)",
+		    e->name, (unsigned long long)e->mem_len, RAM_GROW_FACTOR,
+		    (unsigned long long)(RAM_GROW_CAP >> 30));
+	if (cfg && (ret = ram_check_size(cfg, *size - old, err, errlen)))
+		return ret;
+	if (mprotect((char *)e->mem + old, *size - old, PROT_READ | PROT_WRITE))
+		return open_fail(err, errlen, -errno, "mprotect %llu bytes: %s",
+				 (unsigned long long)(*size - old),
+				 strerror(errno));
+	atomic_fetch_add(&ram_total, *size - old);
+	return 0;
 }
 
 static int ram_submit(struct worker *w, struct treq *r)
@@ -497,6 +590,7 @@ const struct backend_ops backend_ram_ops = {
     .open = ram_open,
     .close = ram_close,
     .submit = ram_submit,
+    .resize = ram_resize,
 };
 
 /* ---- mapped file backend (files exported with `direct`) -------------------
@@ -730,6 +824,60 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		 e->block_size, e->read_only ? ", read-only" : "",
 		 e->fd_odirect >= 0 ? ", O_DIRECT" : "",
 		 e->direct ? ", direct access" : "");
+	return 0;
+}
+
+int export_resize(struct export *e, uint64_t size, bool force,
+		  uint64_t *old_size, uint64_t *new_size, char *err,
+		  size_t errlen)
+{
+	uint64_t old = export_size(e);
+	unsigned int live = atomic_load(&e->sessions);
+	int ret;
+
+	if (!e->ops->resize)
+		return open_fail(
+		    err, errlen, -EOPNOTSUPP,
+		    "export %s cannot change size while it runs%s", e->name,
+		    e->direct && e->kind != EXPORT_RAM
+			? " (a file exported direct is mapped and registered at its size; export it without direct to resize it live)"
+			: "");
+	if (size % e->block_size)
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "%llu bytes is not a multiple of export %s's block size %u",
+		    (unsigned long long)size, e->name, e->block_size);
+	if (size && size < old && !force)
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "shrinking export %s from %llu to %llu bytes drops the data past the new end%s; give --force to do it",
+		    e->name, (unsigned long long)old, (unsigned long long)size,
+		    live ? " and fails the I/O of live sessions there" : "");
+	ret = e->ops->resize(e, &size, err, errlen);
+	if (ret)
+		return ret;
+	if (!size)
+		return open_fail(err, errlen, -EINVAL,
+				 "export %s: its backing store is empty",
+				 e->name);
+	if (size < old && !force)
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "export %s's backing store is %llu bytes, less than the %llu sessions were told: give --force to take the smaller size",
+		    e->name, (unsigned long long)size, (unsigned long long)old);
+	export_size_set(e, size);
+	*old_size = old;
+	*new_size = size;
+	if (size < old && live)
+		log_warn(
+		    "export %s: shrunk from %llu to %llu bytes under %u live session(s): their I/O past the new end fails (OUT_OF_RANGE), and their devices keep the old size",
+		    e->name, (unsigned long long)old, (unsigned long long)size,
+		    live);
+	else
+		log_info(
+		    "export %s: resized from %llu to %llu bytes (%u live session(s) are told)",
+		    e->name, (unsigned long long)old, (unsigned long long)size,
+		    live);
 	return 0;
 }
 

@@ -59,7 +59,7 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		return RBLK_S_INVALID;
 	}
 	p->lim.block_size = e->block_size;
-	p->lim.size = e->size;
+	p->lim.size = export_size(e);
 	/* every export takes push reads and READ_DONE in a command */
 	p->lim.features = e->features | RBLK_F_PUSH | RBLK_F_CMD_DONE;
 	if (p->hello.flags & RBLK_HELLO_F_READ_ONLY)
@@ -75,6 +75,9 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		p->lim.features |= RBLK_F_PUSH_IMM;
 	if (p->hello.flags & RBLK_HELLO_F_EPOCH)
 		p->lim.features |= RBLK_F_EPOCH;
+	/* size changes told in answers, where the initiator follows them */
+	if (p->hello.flags & RBLK_HELLO_F_RESIZE)
+		p->lim.features |= RBLK_F_RESIZE;
 	return RBLK_S_OK;
 }
 

@@ -100,6 +100,8 @@ struct export
 	bool mem_fs;
 	void *mem; /* EXPORT_RAM memory, or a direct-access file's MAP_SHARED
 		      map */
+	/* ram: bytes reserved at mem, the most it may grow to (mem_len) */
+	uint64_t mem_len;
 	/* RBLK_F_DIRECT: one-sided volume access, mem registered per connection
 	 */
 	bool direct;
@@ -151,7 +153,22 @@ struct backend_ops {
 	 * Callers use export_vol_id(), which answers false without the op.
 	 */
 	bool (*vol_id)(const struct export *e, uint8_t id[EXPORT_VOL_ID_LEN]);
+	/*
+	 * Optional (NULL: the export cannot change size): make the backing
+	 * store *size bytes (a multiple of the block size), or with *size 0
+	 * take the size it has now (a block device resized by its owner, an
+	 * RBD image resized elsewhere); *size is then what the volume is.
+	 * Shrinking is the caller's decision (export_resize() asks for
+	 * --force). Control thread; the caller publishes the size. 0 or
+	 * -errno with err written.
+	 */
+	int (*resize)(struct export *e, uint64_t *size, char *err,
+		      size_t errlen);
 };
+
+/* A RAM export may grow to this many times its size at start, <= the cap */
+#define RAM_GROW_FACTOR 4u
+#define RAM_GROW_CAP (64ull << 30)
 
 extern const struct backend_ops backend_file_ops; /* files and block devices */
 extern const struct backend_ops backend_ram_ops;
@@ -221,6 +238,33 @@ int open_fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 extern unsigned int export_unsafe_ack;
 /* Parse RBLK_TARGET_UNSAFE_ACK; -EINVAL (logged) for a value it cannot. */
 int export_unsafe_ack_init(void);
+
+/*
+ * The volume's size now. It changes at run time (export_resize(), an RBD
+ * image's header watch): read it with this anywhere but the thread that
+ * sets it. Connections compare it with what they were told
+ * (docs/PROTOCOL.md, "Live resize").
+ */
+static inline uint64_t export_size(const struct export *e)
+{
+	return __atomic_load_n(&e->size, __ATOMIC_ACQUIRE);
+}
+
+/* Publish size as e's (the only writer at a time: ctl thread, rbd watch). */
+static inline uint64_t export_size_set(struct export *e, uint64_t size)
+{
+	return __atomic_exchange_n(&e->size, size, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * `ctl resize-export`: resize e to size bytes (0: take the size its
+ * backing store has now), shrinking only with force, and publish it.
+ * Control thread. 0 with *old_size and *new_size set, or -errno with err
+ * written.
+ */
+int export_resize(struct export *e, uint64_t size, bool force,
+		  uint64_t *old_size, uint64_t *new_size, char *err,
+		  size_t errlen);
 
 int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);
@@ -400,7 +444,17 @@ struct tconn {
 	/* in-capsule bytes its receives hold (login_inline_cap()) */
 	uint32_t inline_cap;
 	struct export *exp;
-	struct rblk_limits lim; /* what commands are validated against */
+	/*
+	 * What commands are validated against; lim.size follows the
+	 * export's (export_size()) from one command to the next.
+	 */
+	struct rblk_limits lim;
+	/*
+	 * The volume size this connection was last told (its LOGIN, then
+	 * RBLK_RESP_F_SIZE); with RBLK_F_RESIZE its answers carry the flag
+	 * while the export's size differs.
+	 */
+	uint64_t told_size;
 
 	/*
 	 * Message buffers and send credits (common/qp.h). The send area:
@@ -509,6 +563,7 @@ struct vol_reg {
 	struct export *exp;
 	struct wgroup *wg;
 	struct xp_mr *mr;
+	uint64_t len;	   /* bytes registered: the volume's size then */
 	unsigned int refs; /* connections with a window on it */
 	struct vol_reg *next;
 };
