@@ -952,7 +952,7 @@ static int test_resize(const char *url, const char *gate, bool live_only)
 	o.queues = 2;
 	o.queue_depth = 8;
 	o.max_io = 256 * 1024;
-	o.keepalive_ms = 200;
+	o.keepalive_ms = 1000; /* idle queues learn within 2 s */
 	o.reconnect_delay_ms = 100;
 	o.ctrl_loss_timeout_s = 30;
 	o.on_resize = resized;
