@@ -337,8 +337,11 @@ static void nk_resize(struct nk_dev *dev)
 		return;
 	}
 	msg = nk_nl_msg(family, NBD_CMD_RECONFIGURE);
+	/* the kernel refuses a reconfigure that does not name the backend */
 	if (!msg ||
 	    nla_put_u32(msg, NBD_ATTR_INDEX, (uint32_t)dev->index) < 0 ||
+	    nla_put_string(msg, NBD_ATTR_BACKEND_IDENTIFIER, dev->backend) <
+		0 ||
 	    nla_put_u64(msg, NBD_ATTR_SIZE_BYTES, size) < 0) {
 		if (msg)
 			nlmsg_free(msg);
