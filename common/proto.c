@@ -624,7 +624,11 @@ size_t rblk_resp_encode(void *buf, const struct rblk_resp *r)
 	w->status = htole32(r->status);
 	w->length = htole32(r->length);
 	w->rkey = htole32(r->rkey);
-	w->addr = htole64(r->addr);
+	/* SIZE without PULL: the size rides where a window's address would */
+	w->addr = htole64((r->flags & (RBLK_RESP_F_SIZE | RBLK_RESP_F_PULL)) ==
+				  RBLK_RESP_F_SIZE
+			      ? r->size
+			      : r->addr);
 	return RBLK_RESP_SIZE;
 }
 
@@ -644,9 +648,17 @@ int rblk_resp_decode(const void *buf, size_t len, uint32_t tags,
 	out->addr = le64toh(w->addr);
 	if (!tag_ok(out->tag, tags))
 		return RBLK_S_BAD_TAG;
-	if (out->status > RBLK_S_MAX_ || out->flags & ~RBLK_RESP_F_PULL)
+	out->size = 0;
+	if (out->status > RBLK_S_MAX_ ||
+	    out->flags & ~(RBLK_RESP_F_PULL | RBLK_RESP_F_SIZE))
 		return RBLK_S_INVALID;
-	if (out->flags & RBLK_RESP_F_PULL) {
+	if ((out->flags & (RBLK_RESP_F_SIZE | RBLK_RESP_F_PULL)) ==
+	    RBLK_RESP_F_SIZE) {
+		if (out->rkey || !out->addr || out->addr >> 63)
+			return RBLK_S_INVALID;
+		out->size = out->addr;
+		out->addr = 0;
+	} else if (out->flags & RBLK_RESP_F_PULL) {
 		if (out->status != RBLK_S_OK || !out->length ||
 		    out->addr + out->length < out->addr)
 			return RBLK_S_INVALID;

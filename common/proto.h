@@ -230,13 +230,20 @@ const char *rblk_pr_type_str(int type);
  */
 #define RBLK_F_EPOCH 0x800u
 /*
+ * Not a volume feature but the target's: it tells this connection when the
+ * volume's size changes (RBLK_RESP_F_SIZE, docs/PROTOCOL.md "Live resize").
+ * Only in a LOGIN answering a HELLO with RBLK_HELLO_F_RESIZE; librblk
+ * keeps it out of rblk_info.features.
+ */
+#define RBLK_F_RESIZE 0x1000u
+/*
  * The export takes reservation commands (RBLK_OP_PR_*) and enforces
  * reservations: a command one forbids is answered RBLK_S_RESV_CONFLICT.
  * Only in a LOGIN answering a HELLO with RBLK_HELLO_F_PR, on an export
  * without direct access (one-sided access cannot be fenced).
  */
 #define RBLK_F_PR 0x2000u
-#define RBLK_F_ALL (0xfffu | RBLK_F_PR)
+#define RBLK_F_ALL (0x1fffu | RBLK_F_PR)
 
 /* HELLO flags. */
 /* the initiator asks for a read-only login */
@@ -257,6 +264,8 @@ const char *rblk_pr_type_str(int type);
 #define RBLK_HELLO_F_PUSH_IMM 0x20u
 /* the initiator checks the durability epoch: the target may set RBLK_F_EPOCH */
 #define RBLK_HELLO_F_EPOCH 0x40u
+/* the initiator follows size changes: the target may set RBLK_F_RESIZE */
+#define RBLK_HELLO_F_RESIZE 0x80u
 /*
  * the initiator speaks reservations: the target may set RBLK_F_PR and
  * answer RBLK_S_RESV_CONFLICT (to other initiators a conflict is
@@ -266,7 +275,8 @@ const char *rblk_pr_type_str(int type);
 #define RBLK_HELLO_F_ALL                                                       \
 	(RBLK_HELLO_F_READ_ONLY | RBLK_HELLO_F_DISCOVER | RBLK_HELLO_F_AUTH |  \
 	 RBLK_HELLO_F_IDENTITY | RBLK_HELLO_F_TAG_GEN |                        \
-	 RBLK_HELLO_F_PUSH_IMM | RBLK_HELLO_F_EPOCH | RBLK_HELLO_F_PR)
+	 RBLK_HELLO_F_PUSH_IMM | RBLK_HELLO_F_EPOCH | RBLK_HELLO_F_RESIZE |    \
+	 RBLK_HELLO_F_PR)
 
 /*
  * Tag generations (RBLK_F_TAG_GEN): a wire tag's low bits are the tag's
@@ -398,6 +408,13 @@ struct rblk_wire_cmd {
 } __attribute__((packed));
 
 #define RBLK_RESP_F_PULL 0x01u /* READ data waits in the window addr/rkey */
+/*
+ * RBLK_F_RESIZE only: the volume's size changed since this connection was
+ * last told. Without PULL, addr is the new size in bytes; with PULL (addr
+ * is the window's) it only says so, and the initiator asks with a
+ * KEEPALIVE, whose answer carries it.
+ */
+#define RBLK_RESP_F_SIZE 0x02u
 
 struct rblk_wire_resp {
 	struct rblk_wire_hdr hdr;
@@ -568,11 +585,12 @@ struct rblk_cmd {
 
 struct rblk_resp {
 	uint16_t tag;
-	uint16_t flags; /* RBLK_RESP_F_PULL */
+	uint16_t flags; /* RBLK_RESP_F_PULL, RBLK_RESP_F_SIZE */
 	uint32_t status;
 	uint32_t length;
 	uint32_t rkey; /* PULL */
 	uint64_t addr; /* PULL */
+	uint64_t size; /* SIZE without PULL: the volume's size (addr's bytes) */
 };
 
 struct rblk_grant {
@@ -675,7 +693,9 @@ size_t rblk_resp_encode(void *buf, const struct rblk_resp *r);
  * Validates header and tag (in tags: rblk_tags()); out->tag is the whole
  * wire tag; status must be a known code;
  * PULL only on success with a length, rkey/addr zero without PULL, and
- * addr + length must not wrap.
+ * addr + length must not wrap. SIZE without PULL: rkey zero and the size
+ * (in out->size; out->addr 0) in 1 .. 2^63 - 1; whether the connection
+ * may get SIZE at all (RBLK_F_RESIZE) is the caller's to check.
  */
 int rblk_resp_decode(const void *buf, size_t len, uint32_t tags,
 		     struct rblk_resp *out);

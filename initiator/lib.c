@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/auth.h"
+#include "../common/log.h"
 #include "../common/url.h"
 #include "../common/util.h"
 #include "../transport/transport.h"
@@ -312,6 +313,44 @@ void rblk_close(struct rblk *r)
 const struct rblk_info *rblk_get_info(const struct rblk *r)
 {
 	return &r->info;
+}
+
+uint64_t rblk_get_size(const struct rblk *r)
+{
+	return __atomic_load_n(&r->info.size, __ATOMIC_ACQUIRE);
+}
+
+bool lib_size_learned(struct rblk_queue *q, uint64_t size, const char *how)
+{
+	struct rblk *r = q->r;
+	uint64_t cur = rblk_get_size(r);
+
+	if (size % r->info.block_size)
+		return false;
+	while (size > cur)
+		if (__atomic_compare_exchange_n(&r->info.size, &cur, size,
+						false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			log_info("queue %u: export %s grew from %llu to %llu "
+				 "bytes (%s)",
+				 q->index, r->info.export_name,
+				 (unsigned long long)cur,
+				 (unsigned long long)size, how);
+			if (r->opts.on_resize)
+				r->opts.on_resize(r, cur, size,
+						  r->opts.on_resize_arg);
+			return true;
+		}
+	if (size < cur && size != q->shrink_told) {
+		q->shrink_told = size;
+		log_err("queue %u: the target says export %s shrank from %llu "
+			"to %llu bytes (%s): the volume keeps its size here, "
+			"and I/O past %llu fails (ERANGE)",
+			q->index, r->info.export_name, (unsigned long long)cur,
+			(unsigned long long)size, how,
+			(unsigned long long)size);
+	}
+	return true;
 }
 
 struct rblk_queue *rblk_get_queue(struct rblk *r, unsigned int index)

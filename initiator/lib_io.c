@@ -602,7 +602,8 @@ static void wait_credits(struct rblk_queue *q, struct ireq *rq)
  */
 static bool direct_io(const struct rblk_queue *q, const struct io *io)
 {
-	if (!q->direct || io->pr)
+	/* past the window (the volume grew since login): commands */
+	if (!q->direct || io->pr || io->end > q->vol_len)
 		return false;
 	if (io->flags & RBLK_IO_FUA)
 		return io->op == RBLK_OP_WRITE && (q->features & RBLK_F_FUA);
@@ -927,6 +928,31 @@ static void handle_grant(struct rblk_queue *q, const void *buf, uint32_t len)
 	data_ready(q, rq, g.addr, g.rkey);
 }
 
+/*
+ * A RESP with RBLK_RESP_F_SIZE (docs/PROTOCOL.md, "Live resize"): the
+ * size it carries is taken (lib_size_learned()); one with PULL carries
+ * none, and a KEEPALIVE asks for it (failing that, the target flags the
+ * next answer again). False when q lost the connection over it.
+ */
+static bool size_told(struct rblk_queue *q, const struct rblk_resp *resp)
+{
+	if (!(q->features & RBLK_F_RESIZE)) {
+		lib_queue_lost(q, "size notice from a target that did not "
+				  "offer RESIZE");
+		return false;
+	}
+	if (!resp->size) {
+		lib_ka_send(q);
+		return !lib_queue_down(q);
+	}
+	if (!lib_size_learned(q, resp->size, "told by the target")) {
+		lib_queue_lost(q, "size notice not a multiple of the block "
+				  "size");
+		return false;
+	}
+	return true;
+}
+
 static void handle_response(struct rblk_queue *q, const void *buf,
 			    const struct xp_wc *wc)
 {
@@ -949,6 +975,8 @@ static void handle_response(struct rblk_queue *q, const void *buf,
 	if (stale_answer(q, rq, resp.tag, "response"))
 		return;
 	pull = resp.flags & RBLK_RESP_F_PULL;
+	if ((resp.flags & RBLK_RESP_F_SIZE) && !size_told(q, &resp))
+		return;
 	if (rq == q->ka && !pull) {
 		lib_ka_free(q);
 		return;
@@ -1120,6 +1148,7 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 		void *user_data)
 {
 	const struct rblk_info *info = &q->r->info;
+	uint64_t size = rblk_get_size(q->r); /* it grows while we run */
 	struct io *io;
 
 	/* while reconnecting, I/O queues up (at most nr_ios of it) */
@@ -1137,12 +1166,12 @@ int rblk_submit(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 			    "submit: offset %llu / length %llu not multiples of the block size %u",
 			    (unsigned long long)offset, (unsigned long long)len,
 			    info->block_size);
-		if (offset > info->size || len > info->size - offset)
+		if (offset > size || len > size - offset)
 			return set_error(
 			    -ERANGE,
 			    "submit: %llu+%llu is beyond the end of the volume (%llu bytes)",
 			    (unsigned long long)offset, (unsigned long long)len,
-			    (unsigned long long)info->size);
+			    (unsigned long long)size);
 		if ((op == RBLK_IO_READ || op == RBLK_IO_WRITE) && !buf)
 			return set_error(-EINVAL, "submit: no buffer");
 	}

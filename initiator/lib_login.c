@@ -45,7 +45,8 @@ _Static_assert(RBLK_FEAT_READ_ONLY == RBLK_F_READ_ONLY &&
 
 /* LOGIN bits that are options of the protocol, not of the volume */
 #define PROTO_OPTIONS                                                          \
-	(RBLK_F_CMD_DONE | RBLK_F_TAG_GEN | RBLK_F_PUSH_IMM | RBLK_F_EPOCH)
+	(RBLK_F_CMD_DONE | RBLK_F_TAG_GEN | RBLK_F_PUSH_IMM | RBLK_F_EPOCH |   \
+	 RBLK_F_RESIZE)
 
 /* Push reads when asked to, or by default where the transport prefers it. */
 static bool want_push_reads(const struct rblk *r, const struct rblk_opts *o)
@@ -233,6 +234,7 @@ static int queue_use_direct(struct rblk *r, struct rblk_queue *q,
 	q->direct = offered && o->direct != RBLK_DIRECT_OFF;
 	q->vol_rkey = login->vol_rkey;
 	q->vol_addr = login->vol_addr;
+	q->vol_len = login->vol_len; /* beyond it (a grown volume): commands */
 	return 0;
 }
 
@@ -314,6 +316,8 @@ static int send_hello(struct rblk *r, struct rblk_queue *q,
 		hello.flags |= RBLK_HELLO_F_PUSH_IMM;
 	if (!r->epoch_refused)
 		hello.flags |= RBLK_HELLO_F_EPOCH;
+	if (!r->resize_refused)
+		hello.flags |= RBLK_HELLO_F_RESIZE;
 	if (!r->pr_refused)
 		hello.flags |= RBLK_HELLO_F_PR;
 	snprintf(hello.export_name, sizeof(hello.export_name), "%s",
@@ -360,6 +364,10 @@ static const char *drop_newest_flag(struct rblk *r, bool asked_imm)
 		r->pr_refused = true;
 		return "the HELLO flag PR";
 	}
+	if (!r->resize_refused) {
+		r->resize_refused = true;
+		return "the HELLO flag RESIZE";
+	}
 	if (!r->epoch_refused) {
 		r->epoch_refused = true;
 		return "the HELLO flag EPOCH";
@@ -383,7 +391,7 @@ static const char *drop_newest_flag(struct rblk *r, bool asked_imm)
  * The LOGIN refused us (its status is not RBLK_S_OK): the error for it,
  * set. A HELLO refused as malformed may have asked for something an older
  * target does not know: the newest first, the PR flag (r->pr_refused),
- * the EPOCH flag
+ * the RESIZE flag (r->resize_refused), the EPOCH flag
  * (r->epoch_refused), the PUSH_IMM flag (r->push_imm_refused), the
  * TAG_GEN flag (r->tag_gen_refused), the IDENTITY flag
  * (r->identity_refused), then ask in-capsule bytes (r->inline_refused);
@@ -422,7 +430,8 @@ static int login_refused(struct rblk *r, struct rblk_queue *q,
 /*
  * Check an accepted LOGIN: the target authenticated itself if it had to,
  * granted no more than was asked for, and on a reconnect is still the
- * same volume with the same geometry and grants.
+ * same volume with the same geometry and grants, at least as large as
+ * the session knows it (a grown volume is taken: login_apply()).
  */
 static int login_check(struct rblk *r, struct rblk_queue *q,
 		       const struct rblk_opts *o,
@@ -438,22 +447,29 @@ static int login_check(struct rblk *r, struct rblk_queue *q,
 	if (login->queue_depth > (uint16_t)o->queue_depth ||
 	    login->max_io > o->max_io || login->inline_data > ask ||
 	    ((login->features & RBLK_F_TAG_GEN) && r->tag_gen_refused) ||
-	    ((login->features & RBLK_F_PR) && r->pr_refused))
+	    ((login->features & RBLK_F_PR) && r->pr_refused) ||
+	    ((login->features & RBLK_F_RESIZE) && r->resize_refused))
 		return set_error(-EPROTO,
 				 "target granted more than was asked for");
 	if (q->state == QUEUE_CONNECTING)
 		return 0; /* the first login: nothing to match yet */
 	if (memcmp(login->vol_id, q->vol_id, sizeof(q->vol_id)))
 		return lib_path_vol_mismatch(q, login->vol_id);
-	if (login->size != r->info.size ||
-	    login->block_size != r->info.block_size ||
+	if (login->size < rblk_get_size(r))
+		return set_error(
+		    -EPROTO,
+		    "%s, export %s, shrank across the reconnect from %llu to %llu bytes: refusing it (the device keeps its size; data past the new end is gone)",
+		    rblk_url_str(u), u->export_name,
+		    (unsigned long long)rblk_get_size(r),
+		    (unsigned long long)login->size);
+	if (login->block_size != r->info.block_size ||
 	    login->max_io != q->max_io || login->queue_depth != q->qd ||
 	    (login->features ^ q->features) & ~PROTO_OPTIONS)
 		return set_error(
 		    -EPROTO,
 		    "%s, export %s, changed across the reconnect: size %llu, block size %u, max I/O %u, queue depth %u, features 0x%x before; %llu, %u, %u, %u, 0x%x now",
 		    rblk_url_str(u), u->export_name,
-		    (unsigned long long)r->info.size, r->info.block_size,
+		    (unsigned long long)rblk_get_size(r), r->info.block_size,
 		    q->max_io, q->qd, q->features,
 		    (unsigned long long)login->size, login->block_size,
 		    login->max_io, login->queue_depth, login->features);
@@ -491,7 +507,7 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 			r->info.features &= ~RBLK_F_PUSH;
 		if (!q->direct)
 			r->info.features &= ~RBLK_F_DIRECT;
-	} else if (login->size != r->info.size ||
+	} else if (login->size < rblk_get_size(r) ||
 		   login->block_size != r->info.block_size ||
 		   login->max_io != r->info.max_io ||
 		   login->queue_depth != r->info.queue_depth) {
@@ -499,6 +515,9 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
 		    -EPROTO,
 		    "queue %u got a different volume geometry than queue 0",
 		    q->index);
+	} else {
+		/* a volume that grew since (or while) the session opened */
+		lib_size_learned(q, login->size, "at login");
 	}
 	return 0;
 }

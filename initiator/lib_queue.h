@@ -191,6 +191,9 @@ struct rblk_queue {
 	uint32_t mw_tag_mask;
 	uint32_t vol_rkey;
 	uint64_t vol_addr;
+	uint64_t vol_len; /* the volume window's bytes: direct I/O below it */
+	/* the last smaller size the target told (logged once), 0: none */
+	uint64_t shrink_told;
 
 	/* send area: command buffers (cmd_bufs of cmd_size), then HELLO's */
 	unsigned int cmd_bufs; /* command buffers (requested qd) */
@@ -323,6 +326,8 @@ struct rblk {
 	bool epoch_refused;
 	/* a target refused the HELLO flag PR: it predates reservations */
 	bool pr_refused;
+	/* ... the HELLO flag RESIZE: sizes are then learned at login only */
+	bool resize_refused;
 	/*
 	 * Durability across a target's restart (lib_login.c, epoch_check()):
 	 * flushed is the lib_acked_sum() the last completed FLUSH covered;
@@ -432,6 +437,23 @@ void lib_timer_set(struct rblk_queue *q, uint64_t at_ms);
 void lib_timer_drain(struct rblk_queue *q);
 /* Free the tag of the KEEPALIVE in flight, if any. */
 void lib_ka_free(struct rblk_queue *q);
+/*
+ * Send a KEEPALIVE now (q->ka) and post it: false (nothing sent) when one
+ * is out already or no tag or send credit is free.
+ */
+bool lib_ka_send(struct rblk_queue *q);
+
+/* ---- lib.c: live resize -------------------------------------------------- */
+
+/*
+ * The target says (a RESP with RBLK_RESP_F_SIZE, or a LOGIN: how) that
+ * the volume is size bytes. A larger size is taken, once however many
+ * queues tell it, and opts.on_resize called; a smaller one is logged (once
+ * per size and queue) and not taken: the volume never shrinks under the
+ * caller. False when size is no multiple of the block size (the caller
+ * fails the connection).
+ */
+bool lib_size_learned(struct rblk_queue *q, uint64_t size, const char *how);
 /* Whether the table has from -> to (enum queue_state's comment). */
 bool lib_queue_state_legal(enum queue_state from, enum queue_state to);
 /* Move q to state to: true, or false (logged, q unchanged) if illegal. */

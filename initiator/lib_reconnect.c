@@ -6,6 +6,7 @@
  * runs in the queue owner's rblk_poll()/rblk_queue_arm() calls.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/timerfd.h>
@@ -13,6 +14,7 @@
 
 #include "../common/freelist.h"
 #include "../common/log.h"
+#include "../common/util.h"
 #include "lib_internal.h"
 #include "lib_queue.h"
 
@@ -313,6 +315,63 @@ static bool deadline_check(struct rblk_queue *q, uint64_t now)
 /* ---- timer duties ----------------------------------------------------------
  */
 
+bool lib_ka_send(struct rblk_queue *q)
+{
+	struct rblk_cmd cmd = {0};
+	struct ireq *rq;
+
+	if (q->ka || !(q->free_tags || q->held_tags) || !qp_take(&q->qp, 1))
+		return false;
+	rq = lib_tag_get(q);
+	rq->io = NULL;
+	q->ka = rq;
+	cmd.tag = rq->tag;
+	cmd.opcode = RBLK_OP_KEEPALIVE;
+	lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
+	rq->state = IREQ_KA;
+	lib_batch_flush(q); /* now, even if plugged: it is a probe */
+	return true;
+}
+
+int64_t rblk_queue_refresh_size(struct rblk_queue *q, int timeout_ms)
+{
+	uint64_t deadline = now_ms() + (uint64_t)MAX(timeout_ms, 0);
+	struct rblk_completion c;
+	bool sent = false;
+
+	if (q->inflight)
+		return lib_set_error(
+		    -EBUSY, "queue %u: refresh_size with %u I/Os not reaped",
+		    q->index, q->inflight);
+	for (;;) {
+		struct pollfd pfd = {.fd = rblk_queue_fd(q), .events = POLLIN};
+		uint64_t now;
+		int n = rblk_poll(q, &c, 1, 0);
+
+		if (n < 0)
+			return n;
+		/* a KEEPALIVE of the timer's may be out: ours goes after it */
+		if (!lib_queue_down(q) && !q->ka) {
+			if (sent || !(q->features & RBLK_F_RESIZE))
+				return (int64_t)rblk_get_size(q->r);
+			sent = lib_ka_send(q);
+			continue;
+		}
+		now = now_ms();
+		if (now >= deadline)
+			return lib_set_error(
+			    -ETIMEDOUT,
+			    "queue %u: no answer about the size within %d ms",
+			    q->index, timeout_ms);
+		if (rblk_queue_arm(q))
+			continue;
+		if (poll(&pfd, 1, (int)MIN(deadline - now, 1000u)) < 0 &&
+		    errno != EINTR)
+			return lib_set_error(-errno, "poll: %s",
+					     strerror(errno));
+	}
+}
+
 /*
  * Every keepalive_ms while live: a queue that heard nothing since the last
  * tick sends a KEEPALIVE; one whose KEEPALIVE is still unanswered at the
@@ -324,7 +383,6 @@ static bool deadline_check(struct rblk_queue *q, uint64_t now)
 static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 {
 	int ka_ms = q->r->opts.keepalive_ms;
-	struct ireq *rq;
 	char why[128];
 
 	if (!ka_ms || now < q->ka_at) {
@@ -337,17 +395,7 @@ static void keepalive_tick(struct rblk_queue *q, uint64_t now)
 			 "no answer to KEEPALIVE within %d ms", ka_ms);
 		lib_queue_lost(q, why);
 		return;
-	} else if ((q->free_tags || q->held_tags) && qp_take(&q->qp, 1)) {
-		struct rblk_cmd cmd = {0};
-
-		rq = lib_tag_get(q);
-		rq->io = NULL;
-		q->ka = rq;
-		cmd.tag = rq->tag;
-		cmd.opcode = RBLK_OP_KEEPALIVE;
-		lib_add_cmd(q, rq, &cmd, qp_wrid(WRID_CMD, 1, rq->tag));
-		rq->state = IREQ_KA;
-		lib_batch_flush(q); /* now, even if plugged: it is a probe */
+	} else if (lib_ka_send(q)) {
 		if (lib_queue_down(q))
 			return;
 	} else if (++q->stalled_ticks >= 2) {

@@ -561,6 +561,7 @@ int cmd_map(int argc, char **argv)
 	ctx.opts.ctrl_loss_timeout_s = ro.ctrl_loss_timeout_s;
 	ctx.status_fd = -1;
 	ctx.stop_fd = -1;
+	ctx.resize_fd = -1;
 	ctx.opts.queues = default_queues();
 	ctx.opts.queue_depth = MAP_DEFAULT_DEPTH;
 	ctx.opts.poll_spin_us = MAP_DEFAULT_SPIN_US;

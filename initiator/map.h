@@ -78,6 +78,14 @@ void map_ready(struct map_ctx *ctx, const char *dev_path, int dev_id);
 int map_stop_fd(struct map_ctx *ctx);
 bool map_should_stop(struct map_ctx *ctx);
 /*
+ * Readable (an eventfd: read it to clear) when the volume grew (librblk's
+ * opts.on_resize, which runs on a queue thread inside rblk_poll(): the
+ * front end resizes its device from the thread that waits on
+ * map_stop_fd(), never from a queue thread, which must keep serving the
+ * I/O a resize may wait for). rblk_get_size() says the size.
+ */
+int map_resize_fd(struct map_ctx *ctx);
+/*
  * Front end, any thread: the mapping's latest error, in words ("ADD_DEV:
  * Operation not permitted"). It goes to the mapping's record: `rblk list`
  * shows it, and when serve() fails before map_ready() it is what `rblk

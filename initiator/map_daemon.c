@@ -90,6 +90,25 @@ int map_stop_fd(struct map_ctx *ctx)
 	return ctx->stop_fd;
 }
 
+int map_resize_fd(struct map_ctx *ctx)
+{
+	return ctx->resize_fd;
+}
+
+/* librblk's opts.on_resize: on a queue thread, so only a note (map.h). */
+static void daemon_resized(struct rblk *r, uint64_t old_size, uint64_t new_size,
+			   void *arg)
+{
+	struct map_ctx *ctx = arg;
+	uint64_t one = 1;
+
+	(void)r;
+	(void)old_size;
+	(void)new_size;
+	if (write(ctx->resize_fd, &one, sizeof(one)) < 0)
+		log_debug("resize eventfd: %s", strerror(errno));
+}
+
 bool map_should_stop(struct map_ctx *ctx)
 {
 	return atomic_load(&ctx->stop);
@@ -266,7 +285,8 @@ static int daemon_start(struct map_ctx *ctx, char *msg, size_t len,
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	ctx->stop_fd = eventfd(0, EFD_CLOEXEC);
-	if (ctx->stop_fd < 0) {
+	ctx->resize_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (ctx->stop_fd < 0 || ctx->resize_fd < 0) {
 		snprintf(msg, len, "eventfd: %s", strerror(errno));
 		return -1;
 	}
@@ -304,6 +324,8 @@ static struct rblk *daemon_open(struct map_ctx *ctx, char *msg, size_t len)
 	cli_paths_apply(&ctx->opts.paths, &ro);
 	cli_io_apply(&ctx->opts.io, &ro);
 	ro.direct = ctx->opts.direct;
+	ro.on_resize = daemon_resized;
+	ro.on_resize_arg = ctx;
 	if (rblk_open(ctx->opts.url, &ro, &r) < 0) {
 		snprintf(msg, len, "cannot open %s: %s", ctx->opts.url,
 			 rblk_last_error());

@@ -70,6 +70,7 @@ struct map_ctx {
 	bool foreground;
 	int status_fd; /* pipe to `rblk map`; -1 once used, or in foreground */
 	int stop_fd; /* eventfd; written once per stop request, never drained */
+	int resize_fd; /* eventfd; written when the volume grew (map.h) */
 	atomic_bool stop;
 	atomic_bool ready;
 	bool rec_removed;     /* the record is gone for good; under lock */

@@ -107,6 +107,7 @@ static uint32_t nc_validate(const struct nbd_conn_opts *o, uint16_t type,
 {
 	uint16_t allowed = 0;
 	bool is_write = false;
+	uint64_t size;
 
 	switch (type) {
 	case NBD_CMD_READ:
@@ -147,7 +148,8 @@ static uint32_t nc_validate(const struct nbd_conn_opts *o, uint16_t type,
 		return NBD_EINVAL;
 	if (offset % o->block_size || len % o->block_size)
 		return NBD_EINVAL;
-	if (len > o->size || offset > o->size - len)
+	size = o->live_size ? rblk_get_size(o->live_size) : o->size;
+	if (len > size || offset > size - len)
 		return is_write ? NBD_ENOSPC : NBD_EINVAL;
 	return 0;
 }

@@ -112,6 +112,13 @@ struct nbd_conn_opts {
 	 */
 	void (*queue_lost)(void *arg);
 	void *arg;
+	/*
+	 * Kernel NBD: the session whose size bounds requests instead of
+	 * size (the device grows with the volume, so the kernel may send
+	 * past size once it has); NULL: size is the bound (an NBD client
+	 * was told it).
+	 */
+	struct rblk *live_size;
 };
 
 /* Filled by nbd_conn_run() whatever it returns. */

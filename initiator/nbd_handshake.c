@@ -163,7 +163,7 @@ static int info_send_export(struct nbd_conn *c, uint32_t opt)
 	unsigned char b[NBD_INFO_EXPORT_SIZE];
 
 	nbd_put16(b, NBD_INFO_EXPORT);
-	nbd_put64(b + 2, c->srv->size);
+	nbd_put64(b + 2, nbd_server_size(c));
 	nbd_put16(b + 10, c->srv->tflags);
 	return opt_reply(c, opt, NBD_REP_INFO, b, sizeof(b));
 }
@@ -289,7 +289,7 @@ static int opt_export_name(struct nbd_conn *c, const unsigned char *data,
 	if (ret)
 		return ret;
 	memset(b, 0, sizeof(b));
-	nbd_put64(b, c->srv->size);
+	nbd_put64(b, nbd_server_size(c));
 	nbd_put16(b + 8, c->srv->tflags);
 	ret = hs_write(c, b,
 		       c->no_zeroes ? NBD_EXPORT_NAME_REPLY_SIZE : sizeof(b));

@@ -312,6 +312,59 @@ static int nk_nl_disconnect(int index)
 }
 
 /*
+ * The volume grew: NBD_CMD_RECONFIGURE with the new size, as rbd-nbd
+ * does; the kernel then announces the new capacity (a uevent, and
+ * resize2fs can grow a mounted file system). Runs on the serve thread:
+ * the kernel may freeze the queue while it resizes, waiting for I/O the
+ * socket threads must still answer. A shrink is never passed on.
+ */
+static void nk_resize(struct nk_dev *dev)
+{
+	uint64_t size = rblk_get_size(dev->r), v;
+	struct nk_nl_reply rep;
+	struct nl_sock *sk;
+	struct nl_msg *msg;
+	char why[256];
+	int family, ret;
+
+	if (read(map_resize_fd(dev->ctx), &v, sizeof(v)) < 0 ||
+	    size <= dev->size)
+		return;
+	ret = nk_nl_open(&sk, &family, why, sizeof(why));
+	if (ret) {
+		log_err("%s: cannot grow to %llu bytes: %s", dev->path,
+			(unsigned long long)size, why);
+		return;
+	}
+	msg = nk_nl_msg(family, NBD_CMD_RECONFIGURE);
+	/* the kernel refuses a reconfigure that does not name the backend */
+	if (!msg ||
+	    nla_put_u32(msg, NBD_ATTR_INDEX, (uint32_t)dev->index) < 0 ||
+	    nla_put_string(msg, NBD_ATTR_BACKEND_IDENTIFIER, dev->backend) <
+		0 ||
+	    nla_put_u64(msg, NBD_ATTR_SIZE_BYTES, size) < 0) {
+		if (msg)
+			nlmsg_free(msg);
+		nl_socket_free(sk);
+		log_err("%s: cannot grow: out of memory", dev->path);
+		return;
+	}
+	ret = nk_nl_request(sk, msg, &rep);
+	nl_socket_free(sk);
+	if (ret) {
+		log_err("%s: NBD_CMD_RECONFIGURE to %llu bytes: %s (the device "
+			"keeps %llu bytes; unmap and map it again to use the "
+			"rest)",
+			dev->path, (unsigned long long)size, strerror(-ret),
+			(unsigned long long)dev->size);
+		return;
+	}
+	log_info("%s: grown from %llu to %llu bytes", dev->path,
+		 (unsigned long long)dev->size, (unsigned long long)size);
+	dev->size = size;
+}
+
+/*
  * The kernel's request timeout. On expiry the kernel shuts the socket and
  * fails the request, so by default it outlasts the library's reconnect
  * window: I/O waits while the session reconnects. 0 means none (the
@@ -434,6 +487,7 @@ static void *sock_thread(void *arg)
 	    .q = s->q,
 	    .name = s->name,
 	    .size = dev->size,
+	    .live_size = dev->r, /* the device grows with it (nk_resize()) */
 	    .block_size = dev->vol_block_size,
 	    .tx_flags = dev->tflags,
 	    .checks = NBD_CONN_FLUSH_ANY_FLAGS | NBD_CONN_PROTO_ERR_SHUTDOWN,
@@ -546,7 +600,7 @@ static int dev_setup(struct nk_dev *dev)
 	}
 	dev->vol_block_size = bs;
 	dev->block_size = MAX(bs, 512u);
-	dev->size = info->size;
+	dev->size = rblk_get_size(dev->r);
 	if (dev->size < dev->block_size) {
 		log_err("the volume (%llu bytes) is smaller than one block",
 			(unsigned long long)dev->size);
@@ -700,12 +754,13 @@ static int dev_wait(struct nk_dev *dev, bool *all_gone)
 	uint64_t v;
 
 	for (;;) {
-		struct pollfd p[2] = {
+		struct pollfd p[3] = {
 		    {.fd = map_stop_fd(dev->ctx), .events = POLLIN},
 		    {.fd = dev->exit_fd, .events = POLLIN},
+		    {.fd = map_resize_fd(dev->ctx), .events = POLLIN},
 		};
 
-		if (poll(p, 2, -1) < 0 && errno != EINTR) {
+		if (poll(p, 3, -1) < 0 && errno != EINTR) {
 			int ret = -errno;
 
 			log_err("poll: %s", strerror(-ret));
@@ -713,6 +768,8 @@ static int dev_wait(struct nk_dev *dev, bool *all_gone)
 		}
 		if (p[0].revents || map_should_stop(dev->ctx))
 			return 0;
+		if (p[2].revents)
+			nk_resize(dev);
 		if (p[1].revents && read(dev->exit_fd, &v, sizeof(v)) < 0)
 			log_debug("exit eventfd: %s", strerror(errno));
 		if (!atomic_load(&dev->live)) {

@@ -92,7 +92,8 @@
 #include "initiator/nbd_server.h"
 
 #define NBD_DRAIN_TIMEOUT_MS 10000 /* in-flight I/O at server shutdown */
-#define NBD_POOL_MAX (256u << 20)  /* registered bytes per queue, at most */
+#define NBD_SIZE_ASK_MS 2000 /* a new client waits this long for the size */
+#define NBD_POOL_MAX (256u << 20) /* registered bytes per queue, at most */
 /*
  * A pool slot: most clients' requests fit (qemu, nbdcopy and fio send
  * 64-256 KiB); larger ones take a heap buffer the library bounces. 64
@@ -191,6 +192,21 @@ int nbd_server_attach(struct nbd_conn *c)
 	return 0;
 }
 
+uint64_t nbd_server_size(struct nbd_conn *c)
+{
+	int64_t n;
+
+	if (c->q) {
+		n = rblk_queue_refresh_size(c->q, NBD_SIZE_ASK_MS);
+		if (n > 0)
+			return c->size = (uint64_t)n;
+		log_warn("client %u: asking the target for the volume's size: "
+			 "%s",
+			 c->id, rblk_last_error());
+	}
+	return c->size = rblk_get_size(c->srv->r);
+}
+
 /* ---- connection threads ------------------------------------------------ */
 
 /* queue_lost callback of the engine; runs on the connection thread. */
@@ -219,7 +235,7 @@ static void nbd_transmission(struct nbd_conn *c)
 	    .fd = c->fd,
 	    .q = c->q,
 	    .name = name,
-	    .size = srv->size,
+	    .size = c->size, /* as the handshake told the client */
 	    .block_size = srv->block_size,
 	    .tx_flags = srv->tflags,
 	    .checks = NBD_CONN_FUA_ON_ALL,

@@ -117,6 +117,8 @@ struct nbd_conn {
 	int qidx; /* claimed queue, -1 when none */
 	struct rblk_queue *q;
 	struct nbd_qslot *qs;
+	/* the size this client was told (nbd_server_size()), its bound */
+	uint64_t size;
 };
 
 /*
@@ -126,6 +128,14 @@ struct nbd_conn {
  * -ENOMEM. nbd_server.c.
  */
 int nbd_server_attach(struct nbd_conn *c);
+
+/*
+ * The volume's size to tell client c now, kept in c->size: asked of the
+ * target on c's queue once it holds one (no thread polls an idle queue, so
+ * the session may not have heard of a resize yet), else the session's.
+ * nbd_server.c.
+ */
+uint64_t nbd_server_size(struct nbd_conn *c);
 
 /* c's handshake, on its thread: 1 to serve, else close (nbd_handshake.c) */
 int nbd_handshake(struct nbd_conn *c);

@@ -101,8 +101,9 @@ static const char *ctrl_op_name(unsigned int op)
 int uctrl_cmd(struct uctrl *c, unsigned int op, uint32_t dev_id, void *buf,
 	      size_t len, uint64_t data0)
 {
-	bool ioctl_only =
-	    op == UBLK_U_CMD_GET_FEATURES || op == UBLK_U_CMD_DEL_DEV_ASYNC;
+	bool ioctl_only = op == UBLK_U_CMD_GET_FEATURES ||
+			  op == UBLK_U_CMD_DEL_DEV_ASYNC ||
+			  op == UBLK_U_CMD_UPDATE_SIZE;
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
 	struct ublksrv_ctrl_cmd *cmd;
 	struct io_uring_cqe *cqe;
@@ -304,7 +305,8 @@ static int udev_set_params(struct udev *d, bool read_only)
 	p.basic.io_min_shift = (uint8_t)bs_shift;
 	p.basic.io_opt_shift = (uint8_t)bs_shift;
 	p.basic.max_sectors = d->buf_size >> SECTOR_SHIFT;
-	p.basic.dev_sectors = info->size >> SECTOR_SHIFT;
+	d->size = rblk_get_size(d->r);
+	p.basic.dev_sectors = d->size >> SECTOR_SHIFT;
 	if (read_only)
 		p.basic.attrs |= UBLK_ATTR_READ_ONLY;
 	/* a volatile cache only where FLUSH is honoured; FUA only with it */
@@ -419,15 +421,51 @@ static void udev_set_io_timeout(struct udev *d, unsigned int secs)
 		close(fd);
 }
 
+/*
+ * The volume grew: UPDATE_SIZE where the driver has it (Linux 6.16+,
+ * UBLK_F_UPDATE_SIZE in GET_FEATURES); elsewhere (6.12 included) the
+ * device cannot change size while it exists, and the log says what the
+ * user does. Serve thread. A shrink is never passed on.
+ */
+static void udev_resize(struct udev *d, struct map_ctx *ctx)
+{
+	uint64_t size = rblk_get_size(d->r), v;
+	int ret;
+
+	if (read(map_resize_fd(ctx), &v, sizeof(v)) < 0 || size <= d->size)
+		return;
+	if (!(d->ctrl.features & UBLK_F_UPDATE_SIZE)) {
+		log_warn(
+		    "ublk: the volume grew from %llu to %llu bytes, but this kernel's ublk cannot resize a live device (UPDATE_SIZE came in Linux 6.16): /dev/ublkb%d keeps %llu bytes; to use the rest, unmount it, 'rblk unmap /dev/ublkb%d' and map it again (or map it with --nbd, which grows live)",
+		    (unsigned long long)d->size, (unsigned long long)size,
+		    d->dev_id, (unsigned long long)d->size, d->dev_id);
+		d->size = size; /* said once per change */
+		return;
+	}
+	ret = uctrl_cmd(&d->ctrl, UBLK_U_CMD_UPDATE_SIZE, (uint32_t)d->dev_id,
+			NULL, 0, size >> SECTOR_SHIFT);
+	if (ret) {
+		log_err("ublk: UPDATE_SIZE of device %d to %llu bytes: %s (it "
+			"keeps %llu bytes)",
+			d->dev_id, (unsigned long long)size, strerror(-ret),
+			(unsigned long long)d->size);
+		return;
+	}
+	log_info("ublk: device %d grown from %llu to %llu bytes", d->dev_id,
+		 (unsigned long long)d->size, (unsigned long long)size);
+	d->size = size;
+}
+
 static int udev_wait_stop(struct udev *d, struct map_ctx *ctx)
 {
-	struct pollfd p[2] = {
+	struct pollfd p[3] = {
 	    {.fd = map_stop_fd(ctx), .events = POLLIN},
 	    {.fd = d->exit_efd, .events = POLLIN},
+	    {.fd = map_resize_fd(ctx), .events = POLLIN},
 	};
 
 	while (!map_should_stop(ctx)) {
-		if (poll(p, 2, -1) < 0) {
+		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			log_err("ublk: poll: %s", strerror(errno));
@@ -435,6 +473,8 @@ static int udev_wait_stop(struct udev *d, struct map_ctx *ctx)
 		}
 		if (p[0].revents)
 			return 0;
+		if (p[2].revents)
+			udev_resize(d, ctx);
 		if (p[1].revents) {
 			log_warn(
 			    "ublk: device %d: a queue ended on its own (device removed?); shutting down",
@@ -555,6 +595,8 @@ static int ublk_serve(struct map_ctx *ctx, struct rblk *r,
 		udev_set_io_timeout(d, o->io_timeout_s);
 	snprintf(path, sizeof(path), "/dev/ublkb%d", d->dev_id);
 	map_ready(ctx, path, d->dev_id);
+	if (d->size < rblk_get_size(r)) /* grown before it was made */
+		efd_signal(map_resize_fd(ctx));
 	ret = udev_wait_stop(d, ctx);
 
 out_shutdown:

@@ -79,6 +79,10 @@
 #ifndef UBLK_U_CMD_DEL_DEV_ASYNC
 #define UBLK_U_CMD_DEL_DEV_ASYNC _IOR('u', 0x14, struct ublksrv_ctrl_cmd)
 #endif
+/* 6.16+: set a live device's size (data[0]: sectors); UBLK_F_UPDATE_SIZE */
+#ifndef UBLK_U_CMD_UPDATE_SIZE
+#define UBLK_U_CMD_UPDATE_SIZE _IOWR('u', 0x15, struct ublksrv_ctrl_cmd)
+#endif
 #ifndef UBLK_FEATURES_LEN
 #define UBLK_FEATURES_LEN 8
 #endif
@@ -106,6 +110,9 @@
 #endif
 #ifndef UBLK_F_ZONED
 #define UBLK_F_ZONED (1ULL << 8)
+#endif
+#ifndef UBLK_F_UPDATE_SIZE
+#define UBLK_F_UPDATE_SIZE (1ULL << 10)
 #endif
 
 #endif

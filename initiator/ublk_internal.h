@@ -88,6 +88,7 @@ struct udev {
 	uint32_t buf_size;    /* bytes per tag: the device's max_io_buf_bytes */
 	bool io_ioctl_encode; /* I/O commands as UBLK_U_IO_* */
 	uint32_t features;    /* RBLK_FEAT_* of the volume */
+	uint64_t size;	      /* bytes the device has (or was said to lack) */
 	bool use_fua;
 	unsigned int spin_us; /* map_opts.poll_spin_us */
 

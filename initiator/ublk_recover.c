@@ -79,7 +79,8 @@ static int recover_check_fit(struct udev *d)
 			strerror(-ret));
 		return ret;
 	}
-	if (p.basic.dev_sectors != info->size >> SECTOR_SHIFT ||
+	/* the volume may have grown since the device was made: still it */
+	if (p.basic.dev_sectors > rblk_get_size(d->r) >> SECTOR_SHIFT ||
 	    (1u << p.basic.logical_bs_shift) != info->block_size) {
 		log_err(
 		    "ublk: device %d (%llu bytes, %u-byte blocks) is not this volume (%llu bytes, %u-byte blocks)",
@@ -89,6 +90,7 @@ static int recover_check_fit(struct udev *d)
 		    (unsigned long long)info->size, info->block_size);
 		return -EINVAL;
 	}
+	d->size = p.basic.dev_sectors << SECTOR_SHIFT;
 	return 0;
 }
 

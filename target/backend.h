@@ -95,9 +95,24 @@ struct backend_ops {
 	 */
 	int (*pr_load)(struct export *e, char *buf, size_t len);
 	int (*pr_store)(struct export *e, const char *text);
+	/*
+	 * Optional (NULL: the export cannot change size): make the backing
+	 * store *size bytes (a multiple of the block size), or with *size 0
+	 * take the size it has now (a block device resized by its owner, an
+	 * RBD image resized elsewhere); *size is then what the volume is.
+	 * Shrinking is the caller's decision (export_resize() asks for
+	 * --force). Control thread; the caller publishes the size. 0 or
+	 * -errno with err written.
+	 */
+	int (*resize)(struct export *e, uint64_t *size, char *err,
+		      size_t errlen);
 	/* where open() may fall back to (BACKEND_FALLBACK); NULL: nowhere */
 	const struct backend_ops *fallback;
 };
+
+/* A RAM export may grow to this many times its size at start, <= the cap */
+#define RAM_GROW_FACTOR 4u
+#define RAM_GROW_CAP (64ull << 30)
 
 extern const struct backend_ops backend_file_ops; /* files and block devices */
 extern const struct backend_ops backend_ram_ops;  /* ram:SIZE */

@@ -320,10 +320,58 @@ static int file_submit(struct worker *w, struct treq *r)
 	return 0;
 }
 
+/*
+ * A file grows or shrinks by ftruncate (sparse, as a file export is
+ * written); a read-only export's file is left alone and its size only
+ * read again. A block device is resized by its owner (lvextend, losetup
+ * -c, a SAN): its size is read again (BLKGETSIZE64), never set.
+ */
+static int file_resize(struct export *e, uint64_t *size, char *err,
+		       size_t errlen)
+{
+	uint64_t now;
+	struct stat st;
+
+	if (e->bdev) {
+		if (ioctl(e->fd, BLKGETSIZE64, &now))
+			return open_fail(err, errlen, -errno,
+					 "ioctl(BLKGETSIZE64) %s: %s", e->path,
+					 strerror(errno));
+		now -= now % e->block_size;
+		if (*size && *size != now)
+			return open_fail(
+			    err, errlen, -EINVAL,
+			    "%s is a block device of %llu bytes: resize it with its own tools (lvextend, losetup -c, ...), then run resize-export %s without a size to take its size",
+			    e->path, (unsigned long long)now, e->name);
+		*size = now;
+		return 0;
+	}
+	if (!*size || e->read_only) {
+		if (fstat(e->fd, &st))
+			return open_fail(err, errlen, -errno, "fstat %s: %s",
+					 e->path, strerror(errno));
+		now =
+		    (uint64_t)st.st_size - (uint64_t)st.st_size % e->block_size;
+		if (*size && *size != now)
+			return open_fail(
+			    err, errlen, -EROFS,
+			    "export %s is read-only: its file is not changed (resize %s, then run resize-export %s without a size)",
+			    e->name, e->path, e->name);
+		*size = now;
+		return 0;
+	}
+	if (ftruncate(e->fd, (off_t)*size))
+		return open_fail(err, errlen, -errno,
+				 "ftruncate %s to %llu: %s", e->path,
+				 (unsigned long long)*size, strerror(errno));
+	return 0;
+}
+
 const struct backend_ops backend_file_ops = {
     .name = "file",
     .flags = BACKEND_F_ENGINE | BACKEND_F_BUFFERED,
     .open = file_open,
     .close = file_close,
     .submit = file_submit,
+    .resize = file_resize,
 };

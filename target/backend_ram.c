@@ -82,12 +82,26 @@ static int ram_open(struct export *e, const struct cfg_export *cfg, char *err,
 	ret = ram_check_size(cfg, size, err, errlen);
 	if (ret)
 		return ret;
-	e->mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	/*
+	 * Address space for growth is reserved now (PROT_NONE, no memory),
+	 * so a resize never moves the volume: workers and registrations
+	 * keep their pointers.
+	 */
+	e->mem_len = MAX(size, MIN(RAM_GROW_FACTOR * size, RAM_GROW_CAP));
+	e->mem = mmap(NULL, e->mem_len, PROT_NONE,
 		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (e->mem == MAP_FAILED) {
 		e->mem = NULL;
 		return open_fail(err, errlen, -ENOMEM, "mmap %llu bytes: %s",
-				 (unsigned long long)size, strerror(errno));
+				 (unsigned long long)e->mem_len,
+				 strerror(errno));
+	}
+	if (mprotect(e->mem, size, PROT_READ | PROT_WRITE)) {
+		ret = -errno;
+		munmap(e->mem, e->mem_len);
+		e->mem = NULL;
+		return open_fail(err, errlen, ret, "mprotect %llu bytes: %s",
+				 (unsigned long long)size, strerror(-ret));
 	}
 	e->size = size;
 	atomic_fetch_add(&ram_total, size);
@@ -101,10 +115,41 @@ static int ram_open(struct export *e, const struct cfg_export *cfg, char *err,
 static void ram_close(struct export *e)
 {
 	if (e->mem) {
-		munmap(e->mem, e->size);
+		munmap(e->mem, e->mem_len);
 		atomic_fetch_sub(&ram_total, e->size);
 	}
 	e->mem = NULL;
+}
+
+/* Grow into the reservation made at open; RAM never shrinks. */
+static int ram_resize(struct export *e, uint64_t *size, char *err,
+		      size_t errlen)
+{
+	const struct cfg_export *cfg = atomic_load(&e->cfg);
+	uint64_t old = e->size;
+	int ret;
+
+	if (!*size || *size == old) {
+		*size = old;
+		return 0;
+	}
+	if (*size < old)
+		return open_fail(err, errlen, -EINVAL,
+				 "RAM export %s does not shrink", e->name);
+	if (*size % 4096 || *size > e->mem_len)
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "RAM export %s grows in multiples of 4 KiB up to %llu bytes (the address space reserved at its start: %u times its size then, at most %llu GiB)",
+		    e->name, (unsigned long long)e->mem_len, RAM_GROW_FACTOR,
+		    (unsigned long long)(RAM_GROW_CAP >> 30));
+	if (cfg && (ret = ram_check_size(cfg, *size - old, err, errlen)))
+		return ret;
+	if (mprotect((char *)e->mem + old, *size - old, PROT_READ | PROT_WRITE))
+		return open_fail(err, errlen, -errno, "mprotect %llu bytes: %s",
+				 (unsigned long long)(*size - old),
+				 strerror(errno));
+	atomic_fetch_add(&ram_total, *size - old);
+	return 0;
 }
 
 int backend_mem_submit(struct worker *w, struct treq *r)
@@ -139,4 +184,5 @@ const struct backend_ops backend_ram_ops = {
     .open = ram_open,
     .close = ram_close,
     .submit = backend_mem_submit,
+    .resize = ram_resize,
 };

@@ -960,11 +960,47 @@ static void update_cb(void *arg)
 	if (rbd_get_size(img->image, &size))
 		return;
 	size -= size % img->e->block_size;
-	old = __atomic_exchange_n(&img->e->size, size, __ATOMIC_RELAXED);
-	if (old != size)
+	if (!size)
+		return; /* an image below one block: nothing to serve */
+	old = export_size_set(img->e, size);
+	if (old < size)
 		log_info("export %s: rbd %s resized: %" PRIu64 " -> %" PRIu64
-			 " bytes (new sessions see the new size)",
+			 " bytes (sessions are told)",
 			 img->e->name, img->spec, old, size);
+	else if (old > size)
+		log_warn("export %s: rbd %s shrunk: %" PRIu64 " -> %" PRIu64
+			 " bytes: I/O past the new end fails (OUT_OF_RANGE); "
+			 "mapped devices keep their size",
+			 img->e->name, img->spec, old, size);
+}
+
+/*
+ * `ctl resize-export`: rbd_resize the image (librbd hands it to the
+ * exclusive lock's owner when another gateway holds it), or with *size 0
+ * read its size; the header watch above publishes it too.
+ */
+static int rbd_resize_export(struct export *e, uint64_t *size, char *err,
+			     size_t errlen)
+{
+	struct rbd_image *img = e->priv;
+	uint64_t now;
+	int ret;
+
+	if (*size && e->read_only)
+		return open_fail(
+		    err, errlen, -EROFS,
+		    "export %s is read-only (or a snapshot): rbd %s is not changed",
+		    e->name, img->spec);
+	if (*size && (ret = rbd_resize2(img->image, *size, true, NULL, NULL)))
+		return open_fail(err, errlen, ret, "rbd_resize %s to %llu: %s",
+				 img->spec, (unsigned long long)*size,
+				 strerror(-ret));
+	ret = rbd_get_size(img->image, &now);
+	if (ret)
+		return open_fail(err, errlen, ret, "rbd_get_size %s: %s",
+				 img->spec, strerror(-ret));
+	*size = now - now % e->block_size;
+	return 0;
 }
 
 /* ---- reservations
@@ -1360,4 +1396,5 @@ const struct backend_ops backend_rbd_ops = {
     .vol_id = rbd_vol_id,
     .pr_load = rbd_pr_load,
     .pr_store = rbd_pr_store,
+    .resize = rbd_resize_export,
 };

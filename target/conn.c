@@ -226,14 +226,14 @@ static int send_login(struct tconn *c, struct rblk_login *l)
 		wr->bind.mw = c->vol_mw;
 		wr->bind.mr = c->vol->mr;
 		wr->bind.addr = (uint64_t)(uintptr_t)e->mem;
-		wr->bind.length = e->size;
+		wr->bind.length = c->vol->len;
 		wr->bind.access = XP_ACCESS_REMOTE_READ;
 		if (!(c->lim.features & RBLK_F_READ_ONLY))
 			wr->bind.access |= XP_ACCESS_REMOTE_WRITE;
 		wr->bind.rkey = xp_mw_next_rkey(c->vol_mw);
 		l->vol_rkey = wr->bind.rkey;
 		l->vol_addr = (uint64_t)(uintptr_t)e->mem;
-		l->vol_len = e->size;
+		l->vol_len = c->vol->len; /* == lim.size, the LOGIN's size */
 	}
 	qp_add_send(&c->qp, qp_wrid(WRID_LOGIN, bind ? 2 : 1, 0), buf,
 		    (uint32_t)rblk_login_encode(buf, l));
@@ -267,7 +267,7 @@ static void handle_discover(struct worker *w, struct tconn *c,
 			struct rblk_disc_entry *de = &d.entry[d.count++];
 
 			snprintf(de->name, sizeof(de->name), "%s", e->name);
-			de->size = e->size;
+			de->size = export_size(e);
 			de->block_size = e->block_size;
 			de->features = e->features | RBLK_F_PUSH;
 		}
@@ -385,8 +385,9 @@ static int tconn_volume_window(struct worker *w, struct tconn *c)
 
 	if (!(c->lim.features & RBLK_F_DIRECT))
 		return 0;
+	/* a grown volume gets a registration of its new size beside it */
 	for (v = w->vols; v; v = v->next)
-		if (v->exp == e && v->wg == c->wg)
+		if (v->exp == e && v->wg == c->wg && v->len == c->lim.size)
 			break;
 	if (!v) {
 		v = calloc(1, sizeof(*v));
@@ -401,12 +402,13 @@ static int tconn_volume_window(struct worker *w, struct tconn *c)
 		 */
 		if ((e->ops->flags & BACKEND_F_MEM_WRITABLE) || !e->read_only)
 			access |= XP_ACCESS_LOCAL_WRITE;
-		ret =
-		    xp_group_reg_mr(c->wg->g, e->mem, e->size, access, &v->mr);
+		ret = xp_group_reg_mr(c->wg->g, e->mem, c->lim.size, access,
+				      &v->mr);
 		if (ret) {
 			free(v);
 			return ret;
 		}
+		v->len = c->lim.size;
 		v->exp = e;
 		v->wg = c->wg;
 		v->next = w->vols;
@@ -483,6 +485,7 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 		l.size = 1ull << 63;
 	log_debug("conn %llu: %u windows allocated", (unsigned long long)c->id,
 		  qd);
+	c->told_size = c->lim.size;
 	if (send_login(c, &l)) {
 		tconn_fail(c, "sending LOGIN failed");
 		return;

@@ -107,7 +107,17 @@ struct tconn {
 	/* in-capsule bytes its receives hold (login_inline_cap()) */
 	uint32_t inline_cap;
 	struct export *exp;
-	struct rblk_limits lim; /* what commands are validated against */
+	/*
+	 * What commands are validated against; lim.size follows the
+	 * export's (export_size()) from one command to the next.
+	 */
+	struct rblk_limits lim;
+	/*
+	 * The volume size this connection was last told (its LOGIN, then
+	 * RBLK_RESP_F_SIZE); with RBLK_F_RESIZE its answers carry the flag
+	 * while the export's size differs.
+	 */
+	uint64_t told_size;
 
 	/*
 	 * Message buffers and send credits (transport/qp.h). The send area:

@@ -248,7 +248,7 @@ struct ctl_export_row *ctl_exports_copy(struct target *t, struct ctl_req *r,
 			continue;
 		snprintf(x->name, sizeof(x->name), "%s", e->name);
 		snprintf(x->path, sizeof(x->path), "%s", e->path);
-		x->size = e->size;
+		x->size = export_size(e);
 		x->block_size = e->block_size;
 		x->read_only = e->read_only;
 		x->sessions = atomic_load(&e->sessions);
@@ -886,6 +886,69 @@ out:
 	pthread_mutex_unlock(&t->exports_lock);
 }
 
+/*
+ * resize-export NAME [SIZE] [--force]: the backend changes its store (or,
+ * without SIZE, reads its size again) and the size is published; live
+ * sessions are told in their next answers (docs/PROTOCOL.md, "Live
+ * resize"). The export's reference keeps it while the backend works,
+ * outside the list lock, so logins are not held up.
+ */
+static void cmd_resize_export(struct target *t, struct ctl_req *r)
+{
+	struct opt opts[] = {{"force", 'f', false, NULL}, {0}};
+	uint64_t size = 0, old = 0, now = 0;
+	const char *pos[2];
+	struct export *e;
+	unsigned int live;
+	int npos;
+
+	npos = parse_opts(r, opts, pos, 2, 1);
+	if (npos < 0)
+		return;
+	if (npos == 2 && (parse_size(pos[1], &size) || !size)) {
+		ctl_req_fail(
+		    r,
+		    "resize-export: bad size '%s' (bytes, or with K, M, G, T)",
+		    pos[1]);
+		return;
+	}
+	pthread_mutex_lock(&t->exports_lock);
+	e = find_locked(t, pos[0]);
+	if (e)
+		export_get(e);
+	pthread_mutex_unlock(&t->exports_lock);
+	if (!e) {
+		ctl_req_fail(r, "no export named '%s'", pos[0]);
+		return;
+	}
+	if (export_resize(e, size, opts[0].val != NULL, &old, &now, r->err,
+			  sizeof(r->err))) {
+		log_err("ctl: resize-export %s: %s", e->name, r->err);
+		export_put(e);
+		return;
+	}
+	live = atomic_load(&e->sessions);
+	if (r->json) {
+		struct json_object *o = json_object_new_object();
+
+		rjson_add_str(o, "resized", e->name);
+		rjson_add_u64(o, "old_size", old);
+		rjson_add_u64(o, "size", now);
+		rjson_add_u64(o, "sessions", live);
+		json_print_obj(r, o);
+	} else {
+		fprintf(
+		    r->out,
+		    "export %s: %llu -> %llu bytes; %u live session(s) %s\n",
+		    e->name, (unsigned long long)old, (unsigned long long)now,
+		    live,
+		    now < old
+			? "keep their size: their I/O past the new end fails"
+			: "are told in their next answers");
+	}
+	export_put(e);
+}
+
 /* Hosts with QoS limits, or that waited on them, for stats; -1: none. */
 static int next_qos_host(const struct target *t, int i, struct cfg_qos *q)
 {
@@ -1104,6 +1167,9 @@ static void cmd_help(struct target *t, struct ctl_req *r)
 	    "  add-export NAME PATH [--read-only] [--block-size N] [--cache direct|buffered]\n"
 	    "             [--allow H,..] [--allow-ro H,..]\n"
 	    "  remove-export NAME [--force [--wait]]\n"
+	    "  resize-export NAME [SIZE] [--force]\n"
+	    "          (no SIZE: take the size of the device, file or image now;\n"
+	    "          shrinking needs --force)\n"
 	    "  set-hosts EXPORT [--allow H1,H2] [--allow-ro H3] | --open\n"
 	    "  set-qos EXPORT KEY=VALUE... | --host NAME KEY=VALUE...\n"
 	    "          (iops, read_iops, write_iops, bps, read_bps, write_bps,\n"
@@ -1122,6 +1188,7 @@ static const struct {
     {"list-sessions", cmd_list_sessions},
     {"add-export", cmd_add_export},
     {"remove-export", cmd_remove_export},
+    {"resize-export", cmd_resize_export},
     {"set-hosts", cmd_set_hosts},
     {"set-qos", cmd_set_qos},
     {"stats", cmd_stats},

@@ -53,6 +53,60 @@ int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 	return 0;
 }
 
+int export_resize(struct export *e, uint64_t size, bool force,
+		  uint64_t *old_size, uint64_t *new_size, char *err,
+		  size_t errlen)
+{
+	uint64_t old = export_size(e);
+	unsigned int live = atomic_load(&e->sessions);
+	int ret;
+
+	if (!e->ops->resize)
+		return open_fail(
+		    err, errlen, -EOPNOTSUPP,
+		    "export %s cannot change size while it runs%s", e->name,
+		    e->direct && !(e->ops->flags & BACKEND_F_VOLATILE)
+			? " (a file exported direct is mapped and registered at its size; export it without direct to resize it live)"
+			: "");
+	if (size % e->block_size)
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "%llu bytes is not a multiple of export %s's block size %u",
+		    (unsigned long long)size, e->name, e->block_size);
+	if (size && size < old && !force)
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "shrinking export %s from %llu to %llu bytes drops the data past the new end%s; give --force to do it",
+		    e->name, (unsigned long long)old, (unsigned long long)size,
+		    live ? " and fails the I/O of live sessions there" : "");
+	ret = e->ops->resize(e, &size, err, errlen);
+	if (ret)
+		return ret;
+	if (!size)
+		return open_fail(err, errlen, -EINVAL,
+				 "export %s: its backing store is empty",
+				 e->name);
+	if (size < old && !force)
+		return open_fail(
+		    err, errlen, -EINVAL,
+		    "export %s's backing store is %llu bytes, less than the %llu sessions were told: give --force to take the smaller size",
+		    e->name, (unsigned long long)size, (unsigned long long)old);
+	export_size_set(e, size);
+	*old_size = old;
+	*new_size = size;
+	if (size < old && live)
+		log_warn(
+		    "export %s: shrunk from %llu to %llu bytes under %u live session(s): their I/O past the new end fails (OUT_OF_RANGE), and their devices keep the old size",
+		    e->name, (unsigned long long)old, (unsigned long long)size,
+		    live);
+	else
+		log_info(
+		    "export %s: resized from %llu to %llu bytes (%u live session(s) are told)",
+		    e->name, (unsigned long long)old, (unsigned long long)size,
+		    live);
+	return 0;
+}
+
 void export_close(struct export *e)
 {
 	pr_close(e);

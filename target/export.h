@@ -78,6 +78,8 @@ struct export
 	bool mem_fs;
 	void *mem; /* RAM volume's memory, or a direct-access file's MAP_SHARED
 		      map */
+	/* ram: bytes reserved at mem, the most it may grow to (mem_len) */
+	uint64_t mem_len;
 	/* RBLK_F_DIRECT: one-sided volume access, mem registered per connection
 	 */
 	bool direct;
@@ -146,6 +148,33 @@ int volid_device(const char *sysroot, unsigned int major, unsigned int minor,
 void volid_local(const char *machine, const struct stat *st,
 		 uint8_t id[EXPORT_VOL_ID_LEN]);
 void volid_none(struct export *e, const struct stat *st);
+
+/*
+ * The volume's size now. It changes at run time (export_resize(), an RBD
+ * image's header watch): read it with this anywhere but the thread that
+ * sets it. Connections compare it with what they were told
+ * (docs/PROTOCOL.md, "Live resize").
+ */
+static inline uint64_t export_size(const struct export *e)
+{
+	return __atomic_load_n(&e->size, __ATOMIC_ACQUIRE);
+}
+
+/* Publish size as e's (the only writer at a time: ctl thread, rbd watch). */
+static inline uint64_t export_size_set(struct export *e, uint64_t size)
+{
+	return __atomic_exchange_n(&e->size, size, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * `ctl resize-export`: resize e to size bytes (0: take the size its
+ * backing store has now), shrinking only with force, and publish it.
+ * Control thread. 0 with *old_size and *new_size set, or -errno with err
+ * written.
+ */
+int export_resize(struct export *e, uint64_t size, bool force,
+		  uint64_t *old_size, uint64_t *new_size, char *err,
+		  size_t errlen);
 
 int export_open(struct export *e, const struct cfg_export *cfg, char *err,
 		size_t errlen);

@@ -572,6 +572,27 @@ static bool fault_push_aim(struct tconn *c, struct treq *r, uint64_t *addr,
 }
 
 /*
+ * RBLK_F_RESIZE (docs/PROTOCOL.md, "Live resize"): while the export's size
+ * is not the one c was told, every answer says so; one without PULL
+ * carries the size, and c has then been told.
+ */
+static void resp_tell_size(struct tconn *c, struct rblk_resp *resp)
+{
+	uint64_t size;
+
+	if (!(c->lim.features & RBLK_F_RESIZE))
+		return;
+	size = export_size(c->exp);
+	if (size == c->told_size)
+		return;
+	resp->flags |= RBLK_RESP_F_SIZE;
+	if (!(resp->flags & RBLK_RESP_F_PULL)) {
+		resp->size = size;
+		c->told_size = size;
+	}
+}
+
+/*
  * Add r's response to the connection's batch, taking its send credits:
  * a pull READ's window bind in front of it, a push READ's RDMA WRITE.
  * tconn_flush_sends() posts it. 0, or -EAGAIN without credits.
@@ -640,6 +661,7 @@ static int treq_post_response(struct treq *r)
 			r->status = RBLK_S_NO_RESOURCES;
 		}
 	}
+	resp_tell_size(c, &resp);
 	qp_add_send(&c->qp, wrid, r->resp_buf,
 		    (uint32_t)rblk_resp_encode(r->resp_buf, &resp));
 	if (r->push_inv) { /* the window dies before the answer is seen */
@@ -943,6 +965,8 @@ static bool handle_command(struct tconn *c, const void *buf,
 		return false;
 	}
 	r = &c->reqs[tag];
+	/* the volume as it is now: a resize applies from the next command */
+	c->lim.size = export_size(c->exp);
 	st = rblk_cmd_decode(buf, wc->byte_len, &c->lim, &cmd);
 	if (cmd.flags & RBLK_CMD_F_DONE) {
 		if (r->state != TREQ_PULLED) {

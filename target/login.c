@@ -63,7 +63,7 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 		return RBLK_S_INVALID;
 	}
 	p->lim.block_size = e->block_size;
-	p->lim.size = e->size;
+	p->lim.size = export_size(e);
 	/* every export takes push reads and READ_DONE in a command */
 	p->lim.features = e->features | RBLK_F_PUSH | RBLK_F_CMD_DONE;
 	if (p->hello.flags & RBLK_HELLO_F_READ_ONLY)
@@ -82,6 +82,9 @@ int login_decide(const void *buf, size_t len, uint16_t cm_qd,
 	/* reservations: not on a direct export (e->pr NULL: pr.h) */
 	if ((p->hello.flags & RBLK_HELLO_F_PR) && e->pr)
 		p->lim.features |= RBLK_F_PR;
+	/* size changes told in answers, where the initiator follows them */
+	if (p->hello.flags & RBLK_HELLO_F_RESIZE)
+		p->lim.features |= RBLK_F_RESIZE;
 	return RBLK_S_OK;
 }
 

@@ -53,6 +53,7 @@ struct vol_reg {
 	struct export *exp;
 	struct wgroup *wg;
 	struct xp_mr *mr;
+	uint64_t len;	   /* bytes registered: the volume's size then */
 	unsigned int refs; /* connections with a window on it */
 	struct vol_reg *next;
 };

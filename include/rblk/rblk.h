@@ -207,6 +207,23 @@ struct rblk_opts {
 	 * RBLK_DEFAULT_IO_RETRIES; -1: no limit.
 	 */
 	int io_retries;
+	/*
+	 * Live resize: called when the volume grows (the target told a
+	 * queue, or a queue logged in again to a larger volume), once per
+	 * change, with the size before and the size now, which
+	 * rblk_get_size() and rblk_get_info() already give. It runs on the
+	 * thread whose rblk_poll() (or reconnect) learned it, inside that
+	 * call: it must not call rblk_poll(), rblk_submit() or rblk_close(),
+	 * and should only note the change (set a flag, write an eventfd).
+	 * A volume never shrinks under the caller: when the target says it
+	 * did (rblk-target ctl resize-export --force), the library logs it
+	 * and keeps the size, I/O past the new end fails with -ERANGE, and
+	 * a reconnect that finds a smaller volume fails the queue (-EPROTO).
+	 * NULL: no call (the size still follows). See "Live resize" below.
+	 */
+	void (*on_resize)(struct rblk *r, uint64_t old_size, uint64_t new_size,
+			  void *arg);
+	void *on_resize_arg;
 };
 
 #define RBLK_DEFAULT_IO_TIMEOUT_MS 30000
@@ -277,6 +294,25 @@ int rblk_open(const char *url, const struct rblk_opts *opts, struct rblk **out);
 /* Disconnects every queue; I/O still in flight is abandoned. */
 void rblk_close(struct rblk *r);
 const struct rblk_info *rblk_get_info(const struct rblk *r);
+/*
+ * Live resize. A target that resizes an export (rblk-target ctl
+ * resize-export, an RBD image resized) tells every session: a queue
+ * learns the new size in the next answer it gets, within two keep-alive
+ * intervals when idle (keepalive_ms), and I/O up to the new end works at
+ * once. rblk_info.size grows then (read it with rblk_get_size() from
+ * threads other than the one polling) and opts.on_resize is called.
+ * A target that predates live resize never tells; a reconnect to it
+ * still finds the grown volume and takes it.
+ */
+uint64_t rblk_get_size(const struct rblk *r);
+/*
+ * Ask the target for the volume's size now on q (one KEEPALIVE, whose
+ * answer carries a changed size), waiting up to timeout_ms; for a caller
+ * about to report the size (an NBD server greeting a client) on a queue
+ * no other thread polls. The size, or a negative errno: -EBUSY when q has
+ * I/O submitted and not reaped, -ETIMEDOUT, -ENOTCONN.
+ */
+int64_t rblk_queue_refresh_size(struct rblk_queue *q, int timeout_ms);
 /*
  * Multipath: the number of paths (1 + opts.nr_paths), path i's URL as
  * given, and the path the session uses now (the one queues move to: any

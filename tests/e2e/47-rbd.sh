@@ -9,7 +9,9 @@
 #    way round;
 #  - FUA, FLUSH, TRIM and WRITE_ZEROES: zeroes read back through rblk and
 #    straight from the image;
-#  - a resize shows in ctl list-exports;
+#  - a resize (rbd resize, or ctl resize-export through librbd) shows in
+#    ctl list-exports, reaches a running fio engine job and the next rblk
+#    nbd client, and data written past the old end is in the image;
 #  - a missing image or pool, a bad spec, a wrong key and a stopped
 #    cluster (after ctl remove-export of the RBD exports) are refused with a clear error within 30 s while a RAM export
 #    of the same target keeps passing fio verify runs.
@@ -129,15 +131,48 @@ assert d[4 * M:] == bytes(4 * M)
 print("trim/zero read back from the image")
 EOF
 
-# ---- resize -------------------------------------------------------------------------
+# ---- resize (live: issue 29 point 1) ---------------------------------------------
+# `rbd resize` elsewhere reaches a running fio engine job and the next
+# `rblk nbd` client; `ctl resize-export` resizes the image through librbd
+start_nbd "$url/vol1" "$TEST_DIR/vol1.sock"
+vol1=$NBD_URI
+nbd_size() { tmo 30 nbdsh -u "$vol1" -c 'print(h.get_size())'; }
+[ "$(nbd_size)" = $((32 << 20)) ] || fail "vol1's first NBD client was told $(nbd_size) bytes"
+fio --name=live "--ioengine=external:$RBLK_FIO_ENGINE" "--uri=$url/vol1" \
+	--rw=randrw --bs=4k --iodepth=4 --time_based --runtime=3 --rate_iops=200 \
+	>"$TEST_DIR/live.out" 2>"$TEST_DIR/live.err" &
+fpid=$!
+cleanup_fn stop_pid "$fpid"
+_wait_for_line "$RBLK_TARGET_LOG" "logged in to export vol1 \(queue 0, depth 4," \
+	"$fpid" 30 || { cat "$TEST_DIR/live.out" "$TEST_DIR/live.err"; fail "fio did not log in"; }
 rbd resize --no-progress rbd/vol1 --size 48M
-for ((i = 0; i < 100; i++)); do
-	ctl list-exports | grep -qE "^vol1 .* 50331648 " && break
-	sleep 0.1
-done
+wait_pid 30 "$fpid" || { cat "$TEST_DIR/live.out" "$TEST_DIR/live.err"; fail "fio failed across rbd resize"; }
+grep -q "rblk: live: the volume grew from 33554432 to 50331648 bytes" "$TEST_DIR/live.out" ||
+	{ cat "$TEST_DIR/live.out" "$TEST_DIR/live.err"; fail "the engine did not see rbd resize live"; }
+grep -q "err= 0" "$TEST_DIR/live.out" || fail "fio: $(cat "$TEST_DIR/live.out")"
 ctl list-exports | grep -E "^vol1 "
 ctl list-exports | grep -qE "^vol1 .* 50331648 " ||
 	fail "resize to 48 MiB not shown by list-exports"
+[ "$(nbd_size)" = $((48 << 20)) ] || fail "an NBD client after rbd resize was told $(nbd_size) bytes"
+echo "rbd resize: a live fio job saw it, a new NBD client is told 48 MiB"
+if ctl resize-export vol1 16M 2>"$TEST_DIR/shrink.err"; then
+	fail "resize-export shrank an image without --force"
+fi
+ctl resize-export vol1 64M >/dev/null
+tmo 30 rbd info rbd/vol1 | grep -q "size 64 MiB" || fail "rbd info: $(rbd info rbd/vol1)"
+[ "$(nbd_size)" = $((64 << 20)) ] || fail "an NBD client after resize-export was told $(nbd_size) bytes"
+tmo 60 env TEST_DIR="$TEST_DIR" nbdsh -u "$vol1" -c '
+import os
+d = os.urandom(1 << 20)
+h.pwrite(d, 60 << 20)
+h.flush()
+open(os.environ["TEST_DIR"] + "/pattern", "wb").write(d)
+' || fail "I/O past the old end of vol1"
+tmo 60 rbd export --no-progress rbd/vol1 "$TEST_DIR/vol1.img"
+cmp -n $((1 << 20)) "$TEST_DIR/pattern" \
+	<(dd if="$TEST_DIR/vol1.img" bs=1M skip=60 count=1 status=none) ||
+	fail "rbd export of vol1 differs at 60 MiB"
+echo "ctl resize-export: the image is 64 MiB, data past the old end is in it"
 
 # ---- the Objecter budget gate ---------------------------------------------------
 # librados' op budget is a blocking throttle, and librbd submits in the

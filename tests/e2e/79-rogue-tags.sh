@@ -49,16 +49,17 @@ for pull in 1 ''; do
 	done
 done
 
-# a target that predates TAG_GEN (and EPOCH, PR): three refused HELLOs,
-# then plain tags
+# a target that predates TAG_GEN (and EPOCH, RESIZE, PR): four refused
+# HELLOs, then plain tags
 for pull in '' 1; do
 	lib old reads "$pull"
 	[ "$(field result "$OUT")" = 0 ] && [ "$(field data "$OUT")" = ok ] &&
 		[ "$(field lost "$OUT")" = 0 ] || fail "old target: $OUT; $(cat "$ERR")"
-	# refused with PR, EPOCH and TAG_GEN, then with EPOCH and TAG_GEN,
+	# refused with PR, RESIZE, EPOCH and TAG_GEN, then with RESIZE, EPOCH
+	# and TAG_GEN, then with EPOCH and TAG_GEN,
 	# then with TAG_GEN: each refusal drops the newest flag (PUSH_IMM is
 	# never asked over tcp)
-	[ "$(rogue_conns)" -eq 4 ] || fail "old target: $(rogue_conns) connections, want 4"
+	[ "$(rogue_conns)" -eq 5 ] || fail "old target: $(rogue_conns) connections, want 5"
 done
 
 old=${RBLK_OLD_BUILD:-}

@@ -48,6 +48,17 @@
  *                              queue fails (-ENOTCONN) and print "lost";
  *                              exit 0 then, 1 on anything else
  *
+ *   rblk_libtest resize URL GATE [live]
+ *                              live resize (tests/e2e/32-resize.sh): the
+ *                              volume (64 MiB) grows to 96 MiB while the
+ *                              session idles (the shell creates GATE.1
+ *                              after ctl resize-export): it learns the size
+ *                              without a reconnect, on_resize runs once,
+ *                              I/O across the old end works; without
+ *                              live, a target restart on a 128 MiB file
+ *                              (GATE.2) is taken as growth, and a forced
+ *                              shrink to 64 MiB (GATE.3) is not taken
+ *
  *   rblk_libtest rogue URL read|pushread|write|reads|pair IO_TIMEOUT_MS
  *                IO_RETRIES
  *                CTRL_LOSS_S RECONNECT_DELAY_MS
@@ -841,6 +852,185 @@ static int test_idle(const char *url, int ka_ms)
 	return 0;
 }
 
+/* ---- resize: live growth, a grown volume after a restart, a shrink ---- */
+
+struct resize_seen {
+	unsigned int calls;
+	uint64_t old_size, new_size;
+};
+
+static void resized(struct rblk *r, uint64_t old_size, uint64_t new_size,
+		    void *arg)
+{
+	struct resize_seen *s = arg;
+
+	CHECK(rblk_get_size(r) == new_size &&
+		  rblk_get_info(r)->size == new_size,
+	      "on_resize before the size changed");
+	s->calls++;
+	s->old_size = old_size;
+	s->new_size = new_size;
+	printf("on_resize %llu -> %llu\n", (unsigned long long)old_size,
+	       (unsigned long long)new_size);
+}
+
+/* Poll both queues (nothing in flight: keep-alives only) for ms. */
+static void resize_idle(struct rblk *r, int ms)
+{
+	struct rblk_completion c;
+
+	for (unsigned int i = 0; i < 2; i++)
+		CHECK(rblk_poll(rblk_get_queue(r, i), &c, 1, ms / 2) >= 0,
+		      "poll queue %u", i);
+}
+
+/* Idle until the file gate exists (the shell's turn is over). */
+static void resize_gate(struct rblk *r, const char *gate, int n)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s.%d", gate, n);
+	fflush(stdout);
+	for (uint64_t t0 = mono_ms(); access(path, F_OK);) {
+		CHECK(mono_ms() - t0 < 60000, "no %s within 60 s", path);
+		resize_idle(r, 50);
+	}
+}
+
+/* Idle until the session says size; returns how long that took (ms). */
+static uint64_t resize_await(struct rblk *r, uint64_t size, int max_ms)
+{
+	uint64_t t0 = mono_ms();
+
+	while (rblk_get_size(r) != size) {
+		CHECK(mono_ms() - t0 < (uint64_t)max_ms,
+		      "size %llu, still not %llu after %d ms",
+		      (unsigned long long)rblk_get_size(r),
+		      (unsigned long long)size, max_ms);
+		resize_idle(r, 20);
+	}
+	return mono_ms() - t0;
+}
+
+/* Write len bytes of a fresh pattern at off on q, read them on the other. */
+static void resize_rw(struct rblk *r, unsigned int q, uint64_t off,
+		      uint64_t len, char *data, char *back)
+{
+	int ret;
+
+	fill(data, len);
+	ret = rblk_queue_io(rblk_get_queue(r, q), RBLK_IO_WRITE, data, off, len,
+			    0);
+	CHECK(ret == 0, "write %llu+%llu: %d", (unsigned long long)off,
+	      (unsigned long long)len, ret);
+	memset(back, 0, len);
+	ret = rblk_queue_io(rblk_get_queue(r, !q), RBLK_IO_READ, back, off, len,
+			    0);
+	CHECK(ret == 0, "read %llu+%llu: %d", (unsigned long long)off,
+	      (unsigned long long)len, ret);
+	CHECK(!memcmp(data, back, len), "%llu+%llu read back differs",
+	      (unsigned long long)off, (unsigned long long)len);
+}
+
+/*
+ * rblk_libtest resize URL GATE [live]: the volume starts at 64 MiB; the
+ * shell grows it to 96 MiB live (GATE.1), then (unless live) restarts the
+ * target on a 128 MiB file (GATE.2), then shrinks it to 64 MiB with
+ * --force (GATE.3). Each step is checked from the session's side.
+ */
+static int test_resize(const char *url, const char *gate, bool live_only)
+{
+	const uint64_t MB = MiB, len = 4 * MiB;
+	struct resize_seen seen = {0};
+	char *data = malloc(len), *back = malloc(len), *keep = malloc(len);
+	struct rblk_opts o;
+	struct rblk *r;
+	int ret;
+
+	CHECK(data && back && keep, "malloc");
+	rblk_opts_init(&o);
+	o.queues = 2;
+	o.queue_depth = 8;
+	o.max_io = 256 * 1024;
+	o.keepalive_ms = 1000; /* idle queues learn within 2 s */
+	o.reconnect_delay_ms = 100;
+	o.ctrl_loss_timeout_s = 30;
+	o.on_resize = resized;
+	o.on_resize_arg = &seen;
+	ret = rblk_open(url, &o, &r);
+	CHECK(ret == 0, "open %s: %d", url, ret);
+	CHECK(rblk_get_size(r) == 64 * MB, "size %llu at open",
+	      (unsigned long long)rblk_get_size(r));
+	resize_rw(r, 0, 63 * MB, MB, data, back);
+	ret = rblk_queue_io(rblk_get_queue(r, 0), RBLK_IO_WRITE, data, 64 * MB,
+			    4096, 0);
+	CHECK(ret == -ERANGE, "write past the end: %d", ret);
+	printf("phase1 size=%llu%s\n", (unsigned long long)rblk_get_size(r),
+	       (rblk_get_info(r)->features & RBLK_FEAT_DIRECT) ? " direct"
+							       : "");
+
+	/* 1: grown live to 96 MiB: told without a reconnect */
+	resize_gate(r, gate, 1);
+	printf("phase2 learned_ms=%llu\n",
+	       (unsigned long long)resize_await(r, 96 * MB, 10000));
+	CHECK(seen.calls == 1 && seen.old_size == 64 * MB &&
+		  seen.new_size == 96 * MB,
+	      "on_resize: %u calls, last %llu -> %llu", seen.calls,
+	      (unsigned long long)seen.old_size,
+	      (unsigned long long)seen.new_size);
+	for (unsigned int i = 0; i < 2; i++) {
+		struct rblk_queue_stats st;
+
+		rblk_queue_stats(rblk_get_queue(r, i), &st);
+		CHECK(!st.conn_lost, "queue %u lost its connection", i);
+	}
+	resize_rw(r, 1, 62 * MB, len, data, back); /* across the old end */
+	memcpy(keep, data, len);
+	resize_rw(r, 0, 95 * MB, MB, data, back);
+	ret = rblk_queue_io(rblk_get_queue(r, 0), RBLK_IO_WRITE, data, 96 * MB,
+			    4096, 0);
+	CHECK(ret == -ERANGE, "write past the new end: %d", ret);
+	printf("phase2 ok\n");
+	if (live_only)
+		goto out;
+
+	/* 2: the target restarts on the file, grown again to 128 MiB */
+	resize_gate(r, gate, 2);
+	ret = rblk_queue_io(rblk_get_queue(r, 0), RBLK_IO_READ, back, 62 * MB,
+			    len, 0);
+	CHECK(ret == 0 && !memcmp(keep, back, len),
+	      "after the restart: read %d, data %s", ret,
+	      ret ? "-" : "differs");
+	resize_await(r, 128 * MB, 20000);
+	CHECK(seen.calls == 2 && seen.new_size == 128 * MB,
+	      "on_resize after the restart: %u calls, last %llu", seen.calls,
+	      (unsigned long long)seen.new_size);
+	resize_rw(r, 1, 127 * MB, MB, data, back);
+	resize_rw(r, 0, 127 * MB, MB, data, back); /* both queues back */
+	printf("phase3 ok\n");
+
+	/* 3: shrunk to 64 MiB with --force: reported, never taken */
+	resize_gate(r, gate, 3);
+	for (uint64_t t0 = mono_ms(); mono_ms() - t0 < 1000;)
+		resize_idle(r, 20); /* keep-alives bring the notice */
+	CHECK(rblk_get_size(r) == 128 * MB && seen.calls == 2,
+	      "the session shrank to %llu",
+	      (unsigned long long)rblk_get_size(r));
+	ret = rblk_queue_io(rblk_get_queue(r, 0), RBLK_IO_READ, back, 100 * MB,
+			    4096, 0);
+	CHECK(ret == -ERANGE, "read past the shrunk end: %d", ret);
+	ret =
+	    rblk_queue_io(rblk_get_queue(r, 1), RBLK_IO_READ, back, 0, 4096, 0);
+	CHECK(ret == 0, "read inside the shrunk volume: %d", ret);
+	printf("phase4 ok\n");
+out:
+	rblk_close(r);
+	free(data);
+	free(back);
+	free(keep);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rblk *r;
@@ -863,6 +1053,9 @@ int main(int argc, char **argv)
 		return test_backlog(argv[2], argc == 4 ? argv[3] : NULL);
 	if (argc == 4 && !strcmp(argv[1], "idle"))
 		return test_idle(argv[2], atoi(argv[3]));
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "resize"))
+		return test_resize(argv[2], argv[3],
+				   argc == 5 && !strcmp(argv[4], "live"));
 	if (argc == 8 && !strcmp(argv[1], "rogue"))
 		return test_rogue(argv[2], argv[3], atoi(argv[4]),
 				  atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));

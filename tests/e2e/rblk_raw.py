@@ -420,7 +420,7 @@ QUICK = [
     refuse_case("hello: queue depth 0", hello(qd=0), S["INVALID"]),
     refuse_case("hello: max_io not a power of two", hello(max_io=12288),
                 S["INVALID"]),
-    refuse_case("hello: unknown flag", hello(flags=0x80), S["INVALID"]),
+    refuse_case("hello: unknown flag", hello(flags=1 << 31), S["INVALID"]),
     refuse_case("hello: export name without NUL", hello()[:24] +
                 b"v" * 128 + name("h"), S["INVALID"]),
     refuse_case("cmd before login", cmd(), S["BAD_STATE"]),

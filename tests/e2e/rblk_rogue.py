@@ -146,7 +146,7 @@ class Conn:
         # "old": a target of e28b00f's time, which knows none of the HELLO
         # flags that came after it and refuses a HELLO with any as malformed
         newer = C.RBLK_HELLO_F_TAG_GEN | C.RBLK_HELLO_F_PUSH_IMM | \
-            C.RBLK_HELLO_F_EPOCH | C.RBLK_HELLO_F_PR
+            C.RBLK_HELLO_F_EPOCH | C.RBLK_HELLO_F_RESIZE | C.RBLK_HELLO_F_PR
         if MODE == "old" and hfl & newer:
             self.send(hdr(C.RBLK_MSG_LOGIN, 80) +
                       struct.pack("<I", C.RBLK_S_INVALID) + bytes(68))

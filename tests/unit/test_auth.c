@@ -361,7 +361,7 @@ static void test_hello_auth_flag(void **state)
 	rblk_hello_encode(b, &h);
 	assert_int_equal(rblk_hello_decode(b, RBLK_HELLO_SIZE, &o), RBLK_S_OK);
 	assert_int_equal(o.flags, RBLK_HELLO_F_AUTH | RBLK_HELLO_F_READ_ONLY);
-	h.flags = 0x80; /* the first bit no flag uses */
+	h.flags = RBLK_HELLO_F_ALL + 1; /* the first bit no flag uses */
 	rblk_hello_encode(b, &h);
 	assert_int_equal(rblk_hello_decode(b, RBLK_HELLO_SIZE, &o),
 			 RBLK_S_INVALID);

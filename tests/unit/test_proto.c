@@ -1541,6 +1541,62 @@ static void test_resp_fields(void **state)
 	}
 }
 
+/* RESIZE: SIZE without PULL carries the size where addr would be */
+static void test_resp_size(void **state)
+{
+	struct rblk_resp r = {.tag = 1,
+			      .flags = RBLK_RESP_F_SIZE,
+			      .status = RBLK_S_OK,
+			      .size = 3ull << 30};
+	struct rblk_resp out;
+	struct msgbuf m;
+
+	(void)state;
+	assert_int_equal(rblk_resp_encode(m.b, &r), RBLK_RESP_SIZE);
+	assert_int_equal(get16(m.b + 10), RBLK_RESP_F_SIZE);
+	assert_true(get64(m.b + 24) == 3ull << 30);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_OK);
+	assert_true(out.size == 3ull << 30);
+	assert_true(out.addr == 0);
+	/* on an error answer too (a KEEPALIVE refused is still an answer) */
+	r.status = RBLK_S_IO_ERROR;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_OK);
+	/* a size of 0 or >= 2^63, or an rkey beside it, is malformed */
+	r.size = 0;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+	r.size = 1ull << 63;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+	r.size = 4096;
+	rblk_resp_encode(m.b, &r);
+	m.b[20] = 1;
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+	/* with PULL the flag says "changed" only: addr stays the window's */
+	r = (struct rblk_resp){.tag = 1,
+			       .flags = RBLK_RESP_F_SIZE | RBLK_RESP_F_PULL,
+			       .length = 4096,
+			       .rkey = 5,
+			       .addr = 0x10000,
+			       .size = 99};
+	rblk_resp_encode(m.b, &r);
+	assert_true(get64(m.b + 24) == 0x10000);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_OK);
+	assert_true(out.addr == 0x10000 && out.size == 0);
+	/* flags beyond the two known stay malformed */
+	r.flags = 0x04;
+	rblk_resp_encode(m.b, &r);
+	assert_int_equal(rblk_resp_decode(m.b, RBLK_RESP_SIZE, 4, &out),
+			 RBLK_S_INVALID);
+}
+
 static void test_resp_pull(void **state)
 {
 	struct rblk_resp r = {.tag = 2,
@@ -2228,6 +2284,7 @@ int main(void)
 	    cmocka_unit_test(test_login_size_and_max_io),
 	    cmocka_unit_test(test_login_v1_refused),
 	    cmocka_unit_test(test_resp_pull),
+	    cmocka_unit_test(test_resp_size),
 	    cmocka_unit_test(test_grant),
 	    cmocka_unit_test(test_done),
 	    cmocka_unit_test(test_login_direct),

@@ -451,6 +451,23 @@ static int fill_paths(const char *path, struct rblk_opts *ro,
 	return 0;
 }
 
+/*
+ * librblk's opts.on_resize, on the job's thread inside rblk_poll(): the
+ * volume grew live (rblk-target ctl resize-export). fio sized its file at
+ * setup and keeps that size for the job; a later job sees the new one.
+ */
+static void rblk_fio_resized(struct rblk *r, uint64_t old_size,
+			     uint64_t new_size, void *arg)
+{
+	struct thread_data *td = arg;
+
+	(void)r;
+	log_info("rblk: %s: the volume grew from %llu to %llu bytes; this job "
+		 "keeps its size, a new job sees the new one\n",
+		 td->o.name, (unsigned long long)old_size,
+		 (unsigned long long)new_size);
+}
+
 /* Fill rblk_opts from the engine options for a session of one queue. */
 static int fill_opts(struct thread_data *td, unsigned int qd,
 		     struct rblk_opts *ro, struct path_list *pl)
@@ -488,6 +505,8 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		ro->ctrl_loss_timeout_s = o->ctrl_loss_tmo;
 	ro->queues = 1;
 	ro->queue_depth = qd;
+	ro->on_resize = rblk_fio_resized;
+	ro->on_resize_arg = td;
 	ro->max_io = (unsigned int)o->max_io;
 	ro->host_name = o->hostname;
 	if (o->keyfile && o->keyfile[0])
