@@ -61,25 +61,28 @@ PY
 psk=$TEST_DIR/keys.psk
 tmo 10 psktool -u alice -p "$psk" >/dev/null
 tmo 10 psktool -u alice -p "$TEST_DIR/other.psk" >/dev/null
+# Daemonised (no -f): the session must be opened after nbdkit's fork
+# (.after_fork), as verbs resources do not survive one; -v keeps stderr.
 for attempt in 1 2 3 4 5; do
 	port=$(free_port)
 	rm -f "$TEST_DIR/nbdkit.pid"
-	nbdkit -f -v --tls=require --tls-psk="$psk" -i 127.0.0.1 -p "$port" \
-		--pidfile "$TEST_DIR/nbdkit.pid" "$plugin" "$url" queues=4 \
-		keepalive=0.4 >"$TEST_DIR/nbdkit.log" 2>&1 &
-	nbdkit_pid=$!
-	for ((i = 0; i < 200; i++)); do
+	rc=0
+	tmo 60 nbdkit -v --log=stderr --tls=require --tls-psk="$psk" \
+		-i 127.0.0.1 -p "$port" --pidfile "$TEST_DIR/nbdkit.pid" \
+		"$plugin" "$url" queues=4 keepalive=0.4 \
+		>"$TEST_DIR/nbdkit.log" 2>&1 || rc=$?
+	# (the pidfile comes from the child, once it listens)
+	for ((i = 0; rc == 0 && i < 100; i++)); do
 		[ -s "$TEST_DIR/nbdkit.pid" ] && break
-		kill -0 "$nbdkit_pid" 2>/dev/null || break
 		sleep 0.05
 	done
-	[ -s "$TEST_DIR/nbdkit.pid" ] && break
-	stop_pid "$nbdkit_pid"
+	[ $rc -eq 0 ] && [ -s "$TEST_DIR/nbdkit.pid" ] && break
 	grep -qi "in use" "$TEST_DIR/nbdkit.log" && continue
 	cat "$TEST_DIR/nbdkit.log"
-	fail "nbdkit --tls=require did not start"
+	fail "nbdkit --tls=require did not start (exit $rc)"
 done
 [ -s "$TEST_DIR/nbdkit.pid" ] || fail "nbdkit: no free port after 5 attempts"
+nbdkit_pid=$(cat "$TEST_DIR/nbdkit.pid")
 cleanup_fn stop_pid "$nbdkit_pid"
 tls_uri="nbds://alice@127.0.0.1:$port/?tls-psk-file=$psk"
 
