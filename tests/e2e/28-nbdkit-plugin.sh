@@ -6,7 +6,7 @@
 # target's file compared by sha256; a plaintext client and a client with
 # the wrong key are refused while the TLS client goes on. A filter
 # (blocksize) serves a misaligned write that the plugin alone refuses.
-# The keeper: with the target's idle_timeout at 1 s and keepalive=0.4, an
+# The keeper: with the target's idle_timeout at 2 s and keepalive=0.5, an
 # idle nbdkit keeps its session (no "idle_timeout" drop, data still read).
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
@@ -22,7 +22,7 @@ fi
 
 truncate -s 32M "$TEST_DIR/export.img"
 make_random "$TEST_DIR/src.img" 32
-start_target --idle-timeout 1 --export "vol0=$TEST_DIR/export.img"
+start_target --idle-timeout 2 --export "vol0=$TEST_DIR/export.img"
 url=$RBLK_TARGET_URL/vol0
 
 # ---- nbdkit's checks -------------------------------------------------------
@@ -41,7 +41,7 @@ expect_refusal 30 1 "export 'nosuch' not found" \
 	nbdkit -f -U "$TEST_DIR/bad.sock" "$plugin" "url=$RBLK_TARGET_URL/nosuch"
 
 # nbdinfo through a captive nbdkit: what a client is offered
-tmo 60 nbdkit -U - "$plugin" "$url" queues=2 \
+tmo 60 nbdkit -U - "$plugin" "$url" queues=2 keepalive=0.5 \
 	--run 'nbdinfo --json "$uri"' >"$TEST_DIR/info.json" ||
 	fail "nbdinfo through the plugin"
 python3 - "$TEST_DIR/info.json" <<'PY' || fail "nbdinfo: $(cat "$TEST_DIR/info.json")"
@@ -69,7 +69,7 @@ for attempt in 1 2 3 4 5; do
 	rc=0
 	tmo 60 nbdkit -v --log=stderr --tls=require --tls-psk="$psk" \
 		-i 127.0.0.1 -p "$port" --pidfile "$TEST_DIR/nbdkit.pid" \
-		"$plugin" "$url" queues=4 keepalive=0.4 \
+		"$plugin" "$url" queues=4 keepalive=0.5 \
 		>"$TEST_DIR/nbdkit.log" 2>&1 || rc=$?
 	# (the pidfile comes from the child, once it listens)
 	for ((i = 0; rc == 0 && i < 100; i++)); do
@@ -112,13 +112,13 @@ out=$(tmo 30 nbdinfo --size "$tls_uri")
 [ "$out" = $((32 << 20)) ] || fail "nbdinfo --size over TLS: '$out'"
 
 # ---- the keeper: an idle server keeps its session ------------------------------
-sleep 2.5
+sleep 4.5
 rm -f "$TEST_DIR/back.img"
 tmo 60 nbdcopy "$tls_uri" "$TEST_DIR/back.img"
-[ "$(sha "$TEST_DIR/back.img")" = "$src" ] || fail "copy after 2.5 s idle differs"
+[ "$(sha "$TEST_DIR/back.img")" = "$src" ] || fail "copy after 4.5 s idle differs"
 ! grep -q "idle_timeout" "$RBLK_TARGET_LOG" ||
 	fail "the target dropped an idle session of the plugin: $(grep -m1 idle_timeout "$RBLK_TARGET_LOG")"
-echo "idle 2.5 s (target idle_timeout 1 s): no session dropped"
+echo "idle 4.5 s (target idle_timeout 2 s): no session dropped"
 
 # ---- a filter: blocksize turns a misaligned write into aligned ones ------------
 # (libnbd's own alignment check off, so the request reaches the server)
@@ -128,11 +128,11 @@ try:
     print("accepted")
 except nbd.Error as e:
     print("refused:", e.string)'
-out=$(tmo 60 nbdkit -U - "$plugin" "$url" --run "nbdsh -u \"\$uri\" -c '$prog'")
+out=$(tmo 60 nbdkit -U - "$plugin" "$url" keepalive=0.5 --run "nbdsh -u \"\$uri\" -c '$prog'")
 echo "plugin alone: $out"
 grep -q "^refused:" <<<"$out" || fail "misaligned write not refused: $out"
 out=$(tmo 60 nbdkit -U - --filter=blocksize "$plugin" "$url" minblock=512 \
-	--run "nbdsh -u \"\$uri\" -c '$prog'")
+	keepalive=0.5 --run "nbdsh -u \"\$uri\" -c '$prog'")
 [ "$out" = accepted ] || fail "through the blocksize filter: $out"
 [ "$(dd if="$TEST_DIR/export.img" bs=1 skip=1000001 count=3 2>/dev/null)" = abc ] ||
 	fail "the filtered misaligned write is not in the target's file"
