@@ -12,7 +12,13 @@ set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires nbdkit nbdinfo nbdcopy psktool sha256sum truncate python3
 requires_built
-requires_nbdsh
+# Over rdma (guest test 57, where time is dear) only what depends on the
+# transport: start-up, the daemonised TLS round trip, the refusals and
+# the keeper. What clients are offered and the filter are nbdkit's
+# business, the same on every transport: checked here on the host.
+full=1
+[ "${RBLK_TEST_SCHEME:-tcp}" = rdma ] && full=0
+[ $full = 0 ] || requires_nbdsh
 plugin=$RBLK_BUILD/nbdkit-rblk-plugin.so
 if [ ! -f "$plugin" ]; then
 	pkg-config --exists nbdkit 2>/dev/null ||
@@ -40,22 +46,24 @@ echo "dump-plugin: $(grep -E '^(name|version|thread_model|rblk_version)=' "$TEST
 expect_refusal 30 1 "export 'nosuch' not found" \
 	nbdkit -f -U "$TEST_DIR/bad.sock" "$plugin" "url=$RBLK_TARGET_URL/nosuch"
 
-# nbdinfo through a captive nbdkit: what a client is offered
-tmo 60 nbdkit -U - "$plugin" "$url" queues=2 keepalive=0.5 \
-	--run 'nbdinfo --json "$uri"' >"$TEST_DIR/info.json" ||
-	fail "nbdinfo through the plugin"
-python3 - "$TEST_DIR/info.json" <<'PY' || fail "nbdinfo: $(cat "$TEST_DIR/info.json")"
-import json, sys
-e = json.load(open(sys.argv[1]))["exports"][0]
-want = {"export-size": 32 << 20, "is_read_only": False, "can_flush": True,
-        "can_fua": True, "can_trim": True, "can_zero": True,
-        "can_multi_conn": True, "block_size_minimum": 512,
-        "block_size_preferred": 4096, "block_size_maximum": 32 << 20}
-bad = {k: (e.get(k), v) for k, v in want.items() if e.get(k) != v}
-if bad:
-    sys.exit(f"nbdinfo: (got, want): {bad}")
-print("nbdinfo:", {k: e[k] for k in want})
-PY
+if [ $full = 1 ]; then
+	# nbdinfo through a captive nbdkit: what a client is offered
+	tmo 60 nbdkit -U - "$plugin" "$url" queues=2 keepalive=0.5 \
+		--run 'nbdinfo --json "$uri"' >"$TEST_DIR/info.json" ||
+		fail "nbdinfo through the plugin"
+	python3 - "$TEST_DIR/info.json" <<-'PY' || fail "nbdinfo: $(cat "$TEST_DIR/info.json")"
+	import json, sys
+	e = json.load(open(sys.argv[1]))["exports"][0]
+	want = {"export-size": 32 << 20, "is_read_only": False, "can_flush": True,
+	        "can_fua": True, "can_trim": True, "can_zero": True,
+	        "can_multi_conn": True, "block_size_minimum": 512,
+	        "block_size_preferred": 4096, "block_size_maximum": 32 << 20}
+	bad = {k: (e.get(k), v) for k, v in want.items() if e.get(k) != v}
+	if bad:
+	    sys.exit(f"nbdinfo: (got, want): {bad}")
+	print("nbdinfo:", {k: e[k] for k in want})
+	PY
+fi
 
 # ---- TLS round trip ---------------------------------------------------------
 psk=$TEST_DIR/keys.psk
@@ -120,6 +128,10 @@ tmo 60 nbdcopy "$tls_uri" "$TEST_DIR/back.img"
 	fail "the target dropped an idle session of the plugin: $(grep -m1 idle_timeout "$RBLK_TARGET_LOG")"
 echo "idle 4.5 s (target idle_timeout 2 s): no session dropped"
 
+if [ $full = 0 ]; then
+	echo "PASS: $TEST_NAME (rdma: no nbdinfo flags, no filter)"
+	exit 0
+fi
 # ---- a filter: blocksize turns a misaligned write into aligned ones ------------
 # (libnbd's own alignment check off, so the request reaches the server)
 prog='h.set_strict_mode(h.get_strict_mode() & ~nbd.STRICT_ALIGN)

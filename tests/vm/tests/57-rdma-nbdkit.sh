@@ -5,7 +5,8 @@
 # opened after nbdkit's fork), serving rdma://ADDR/vol0 to nbdcopy over
 # TLS with sha256 of the source, the copy back and the target's file;
 # plaintext and wrong-key clients refused; the keeper against the
-# target's idle_timeout; a misaligned write through --filter=blocksize.
+# target's idle_timeout. (What clients are offered and the blocksize
+# filter do not depend on the transport: the host run checks them.)
 # vm-timeout: 300
 # shellcheck source=tests/vm/lib.sh
 source tests/vm/lib.sh
