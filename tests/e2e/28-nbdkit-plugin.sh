@@ -48,6 +48,7 @@ expect_refusal 30 1 "export 'nosuch' not found" \
 
 if [ $full = 1 ]; then
 	# nbdinfo through a captive nbdkit: what a client is offered
+	# shellcheck disable=SC2016 # $uri is nbdkit's, for the --run command
 	tmo 60 nbdkit -U - "$plugin" "$url" queues=2 keepalive=0.5 \
 		--run 'nbdinfo --json "$uri"' >"$TEST_DIR/info.json" ||
 		fail "nbdinfo through the plugin"
@@ -71,7 +72,7 @@ tmo 10 psktool -u alice -p "$psk" >/dev/null
 tmo 10 psktool -u alice -p "$TEST_DIR/other.psk" >/dev/null
 # Daemonised (no -f): the session must be opened after nbdkit's fork
 # (.after_fork), as verbs resources do not survive one; -v keeps stderr.
-for attempt in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
 	port=$(free_port)
 	rm -f "$TEST_DIR/nbdkit.pid"
 	rc=0
