@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The nbdkit plugin (build/nbdkit-rblk-plugin.so) on a file export over tcp:
 # nbdkit's own checks (--dump-plugin, nbdinfo of what is offered), then
-# nbdkit --tls=require --tls-psk: a random 32 MiB image copied in and out
-# with nbdcopy over TLS (multi-conn), the source, the copy back and the
-# target's file compared by sha256; a plaintext client and a client with
-# the wrong key are refused while the TLS client goes on. A filter
+# nbdkit --tls=require --tls-psk: a random 32 MiB image (8 over rdma)
+# copied in and out with nbdcopy over TLS (multi-conn), the source, the
+# copy back and the target's file compared by sha256; a plaintext client
+# and a client with the wrong key are refused while the TLS client goes on. A filter
 # (blocksize) serves a misaligned write that the plugin alone refuses.
 # The keeper: with the target's idle_timeout at 2 s and keepalive=0.5, an
 # idle nbdkit keeps its session (no "idle_timeout" drop, data still read).
@@ -16,8 +16,8 @@ requires_built
 # transport: start-up, the daemonised TLS round trip, the refusals and
 # the keeper. What clients are offered and the filter are nbdkit's
 # business, the same on every transport: checked here on the host.
-full=1
-[ "${RBLK_TEST_SCHEME:-tcp}" = rdma ] && full=0
+full=1 mib=32
+[ "${RBLK_TEST_SCHEME:-tcp}" = rdma ] && full=0 mib=8
 [ $full = 0 ] || requires_nbdsh
 plugin=$RBLK_BUILD/nbdkit-rblk-plugin.so
 if [ ! -f "$plugin" ]; then
@@ -26,8 +26,8 @@ if [ ! -f "$plugin" ]; then
 	fail "$plugin missing: run make"
 fi
 
-truncate -s 32M "$TEST_DIR/export.img"
-make_random "$TEST_DIR/src.img" 32
+truncate -s "${mib}M" "$TEST_DIR/export.img"
+make_random "$TEST_DIR/src.img" "$mib"
 start_target --idle-timeout 2 --export "vol0=$TEST_DIR/export.img"
 url=$RBLK_TARGET_URL/vol0
 
@@ -118,7 +118,7 @@ expect_refusal 30 1 "gnutls_handshake" \
 grep -q "error: gnutls_handshake" "$TEST_DIR/nbdkit.log" ||
 	fail "nbdkit logged no failed handshake for the wrong key"
 out=$(tmo 30 nbdinfo --size "$tls_uri")
-[ "$out" = $((32 << 20)) ] || fail "nbdinfo --size over TLS: '$out'"
+[ "$out" = $((mib << 20)) ] || fail "nbdinfo --size over TLS: '$out'"
 
 # ---- the keeper: an idle server keeps its session ------------------------------
 sleep 4.5
