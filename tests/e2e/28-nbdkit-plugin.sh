@@ -4,8 +4,9 @@
 # nbdkit --tls=require --tls-psk: a random 32 MiB image (8 over rdma)
 # copied in and out with nbdcopy over TLS (multi-conn), the source, the
 # copy back and the target's file compared by sha256; a plaintext client
-# and a client with the wrong key are refused while the TLS client goes on. A filter
-# (blocksize) serves a misaligned write that the plugin alone refuses.
+# and a client with the wrong key are refused while the TLS client goes
+# on. A filter (blocksize) serves a misaligned write that the plugin alone
+# refuses.
 # The keeper: with the target's idle_timeout at 2 s and keepalive=0.5, an
 # idle nbdkit keeps its session (no "idle_timeout" drop, data still read).
 set -euo pipefail
