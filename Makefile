@@ -9,6 +9,7 @@
 #   make SANITIZE=1      build with ASan + UBSan (into build/ as usual)
 #   make fuzz            libFuzzer harnesses, FUZZ_TIME s each (tests/fuzz)
 #   make stress          load and leak check, STRESS_TIME s (tests/stress)
+#   make nbdkit-plugin   the nbdkit plugin (part of make all with nbdkit-plugin-dev)
 #   make deps            install the Debian packages the build needs
 
 PREFIX ?= /usr/local
@@ -25,10 +26,10 @@ PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium json-c \
 DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
 	libnl-3-dev libsodium-dev libcmocka-dev librbd-dev librados-dev \
-	libjson-c-dev libmicrohttpd-dev libtcmalloc-minimal4
+	libjson-c-dev libmicrohttpd-dev libtcmalloc-minimal4 nbdkit-plugin-dev
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq curl \
 	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev \
-	clang-format \
+	clang-format gnutls-bin \
 	ceph-mon ceph-osd ceph-mgr ceph-common
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
@@ -97,7 +98,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
 .PHONY: FORCE all clean check check-unit check-e2e demo install deps test-deps \
 	format help
-all: $(PROGS) $(LIBS) $(BUILD)/rblk.pc
+all: $(PROGS) $(LIBS) $(BUILD)/rblk.pc nbdkit-plugin-maybe
 
 help:
 	@sed -n '2,14p' Makefile | sed 's/^# //'
@@ -329,6 +330,7 @@ demo: deps all test-deps
 	tools/demo.sh
 
 include tools/fio/fio.mk
+include tools/nbdkit/nbdkit.mk
 include tests/vm/vm.mk
 include tools/bench/bench.mk
 include tests/fuzz/fuzz.mk
@@ -351,10 +353,10 @@ test-deps:
 
 # ---- install -------------------------------------------------------------
 
-install: all
+install: all nbdkit-plugin-install
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
 		$(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/rblk \
-		$(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \
 		$(DESTDIR)$(PREFIX)/share/man/man8 \
 		$(DESTDIR)$(PREFIX)/share/doc/rblk
 	install -m 755 $(BUILD)/rblk-target $(DESTDIR)$(PREFIX)/sbin/
@@ -367,6 +369,7 @@ install: all
 	install -m 644 $(BUILD)/librblk.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/rblk/rblk.h $(DESTDIR)$(PREFIX)/include/rblk/
 	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(BUILD)/rblk.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/rblk.pc
+	install -m 644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 docs/man/*.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 docs/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 644 docs/man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make install DESTDIR=... PREFIX=/usr` puts every file in place; the
+# `make install DESTDIR=... PREFIX=/usr` puts every file in place (the
+# nbdkit plugin, where built, in nbdkit's plugin directory); the
 # installed pkg-config file gives flags with which a small program builds
 # against the installed header and shared librblk, and that program lists
 # and uses a live target's exports; the systemd units verify
@@ -24,6 +25,12 @@ for f in sbin/rblk-target sbin/fence_rblk bin/rblk bin/rblk-devices lib/librblk.
 	lib/systemd/system/rblk-map@.service; do
 	[ -e "$dest/usr/$f" ] || fail "make install did not install /usr/$f"
 done
+# the nbdkit plugin, where it was built, in nbdkit's plugin directory
+if [ -f "$RBLK_BUILD/nbdkit-rblk-plugin.so" ]; then
+	pdir=$(pkg-config --variable=plugindir nbdkit)
+	[ -x "$dest$pdir/nbdkit-rblk-plugin.so" ] ||
+		fail "make install did not install $pdir/nbdkit-rblk-plugin.so"
+fi
 for f in docs/man/*.[0-9]; do
 	s=${f##*.}
 	cmp -s "$f" "$dest/usr/share/man/man$s/$(basename "$f")" ||

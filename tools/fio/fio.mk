@@ -51,6 +51,9 @@ FIO_ENGINE_LIB := $(patsubst %.c,$(BUILD)/obj-fio/%.o,\
 $(BUILD)/obj-fio/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -fsanitize=%,$(CFLAGS)) -c $< -o $@
+# (common/version.c includes the generated git description)
+$(BUILD)/obj-fio/common/version.o: $(BUILD)/gen/version-git.h
+$(BUILD)/obj-fio/common/version.o: CFLAGS += -I$(BUILD)/gen
 else
 FIO_ENGINE_LIB := $(BUILD)/librblk.a
 endif
