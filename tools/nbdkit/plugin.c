@@ -173,7 +173,7 @@ static int parse_retries(const char *value)
 	return 0;
 }
 
-static int rblk_config(const char *key, const char *value)
+static int plug_config(const char *key, const char *value)
 {
 	int s;
 
@@ -223,7 +223,7 @@ static int rblk_config(const char *key, const char *value)
 	return 0;
 }
 
-static int rblk_config_complete(void)
+static int plug_config_complete(void)
 {
 	if (!cfg.url) {
 		nbdkit_error("the url parameter is required "
@@ -253,7 +253,7 @@ static int rblk_config_complete(void)
 	"io-timeout=SEC        command deadline (default 30, 0 none)\n"        \
 	"io-retries=N          resends before an I/O fails (default 3)"
 
-static void rblk_dump_plugin(void)
+static void plug_dump_plugin(void)
 {
 	printf("rblk_version=%s\n", RBLK_VERSION_STRING);
 	printf("rblk_transports=tcp,rdma,unix\n");
@@ -372,7 +372,7 @@ static void *keeper_main(void *arg)
  * the session here, never before, since verbs resources do not survive
  * fork(). A failure stops nbdkit with librblk's sentence.
  */
-static int rblk_after_fork(void)
+static int plug_after_fork(void)
 {
 	struct rblk_opts o;
 	unsigned int i;
@@ -407,7 +407,7 @@ static int rblk_after_fork(void)
 }
 
 /* After every connection has closed. */
-static void rblk_cleanup(void)
+static void plug_cleanup(void)
 {
 	if (g.keeper_running) {
 		pthread_mutex_lock(&g.lock);
@@ -427,7 +427,7 @@ static void rblk_cleanup(void)
 /* ---- per connection --------------------------------------------------- */
 
 /* Connections share the session: the handle is only a non-NULL token. */
-static void *rblk_nbd_open(int readonly)
+static void *plug_nbd_open(int readonly)
 {
 	return &g;
 }
@@ -437,7 +437,7 @@ static bool has(uint32_t feature)
 	return g.info->features & feature;
 }
 
-static int64_t rblk_get_size(void *handle)
+static int64_t plug_get_size(void *handle)
 {
 	return (int64_t)g.info->size;
 }
@@ -447,7 +447,7 @@ static int64_t rblk_get_size(void *handle)
  * requests with EINVAL; --filter=blocksize serves clients that send them);
  * preferred max(4096, block size); maximum payload 32 MiB, as `rblk nbd`.
  */
-static int rblk_block_size(void *handle, uint32_t *minimum, uint32_t *preferred,
+static int plug_block_size(void *handle, uint32_t *minimum, uint32_t *preferred,
 			   uint32_t *maximum)
 {
 	uint32_t bs = g.info->block_size;
@@ -458,12 +458,12 @@ static int rblk_block_size(void *handle, uint32_t *minimum, uint32_t *preferred,
 	return 0;
 }
 
-static int rblk_can_write(void *handle)
+static int plug_can_write(void *handle)
 {
 	return !cfg.read_only && !has(RBLK_FEAT_READ_ONLY);
 }
 
-static int rblk_can_flush(void *handle)
+static int plug_can_flush(void *handle)
 {
 	return has(RBLK_FEAT_FLUSH);
 }
@@ -473,7 +473,7 @@ static int rblk_can_flush(void *handle)
  * `rblk nbd` offers it); with FLUSH alone nbdkit emulates it by a flush
  * after the write.
  */
-static int rblk_can_fua(void *handle)
+static int plug_can_fua(void *handle)
 {
 	if (has(RBLK_FEAT_FUA) && has(RBLK_FEAT_FLUSH))
 		return NBDKIT_FUA_NATIVE;
@@ -482,13 +482,13 @@ static int rblk_can_fua(void *handle)
 	return NBDKIT_FUA_NONE;
 }
 
-static int rblk_can_trim(void *handle)
+static int plug_can_trim(void *handle)
 {
 	return has(RBLK_FEAT_TRIM);
 }
 
 /* Without WRITE_ZEROES nbdkit still offers it, writing zeroes itself. */
-static int rblk_can_zero(void *handle)
+static int plug_can_zero(void *handle)
 {
 	return has(RBLK_FEAT_ZEROES);
 }
@@ -501,7 +501,7 @@ static int rblk_can_zero(void *handle)
  * any session (the target fdatasyncs the whole backing store; see
  * docs/PROTOCOL.md, "Durability epoch"), whichever connection sent it.
  */
-static int rblk_can_multi_conn(void *handle)
+static int plug_can_multi_conn(void *handle)
 {
 	return 1;
 }
@@ -552,25 +552,25 @@ static unsigned int fua(uint32_t flags)
 	return (flags & NBDKIT_FLAG_FUA) ? RBLK_IO_FUA : 0;
 }
 
-static int rblk_nbd_pread(void *handle, void *buf, uint32_t count,
+static int plug_nbd_pread(void *handle, void *buf, uint32_t count,
 			  uint64_t offset, uint32_t flags)
 {
 	return do_io(RBLK_IO_READ, buf, offset, count, 0);
 }
 
-static int rblk_nbd_pwrite(void *handle, const void *buf, uint32_t count,
+static int plug_nbd_pwrite(void *handle, const void *buf, uint32_t count,
 			   uint64_t offset, uint32_t flags)
 {
 	return do_io(RBLK_IO_WRITE, (void *)buf, offset, count, fua(flags));
 }
 
-static int rblk_nbd_flush(void *handle, uint32_t flags)
+static int plug_nbd_flush(void *handle, uint32_t flags)
 {
 	return do_io(RBLK_IO_FLUSH, NULL, 0, 0, 0);
 }
 
 /* TRIM carries no FUA on rblk: a FLUSH after it makes it durable. */
-static int rblk_nbd_trim(void *handle, uint32_t count, uint64_t offset,
+static int plug_nbd_trim(void *handle, uint32_t count, uint64_t offset,
 			 uint32_t flags)
 {
 	if (do_io(RBLK_IO_TRIM, NULL, offset, count, 0) < 0)
@@ -584,7 +584,7 @@ static int rblk_nbd_trim(void *handle, uint32_t count, uint64_t offset,
  * NBDKIT_FLAG_MAY_TRIM is allowed, not required: the target zeroes with
  * fallocate(ZERO_RANGE) or the backend's write-zeroes either way.
  */
-static int rblk_nbd_zero(void *handle, uint32_t count, uint64_t offset,
+static int plug_nbd_zero(void *handle, uint32_t count, uint64_t offset,
 			 uint32_t flags)
 {
 	return do_io(RBLK_IO_WRITE_ZEROES, NULL, offset, count, fua(flags));
@@ -595,27 +595,27 @@ static struct nbdkit_plugin plugin = {
     .longname = "rblk RDMA block storage",
     .version = RBLK_VERSION_STRING,
     .description = "serve an rblk volume (tcp://, rdma://, unix://) over NBD",
-    .config = rblk_config,
-    .config_complete = rblk_config_complete,
+    .config = plug_config,
+    .config_complete = plug_config_complete,
     .config_help = rblk_config_help,
     .magic_config_key = "url",
-    .dump_plugin = rblk_dump_plugin,
-    .after_fork = rblk_after_fork,
-    .cleanup = rblk_cleanup,
-    .open = rblk_nbd_open,
-    .get_size = rblk_get_size,
-    .block_size = rblk_block_size,
-    .can_write = rblk_can_write,
-    .can_flush = rblk_can_flush,
-    .can_fua = rblk_can_fua,
-    .can_trim = rblk_can_trim,
-    .can_zero = rblk_can_zero,
-    .can_multi_conn = rblk_can_multi_conn,
-    .pread = rblk_nbd_pread,
-    .pwrite = rblk_nbd_pwrite,
-    .flush = rblk_nbd_flush,
-    .trim = rblk_nbd_trim,
-    .zero = rblk_nbd_zero,
+    .dump_plugin = plug_dump_plugin,
+    .after_fork = plug_after_fork,
+    .cleanup = plug_cleanup,
+    .open = plug_nbd_open,
+    .get_size = plug_get_size,
+    .block_size = plug_block_size,
+    .can_write = plug_can_write,
+    .can_flush = plug_can_flush,
+    .can_fua = plug_can_fua,
+    .can_trim = plug_can_trim,
+    .can_zero = plug_can_zero,
+    .can_multi_conn = plug_can_multi_conn,
+    .pread = plug_nbd_pread,
+    .pwrite = plug_nbd_pwrite,
+    .flush = plug_nbd_flush,
+    .trim = plug_nbd_trim,
+    .zero = plug_nbd_zero,
     .errno_is_preserved = 0,
 };
 
