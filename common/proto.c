@@ -58,11 +58,12 @@ static const char *const status_names[] = {
     [RBLK_S_AUTH_FAILED] = "authentication failed",
     [RBLK_S_AUTH_REQUIRED] = "authentication required",
     [RBLK_S_BUSY] = "connection or session limit reached",
+    [RBLK_S_TLS_REQUIRED] = "TLS required (plaintext login refused)",
 };
 
 const char *rblk_status_str(int status)
 {
-	if (status < 0 || status > RBLK_S_MAX_)
+	if (status < 0 || status > RBLK_S_MAX_ || !status_names[status])
 		return "unknown status";
 	return status_names[status];
 }
@@ -100,6 +101,8 @@ int rblk_status_to_errno(int status)
 		return -ENOKEY;
 	case RBLK_S_BUSY:
 		return -EBUSY;
+	case RBLK_S_TLS_REQUIRED:
+		return -EACCES;
 	case RBLK_S_BAD_TAG:
 	case RBLK_S_BAD_STATE:
 		return -EPROTO;

@@ -224,7 +224,9 @@ enum rblk_status {
 	RBLK_S_AUTH_FAILED = 16, /* wrong secret, unknown host, bad response */
 	RBLK_S_AUTH_REQUIRED = 17, /* host/export needs authentication */
 	RBLK_S_BUSY = 18, /* connection or session limit reached: retry later */
-	RBLK_S_MAX_ = 18,
+	/* 19: reserved (reservation conflict) */
+	RBLK_S_TLS_REQUIRED = 20, /* export or host refuses plaintext logins */
+	RBLK_S_MAX_ = 20,
 };
 
 const char *rblk_status_str(int status);

@@ -447,6 +447,8 @@ struct tconn {
 	 */
 	int hidden_st;
 	char hidden_why[256];
+	/* what protects the connection (TLS), from its setup on */
+	struct xp_tls_peer tls;
 
 	struct tconn *next;	    /* worker's list */
 	unsigned int push_inflight; /* push READ responses not completed */
@@ -573,6 +575,8 @@ struct worker {
 
 struct target {
 	struct cfg_target cfg;
+	/* TLS server credentials of the tcp listeners (NULL: no TLS) */
+	struct xp_tls *tls;
 	/*
 	 * Exports, in configuration order, added ones at the tail. The
 	 * control thread adds and removes; workers look up at login. Both
@@ -716,6 +720,19 @@ struct auth_plan {
 int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 		const struct export *e, const struct rblk_hello *hello,
 		const uint8_t nonce[RBLK_AUTH_NONCE_LEN], struct auth_plan *a);
+
+/*
+ * TLS policy of a login (docs/PROTOCOL.md, "TLS"), once the host is
+ * known (authenticated, or an open export): host of the HELLO, e its
+ * export (NULL: discovery), tp what protects the connection. A TLS
+ * session proven by a PSK or a client certificate is that host's only:
+ * another host name in the HELLO is refused AUTH_FAILED. A plaintext
+ * login that cfg_tls_required() says must not be is refused
+ * RBLK_S_TLS_REQUIRED. RBLK_S_OK otherwise; why says why not. Pure.
+ */
+int login_tls_decide(const struct cfg_target *cfg, const struct export *e,
+		     const char *host, const struct xp_tls_peer *tp, char *why,
+		     size_t whylen);
 
 /*
  * Limits (target/limits.c; any thread). limits_admit(): may a connection
