@@ -26,9 +26,11 @@ TARGET_LOG=$TEST_DIR/target.log
 	--ctl-socket "$TEST_DIR/ctl.sock" \
 	--host "alpha:secret-file=$TEST_DIR/alpha.key" \
 	--export "vol=$TEST_DIR/vol.img,allow=alpha,tls=required" \
-	>"$TARGET_LOG" 2>&1 &
+	--log-level debug >"$TARGET_LOG" 2>&1 &
 TARGET_PID=$!
 _targets+=("$TARGET_PID")
+show_target_log() { echo "--- target log (last lines)"; tail -n 25 "$TARGET_LOG"; }
+cleanup_fn show_target_log
 wait_until 60 grep -q "listening on tcp://$ADDR:$PORT" "$TARGET_LOG"
 URL=tcp://$ADDR:$PORT/vol
 auth=(--tls --host-name alpha --key-file "$TEST_DIR/alpha.key")
@@ -38,7 +40,7 @@ ktls_sessions() {
 }
 
 # ---- rblk nbd --tls ---------------------------------------------------------
-start_nbd "$URL" "$TEST_DIR/nbd.sock" "${auth[@]}"
+start_nbd "$URL" "$TEST_DIR/nbd.sock" "${auth[@]}" --log-level debug
 [ "$(ktls_sessions)" -ge 1 ] ||
 	fail "no kTLS session: $(ctl list-sessions)"
 head -c 8M /dev/urandom >"$TEST_DIR/src"
