@@ -744,8 +744,9 @@ int tcp_tls_ktls(struct tcp_tls *t)
 	int txl, rxl;
 
 	t->peer.mode = XP_TLS_USER;
-	log_debug("tls: handshake over: %zu header bytes of a next record read, %zu left of one, %zu pending",
-		  t->hdr_got, t->rec_left, gnutls_record_check_pending(t->s));
+	log_debug(
+	    "tls: handshake over: %zu header bytes of a next record read, %zu left of one, %zu pending",
+	    t->hdr_got, t->rec_left, gnutls_record_check_pending(t->s));
 	/* bytes past the handshake already taken: GnuTLS must read on */
 	if (t->creds->no_ktls || gnutls_record_check_pending(t->s) ||
 	    t->out_tail > t->out_head || t->hdr_got || t->rec_left)
