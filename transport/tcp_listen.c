@@ -768,6 +768,11 @@ static int tcp_pending_tls(struct tcp_pending *p)
 	if (ret)
 		return ret;
 	p->tls_done = true;
+	/*
+	 * The CONNECT frame gets its own deadline: the first kTLS set-up
+	 * may load crypto modules for seconds (6 s in the TCG guest).
+	 */
+	p->deadline_ms = now_ms() + TCP_HANDSHAKE_MS;
 	return 1;
 }
 
