@@ -39,6 +39,12 @@ ktls_sessions() {
 	ctl list-sessions -o json | jq '[.sessions[] | select(.tls == "ktls")] | length'
 }
 
+# The first kTLS set-up of a boot loads the crypto modules (gcm, aesni):
+# 10 s under TCG, on the target's main thread and past a 10 s connect
+# timeout. One connection with time to spare pays for it.
+tmo 120 "$RBLK_BIN" info "$URL" "${auth[@]}" --timeout 60000 >/dev/null ||
+	fail "rblk info --tls (warm-up): $(tail -n 5 "$TARGET_LOG")"
+
 # ---- rblk nbd --tls ---------------------------------------------------------
 start_nbd "$URL" "$TEST_DIR/nbd.sock" "${auth[@]}" --log-level debug
 [ "$(ktls_sessions)" -ge 1 ] ||
