@@ -64,7 +64,7 @@ map_dev "$URL" --nbd --queues 2 "${auth[@]}"
 [ "$(ktls_sessions)" -ge 2 ] ||
 	fail "the kernel NBD device's queues are not on kTLS: $(ctl list-sessions)"
 FIO=(fio --filename="$DEV" --ioengine=libaio --direct=1 --iodepth=16
-	--rw=randwrite --bs=4k --size=32M --verify=crc32c
+	--rw=randwrite --bs=4k --size=8M --verify=crc32c
 	--verify_state_save=0 --output-format=json)
 timeout -k 10 300 "${FIO[@]}" --name=ktls-write >"$TEST_DIR/w.json" ||
 	fail "fio on $DEV over kTLS: $(tail -n 20 "$TEST_DIR/w.json")"
@@ -83,7 +83,7 @@ if [ -f "$RBLK_FIO_ENGINE" ]; then
 	timeout -k 10 300 fio --name=engine "--ioengine=external:$RBLK_FIO_ENGINE" \
 		--uri="$URL" --tls=1 --hostname=alpha \
 		--keyfile="$TEST_DIR/alpha.key" --rw=randwrite --bsrange=4k-128k \
-		--size=16M --offset=64M --iodepth=16 --verify=crc32c \
+		--size=8M --offset=64M --iodepth=16 --verify=crc32c \
 		--verify_state_save=0 --output-format=json >"$TEST_DIR/e.json" ||
 		fail "fio engine over kTLS: $(tail -n 20 "$TEST_DIR/e.json")"
 	jq -e '.jobs[0].error == 0' "$TEST_DIR/e.json" >/dev/null ||
