@@ -22,14 +22,15 @@ BUILD ?= build
 CC ?= gcc
 
 PKGS := libibverbs librdmacm liburing inih libnl-genl-3.0 libsodium json-c \
-	libmicrohttpd
+	libmicrohttpd gnutls
 DEB_BUILD_DEPS := build-essential pkg-config libibverbs-dev librdmacm-dev \
 	rdma-core liburing-dev libaio-dev libinih-dev libnl-genl-3-dev \
 	libnl-3-dev libsodium-dev libcmocka-dev librbd-dev librados-dev \
-	libjson-c-dev libmicrohttpd-dev libtcmalloc-minimal4 nbdkit-plugin-dev
+	libjson-c-dev libmicrohttpd-dev libtcmalloc-minimal4 nbdkit-plugin-dev \
+	libgnutls28-dev
 DEB_TEST_DEPS := fio nbdkit libnbd-bin python3-libnbd qemu-utils jq curl \
 	ibverbs-utils rdmacm-utils man-db groff-base clang-14 libclang-rt-14-dev \
-	clang-format gnutls-bin \
+	clang-format tcpdump gnutls-bin \
 	ceph-mon ceph-osd ceph-mgr ceph-common
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
@@ -54,7 +55,8 @@ TARGET_MALLOC := -l:libtcmalloc_minimal.so.4
 endif
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS_VERBS = $(shell pkg-config --libs libibverbs librdmacm)
+# the transports' libraries: verbs for rdma, GnuTLS for tcp's TLS
+PKG_LIBS_VERBS = $(shell pkg-config --libs libibverbs librdmacm gnutls)
 PKG_LIBS_URING = $(shell pkg-config --libs liburing)
 PKG_LIBS_INIH = $(shell pkg-config --libs inih)
 PKG_LIBS_NL = $(shell pkg-config --libs libnl-genl-3.0)

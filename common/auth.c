@@ -165,3 +165,42 @@ out_close:
 	close(fd);
 	return ret;
 }
+
+void rblk_tls_psk(const uint8_t *secret, size_t secret_len, const char *host,
+		  uint8_t psk[RBLK_TLS_PSK_LEN])
+{
+	uint8_t prk[crypto_auth_hmacsha256_BYTES];
+	crypto_auth_hmacsha256_state st;
+	const uint8_t one = 1;
+
+	_Static_assert(crypto_auth_hmacsha256_BYTES == RBLK_TLS_PSK_LEN,
+		       "one HKDF block is the PSK");
+	crypto_auth_hmacsha256_init(&st, (const uint8_t *)RBLK_TLS_PSK_SALT,
+				    sizeof(RBLK_TLS_PSK_SALT) - 1);
+	crypto_auth_hmacsha256_update(&st, secret, secret_len);
+	crypto_auth_hmacsha256_final(&st, prk);
+	crypto_auth_hmacsha256_init(&st, prk, sizeof(prk));
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)RBLK_TLS_PSK_INFO,
+				      sizeof(RBLK_TLS_PSK_INFO) - 1);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)host,
+				      strnlen(host, RBLK_NAME_MAX - 1));
+	crypto_auth_hmacsha256_update(&st, &one, 1);
+	crypto_auth_hmacsha256_final(&st, psk);
+	sodium_memzero(prk, sizeof(prk));
+	sodium_memzero(&st, sizeof(st));
+}
+
+void rblk_tls_identity(const char *host, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s%.*s", RBLK_TLS_ID_PREFIX, RBLK_NAME_MAX - 1,
+		 host);
+}
+
+const char *rblk_tls_identity_host(const char *identity)
+{
+	size_t n = sizeof(RBLK_TLS_ID_PREFIX) - 1;
+
+	if (strncmp(identity, RBLK_TLS_ID_PREFIX, n) || !identity[n])
+		return NULL;
+	return identity + n;
+}

@@ -85,4 +85,27 @@ int rblk_auth_check_secret(const char *secret, size_t len, char *err,
 int rblk_auth_load_secret(const char *path, uint8_t *secret, size_t *len,
 			  char *err, size_t errlen);
 
+/*
+ * TLS pre-shared keys (docs/PROTOCOL.md, "TLS"). A host's TLS PSK comes
+ * from the secret it already has, as NVMe/TCP derives its retained PSK,
+ * so one key file serves both: HKDF-SHA256 (RFC 5869) with
+ *
+ *   PRK = HMAC-SHA256(RBLK_TLS_PSK_SALT, secret)
+ *   PSK = HMAC-SHA256(PRK, RBLK_TLS_PSK_INFO | host_name | 0x01)
+ *
+ * (one output block: 32 bytes). The identity the initiator offers is
+ * RBLK_TLS_ID_PREFIX followed by its host name.
+ */
+#define RBLK_TLS_PSK_LEN 32
+#define RBLK_TLS_PSK_SALT "rblk-tls-psk-v1"
+#define RBLK_TLS_PSK_INFO "rblk tls psk for host "
+#define RBLK_TLS_ID_PREFIX "rblk1 "
+
+void rblk_tls_psk(const uint8_t *secret, size_t secret_len, const char *host,
+		  uint8_t psk[RBLK_TLS_PSK_LEN]);
+/* The identity for host into buf (size >= RBLK_NAME_MAX + 8). */
+void rblk_tls_identity(const char *host, char *buf, size_t size);
+/* The host an identity names, or NULL when it is not an rblk identity. */
+const char *rblk_tls_identity_host(const char *identity);
+
 #endif

@@ -60,11 +60,12 @@ static const char *const status_names[] = {
     [RBLK_S_AUTH_REQUIRED] = "authentication required",
     [RBLK_S_BUSY] = "connection or session limit reached",
     [RBLK_S_RESV_CONFLICT] = "reservation conflict",
+    [RBLK_S_TLS_REQUIRED] = "TLS required (plaintext login refused)",
 };
 
 const char *rblk_status_str(int status)
 {
-	if (status < 0 || status > RBLK_S_MAX_)
+	if (status < 0 || status > RBLK_S_MAX_ || !status_names[status])
 		return "unknown status";
 	return status_names[status];
 }
@@ -105,6 +106,8 @@ int rblk_status_to_errno(int status)
 	case RBLK_S_RESV_CONFLICT:
 		/* what Linux block layer returns for BLK_STS_RESV_CONFLICT */
 		return -EBADE;
+	case RBLK_S_TLS_REQUIRED:
+		return -EACCES;
 	case RBLK_S_BAD_TAG:
 	case RBLK_S_BAD_STATE:
 		return -EPROTO;

@@ -346,7 +346,8 @@ enum rblk_status {
 	RBLK_S_BUSY = 18, /* connection or session limit reached: retry later */
 	/* a reservation forbids this command to this host (RBLK_F_PR) */
 	RBLK_S_RESV_CONFLICT = 19,
-	RBLK_S_MAX_ = 19,
+	RBLK_S_TLS_REQUIRED = 20, /* export or host refuses plaintext logins */
+	RBLK_S_MAX_ = 20,
 };
 
 const char *rblk_status_str(int status);

@@ -377,18 +377,29 @@ static int host_arg(struct cfg_target *cfg, const char *arg, char *why,
 	char buf[RBLK_NAME_MAX + PATH_MAX + 64];
 	struct cfg_host *h;
 	uint8_t secret[RBLK_SECRET_MAX];
+	enum cfg_tls tls = CFG_TLS_UNSET;
 	size_t len;
-	char *colon;
+	char *colon, *tlsopt;
 	int ret;
 
 	if (strlen(arg) >= sizeof(buf))
 		return fail(why, whylen, -EINVAL, "argument too long");
 	snprintf(buf, sizeof(buf), "%s", arg);
+	/* a trailing ",tls=MODE" (a path may hold commas, not that) */
+	tlsopt = strstr(buf, ",tls=");
+	if (tlsopt && !strchr(tlsopt + 1, ',')) {
+		*tlsopt = 0;
+		if (cfg_parse_tls(tlsopt + 5, &tls))
+			return fail(
+			    why, whylen, -EINVAL,
+			    "bad tls '%.32s' (off, optional or required)",
+			    tlsopt + 5);
+	}
 	colon = strchr(buf, ':');
 	if (!colon || colon == buf || strncmp(colon + 1, "secret-file=", 12) ||
 	    !colon[13])
 		return fail(why, whylen, -EINVAL,
-			    "expected NAME:secret-file=PATH");
+			    "expected NAME:secret-file=PATH[,tls=required]");
 	*colon = 0;
 	ret = cfg_check_host_name(buf, why, whylen);
 	if (ret)
@@ -403,6 +414,7 @@ static int host_arg(struct cfg_target *cfg, const char *arg, char *why,
 	if (h) {
 		memcpy(h->secret, secret, len);
 		h->secret_len = len;
+		h->tls = (uint8_t)tls;
 	}
 	memset(secret, 0, sizeof(secret));
 	return h ? 0 : ret;
@@ -550,6 +562,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	struct cfg_export acl = {0};
 	struct cfg_qos qos = {0};
 	enum cfg_direct direct = CFG_DIRECT_DEFAULT;
+	enum cfg_tls tls = CFG_TLS_UNSET;
 	bool ro = false, has_uuid = false, overcommit = false, buffered = false;
 	uint8_t uuid[16];
 	uint64_t bs = 0;
@@ -563,7 +576,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	if (!eq || eq == buf)
 		return fail(
 		    why, whylen, -EINVAL,
-		    "expected NAME=PATH[,ro][,bs=N][,direct][,cache=buffered][,allow=HOST|any][,allow_ro=HOST][,overcommit]");
+		    "expected NAME=PATH[,ro][,bs=N][,direct][,cache=buffered][,allow=HOST|any][,allow_ro=HOST][,overcommit][,tls=required]");
 	*eq = 0;
 	path = eq + 1;
 	opts = strchr(path, ',');
@@ -612,6 +625,12 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 				return fail(why, whylen, -EINVAL,
 					    "pr_file must be an absolute path");
 			pr_file = opt + 8;
+		} else if (!strncmp(opt, "tls=", 4)) {
+			if (cfg_parse_tls(opt + 4, &tls))
+				return fail(
+				    why, whylen, -EINVAL,
+				    "bad tls '%.32s' (off, optional or required)",
+				    opt + 4);
 		} else if (!strncmp(opt, "allow=", 6)) {
 			ret = cfg_add_allow(&acl, opt + 6, false, why, whylen);
 			if (ret)
@@ -627,7 +646,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 		} else {
 			return fail(
 			    why, whylen, -EINVAL,
-			    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, pr_file=PATH, allow=HOST|any, allow_ro=HOST, overcommit, iops=, read_iops=, write_iops=, bps=, read_bps=, write_bps=, burst_ms=)",
+			    "%s option '%.32s' (known: ro, rw, bs=N, direct, nodirect, cache=direct|buffered, uuid=UUID, pr_file=PATH, allow=HOST|any, allow_ro=HOST, overcommit, tls=off|optional|required, iops=, read_iops=, write_iops=, bps=, read_bps=, write_bps=, burst_ms=)",
 			    *opt ? "unknown" : "empty", opt);
 		}
 	}
@@ -640,6 +659,7 @@ static int export_arg(struct cfg_target *cfg, const char *arg, char *why,
 	e->allow_any = acl.allow_any;
 	e->overcommit = overcommit;
 	e->cache_buffered = buffered;
+	e->tls = (uint8_t)tls;
 	e->nr_allow = acl.nr_allow;
 	memcpy(e->allow, acl.allow, sizeof(acl.allow));
 	memcpy(e->allow_ro, acl.allow_ro, sizeof(acl.allow_ro));
@@ -838,6 +858,9 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
 	return 0;
 }
 
+static int cfg_validate_tls(const struct cfg_target *cfg, char *err,
+			    size_t errlen);
+
 int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen)
 {
 	char why[256];
@@ -902,8 +925,120 @@ int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen)
 		return fail(err, errlen, -EINVAL,
 			    "engine '%.15s' is not io_uring or libaio",
 			    cfg->engine);
+	if (cfg_validate_tls(cfg, err, errlen))
+		return -EINVAL;
 	for (unsigned int i = 0; i < cfg->nr_exports; i++)
 		if (cfg->allow_any_host && !cfg->exports[i].restricted)
 			cfg->exports[i].allow_any = true;
+	return 0;
+}
+
+/* ---- TLS ---------------------------------------------------------------- */
+
+static const char *const tls_names[] = {
+    [CFG_TLS_UNSET] = "unset",
+    [CFG_TLS_OFF] = "off",
+    [CFG_TLS_OPTIONAL] = "optional",
+    [CFG_TLS_REQUIRED] = "required",
+};
+
+int cfg_parse_tls(const char *s, enum cfg_tls *out)
+{
+	for (int i = CFG_TLS_OFF; i <= CFG_TLS_REQUIRED; i++)
+		if (!strcmp(s, tls_names[i])) {
+			*out = (enum cfg_tls)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *cfg_tls_str(enum cfg_tls t)
+{
+	return (unsigned int)t <= CFG_TLS_REQUIRED ? tls_names[t] : "?";
+}
+
+int cfg_set_tls_key(struct cfg_target *cfg, const char *key, const char *value,
+		    char *why, size_t whylen)
+{
+	char *dst;
+	enum cfg_tls t;
+
+	if (!strcmp(key, "tls")) {
+		if (cfg_parse_tls(value, &t))
+			return fail(
+			    why, whylen, -EINVAL,
+			    "tls: '%s' is not off, optional or required",
+			    value);
+		cfg->tls = (uint8_t)t;
+		return 0;
+	}
+	if (!strcmp(key, "tls_cert"))
+		dst = cfg->tls_cert;
+	else if (!strcmp(key, "tls_key"))
+		dst = cfg->tls_key;
+	else if (!strcmp(key, "tls_ca"))
+		dst = cfg->tls_ca;
+	else
+		return -ENOENT;
+	if (!*value || strlen(value) >= PATH_MAX)
+		return fail(why, whylen, -EINVAL, "%s: not a path", key);
+	snprintf(dst, PATH_MAX, "%s", value);
+	return 0;
+}
+
+/* Credentials: a certificate, or hosts with secrets (their PSKs). */
+static bool cfg_tls_credentials(const struct cfg_target *cfg)
+{
+	return cfg->tls_cert[0] || cfg->nr_hosts;
+}
+
+bool cfg_tls_accepted(const struct cfg_target *cfg)
+{
+	return cfg->tls != CFG_TLS_OFF && cfg_tls_credentials(cfg);
+}
+
+bool cfg_tls_required(const struct cfg_target *cfg, const struct cfg_export *e,
+		      const struct cfg_host *h)
+{
+	uint8_t t = e && e->tls ? e->tls : cfg->tls;
+
+	return t == CFG_TLS_REQUIRED || (h && h->tls == CFG_TLS_REQUIRED);
+}
+
+/*
+ * A requirement needs a listener that takes TLS, and that needs
+ * credentials; a certificate needs its key.
+ */
+static int cfg_validate_tls(const struct cfg_target *cfg, char *err,
+			    size_t errlen)
+{
+	bool needed = cfg->tls == CFG_TLS_REQUIRED;
+	const char *who = "the target";
+
+	if (!cfg->tls_cert[0] != !cfg->tls_key[0])
+		return fail(
+		    err, errlen, -EINVAL,
+		    "tls_cert and tls_key go together (the certificate and its key)");
+	for (unsigned int i = 0; i < cfg->nr_exports && !needed; i++)
+		if (cfg->exports[i].tls == CFG_TLS_REQUIRED) {
+			needed = true;
+			who = cfg->exports[i].name;
+		}
+	for (unsigned int i = 0; i < cfg->nr_hosts && !needed; i++)
+		if (cfg->hosts[i].tls == CFG_TLS_REQUIRED) {
+			needed = true;
+			who = cfg->hosts[i].name;
+		}
+	if (!needed)
+		return 0;
+	if (cfg->tls == CFG_TLS_OFF)
+		return fail(err, errlen, -EINVAL,
+			    "%s requires TLS, but the target's tls is off",
+			    who);
+	if (!cfg_tls_credentials(cfg))
+		return fail(
+		    err, errlen, -EINVAL,
+		    "%s requires TLS, and the target has no credentials for it: [host] secrets (PSK) or tls_cert and tls_key",
+		    who);
 	return 0;
 }

@@ -57,12 +57,31 @@ bool cfg_qos_any(const struct cfg_qos *q);
 struct cfg_export;
 int cfg_check_export_qos(const struct cfg_export *e, char *why, size_t whylen);
 
+/*
+ * TLS on tcp listeners (docs/PROTOCOL.md, "TLS"): `tls` of [target]
+ * (--tls), of an export and of a host entry. The target's value says
+ * whether its tcp listeners take TLS (off: no; optional, the default
+ * when it has credentials: both; required: a plaintext login is refused
+ * with RBLK_S_TLS_REQUIRED). An export's value overrides the target's
+ * for logins to it; a host entry's can only add the requirement.
+ */
+enum cfg_tls {
+	CFG_TLS_UNSET = 0,
+	CFG_TLS_OFF,
+	CFG_TLS_OPTIONAL,
+	CFG_TLS_REQUIRED,
+};
+/* "off", "optional", "required": 0, or -EINVAL */
+int cfg_parse_tls(const char *s, enum cfg_tls *out);
+const char *cfg_tls_str(enum cfg_tls t);
+
 /* A host that authenticates with a shared secret ([host NAME]). */
 struct cfg_host {
 	char name[RBLK_NAME_MAX];
 	uint8_t secret[RBLK_SECRET_MAX];
 	size_t secret_len;
 	struct cfg_qos qos; /* limits on all its sessions together */
+	uint8_t tls;	    /* enum cfg_tls: required refuses plaintext */
 };
 
 /* cfg_export.direct: register the volume itself for each connection */
@@ -109,6 +128,7 @@ struct cfg_export {
 	 * or block device export; "": the default, target/pr.c).
 	 */
 	char pr_file[PATH_MAX];
+	uint8_t tls; /* enum cfg_tls; unset: the target's */
 };
 
 /* Ceph settings shared by the rbd: exports (target/backend_rbd.c). */
@@ -176,6 +196,13 @@ struct cfg_target {
 	struct cfg_ceph ceph; /* rbd:POOL/IMAGE exports */
 	/* exports without an allow list are open to any host (default no) */
 	bool allow_any_host;
+	/*
+	 * TLS (enum cfg_tls; see above) and the X.509 files, PEM: the
+	 * target's certificate and key, and the CA that client certificates
+	 * must chain to (optional; a client certificate's CN names a host).
+	 */
+	uint8_t tls;
+	char tls_cert[PATH_MAX], tls_key[PATH_MAX], tls_ca[PATH_MAX];
 };
 
 /* A configuration file larger than this is refused (it is not one). */
@@ -322,6 +349,22 @@ int cfg_set_metrics(struct cfg_target *cfg, const char *url, char *err,
  * (sets its allow_any).
  */
 int cfg_validate(struct cfg_target *cfg, char *err, size_t errlen);
+
+/*
+ * A TLS key of [target] (tls, tls_cert, tls_key, tls_ca; the same names
+ * as --tls, --tls-cert, ...): 0, -ENOENT for another key, or -EINVAL
+ * with why set.
+ */
+int cfg_set_tls_key(struct cfg_target *cfg, const char *key, const char *value,
+		    char *why, size_t whylen);
+/* Whether the tcp listeners take TLS handshakes (after cfg_validate()). */
+bool cfg_tls_accepted(const struct cfg_target *cfg);
+/*
+ * Whether a login of host (its entry, NULL: none) to export e (NULL:
+ * discovery) must come over TLS.
+ */
+bool cfg_tls_required(const struct cfg_target *cfg, const struct cfg_export *e,
+		      const struct cfg_host *h);
 
 /* An export's cache= value: "direct" (the default: O_DIRECT where the file
  * system allows it) or "buffered" (the page cache); 0 or -EINVAL. */

@@ -586,6 +586,22 @@ static bool qos_key(struct parse_ctx *c, struct cfg_qos *q, const char *name,
 	return true;
 }
 
+/* `tls` of [export] or [host]: true when name is it (error recorded). */
+static bool tls_key(struct parse_ctx *c, uint8_t *tls, const char *name,
+		    const char *value)
+{
+	enum cfg_tls t;
+
+	if (strcmp(name, "tls"))
+		return false;
+	if (cfg_parse_tls(value, &t))
+		ctx_fail(c, "tls: '%s' is not off, optional or required",
+			 value);
+	else
+		*tls = (uint8_t)t;
+	return true;
+}
+
 static int lookup_key(const char *const *keys, int nr, const char *name)
 {
 	for (int i = 0; i < nr; i++)
@@ -618,12 +634,15 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 	case SEC_HOST:
 		key = lookup_key(host_keys, NR_HOST_KEYS, name);
 		if (key < 0 &&
+		    tls_key(c, &c->cfg->hosts[c->host].tls, name, value))
+			return !c->err_line;
+		if (key < 0 &&
 		    qos_key(c, &c->cfg->hosts[c->host].qos, name, value))
 			return !c->err_line;
 		if (key < 0)
 			return ctx_fail(
 			    c,
-			    "unknown key '%s' in [host %s] (known: secret, secret_file, " QOS_KEYS
+			    "unknown key '%s' in [host %s] (known: secret, secret_file, tls, " QOS_KEYS
 			    ")",
 			    name, c->cfg->hosts[c->host].name);
 		return host_key(c, key, value);
@@ -634,6 +653,9 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 			int ret = cfg_set_limit(c->cfg, name, value, why,
 						sizeof(why));
 
+			if (ret == -ENOENT)
+				ret = cfg_set_tls_key(c->cfg, name, value, why,
+						      sizeof(why));
 			if (ret == 0)
 				return 1;
 			if (ret != -ENOENT)
@@ -642,18 +664,21 @@ static int ini_handler_cb(void *user, const char *section, const char *name,
 		if (key < 0)
 			return ctx_fail(
 			    c,
-			    "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, poll_spin_us, session_pool_share, window_timeout, ctl_socket, ctl_socket_mode, unix_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host)",
+			    "unknown key '%s' in [target] (known: listen, workers, engine, log_level, max_queue_depth, max_io, slot_pool, inline_data, max_pending, max_pending_per_host, max_sessions, max_sessions_per_host, idle_timeout, poll_spin_us, session_pool_share, window_timeout, ctl_socket, ctl_socket_mode, unix_socket_mode, metrics, name, ceph_conf, ceph_id, ceph_keyring, rbd_cluster_connections, rbd_takeover, rbd_timeout, allow_any_host, tls, tls_cert, tls_key, tls_ca)",
 			    name);
 		return target_key(c, key, value);
 	case SEC_EXPORT:
 		key = lookup_key(export_keys, NR_EXPORT_KEYS, name);
+		if (key < 0 &&
+		    tls_key(c, &c->cfg->exports[c->exp].tls, name, value))
+			return !c->err_line;
 		if (key < 0 &&
 		    qos_key(c, &c->cfg->exports[c->exp].qos, name, value))
 			return !c->err_line;
 		if (key < 0)
 			return ctx_fail(
 			    c,
-			    "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid, overcommit, cache, " QOS_KEYS
+			    "unknown key '%s' in [export %s] (known: path, read_only, block_size, allow, allow_ro, direct, uuid, overcommit, cache, tls, " QOS_KEYS
 			    ")",
 			    name, c->cfg->exports[c->exp].name);
 		return export_key(c, key, value);

@@ -19,24 +19,38 @@ enum {
 	CLI_OPT_HOST_NAME = 0x4000,
 	CLI_OPT_KEY_FILE,
 	CLI_OPT_MUTUAL_AUTH,
+	CLI_OPT_TLS,
+	CLI_OPT_TLS_CA,
+	CLI_OPT_TLS_CERT,
+	CLI_OPT_TLS_KEY,
 };
 
+/* clang-format off */
 #define CLI_AUTH_LONGOPTS                                                      \
 	{"host-name", required_argument, NULL, CLI_OPT_HOST_NAME},             \
-	    {"key-file", required_argument, NULL, CLI_OPT_KEY_FILE},           \
-	{                                                                      \
-		"mutual-auth", no_argument, NULL, CLI_OPT_MUTUAL_AUTH          \
-	}
+	{"key-file", required_argument, NULL, CLI_OPT_KEY_FILE},               \
+	{"mutual-auth", no_argument, NULL, CLI_OPT_MUTUAL_AUTH},               \
+	{"tls", no_argument, NULL, CLI_OPT_TLS},                               \
+	{"tls-ca", required_argument, NULL, CLI_OPT_TLS_CA},                   \
+	{"tls-cert", required_argument, NULL, CLI_OPT_TLS_CERT},               \
+	{"tls-key", required_argument, NULL, CLI_OPT_TLS_KEY}
+/* clang-format on */
 
-#define CLI_AUTH_HELP                                                                \
-	"      --host-name NAME      who we are to the target (default: hostname)\n" \
-	"      --key-file PATH       this host's shared secret (mode 0600)\n"        \
-	"      --mutual-auth         refuse a target that does not prove the secret\n"
+#define CLI_AUTH_HELP                                                                  \
+	"      --host-name NAME      who we are to the target (default: hostname)\n"   \
+	"      --key-file PATH       this host's shared secret (mode 0600)\n"          \
+	"      --mutual-auth         refuse a target that does not prove the secret\n" \
+	"      --tls                 TLS 1.3 on tcp://: a PSK from --key-file's\n"     \
+	"                            secret, or X.509 with --tls-ca\n"                 \
+	"      --tls-ca FILE         CA the target's certificate must chain to\n"      \
+	"      --tls-cert FILE, --tls-key FILE  this host's certificate (PEM)\n"
 
 struct cli_auth {
 	const char *host_name;
 	const char *key_file;
 	bool mutual;
+	bool tls;
+	const char *tls_ca, *tls_cert, *tls_key;
 };
 
 /* Records ch if it is an authentication option; returns whether it was. */
@@ -52,6 +66,19 @@ static inline bool cli_auth_opt(int ch, const char *arg, struct cli_auth *a)
 	case CLI_OPT_MUTUAL_AUTH:
 		a->mutual = true;
 		return true;
+	case CLI_OPT_TLS:
+		a->tls = true;
+		return true;
+	case CLI_OPT_TLS_CA:
+		a->tls_ca = arg;
+		a->tls = true; /* a CA means TLS */
+		return true;
+	case CLI_OPT_TLS_CERT:
+		a->tls_cert = arg;
+		return true;
+	case CLI_OPT_TLS_KEY:
+		a->tls_key = arg;
+		return true;
 	}
 	return false;
 }
@@ -63,6 +90,10 @@ static inline void cli_auth_apply(const struct cli_auth *a, struct rblk_opts *o)
 	o->key_file = a->key_file;
 	if (a->mutual)
 		o->flags |= RBLK_OPEN_MUTUAL_AUTH;
+	o->tls = a->tls;
+	o->tls_ca_file = a->tls_ca;
+	o->tls_cert_file = a->tls_cert;
+	o->tls_key_file = a->tls_key;
 }
 
 /*

@@ -31,6 +31,11 @@ static void discover_usage(FILE *f)
 	    "  -t, --timeout MS     connect/answer timeout (default 10000)\n"
 	    "  -H, --host-name NAME name this host to the target (default: hostname)\n"
 	    "  -L, --log-level L    error, warn (default), info, debug\n"
+	    "      --tls            TLS 1.3 on tcp://: a PSK from --key-file's\n"
+	    "                       secret, or X.509 with --tls-ca FILE\n"
+	    "      --key-file PATH  this host's secret (for the PSK)\n"
+	    "      --tls-ca FILE    CA the target's certificate must chain to\n"
+	    "      --tls-cert FILE, --tls-key FILE  this host's certificate\n"
 	    "  -h, --help           show this help\n\n"
 	    "Exit status: 0 listed (possibly none), 1 error, 2 usage error.\n");
 }
@@ -106,15 +111,23 @@ int cmd_discover(int argc, char **argv)
 	    {"host-name", required_argument, NULL, 'H'},
 	    {"log-level", required_argument, NULL, 'L'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"key-file", required_argument, NULL, CLI_OPT_KEY_FILE},
+	    {"tls", no_argument, NULL, CLI_OPT_TLS},
+	    {"tls-ca", required_argument, NULL, CLI_OPT_TLS_CA},
+	    {"tls-cert", required_argument, NULL, CLI_OPT_TLS_CERT},
+	    {"tls-key", required_argument, NULL, CLI_OPT_TLS_KEY},
 	    {0},
 	};
 	struct rblk_export_entry *list;
+	struct cli_auth auth = {0};
 	struct rblk_opts o;
 	bool json = false;
 	int c, n;
 
 	rblk_opts_init(&o);
 	while ((c = getopt_long(argc, argv, "o:t:H:L:h", opts, NULL)) != -1) {
+		if (cli_auth_opt(c, optarg, &auth))
+			continue;
 		switch (c) {
 		case 'o':
 			if (cli_parse_output("discover", optarg, &json))
@@ -144,6 +157,8 @@ int cmd_discover(int argc, char **argv)
 		discover_usage(stderr);
 		return 2;
 	}
+	auth.host_name = o.host_name;
+	cli_auth_apply(&auth, &o);
 	n = rblk_discover(argv[optind], &o, &list);
 	if (n < 0) {
 		fprintf(stderr, "rblk discover: %s\n", rblk_last_error());

@@ -227,6 +227,10 @@ static int open_session(struct rblk *r, const char *url, struct rblk_opts *o)
 	ret = open_secret(r, o);
 	if (ret)
 		return ret;
+	ret = lib_tls_open(o, &r->url, r->host_name, r->secret, r->secret_len,
+			   &r->tls);
+	if (ret)
+		return ret;
 	r->poll_spin_us = o->poll_spin_us;
 	r->queues = calloc(o->queues, sizeof(*r->queues));
 	if (!r->queues)
@@ -240,6 +244,7 @@ static int open_session(struct rblk *r, const char *url, struct rblk_opts *o)
 	o->host_name = NULL; /* r->host_name holds it */
 	o->key_file = NULL;  /* r->secret holds it */
 	o->paths = NULL;     /* r->paths holds them */
+	o->tls_ca_file = o->tls_cert_file = o->tls_key_file = NULL; /* r->tls */
 	r->opts = *o;
 	return 0;
 }
@@ -286,6 +291,8 @@ int rblk_open(const char *url, const struct rblk_opts *user_opts,
 	ret = open_session(r, url, &o);
 	if (ret) {
 		lib_path_free(r);
+		xp_tls_destroy(r->tls);
+		memset(r->secret, 0, sizeof(r->secret));
 		free(r);
 		return ret;
 	}
@@ -306,6 +313,7 @@ void rblk_close(struct rblk *r)
 		queue_destroy(&r->queues[i]);
 	free(r->queues);
 	lib_path_free(r);
+	xp_tls_destroy(r->tls);
 	memset(r->secret, 0, sizeof(r->secret));
 	free(r);
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/auth.h"
 #include "../common/proto.h"
 #include "../common/url.h"
 #include "../common/util.h"
@@ -31,6 +32,7 @@ struct disc_ctx {
 	const struct xp_ops *ops;
 	const char *host_name;
 	int timeout_ms;
+	struct xp_tls *tls; /* opts.tls: TLS credentials, else NULL */
 };
 
 /* Wait for the one message the target sends back; copy it into out. */
@@ -72,7 +74,8 @@ static int discover_page(const struct disc_ctx *d, uint16_t first,
 	void *mem = NULL;
 	int ret, st;
 
-	ret = lib_connect(d->ops, NULL, u, &attr, 1, d->timeout_ms, &xc);
+	ret =
+	    lib_connect(d->ops, NULL, u, &attr, d->tls, 1, d->timeout_ms, &xc);
 	if (ret)
 		return ret;
 	/* one receive buffer, then the HELLO */
@@ -156,15 +159,15 @@ out_destroy:
 	return ret;
 }
 
+static int discover_tls(const struct rblk_opts *o, struct disc_ctx *d);
+static int discover_list(struct disc_ctx *d, struct rblk_export_entry **out);
+
 int rblk_discover(const char *url, const struct rblk_opts *opts,
 		  struct rblk_export_entry **out)
 {
-	struct rblk_export_entry *list = NULL;
-	struct rblk_disc_reply reply;
 	struct rblk_url u;
 	struct disc_ctx d = {.url = &u, .timeout_ms = 10000};
 	char host[RBLK_NAME_MAX], err[256];
-	unsigned int total = 0, have = 0;
 	int ret;
 
 	lib_clear_error();
@@ -196,6 +199,47 @@ int rblk_discover(const char *url, const struct rblk_opts *opts,
 		host[sizeof(host) - 1] = 0;
 		d.host_name = host;
 	}
+	if (opts && opts->opts_size > offsetof(struct rblk_opts, tls) &&
+	    opts->tls) {
+		ret = discover_tls(opts, &d);
+		if (ret)
+			return ret;
+	}
+	ret = discover_list(&d, out);
+	xp_tls_destroy(d.tls);
+	return ret;
+}
+
+/* TLS credentials for discovery: the key file read for its PSK. */
+static int discover_tls(const struct rblk_opts *o, struct disc_ctx *d)
+{
+	uint8_t secret[RBLK_SECRET_MAX];
+	size_t len = 0;
+	char err[320];
+	int ret;
+
+	if (o->key_file &&
+	    !(o->opts_size > offsetof(struct rblk_opts, tls_ca_file) &&
+	      o->tls_ca_file)) {
+		if (rblk_auth_init())
+			return lib_set_error(-EIO,
+					     "libsodium failed to initialise");
+		if (rblk_auth_load_secret(o->key_file, secret, &len, err,
+					  sizeof(err)))
+			return lib_set_error(-EINVAL, "%s", err);
+	}
+	ret = lib_tls_open(o, d->url, d->host_name, secret, len, &d->tls);
+	memset(secret, 0, sizeof(secret));
+	return ret;
+}
+
+static int discover_list(struct disc_ctx *d, struct rblk_export_entry **out)
+{
+	struct rblk_export_entry *list = NULL;
+	struct rblk_disc_reply reply;
+	unsigned int total = 0, have = 0;
+	int ret;
+
 	/*
 	 * Exports can come and go between pages. The target appends new ones
 	 * at the tail, so a total that changed means an earlier page may be
@@ -208,7 +252,7 @@ int rblk_discover(const char *url, const struct rblk_opts *opts,
 		list = NULL;
 		have = 0;
 		do {
-			ret = discover_page(&d, (uint16_t)have, &reply);
+			ret = discover_page(d, (uint16_t)have, &reply);
 			if (ret)
 				goto out_free;
 			if (!list) {

@@ -21,6 +21,7 @@ struct xp_conn;
 struct xp_group;
 struct xp_conn_attr;
 struct xp_wc;
+struct xp_tls;
 
 /*
  * Connect to u with a CM request for queue_depth (lib_conn.c), into group
@@ -31,7 +32,19 @@ struct xp_wc;
  */
 int lib_connect(const struct xp_ops *ops, struct xp_group *g,
 		const struct rblk_url *u, const struct xp_conn_attr *attr,
-		uint16_t queue_depth, int timeout_ms, struct xp_conn **out);
+		struct xp_tls *tls, uint16_t queue_depth, int timeout_ms,
+		struct xp_conn **out);
+
+struct rblk_opts;
+struct xp_tls;
+/*
+ * TLS client credentials for o (rblk_opts.tls; lib_conn.c): *out NULL
+ * without TLS. PSK mode needs secret (the key file's) for host_name.
+ * 0, or -errno with the error set.
+ */
+int lib_tls_open(const struct rblk_opts *o, const struct rblk_url *u,
+		 const char *host_name, const uint8_t *secret,
+		 size_t secret_len, struct xp_tls **out);
 
 /*
  * Wait for one completion on xc until deadline (now_ms() clock), sleeping

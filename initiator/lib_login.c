@@ -145,6 +145,7 @@ static int wait_login(struct rblk_queue *q, int timeout_ms,
 	const void *buf;
 	int n, st, type;
 
+	q->authed = false; /* this connection's proof, not the last one's */
 	for (;;) {
 		n = lib_wait_wc(q->xc, &wc, deadline);
 		if (n)
@@ -212,6 +213,12 @@ static bool login_auth_error(struct rblk *r, int status)
 			  "host '%s' is not allowed to use export '%s'",
 			  r->host_name, r->url.export_name);
 		return true;
+	case RBLK_S_TLS_REQUIRED:
+		set_error(
+		    -EACCES,
+		    "export '%s' requires TLS: connect with --tls (rblk_opts.tls)",
+		    r->url.export_name);
+		return true;
 	}
 	return false;
 }
@@ -268,14 +275,14 @@ static uint32_t inline_ask(const struct rblk *r, const struct rblk_opts *o)
 static int queue_dial(struct rblk *r, struct rblk_queue *q,
 		      const struct rblk_opts *o, uint32_t ask)
 {
-	struct xp_conn_attr attr;
+	struct xp_conn_attr attr = {0};
 	uint16_t qd = (uint16_t)o->queue_depth;
 	size_t send_len;
 	int ret;
 
 	attr.max_recv_wr = (want_push_imm(r, o) ? 2u * qd : qd) + 2u;
 	attr.max_send_wr = 3u * qd + 4u;
-	ret = lib_connect(r->ops, q->g, lib_path_url(q), &attr, qd,
+	ret = lib_connect(r->ops, q->g, lib_path_url(q), &attr, r->tls, qd,
 			  o->timeout_ms, &q->xc);
 	if (ret)
 		return ret;

@@ -306,6 +306,7 @@ struct rblk {
 	unsigned int nr_queues;
 	struct rblk_queue *queues;
 	char host_name[RBLK_NAME_MAX];
+	struct xp_tls *tls; /* TLS client credentials (opts.tls), or NULL */
 	uint8_t secret[RBLK_SECRET_MAX]; /* from opts.key_file */
 	size_t secret_len;		 /* 0: none */
 	bool mutual;			 /* RBLK_OPEN_MUTUAL_AUTH */

@@ -92,6 +92,13 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg, struct xp_conn *xc,
 	/* transports sanitize what they print; the table gets it so too */
 	str_sanitize(c->peer, sizeof(c->peer), xp_peer_name(xc),
 		     sizeof(c->peer));
+	xp_conn_tls(xc, &c->tls);
+	if (c->tls.mode != XP_TLS_OFF)
+		log_info("conn %llu (%s): TLS 1.3 by %s, records in %s",
+			 (unsigned long long)c->id, c->peer,
+			 c->tls.psk ? "PSK" : "certificate",
+			 c->tls.mode == XP_TLS_KTLS ? "the kernel"
+						    : "user space");
 	/*
 	 * Receives hold a command with the most in-capsule data a login of
 	 * this depth may be granted (HELLO has not come yet). The last send
@@ -258,6 +265,15 @@ static void handle_discover(struct worker *w, struct tconn *c,
 	struct rblk_disc_reply d = {.first = h->queue_id};
 	void *buf = send_buf(c, c->cm_qd);
 	unsigned int idx = 0;
+	char why[256];
+	int st;
+
+	st = login_tls_decide(&w->tgt->cfg, NULL, h->host_name, &c->tls, why,
+			      sizeof(why));
+	if (st) {
+		login_refuse(c, st, why);
+		return;
+	}
 
 	pthread_mutex_lock(&w->tgt->exports_lock);
 	for (const struct export *e = w->tgt->exports; e; e = e->next) {
@@ -433,6 +449,12 @@ static void login_grant(struct worker *w, struct tconn *c, bool force_ro)
 	char why[256];
 	int ret;
 
+	ret = login_tls_decide(&w->tgt->cfg, e, h->host_name, &c->tls, why,
+			       sizeof(why));
+	if (ret) {
+		login_refuse(c, ret, why);
+		return;
+	}
 	if (limits_login(&w->tgt->cfg, c->adm, why, sizeof(why))) {
 		login_refuse(c, RBLK_S_BUSY, why);
 		return;

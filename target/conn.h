@@ -164,6 +164,8 @@ struct tconn {
 	 */
 	int hidden_st;
 	char hidden_why[256];
+	/* what protects the connection (TLS), from its setup on */
+	struct xp_tls_peer tls;
 
 	struct tconn *next;	    /* worker's list */
 	unsigned int push_inflight; /* push READ responses not completed */

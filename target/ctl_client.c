@@ -29,7 +29,7 @@ static void client_usage(FILE *f)
 	    "\n"
 	    "Commands:\n"
 	    "  list-exports                       exports: name, path, size, block size, sessions\n"
-	    "  list-sessions [--export NAME]      sessions: peer, host, export, queue, worker, state\n"
+	    "  list-sessions [--export NAME]      sessions: peer, host, export, queue, worker, state, tls\n"
 	    "  add-export NAME PATH [--read-only] [--block-size N] [--allow H,..] [--allow-ro H,..]\n"
 	    "             [--cache direct|buffered] [--uuid UUID]\n"
 	    "                                     export a file, block device or ram:SIZE now\n"

@@ -337,6 +337,7 @@ struct sess_row {
 	enum tconn_state state;
 	uint64_t login_ms;
 	struct iostats_snap stats;
+	enum xp_tls_mode tls;
 };
 
 /*
@@ -390,6 +391,7 @@ static struct sess_row *sessions_copy(struct target *t, struct ctl_req *r,
 			x->worker = w->index;
 			x->state = c->state;
 			x->login_ms = c->login_ms;
+			x->tls = c->tls.mode; /* set before it joined */
 			stats_add(&x->stats, &c->stats);
 		}
 		pthread_mutex_unlock(&w->conns_lock);
@@ -434,22 +436,26 @@ static void cmd_list_sessions(struct target *t, struct ctl_req *r)
 			rjson_add_u64(o, "worker", c->worker);
 			rjson_add_str(o, "state", conn_state_str(c->state));
 			rjson_add_u64(o, "uptime_s", sess_uptime_s(c));
+			rjson_add_str(o, "tls", xp_tls_mode_str(c->tls));
 			json_object_array_add(list, o);
 		}
 		json_print_list(r, "sessions", list);
 		free(rows);
 		return;
 	}
-	fprintf(f, "%-6s %-24s %-20s %-20s %5s %5s %6s %-8s %s\n", "ID", "PEER",
-		"HOST", "EXPORT", "QUEUE", "QD", "WORKER", "STATE", "UPTIME_S");
+	fprintf(f, "%-6s %-24s %-20s %-20s %5s %5s %6s %-8s %8s %s\n", "ID",
+		"PEER", "HOST", "EXPORT", "QUEUE", "QD", "WORKER", "STATE",
+		"UPTIME_S", "TLS");
 	for (unsigned int i = 0; i < n; i++) {
 		const struct sess_row *c = &rows[i];
 
-		fprintf(f, "%-6llu %-24s %-20s %-20s %5u %5u %6u %-8s %llu\n",
+		fprintf(f,
+			"%-6llu %-24s %-20s %-20s %5u %5u %6u %-8s %8llu %s\n",
 			(unsigned long long)c->id, c->peer,
 			c->host[0] ? c->host : "-", c->exp, c->queue_id,
 			c->queue_depth, c->worker, conn_state_str(c->state),
-			(unsigned long long)sess_uptime_s(c));
+			(unsigned long long)sess_uptime_s(c),
+			xp_tls_mode_str(c->tls));
 	}
 	free(rows);
 }

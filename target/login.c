@@ -247,3 +247,39 @@ int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 	a->read_only = allow == 1;
 	return RBLK_S_OK;
 }
+
+int login_tls_decide(const struct cfg_target *cfg, const struct export *e,
+		     const char *host, const struct xp_tls_peer *tp, char *why,
+		     size_t whylen)
+{
+	const struct cfg_export *ecfg = e ? e->cfg : NULL;
+	const char *proven = NULL;
+
+	if (tp->mode != XP_TLS_OFF && tp->name[0]) {
+		/* a PSK names its host in the identity, a certificate its CN */
+		proven = tp->psk ? rblk_tls_identity_host(tp->name) : tp->name;
+		if (!proven || strcmp(proven, host)) {
+			snprintf(
+			    why, whylen,
+			    "host '%.64s' logged in over a TLS session proven by %s '%.64s'",
+			    host, tp->psk ? "PSK identity" : "certificate",
+			    tp->name);
+			return RBLK_S_AUTH_FAILED;
+		}
+	}
+	if (tp->mode == XP_TLS_OFF &&
+	    cfg_tls_required(cfg, ecfg, cfg_find_host(cfg, host))) {
+		if (e)
+			snprintf(
+			    why, whylen,
+			    "export %.64s requires TLS; host '%.64s' logged in without it",
+			    e->name, host);
+		else
+			snprintf(
+			    why, whylen,
+			    "the target requires TLS; host '%.64s' asked for discovery without it",
+			    host);
+		return RBLK_S_TLS_REQUIRED;
+	}
+	return RBLK_S_OK;
+}

@@ -13,6 +13,7 @@
 
 #include "../common/auth.h"
 #include "../common/proto.h"
+#include "../transport/transport.h"
 
 struct cfg_host;
 struct cfg_target;
@@ -122,5 +123,18 @@ struct auth_plan {
 int auth_decide(const void *buf, size_t len, const struct cfg_target *cfg,
 		const struct export *e, const struct rblk_hello *hello,
 		const uint8_t nonce[RBLK_AUTH_NONCE_LEN], struct auth_plan *a);
+
+/*
+ * TLS policy of a login (docs/PROTOCOL.md, "TLS"), once the host is
+ * known (authenticated, or an open export): host of the HELLO, e its
+ * export (NULL: discovery), tp what protects the connection. A TLS
+ * session proven by a PSK or a client certificate is that host's only:
+ * another host name in the HELLO is refused AUTH_FAILED. A plaintext
+ * login that cfg_tls_required() says must not be is refused
+ * RBLK_S_TLS_REQUIRED. RBLK_S_OK otherwise; why says why not. Pure.
+ */
+int login_tls_decide(const struct cfg_target *cfg, const struct export *e,
+		     const char *host, const struct xp_tls_peer *tp, char *why,
+		     size_t whylen);
 
 #endif

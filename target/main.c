@@ -45,16 +45,23 @@ static void usage(FILE *f)
 	    "\n"
 	    "  -l, --listen URL          listen on tcp://HOST[:PORT] or rdma://HOST[:PORT]\n"
 	    "                            (repeatable; default port %d)\n"
-	    "  -e, --export NAME=PATH[,ro][,bs=N][,uuid=UUID][,allow=HOST|any][,allow_ro=HOST]\n"
+	    "  -e, --export NAME=PATH[,ro][,bs=N][,uuid=UUID][,allow=HOST|any][,allow_ro=HOST][,tls=required]\n"
 	    "                            export a file, block device or ram:SIZE\n"
 	    "                            (repeatable); allow/allow_ro: only these\n"
 	    "                            hosts, authenticated (repeatable); no\n"
 	    "                            allow list: no host, unless allow=any;\n"
 	    "                            pr_file=PATH: where reservations are kept\n"
 	    "      --allow-any-host      exports without an allow list serve any host\n"
-	    "      --host NAME:secret-file=PATH\n"
+	    "      --host NAME:secret-file=PATH[,tls=required]\n"
 	    "                            a host that authenticates with the secret\n"
 	    "                            in PATH (mode 0600; repeatable)\n"
+	    "      --tls off|optional|required\n"
+	    "                            TLS 1.3 on tcp listeners (default optional:\n"
+	    "                            both; required: plaintext logins refused);\n"
+	    "                            a host's PSK comes from its secret\n"
+	    "      --tls-cert FILE, --tls-key FILE\n"
+	    "                            the target's X.509 certificate and key (PEM)\n"
+	    "      --tls-ca FILE         CA for client certificates (their CN: a host)\n"
 	    "      --name NAME           this target's identity in authentication\n"
 	    "                            (default: the system host name)\n"
 	    "  -c, --config FILE         read an INI configuration (rblk-target.conf(5))\n"
@@ -212,6 +219,30 @@ static int set_log_level(struct cfg_target *cfg, const char *arg, char *err,
 	return 0;
 }
 
+static int set_tls(struct cfg_target *cfg, const char *arg, char *err,
+		   size_t errlen)
+{
+	return cfg_set_tls_key(cfg, "tls", arg, err, errlen);
+}
+
+static int set_tls_cert(struct cfg_target *cfg, const char *arg, char *err,
+			size_t errlen)
+{
+	return cfg_set_tls_key(cfg, "tls_cert", arg, err, errlen);
+}
+
+static int set_tls_key(struct cfg_target *cfg, const char *arg, char *err,
+		       size_t errlen)
+{
+	return cfg_set_tls_key(cfg, "tls_key", arg, err, errlen);
+}
+
+static int set_tls_ca(struct cfg_target *cfg, const char *arg, char *err,
+		      size_t errlen)
+{
+	return cfg_set_tls_key(cfg, "tls_ca", arg, err, errlen);
+}
+
 /* --help and --version have no setter: parse_args() answers them */
 static const struct target_opt {
 	const char *name;
@@ -246,6 +277,10 @@ static const struct target_opt {
     {"host", required_argument, 0, cfg_add_host_arg, NULL},
     {"name", required_argument, 0, set_name, NULL},
     {"allow-any-host", no_argument, 0, set_allow_any, NULL},
+    {"tls", required_argument, 0, set_tls, NULL},
+    {"tls-cert", required_argument, 0, set_tls_cert, NULL},
+    {"tls-key", required_argument, 0, set_tls_key, NULL},
+    {"tls-ca", required_argument, 0, set_tls_ca, NULL},
     {"log-level", required_argument, 'L', set_log_level, NULL},
     {"help", no_argument, 'h', NULL, NULL},
     {"version", no_argument, 'V', NULL, NULL},
@@ -369,8 +404,57 @@ static void accept_requests(struct target *t, struct listener *l,
 	}
 }
 
+/* The main thread's PSK lookup: a host's PSK from its secret. */
+static int tls_psk_lookup(void *arg, const char *identity,
+			  uint8_t key[XP_TLS_PSK_LEN])
+{
+	const struct cfg_target *cfg = arg; /* hosts do not change */
+	const char *name = rblk_tls_identity_host(identity);
+	const struct cfg_host *h = name ? cfg_find_host(cfg, name) : NULL;
+
+	if (!h)
+		return -ENOENT;
+	rblk_tls_psk(h->secret, h->secret_len, h->name, key);
+	return 0;
+}
+
+/* TLS server credentials, where the configuration takes TLS. */
+static int open_tls(struct target *t)
+{
+	const struct cfg_target *cfg = &t->cfg;
+	struct xp_tls_opts o = {
+	    .server = true,
+	    .psk_lookup = cfg->nr_hosts ? tls_psk_lookup : NULL,
+	    .psk_arg = &t->cfg,
+	    .cert_file = cfg->tls_cert[0] ? cfg->tls_cert : NULL,
+	    .key_file = cfg->tls_key[0] ? cfg->tls_key : NULL,
+	    .ca_file = cfg->tls_ca[0] ? cfg->tls_ca : NULL,
+	    .no_ktls = getenv("RBLK_TLS_NO_KTLS") != NULL,
+	};
+	char err[512];
+	int ret;
+
+	if (!cfg_tls_accepted(cfg))
+		return 0;
+	ret = xp_tls_create(&o, &t->tls, err, sizeof(err));
+	if (ret) {
+		log_err("%s", err);
+		return ret;
+	}
+	log_info("TLS 1.3 on tcp listeners (%s): PSK for %u host%s%s%s",
+		 cfg->tls == CFG_TLS_REQUIRED ? "required" : "optional",
+		 cfg->nr_hosts, cfg->nr_hosts == 1 ? "" : "s",
+		 cfg->tls_cert[0] ? ", certificate " : "",
+		 cfg->tls_cert[0] ? cfg->tls_cert : "");
+	return 0;
+}
+
 static int open_listeners(struct target *t, struct listener *ls, int epfd)
 {
+	int tls_ret = open_tls(t);
+
+	if (tls_ret)
+		return tls_ret;
 	for (unsigned int i = 0; i < t->cfg.nr_listen; i++) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ls[i]};
 		const struct xp_ops *ops;
@@ -397,6 +481,14 @@ static int open_listeners(struct target *t, struct listener *ls, int epfd)
 			log_err("cannot listen on %s: %s", ls[i].url,
 				strerror(-ret));
 			return ret;
+		}
+		if (t->tls && !strcmp(u.scheme, "tcp")) {
+			ret = xp_listener_tls(ls[i].xl, t->tls);
+			if (ret) {
+				log_err("%s: TLS: %s", ls[i].url,
+					strerror(-ret));
+				return ret;
+			}
 		}
 		/* made owner-only by the transport; opened as configured */
 		if (!strcmp(u.scheme, "unix") &&
@@ -614,6 +706,7 @@ out_stop_workers:
 	for (i = 0; i < t.cfg.nr_listen; i++)
 		if (ls[i].xl)
 			ls[i].xl->ops->listener_destroy(ls[i].xl);
+	xp_tls_destroy(t.tls);
 out_close_exports:
 	while (t.exports) {
 		struct export *e = t.exports;

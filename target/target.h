@@ -22,9 +22,12 @@
 struct engine_ops;
 struct export;
 struct worker;
+struct xp_tls;
 
 struct target {
 	struct cfg_target cfg;
+	/* TLS server credentials of the tcp listeners (NULL: no TLS) */
+	struct xp_tls *tls;
 	/*
 	 * Exports, in configuration order, added ones at the tail. The
 	 * control thread adds and removes; workers look up at login. Both

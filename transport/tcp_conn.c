@@ -148,7 +148,22 @@ static void tcp_conn_free(struct tcp_conn *c)
 	free(c->cq);
 	free(c->rq);
 	free(c->sq);
+	tcp_tls_free(c->tls);
 	free(c);
+}
+
+void tcp_conn_set_tls(struct tcp_conn *c, struct tcp_tls *tls)
+{
+	c->tls = tls;
+	c->tls_user = tls && tcp_tls_peer(tls)->mode == XP_TLS_USER;
+}
+
+void tcp_conn_tls(struct xp_conn *xc, struct xp_tls_peer *out)
+{
+	struct tcp_conn *c = to_tcp(xc);
+
+	if (c->tls)
+		*out = *tcp_tls_peer(c->tls);
 }
 
 int tcp_attr_check(const struct xp_conn_attr *attr)
@@ -342,7 +357,7 @@ int tcp_conn_poll(struct tcp_conn *c, struct xp_wc *wc, int max)
 	n = tcp_cq_drain(c, wc, max);
 	if (n == max || c->state != XP_CONN_CONNECTED)
 		return n;
-	if (c->oq_count) {
+	if (tcp_out_queued(c)) {
 		ret = tcp_flush(c);
 		if (ret)
 			tcp_fail_io(c, ret);
@@ -350,7 +365,7 @@ int tcp_conn_poll(struct tcp_conn *c, struct xp_wc *wc, int max)
 	}
 	if (c->state == XP_CONN_CONNECTED)
 		tcp_rx_progress(c, (uint32_t)(max - n));
-	if (c->state == XP_CONN_CONNECTED && c->oq_count) {
+	if (c->state == XP_CONN_CONNECTED && tcp_out_queued(c)) {
 		ret = tcp_flush(c);
 		if (ret)
 			tcp_fail_io(c, ret);

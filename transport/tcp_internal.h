@@ -207,6 +207,8 @@
 #define TCP_BACKOFF_MAX_MS 1000
 #define TCP_NO_SEQ UINT64_MAX
 
+struct tcp_tls;
+
 enum tcp_ftype {
 	TCP_F_CONNECT = 1,
 	TCP_F_ACCEPT = 2,
@@ -386,6 +388,7 @@ struct tcp_conn {
 	enum xp_conn_state state;
 	bool epollout; /* EPOLLOUT is in the epoll set */
 	bool in_epoll; /* the socket is in the epoll set */
+	bool tls_user; /* records in user space: I/O through c->tls */
 	char peer[96];
 	struct tcp_mw *mws; /* windows bound on this connection */
 
@@ -443,6 +446,8 @@ struct tcp_conn {
 	 */
 	uint64_t rd_queued;
 	uint64_t rd_max;
+	/* TLS (tcp_tls.c): the session, kept for its peer; NULL: plain */
+	struct tcp_tls *tls;
 };
 
 /* A socket accepted by the listener, waiting for its CONNECT frame. */
@@ -452,6 +457,9 @@ struct tcp_pending {
 	size_t got;
 	struct tcp_hdr hdr; /* valid once got >= TCP_HDR_LEN */
 	uint8_t buf[TCP_HDR_LEN + XP_PRIV_MAX];
+	/* a TLS client: its session (handshake, then the CONNECT in it) */
+	struct tcp_tls *tls;
+	bool tls_done; /* handshake over (and kTLS set up, where it is) */
 };
 
 struct tcp_listener {
@@ -464,6 +472,7 @@ struct tcp_listener {
 	unsigned int backoff_ms; /* accept failing for lack of fds */
 	unsigned int npend;
 	struct tcp_pending pend[TCP_PENDING_MAX];
+	struct xp_tls *tls; /* server credentials; NULL: refuse TLS */
 	/* a unix socket's file, unlinked at the end ("": none) */
 	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
@@ -498,6 +507,31 @@ static inline struct tcp_oseg *tcp_oseg(struct tcp_conn *c, uint32_t i)
 	return &c->oq[(c->oq_head + i) % c->oq_cap];
 }
 
+/* tcp_tls.c: one connection's TLS session (opaque) */
+struct tcp_tls;
+int tcp_tls_new(struct xp_tls *creds, int fd, const char *host,
+		struct tcp_tls **out);
+void tcp_tls_free(struct tcp_tls *t);
+int tcp_tls_handshake_step(struct tcp_tls *t);
+int tcp_tls_handshake(struct tcp_tls *t, uint64_t deadline);
+int tcp_tls_ktls(struct tcp_tls *t);
+ssize_t tcp_tls_readv(struct tcp_tls *t, const struct iovec *iov, int n);
+ssize_t tcp_tls_sendv(struct tcp_tls *t, const struct iovec *iov, int n);
+int tcp_tls_out_flush(struct tcp_tls *t);
+bool tcp_tls_out_pending(const struct tcp_tls *t);
+bool tcp_tls_rx_pending(struct tcp_tls *t);
+int tcp_tls_io_timed(struct tcp_tls *t, void *buf, size_t len, bool wr,
+		     uint64_t deadline);
+const struct xp_tls_peer *tcp_tls_peer(const struct tcp_tls *t);
+const char *tcp_tls_why(const struct tcp_tls *t);
+bool tcp_tls_is_server(const struct tcp_tls *t);
+
+/* Output waiting for the socket: frames, or TLS records made of them. */
+static inline bool tcp_out_queued(const struct tcp_conn *c)
+{
+	return c->oq_count || (c->tls_user && tcp_tls_out_pending(c->tls));
+}
+
 /*
  * Staged input that parsing would move (a whole header, or payload bytes):
  * no fd shows it, so a poll that stops before parsing it must leave the
@@ -507,8 +541,12 @@ static inline bool tcp_rx_pending(const struct tcp_conn *c)
 {
 	size_t staged = c->s_tail - c->s_head;
 
-	return c->state == XP_CONN_CONNECTED && staged &&
-	       (c->rx.in_payload || staged >= TCP_HDR_LEN);
+	if (c->state != XP_CONN_CONNECTED)
+		return false;
+	/* records GnuTLS decrypted and holds show on no fd either */
+	if (c->tls_user && tcp_tls_rx_pending(c->tls))
+		return true;
+	return staged && (c->rx.in_payload || staged >= TCP_HDR_LEN);
 }
 
 /* PROTOTYPES */
@@ -528,6 +566,9 @@ int tcp_setup_queue(struct xp_conn *xc, const struct xp_conn_attr *attr);
 int tcp_conn_create(int sock, struct xp_group *xg,
 		    const struct xp_conn_attr *attr, enum xp_conn_state state,
 		    struct tcp_conn **out);
+/* c takes tls (NULL: plain): user-space records unless kTLS has them */
+void tcp_conn_set_tls(struct tcp_conn *c, struct tcp_tls *tls);
+void tcp_conn_tls(struct xp_conn *xc, struct xp_tls_peer *out);
 void tcp_destroy(struct xp_conn *xc);
 void tcp_disconnect(struct xp_conn *xc);
 enum xp_conn_state tcp_state(struct xp_conn *xc);
@@ -562,6 +603,22 @@ int tcp_send_frames(struct tcp_conn *c, struct tcp_frame *f, int nf);
 void tcp_fail(struct tcp_conn *c, uint8_t peer_status, uint64_t peer_id);
 void tcp_epoll_del(struct tcp_conn *c);
 void tcp_fail_io(struct tcp_conn *c, int err);
+/* The socket's sendmsg()/readv(), through TLS where records are ours. */
+static inline ssize_t tcp_sock_sendmsg(struct tcp_conn *c,
+				       const struct msghdr *m)
+{
+	if (c->tls_user)
+		return tcp_tls_sendv(c->tls, m->msg_iov, (int)m->msg_iovlen);
+	return sendmsg(c->sock, m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static inline ssize_t tcp_sock_readv(struct tcp_conn *c,
+				     const struct iovec *iov, int n)
+{
+	if (c->tls_user)
+		return tcp_tls_readv(c->tls, iov, n);
+	return readv(c->sock, iov, n);
+}
 void tcp_rx_finish(struct tcp_conn *c);
 void tcp_rx_progress(struct tcp_conn *c, uint32_t cq_limit);
 
@@ -576,6 +633,7 @@ int tcp_group_connect(struct xp_group *g, const char *host, uint16_t port,
 int tcp_listen(const char *host, uint16_t port, struct xp_listener **out);
 void tcp_listener_destroy(struct xp_listener *xl);
 int tcp_listener_fd(struct xp_listener *xl);
+int tcp_listener_tls(struct xp_listener *xl, struct xp_tls *t);
 void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len);
 int tcp_request_join(struct xp_request *xr, struct xp_group *g,
 		     const struct xp_conn_attr *attr, struct xp_conn **out);

@@ -311,6 +311,13 @@ void tcp_oq_drop(struct tcp_conn *c)
  */
 int tcp_flush(struct tcp_conn *c)
 {
+	if (c->tls_user && !c->oq_count) {
+		/* records made earlier still wait for the socket */
+		int ret = tcp_tls_out_flush(c->tls);
+
+		if (ret && ret != -EAGAIN)
+			return ret;
+	}
 	while (c->oq_count) {
 		struct iovec iov[TCP_IOV];
 		struct msghdr msg = {.msg_iov = iov};
@@ -331,7 +338,7 @@ int tcp_flush(struct tcp_conn *c)
 			total += s->len;
 		}
 		msg.msg_iovlen = n;
-		r = sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		r = tcp_sock_sendmsg(c, &msg);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -360,7 +367,7 @@ int tcp_flush(struct tcp_conn *c)
 	}
 	if (!c->oq_count)
 		tcp_ob_release(c);
-	tcp_set_epollout(c, c->oq_count != 0);
+	tcp_set_epollout(c, tcp_out_queued(c));
 	return 0;
 }
 
@@ -393,7 +400,7 @@ int tcp_send_frames(struct tcp_conn *c, struct tcp_frame *f, int nf)
 	}
 	msg.msg_iovlen = (size_t)n;
 	do {
-		r = sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		r = tcp_sock_sendmsg(c, &msg);
 	} while (r < 0 && errno == EINTR);
 	if (r < 0) {
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -417,7 +424,7 @@ int tcp_send_frames(struct tcp_conn *c, struct tcp_frame *f, int nf)
 		if (tcp_queue_frame(c, &f[i], hoff, poff))
 			return -ENOMEM;
 	}
-	tcp_set_epollout(c, c->oq_count != 0);
+	tcp_set_epollout(c, tcp_out_queued(c));
 	return 0;
 }
 
@@ -427,17 +434,19 @@ int tcp_send_frames(struct tcp_conn *c, struct tcp_frame *f, int nf)
 static void tcp_send_error(struct tcp_conn *c, uint8_t status, uint64_t id)
 {
 	uint8_t hdr[TCP_HDR_LEN];
+	struct iovec iov = {.iov_base = hdr, .iov_len = sizeof(hdr)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 
-	if (c->oq_count && tcp_flush(c) < 0)
+	if (tcp_out_queued(c) && tcp_flush(c) < 0)
 		return;
-	if (c->oq_count) {
+	if (tcp_out_queued(c)) {
 		log_debug("%s: output backed up, ERROR frame not sent",
 			  c->peer);
 		return;
 	}
 	tcp_hdr_encode(hdr, TCP_F_ERROR, 0, id, 0, 0, status);
-	if (send(c->sock, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-	    (ssize_t)sizeof(hdr))
+	if (tcp_sock_sendmsg(c, &msg) != (ssize_t)sizeof(hdr) ||
+	    tcp_out_queued(c))
 		log_debug("%s: send(ERROR) incomplete", c->peer);
 }
 
@@ -510,7 +519,13 @@ void tcp_fail_io(struct tcp_conn *c, int err)
 {
 	if (c->state == XP_CONN_ERROR)
 		return;
-	if (err)
+	if (err == -EBADMSG && c->tls)
+		/* kTLS and GnuTLS alike: a record's tag did not verify */
+		log_ratelimited(
+		    LOG_ERR,
+		    "%s: connection failed: a TLS record failed its integrity check (data altered on the way)",
+		    c->peer);
+	else if (err)
 		log_ratelimited(LOG_WARN, "%s: connection failed: %s", c->peer,
 				strerror(-err));
 	else
@@ -833,7 +848,9 @@ static inline int tcp_rx_iov(struct tcp_conn *c, struct iovec iov[2],
 static void tcp_rx_run(struct tcp_conn *c, uint32_t cq_limit)
 {
 	size_t budget = TCP_RX_BUDGET;
-	bool drained = c->rx_skip; /* found empty just before: parse only */
+	/* found empty just before: parse only (what GnuTLS holds aside) */
+	bool drained =
+	    c->rx_skip && !(c->tls_user && tcp_tls_rx_pending(c->tls));
 
 	c->rx_skip = false;
 
@@ -856,7 +873,7 @@ static void tcp_rx_run(struct tcp_conn *c, uint32_t cq_limit)
 		    c->rx.in_payload && c->rx.dst && c->s_head == c->s_tail;
 		n = tcp_rx_iov(c, iov, direct);
 		want = iov[0].iov_len + (n > 1 ? iov[1].iov_len : 0);
-		r = readv(c->sock, iov, n);
+		r = tcp_sock_readv(c, iov, n);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;

@@ -207,6 +207,51 @@ out_close_socket:
 	return -err;
 }
 
+/* tcp_io_timed() on a connection: through TLS where records are ours. */
+static int tcp_conn_io_timed(struct tcp_conn *c, void *buf, size_t len, bool wr,
+			     uint64_t deadline)
+{
+	if (c->tls_user)
+		return tcp_tls_io_timed(c->tls, buf, len, wr, deadline);
+	return tcp_io_timed(c->sock, buf, len, wr, deadline);
+}
+
+/*
+ * A client's TLS handshake on the connected fd, then the record layer to
+ * the kernel where it can take it. -EACCES (refused credentials),
+ * -ECONNRESET, -ETIMEDOUT; the reason is logged and kept for
+ * xp_tls_last_error().
+ */
+static int tcp_client_tls(int fd, struct xp_tls *creds, const char *host,
+			  uint16_t port, uint64_t deadline,
+			  struct tcp_tls **out)
+{
+	struct tcp_tls *t;
+	int ret;
+
+	ret = tcp_tls_new(creds, fd, host, &t);
+	if (ret)
+		return ret;
+	ret = tcp_tls_handshake(t, deadline);
+	if (ret) {
+		log_err("tcp %s:%u: TLS handshake failed: %s", host, port,
+			tcp_tls_why(t));
+		goto out_free;
+	}
+	ret = tcp_tls_ktls(t);
+	if (ret)
+		goto out_free;
+	log_debug("tcp %s:%u: TLS 1.3 (%s), records: %s", host, port,
+		  tcp_tls_peer(t)->psk ? "PSK" : "X.509",
+		  xp_tls_mode_str(tcp_tls_peer(t)->mode));
+	*out = t;
+	return 0;
+
+out_free:
+	tcp_tls_free(t);
+	return ret;
+}
+
 int tcp_group_connect(struct xp_group *g, const char *host, uint16_t port,
 		      const struct xp_conn_attr *attr, const void *priv,
 		      size_t priv_len, int timeout_ms, struct xp_conn **out,
@@ -216,6 +261,7 @@ int tcp_group_connect(struct xp_group *g, const char *host, uint16_t port,
 	uint64_t deadline =
 	    timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
 	struct addrinfo *res, *ai;
+	struct tcp_tls *tls = NULL;
 	struct tcp_conn *c;
 	struct tcp_hdr h;
 	int ret, fd = -1;
@@ -261,28 +307,37 @@ int tcp_group_connect(struct xp_group *g, const char *host, uint16_t port,
 			return ret;
 		}
 	}
+	if (attr->tls) {
+		ret = tcp_client_tls(fd, attr->tls, host, port, deadline, &tls);
+		if (ret)
+			goto out_close_socket;
+	}
 	ret = tcp_conn_create(fd, g, attr, XP_CONN_REQUESTED, &c);
-	if (ret)
+	if (ret) {
+		tcp_tls_free(tls);
 		goto out_close_socket;
+	}
+	tcp_conn_set_tls(c, tls);
 
 	tcp_hdr_encode(frame, TCP_F_CONNECT, (uint32_t)priv_len, 0, 0, 0,
 		       TCP_VERSION);
 	if (priv_len)
 		memcpy(frame + TCP_HDR_LEN, priv, priv_len);
-	ret = tcp_io_timed(fd, frame, TCP_HDR_LEN + priv_len, true, deadline);
+	ret =
+	    tcp_conn_io_timed(c, frame, TCP_HDR_LEN + priv_len, true, deadline);
 	if (ret) {
 		log_err("%s: send(CONNECT): %s", c->peer, strerror(-ret));
 		goto out_destroy_conn;
 	}
 	/* exactly the answer frame: what follows it belongs to poll() */
-	ret = tcp_io_timed(fd, frame, TCP_HDR_LEN, false, deadline);
+	ret = tcp_conn_io_timed(c, frame, TCP_HDR_LEN, false, deadline);
 	if (!ret && tcp_hdr_decode(frame, &h))
 		ret = -EPROTO;
 	if (!ret && h.type != TCP_F_ACCEPT && h.type != TCP_F_REJECT)
 		ret = -EPROTO;
 	if (!ret && h.len)
-		ret = tcp_io_timed(fd, frame + TCP_HDR_LEN, h.len, false,
-				   deadline);
+		ret = tcp_conn_io_timed(c, frame + TCP_HDR_LEN, h.len, false,
+					deadline);
 	if (ret) {
 		log_err("%s: waiting for ACCEPT: %s", c->peer, strerror(-ret));
 		goto out_destroy_conn;
@@ -491,7 +546,12 @@ out_close_socket:
 static void tcp_pending_drop(struct tcp_listener *l, unsigned int i)
 {
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->pend[i].fd, NULL);
-	close(l->pend[i].fd);
+	/* a TLS alert sent must not be lost to an RST: FIN after it */
+	if (l->pend[i].tls)
+		tcp_sock_close(l->pend[i].fd);
+	else
+		close(l->pend[i].fd);
+	tcp_tls_free(l->pend[i].tls);
 	l->pend[i] = l->pend[--l->npend];
 }
 
@@ -550,7 +610,7 @@ static bool tcp_pending_silent(const struct tcp_pending *p)
 {
 	int unread = 0;
 
-	return p->got == 0 && ioctl(p->fd, FIONREAD, &unread) == 0 &&
+	return p->got == 0 && !p->tls && ioctl(p->fd, FIONREAD, &unread) == 0 &&
 	       unread == 0;
 }
 
@@ -649,21 +709,107 @@ static void tcp_accept_pending(struct tcp_listener *l, uint64_t now)
 		p->fd = fd;
 		p->deadline_ms = now + TCP_HANDSHAKE_MS;
 		p->got = 0;
+		p->tls = NULL;
+		p->tls_done = false;
 	}
 }
 
-/* Read more of a CONNECT frame: 1 complete, 0 not yet, -errno drop it. */
-static int tcp_pending_read(struct tcp_pending *p)
+/*
+ * The first byte of a new socket: a TLS handshake record (22) starts a
+ * TLS session when the listener has credentials. 0 go on (plain or TLS
+ * set up), -errno drop it. Nothing is consumed.
+ */
+static int tcp_pending_sniff(struct tcp_listener *l, struct tcp_pending *p)
 {
+	uint8_t b;
+	ssize_t n = recv(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	int ret;
+
+	if (n <= 0)
+		return n == 0 ? -ECONNRESET
+		       : errno == EAGAIN || errno == EWOULDBLOCK ||
+			       errno == EINTR
+			   ? -EAGAIN
+			   : -errno;
+	if (b != 22)
+		return 0;
+	if (!l->tls) {
+		log_ratelimited(
+		    LOG_WARN,
+		    "tcp: refusing a TLS handshake: this target does not take TLS (tls=off)");
+		return -EPROTONOSUPPORT;
+	}
+	ret = tcp_tls_new(l->tls, p->fd, NULL, &p->tls);
+	return ret;
+}
+
+/* The server's TLS handshake: 1 done, 0 not yet, -errno drop it. */
+static int tcp_pending_tls(struct tcp_pending *p)
+{
+	int ret = tcp_tls_handshake_step(p->tls);
+
+	if (ret <= 0) {
+		if (ret < 0) {
+			char peer[96];
+			struct sockaddr_storage ss = {0};
+			socklen_t sl = sizeof(ss);
+
+			if (getpeername(p->fd, (struct sockaddr *)&ss, &sl))
+				snprintf(peer, sizeof(peer), "tcp ?");
+			else
+				tcp_format_addr(p->fd, &ss, peer, sizeof(peer));
+			log_ratelimited(LOG_WARN,
+					"%s: TLS handshake failed: %s", peer,
+					tcp_tls_why(p->tls));
+			return -ECONNABORTED;
+		}
+		return 0;
+	}
+	ret = tcp_tls_ktls(p->tls);
+	if (ret)
+		return ret;
+	p->tls_done = true;
+	/*
+	 * The CONNECT frame gets its own deadline: the first kTLS set-up
+	 * may load crypto modules for seconds (6 s in the TCG guest).
+	 */
+	p->deadline_ms = now_ms() + TCP_HANDSHAKE_MS;
+	return 1;
+}
+
+/* Read more of a CONNECT frame: 1 complete, 0 not yet, -errno drop it. */
+static int tcp_pending_read(struct tcp_listener *l, struct tcp_pending *p)
+{
+	int ret;
+
+	if (p->got == 0 && !p->tls) {
+		ret = tcp_pending_sniff(l, p);
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret)
+			return ret;
+	}
+	if (p->tls && !p->tls_done) {
+		ret = tcp_pending_tls(p);
+		if (ret <= 0)
+			return ret;
+	}
 	for (;;) {
 		size_t need = TCP_HDR_LEN;
+		struct iovec iov;
 		ssize_t n;
 
 		if (p->got >= TCP_HDR_LEN)
 			need += p->hdr.len;
 		if (p->got == need)
 			return 1;
-		n = recv(p->fd, p->buf + p->got, need - p->got, MSG_DONTWAIT);
+		iov.iov_base = p->buf + p->got;
+		iov.iov_len = need - p->got;
+		if (p->tls && tcp_tls_peer(p->tls)->mode == XP_TLS_USER)
+			n = tcp_tls_readv(p->tls, &iov, 1);
+		else
+			n = recv(p->fd, iov.iov_base, iov.iov_len,
+				 MSG_DONTWAIT);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
@@ -684,6 +830,7 @@ static int tcp_pending_read(struct tcp_pending *p)
 struct tcp_request {
 	struct xp_request base;
 	int sock;
+	struct tcp_tls *tls; /* its TLS session, or NULL */
 	char peer[sizeof(((struct tcp_conn *)0)->peer)];
 };
 
@@ -692,8 +839,9 @@ static struct tcp_request *to_tcp_request(struct xp_request *r)
 	return container_of(r, struct tcp_request, base);
 }
 
-/* A request for sock, which it owns from now on (closed on failure). */
-static int tcp_request_new(int sock, struct xp_request **out)
+/* A request for sock (and tls), owned from now on (freed on failure). */
+static int tcp_request_new(int sock, struct tcp_tls *tls,
+			   struct xp_request **out)
 {
 	struct sockaddr_storage ss = {0};
 	socklen_t sl = sizeof(ss);
@@ -703,10 +851,12 @@ static int tcp_request_new(int sock, struct xp_request **out)
 	if (!r) {
 		log_err("tcp: calloc(request): %s", strerror(ENOMEM));
 		close(sock);
+		tcp_tls_free(tls);
 		return -ENOMEM;
 	}
 	r->base.ops = &xp_tcp_ops;
 	r->sock = sock;
+	r->tls = tls;
 	if (getpeername(sock, (struct sockaddr *)&ss, &sl) == 0)
 		tcp_format_addr(sock, &ss, r->peer, sizeof(r->peer));
 	else
@@ -724,19 +874,22 @@ static int tcp_pending_scan(struct tcp_listener *l, struct xp_request **out,
 			    void *priv, size_t *priv_len, uint64_t now)
 {
 	struct tcp_pending *p;
+	struct tcp_tls *tls;
 	unsigned int i = 0;
 	int ret, fd, best = -1;
 
 	while (i < l->npend) {
 		p = &l->pend[i];
-		ret = tcp_pending_read(p);
+		ret = tcp_pending_read(l, p);
 		if (ret == 0 && now >= p->deadline_ms)
 			ret = -ETIMEDOUT;
 		if (ret < 0) {
-			log_ratelimited(
-			    LOG_WARN, "tcp: dropping incoming connection: %s",
-			    ret == -EPROTO ? "not an rblk tcp CONNECT"
-					   : strerror(-ret));
+			if (ret != -ECONNABORTED) /* TLS: logged */
+				log_ratelimited(
+				    LOG_WARN,
+				    "tcp: dropping incoming connection: %s",
+				    ret == -EPROTO ? "not an rblk tcp CONNECT"
+						   : strerror(-ret));
 			tcp_pending_drop(l, i);
 			continue;
 		}
@@ -757,11 +910,12 @@ static int tcp_pending_scan(struct tcp_listener *l, struct xp_request **out,
 	if (priv_len)
 		*priv_len = p->hdr.len;
 	fd = p->fd;
+	tls = p->tls;
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
 	*p = l->pend[--l->npend];
 	if (l->lfd_paused && !l->backoff_ms)
 		tcp_listen_resume(l);
-	return tcp_request_new(fd, out);
+	return tcp_request_new(fd, tls, out);
 }
 
 /*
@@ -839,11 +993,20 @@ void tcp_request_reject(struct xp_request *xr, const void *priv,
 	if (priv_len)
 		memcpy(f + TCP_HDR_LEN, priv, priv_len);
 	len = TCP_HDR_LEN + priv_len;
-	n = send(r->sock, f, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (r->tls && tcp_tls_peer(r->tls)->mode == XP_TLS_USER) {
+		struct iovec iov = {.iov_base = f, .iov_len = len};
+
+		n = tcp_tls_sendv(r->tls, &iov, 1);
+		if (n == (ssize_t)len && tcp_tls_out_pending(r->tls))
+			n = 0; /* a fresh socket takes it all; never seen */
+	} else {
+		n = send(r->sock, f, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
 	if (n != (ssize_t)len)
 		log_warn("%s: send(REJECT): %s", r->peer,
 			 n < 0 ? strerror(errno) : "short send");
 	tcp_sock_close(r->sock);
+	tcp_tls_free(r->tls);
 	free(r);
 }
 
@@ -862,6 +1025,7 @@ int tcp_request_join(struct xp_request *xr, struct xp_group *g,
 		tcp_request_reject(xr, NULL, 0);
 		return ret;
 	}
+	tcp_conn_set_tls(c, r->tls);
 	free(r);
 	*out = &c->base;
 	return 0;
@@ -909,11 +1073,15 @@ void tcp_reject(struct xp_conn *xc, const void *priv, size_t priv_len)
 	int ret;
 
 	ret = tcp_send_handshake(c, TCP_F_REJECT, priv, priv_len);
-	if (!ret && c->oq_count)
+	if (!ret && tcp_out_queued(c))
 		ret = -EAGAIN; /* a fresh socket takes 80 bytes; never seen */
 	if (ret)
 		log_warn("%s: send(REJECT): %s", c->peer, strerror(-ret));
 	tcp_destroy(xc);
 }
 
-/* ---- compatibility: the old signatures, a private group ------------- */
+int tcp_listener_tls(struct xp_listener *xl, struct xp_tls *t)
+{
+	to_tcp_listener(xl)->tls = t;
+	return 0;
+}

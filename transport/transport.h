@@ -96,6 +96,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define XP_PRIV_MAX 48 /* connect/reject private data, bytes */
 
@@ -104,6 +105,8 @@ struct xp_request;
 struct xp_conn;
 struct xp_group;
 struct xp_watch;
+struct xp_tls;
+struct xp_tls_peer;
 
 enum xp_access {
 	XP_ACCESS_LOCAL_WRITE = 1 << 0,	 /* RECV or RDMA READ may land here */
@@ -245,6 +248,12 @@ struct xp_conn_attr {
 	 * resources, and serves a READ from memory without a copy.
 	 */
 	uint64_t max_read_bytes;
+	/*
+	 * connect() only: TLS credentials (xp_tls_create(), client side) to
+	 * run a TLS 1.3 handshake with before anything else; NULL: plain.
+	 * tcp only (rdma refuses it with -EPROTONOSUPPORT).
+	 */
+	struct xp_tls *tls;
 };
 
 enum xp_conn_state {
@@ -387,6 +396,14 @@ struct xp_ops {
 	 * when mw's key is not bound on c (then nothing changed).
 	 */
 	int (*mw_inv_now)(struct xp_conn *c, struct xp_mw *mw);
+	/*
+	 * Optional (NULL: no TLS): accept TLS handshakes on l with the
+	 * server credentials t (which must outlive l; NULL: refuse them).
+	 * Listener thread, before the first take_request().
+	 */
+	int (*listener_tls)(struct xp_listener *l, struct xp_tls *t);
+	/* Optional (NULL: XP_TLS_OFF): what protects c. c's thread. */
+	void (*conn_tls)(struct xp_conn *c, struct xp_tls_peer *out);
 
 	/* On failure *bad points at the first request not posted. */
 	int (*post_send)(struct xp_conn *c, struct xp_send_wr *wr,
@@ -645,5 +662,91 @@ static inline const char *xp_peer_name(struct xp_conn *c)
 }
 
 const char *xp_wc_status_str(enum xp_wc_status st);
+
+/*
+ * ---- TLS on tcp (transport/tcp_tls.c, GnuTLS) ----------------------------
+ *
+ * A tcp connection asked for with xp_conn_attr.tls is TLS 1.3 from its
+ * first byte: the handshake runs before the transport's CONNECT frame.
+ * A listener given server credentials (xp_listener_tls()) tells the two
+ * apart by the first byte (22, a TLS handshake record; a CONNECT frame
+ * starts with 1), so one port serves both. After the handshake the record
+ * layer goes to the kernel (kTLS: TCP_ULP "tls", the keys by setsockopt)
+ * where it has the tls module, and the data path is unchanged; elsewhere
+ * the connection encrypts in user space (XP_TLS_USER).
+ */
+struct xp_tls;
+
+enum xp_tls_mode {
+	XP_TLS_OFF,  /* plaintext */
+	XP_TLS_USER, /* TLS, records in user space (GnuTLS) */
+	XP_TLS_KTLS, /* TLS, records in the kernel */
+};
+
+/*
+ * The server's PSK for a client's identity (printable, as the client
+ * sent it): 0 with the key in key[XP_TLS_PSK_LEN], or -ENOENT. Runs on
+ * the listener's thread during the handshake.
+ */
+#define XP_TLS_PSK_LEN 32
+typedef int (*xp_tls_psk_fn)(void *arg, const char *identity,
+			     uint8_t key[XP_TLS_PSK_LEN]);
+
+struct xp_tls_opts {
+	bool server;
+	/* client: the identity and key it offers (PSK mode) */
+	const char *psk_identity;
+	const uint8_t *psk; /* XP_TLS_PSK_LEN bytes */
+	/* server: looks up a client's PSK (NULL: no PSK) */
+	xp_tls_psk_fn psk_lookup;
+	void *psk_arg;
+	/*
+	 * X.509, PEM files. Client: ca_file makes it X.509 mode (the
+	 * target's certificate must chain to it and name the host
+	 * connected to); cert/key its own certificate, if the server asks.
+	 * Server: cert/key its certificate; ca_file verifies the client
+	 * certificates that come (optional: a client may send none).
+	 */
+	const char *ca_file;
+	const char *cert_file;
+	const char *key_file;
+	/* records in user space even where the kernel has TLS */
+	bool no_ktls;
+};
+
+/* What protects a connection; name: "" or the peer the handshake proved. */
+struct xp_tls_peer {
+	enum xp_tls_mode mode;
+	bool psk;	/* by PSK (name: its identity), else X.509 */
+	char name[128]; /* PSK identity, or the client certificate's CN */
+};
+
+/*
+ * Credentials for one side, shared by any number of connections and
+ * threads once made. 0, or -errno with a sentence in err.
+ */
+int xp_tls_create(const struct xp_tls_opts *o, struct xp_tls **out, char *err,
+		  size_t errlen);
+void xp_tls_destroy(struct xp_tls *t);
+const char *xp_tls_mode_str(enum xp_tls_mode m);
+/*
+ * Why the calling thread's last TLS handshake as a client failed (the
+ * connect() returned -EACCES: credentials refused; -ECONNRESET: the peer
+ * closed, as one that does not take TLS does; -ETIMEDOUT), else "".
+ */
+const char *xp_tls_last_error(void);
+
+static inline int xp_listener_tls(struct xp_listener *l, struct xp_tls *t)
+{
+	return l->ops->listener_tls ? l->ops->listener_tls(l, t)
+				    : -EPROTONOSUPPORT;
+}
+
+static inline void xp_conn_tls(struct xp_conn *c, struct xp_tls_peer *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (c->ops->conn_tls)
+		c->ops->conn_tls(c, out);
+}
 
 #endif

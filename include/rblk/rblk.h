@@ -224,6 +224,23 @@ struct rblk_opts {
 	void (*on_resize)(struct rblk *r, uint64_t old_size, uint64_t new_size,
 			  void *arg);
 	void *on_resize_arg;
+	/*
+	 * TLS 1.3 on tcp:// (docs/PROTOCOL.md, "TLS"): non-zero: every
+	 * connection (discovery too) is TLS from its first byte, the
+	 * records in the kernel (kTLS) where it has the tls module. Its
+	 * credentials: with tls_ca_file, X.509 (the target's certificate
+	 * must chain to that CA and name the URL's host; tls_cert_file and
+	 * tls_key_file, PEM, are this host's certificate, if the target asks
+	 * for one); without, a pre-shared key derived from key_file's secret
+	 * for host_name (the target derives the same from its [host] entry).
+	 * A target that refuses the credentials fails the open with -EACCES;
+	 * one that requires TLS of a plaintext login refuses it with -EACCES
+	 * and says so. Not on rdma:// or unix:// (-EPROTONOSUPPORT).
+	 */
+	int tls;
+	const char *tls_ca_file;
+	const char *tls_cert_file;
+	const char *tls_key_file;
 };
 
 #define RBLK_DEFAULT_IO_TIMEOUT_MS 30000

@@ -981,6 +981,84 @@ static void test_hosts_bad(void **state)
 	free(kf);
 }
 
+/* TLS: the keys of the three sections, the command-line forms, checks */
+static void test_tls(void **state)
+{
+	struct cfg_target *cfg = cfg_new();
+	char *kf = key_file(0600), text[2048], arg[PATH_MAX + 64], err[1024];
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "[target]\nlisten = tcp://127.0.0.1\ntls = required\n"
+		 "tls_cert = /etc/c.pem\ntls_key = /etc/k.pem\n"
+		 "tls_ca = /etc/ca.pem\n"
+		 "[host alpha]\nsecret_file = %s\ntls = required\n"
+		 "[export vol]\npath = ram:1M\nallow = any\ntls = optional\n",
+		 kf);
+	load_ok(cfg, text);
+	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), 0);
+	assert_int_equal(cfg->tls, CFG_TLS_REQUIRED);
+	assert_string_equal(cfg->tls_cert, "/etc/c.pem");
+	assert_string_equal(cfg->tls_key, "/etc/k.pem");
+	assert_string_equal(cfg->tls_ca, "/etc/ca.pem");
+	assert_int_equal(cfg->hosts[0].tls, CFG_TLS_REQUIRED);
+	assert_int_equal(cfg->exports[0].tls, CFG_TLS_OPTIONAL);
+	assert_true(cfg_tls_accepted(cfg));
+	assert_false(cfg_tls_required(cfg, &cfg->exports[0], NULL));
+	assert_true(cfg_tls_required(cfg, &cfg->exports[0], &cfg->hosts[0]));
+	assert_true(cfg_tls_required(cfg, NULL, NULL));
+
+	/* the command-line forms */
+	cfg_init(cfg);
+	snprintf(arg, sizeof(arg), "alpha:secret-file=%s,tls=required", kf);
+	assert_int_equal(cfg_add_host_arg(cfg, arg, err, sizeof(err)), 0);
+	assert_int_equal(cfg_find_host(cfg, "alpha")->tls, CFG_TLS_REQUIRED);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "v=ram:1M,tls=required", err, sizeof(err)),
+	    0);
+	assert_int_equal(cfg->exports[0].tls, CFG_TLS_REQUIRED);
+	assert_int_equal(
+	    cfg_add_export_arg(cfg, "w=ram:1M,tls=maybe", err, sizeof(err)),
+	    -EINVAL);
+	assert_non_null(strstr(err, "bad tls 'maybe'"));
+	assert_int_equal(
+	    cfg_set_tls_key(cfg, "tls", "sometimes", err, sizeof(err)),
+	    -EINVAL);
+	assert_int_equal(cfg_set_tls_key(cfg, "tlsx", "off", err, sizeof(err)),
+			 -ENOENT);
+	assert_int_equal(
+	    cfg_add_listen(cfg, "tcp://127.0.0.1", err, sizeof(err)), 0);
+	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), 0);
+	assert_true(cfg_tls_accepted(cfg)); /* a host: its PSK */
+
+	/* a requirement without TLS, or without credentials; a lone cert */
+	assert_int_equal(cfg_set_tls_key(cfg, "tls", "off", err, sizeof(err)),
+			 0);
+	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), -EINVAL);
+	assert_non_null(
+	    strstr(err, "requires TLS, but the target's tls is off"));
+	cfg_init(cfg);
+	load_ok(cfg,
+		"[target]\nlisten = tcp://127.0.0.1\n"
+		"[export v]\npath = ram:1M\nallow = any\ntls = required\n");
+	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), -EINVAL);
+	assert_non_null(
+	    strstr(err, "v requires TLS, and the target has no credentials"));
+	assert_false(cfg_tls_accepted(cfg));
+	cfg_init(cfg);
+	load_ok(cfg, "[target]\nlisten = tcp://127.0.0.1\ntls_cert = /c\n"
+		     "[export v]\npath = ram:1M\nallow = any\n");
+	assert_int_equal(cfg_validate(cfg, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "tls_cert and tls_key go together"));
+	load_bad("[target]\ntls = yes\n", 2,
+		 "tls: 'yes' is not off, optional or required");
+	load_bad("[export v]\npath = ram:1M\ntls = 1\n", 3,
+		 "tls: '1' is not off");
+	unlink(kf);
+	free(kf);
+	free(cfg);
+}
+
 static void test_host_arg(void **state)
 {
 	struct cfg_target *cfg = cfg_new();
@@ -1036,6 +1114,7 @@ int main(void)
 	    cmocka_unit_test(test_hosts),
 	    cmocka_unit_test(test_hosts_bad),
 	    cmocka_unit_test(test_host_arg),
+	    cmocka_unit_test(test_tls),
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_load_full),
 	    cmocka_unit_test(test_load_layout),

@@ -454,9 +454,84 @@ static void test_hidden_refusal(void **state)
 	assert_false(login_hidden_refusal(RBLK_S_OK, &exp_list, false, true));
 }
 
+/* ---- login_tls_decide --------------------------------------------------- */
+
+static void test_tls_decide(void **state)
+{
+	struct xp_tls_peer off = {.mode = XP_TLS_OFF};
+	struct xp_tls_peer psk_a = {.mode = XP_TLS_USER, .psk = true};
+	struct xp_tls_peer cert_a = {.mode = XP_TLS_KTLS};
+	struct xp_tls_peer anon = {.mode = XP_TLS_KTLS};
+	char why[256];
+
+	(void)state;
+	snprintf(psk_a.name, sizeof(psk_a.name), "rblk1 host-a");
+	snprintf(cert_a.name, sizeof(cert_a.name), "host-a");
+	/* nothing required: plaintext and TLS alike */
+	assert_int_equal(login_tls_decide(&tcfg, &exp_list, "host-a", &off, why,
+					  sizeof(why)),
+			 RBLK_S_OK);
+	assert_int_equal(login_tls_decide(&tcfg, &exp_list, "host-a", &psk_a,
+					  why, sizeof(why)),
+			 RBLK_S_OK);
+	/* a TLS session proven for host-a is host-a's only */
+	assert_int_equal(login_tls_decide(&tcfg, &exp_list, "host-b", &psk_a,
+					  why, sizeof(why)),
+			 RBLK_S_AUTH_FAILED);
+	assert_non_null(strstr(why, "PSK identity 'rblk1 host-a'"));
+	assert_int_equal(login_tls_decide(&tcfg, &exp_open, "host-b", &cert_a,
+					  why, sizeof(why)),
+			 RBLK_S_AUTH_FAILED);
+	assert_int_equal(login_tls_decide(&tcfg, &exp_open, "host-a", &cert_a,
+					  why, sizeof(why)),
+			 RBLK_S_OK);
+	/* an anonymous X.509 client: any name, the login decides */
+	assert_int_equal(login_tls_decide(&tcfg, &exp_open, "anyone", &anon,
+					  why, sizeof(why)),
+			 RBLK_S_OK);
+	/* export requires: plaintext refused, TLS in */
+	cfg_list.tls = CFG_TLS_REQUIRED;
+	assert_int_equal(login_tls_decide(&tcfg, &exp_list, "host-a", &off, why,
+					  sizeof(why)),
+			 RBLK_S_TLS_REQUIRED);
+	assert_non_null(strstr(why, "export list requires TLS"));
+	assert_int_equal(login_tls_decide(&tcfg, &exp_list, "host-a", &psk_a,
+					  why, sizeof(why)),
+			 RBLK_S_OK);
+	assert_int_equal(login_tls_decide(&tcfg, &exp_open, "host-a", &off, why,
+					  sizeof(why)),
+			 RBLK_S_OK);
+	/* target requires; an export that says optional overrides it */
+	tcfg.tls = CFG_TLS_REQUIRED;
+	cfg_open.tls = CFG_TLS_OPTIONAL;
+	assert_int_equal(login_tls_decide(&tcfg, &exp_open, "host-a", &off, why,
+					  sizeof(why)),
+			 RBLK_S_OK);
+	assert_int_equal(login_tls_decide(&tcfg, &exp_closed, "host-a", &off,
+					  why, sizeof(why)),
+			 RBLK_S_TLS_REQUIRED);
+	/* discovery follows the target's */
+	assert_int_equal(
+	    login_tls_decide(&tcfg, NULL, "host-a", &off, why, sizeof(why)),
+	    RBLK_S_TLS_REQUIRED);
+	assert_non_null(strstr(why, "discovery"));
+	/* a host entry adds the requirement, whatever the export says */
+	tcfg.tls = CFG_TLS_OPTIONAL;
+	tcfg.hosts[1].tls = CFG_TLS_REQUIRED;
+	assert_int_equal(login_tls_decide(&tcfg, &exp_open, "host-a", &off, why,
+					  sizeof(why)),
+			 RBLK_S_OK);
+	assert_int_equal(login_tls_decide(&tcfg, &exp_open, "host-b", &off, why,
+					  sizeof(why)),
+			 RBLK_S_TLS_REQUIRED);
+	cfg_list.tls = cfg_open.tls = CFG_TLS_UNSET;
+	tcfg.hosts[1].tls = CFG_TLS_UNSET;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup(test_tls_decide, setup),
 	    cmocka_unit_test_setup(test_grant, setup),
 	    cmocka_unit_test_setup(test_read_only_request, setup),
 	    cmocka_unit_test_setup(test_push_imm, setup),

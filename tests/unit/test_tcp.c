@@ -553,6 +553,136 @@ static void test_send_recv(void **state)
 	free_pair(p);
 }
 
+/* ---- TLS ---------------------------------------------------------------- */
+
+static const uint8_t psk_good[XP_TLS_PSK_LEN] =
+    "0123456789abcdef0123456789abcde";
+
+static int psk_lookup(void *arg, const char *identity,
+		      uint8_t key[XP_TLS_PSK_LEN])
+{
+	(void)arg;
+	if (strcmp(identity, "rblk1 alpha"))
+		return -ENOENT;
+	memcpy(key, psk_good, XP_TLS_PSK_LEN);
+	return 0;
+}
+
+static struct xp_tls *tls_creds(bool server, const uint8_t *psk)
+{
+	struct xp_tls_opts o = {
+	    .server = server,
+	    .psk_identity = "rblk1 alpha",
+	    .psk = psk,
+	    .psk_lookup = server ? psk_lookup : NULL,
+	};
+	struct xp_tls *t = NULL;
+	char err[256];
+
+	if (xp_tls_create(&o, &t, err, sizeof(err)))
+		fail_msg("xp_tls_create: %s", err);
+	return t;
+}
+
+/*
+ * A TLS pair (PSK): the client's connect() returns what it returns; on 0
+ * both ends are connected, TLS and told so.
+ */
+static int make_tls_pair(struct pair *p, struct xp_tls *stls,
+			 struct xp_tls *ctls)
+{
+	struct srv_args a = {.attr = &small_attr};
+	struct xp_conn_attr cattr = small_attr;
+	struct xp_listener *l;
+	pthread_t th;
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	cattr.tls = ctls;
+	l = listen_loopback(&p->port);
+	assert_int_equal(xp_listener_tls(l, stls), 0);
+	a.l = l;
+	assert_int_equal(pthread_create(&th, NULL, srv_main, &a), 0);
+	ret = T->connect("127.0.0.1", p->port, &cattr, "hi", 2, WAIT_MS,
+			 &p->cli.c, NULL, NULL);
+	if (ret)
+		pthread_cancel(
+		    th); /* it waits for a CONNECT that never comes */
+	pthread_join(th, NULL);
+	T->listener_destroy(l);
+	if (ret)
+		return ret;
+	assert_int_equal(a.ret, 0);
+	p->srv.c = a.conn;
+	assert_string_equal(a.priv, "hi");
+	return 0;
+}
+
+/*
+ * SEND/RECV both ways, a 1 MiB signaled RDMA WRITE and a 1 MiB RDMA READ
+ * through TLS records; both ends say TLS (PSK, the server names the
+ * identity). A wrong key and an unknown identity fail the handshake with
+ * -EACCES and a reason.
+ */
+static void test_tls_psk(void **state)
+{
+	struct xp_tls *stls = tls_creds(true, NULL);
+	struct xp_tls *ctls = tls_creds(false, psk_good);
+	const size_t big = 1u << 20;
+	char *sbuf = malloc(big), *cbuf = malloc(big), *back = malloc(big);
+	struct xp_mr *smr, *cmr, *bmr;
+	struct xp_tls_peer tp;
+	struct pair p;
+	struct xp_wc wc;
+	uint8_t wrong[XP_TLS_PSK_LEN];
+
+	assert_non_null(sbuf);
+	assert_non_null(cbuf);
+	assert_non_null(back);
+	assert_int_equal(make_tls_pair(&p, stls, ctls), 0);
+	xp_conn_tls(p.srv.c, &tp);
+	assert_int_not_equal(tp.mode, XP_TLS_OFF);
+	assert_true(tp.psk);
+	assert_string_equal(tp.name, "rblk1 alpha");
+	xp_conn_tls(p.cli.c, &tp);
+	assert_int_not_equal(tp.mode, XP_TLS_OFF);
+
+	smr = reg(p.srv.c, sbuf, big, RW);
+	cmr = reg(p.cli.c, cbuf, big, LOCAL);
+	bmr = reg(p.cli.c, back, big, LOCAL);
+	post_recv(p.srv.c, 1, smr, sbuf, 256);
+	strcpy(cbuf, "ping");
+	post1(p.cli.c, mkwr(10, XP_WR_SEND, true, cmr, cbuf, 5, 0, 0));
+	expect_wc(&p.cli, &p.srv, 10, XP_WC_SUCCESS, XP_WC_SEND);
+	wc = wait_wc(&p.srv, &p.cli);
+	assert_int_equal(wc.byte_len, 5);
+	assert_string_equal(sbuf, "ping");
+
+	fill(cbuf, big, 7);
+	post1(p.cli.c, mkwr(11, XP_WR_RDMA_WRITE, true, cmr, cbuf,
+			    (uint32_t)big, raddr(smr, 0), smr->rkey));
+	expect_wc(&p.cli, &p.srv, 11, XP_WC_SUCCESS, XP_WC_RDMA_WRITE);
+	assert_memory_equal(sbuf, cbuf, big);
+	fill(sbuf, big, 9);
+	post1(p.cli.c, mkwr(12, XP_WR_RDMA_READ, true, bmr, back, (uint32_t)big,
+			    raddr(smr, 0), smr->rkey));
+	expect_wc(&p.cli, &p.srv, 12, XP_WC_SUCCESS, XP_WC_RDMA_READ);
+	assert_memory_equal(back, sbuf, big);
+	destroy_pair(&p);
+	xp_tls_destroy(ctls);
+
+	memcpy(wrong, psk_good, sizeof(wrong));
+	wrong[5] ^= 1;
+	ctls = tls_creds(false, wrong);
+	assert_int_equal(make_tls_pair(&p, stls, ctls), -EACCES);
+	assert_non_null(strstr(xp_tls_last_error(), "pre-shared key"));
+	xp_tls_destroy(ctls);
+	free(sbuf);
+	free(cbuf);
+	free(back);
+	xp_tls_destroy(stls);
+}
+
 /*
  * After a short read the transport may skip reading in the next poll()
  * and in the one after arm() (the socket was just found empty), but data
@@ -965,6 +1095,7 @@ int main(void)
 	    cmocka_unit_test(test_connect_closed_port),
 	    cmocka_unit_test(test_silent_client),
 	    cmocka_unit_test(test_send_recv),
+	    cmocka_unit_test(test_tls_psk),
 	    cmocka_unit_test(test_skip_read_wakeup),
 	    cmocka_unit_test(test_signaled_write_acked),
 	    cmocka_unit_test(test_dereg_during_read),

@@ -13,6 +13,7 @@
 #       [--scheme tcp|unix|rdma] [--addr IP] [--dir TMPFS] [--cpu procs|system]
 #       [--results FILE] [--export-opts ,cache=buffered] [--drop-caches]
 #       [--fio-opts "--read_mode=pull"] [--a-opts OPTS] [--b-opts OPTS]
+#       [--target-opts OPTS]
 #
 # One build, two settings: --a and --b the same build, --a-opts / --b-opts
 # the fio options of one side only, e.g. the engine's default polling
@@ -33,7 +34,10 @@
 # to drop the page cache before every run, as root). --export-opts is
 # appended to the export's path (e.g. ",cache=buffered"; both builds must
 # know it). --fio-opts adds options to every fio run (the engine's own,
-# e.g. --read_mode=pull; both builds must know them).
+# e.g. --read_mode=pull; both builds must know them). --target-opts adds
+# options to every rblk-target (e.g. a host for TLS: TLS against
+# plaintext is --target-opts "--host h:secret-file=K" --a-opts
+# "--hostname=h --keyfile=K" --b-opts "--hostname=h --keyfile=K --tls=1").
 #
 # --ramp S runs each job S seconds before fio starts counting (fio's
 # ramp_time): what a fresh target does once, at its first commands, stays
@@ -57,11 +61,12 @@ BENCH_NAME=ab-engine
 # shellcheck source=tools/bench/lib.sh
 source "$(dirname "$0")/lib.sh"
 a='' b='' rounds=5 runtime=5 ramp=0 workers=2 scheme=tcp addr=127.0.0.1 tmp=/dev/shm
-cpu=procs results_out='' eopts='' drop='' fopts='' aopts='' bopts=''
+cpu=procs results_out='' eopts='' drop='' fopts='' aopts='' bopts='' topts=''
 workloads='randread 4k 32,read 128k 16'
 bench_args "--a=a --b=b --rounds=rounds --runtime=runtime --ramp=ramp --workers=workers --workloads=workloads
 	--scheme=scheme --addr=addr --dir=tmp --cpu=cpu --results=results_out
-	--export-opts=eopts --drop-caches!drop --fio-opts=fopts --a-opts=aopts --b-opts=bopts" "$@"
+	--export-opts=eopts --drop-caches!drop --fio-opts=fopts --a-opts=aopts --b-opts=bopts
+	--target-opts=topts" "$@"
 [ -n "$a" ] && [ -n "$b" ] || { echo "--a and --b are required" >&2; exit 2; }
 case $scheme in tcp | unix | rdma) ;; *) echo "--scheme: tcp, unix or rdma" >&2; exit 2 ;; esac
 case $cpu in procs | system) ;; *) echo "--cpu: procs or system" >&2; exit 2 ;; esac
@@ -91,8 +96,9 @@ run() # BUILD SIDE-OPTS RW BS QD -> "IOPS CPU_US_PER_IO"
 	# builds since exports became closed by default need the opt-in
 	"$build"/rblk-target --help 2>&1 | grep -q -- --allow-any-host &&
 		open=(--allow-any-host)
+	# shellcheck disable=SC2086 # $topts: split on purpose
 	"$build"/rblk-target --listen "$listen" \
-		--workers "$workers" --ctl-socket none "${open[@]}" \
+		--workers "$workers" --ctl-socket none "${open[@]}" $topts \
 		--export "v=$file$eopts" >"$dir/target.log" 2>&1 &
 	tpid=$!
 	wait_for "$dir/target.log" "listening"

@@ -80,6 +80,10 @@ struct rblk_fio_opts {
 	char *keepalive;  /* seconds, fractions allowed; 0 off */
 	char *io_timeout; /* seconds, fractions allowed; 0 none */
 	int io_retries;	  /* -1 no limit; -2 library default */
+	unsigned int tls; /* rblk_opts.tls */
+	char *tls_ca;
+	char *tls_cert;
+	char *tls_key;
 };
 
 /* rblk_opts.paths of a job: path= split at ',' (URLs hold ':'). */
@@ -314,6 +318,44 @@ static struct fio_option options[] = {
 	.group = FIO_OPT_G_INVALID,
     },
     {
+	.name = "tls",
+	.lname = "rblk TLS",
+	.type = FIO_OPT_BOOL,
+	.off1 = offsetof(struct rblk_fio_opts, tls),
+	.def = "0",
+	.help =
+	    "TLS 1.3 on tcp://: a PSK from keyfile's secret, or X.509 with tls_ca",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "tls_ca",
+	.lname = "rblk TLS CA file",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, tls_ca),
+	.help = "CA file (PEM) the target's certificate must chain to",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "tls_cert",
+	.lname = "rblk TLS certificate",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, tls_cert),
+	.help = "This host's certificate (PEM), with tls_key",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
+	.name = "tls_key",
+	.lname = "rblk TLS key",
+	.type = FIO_OPT_STR_STORE,
+	.off1 = offsetof(struct rblk_fio_opts, tls_key),
+	.help = "The key (PEM) of tls_cert",
+	.category = FIO_OPT_C_ENGINE,
+	.group = FIO_OPT_G_INVALID,
+    },
+    {
 	.name = "poll_spin_us",
 	.lname = "rblk adaptive poll spin",
 	.type = FIO_OPT_INT,
@@ -513,6 +555,13 @@ static int fill_opts(struct thread_data *td, unsigned int qd,
 		ro->key_file = o->keyfile;
 	if (o->mutual_auth)
 		ro->flags |= RBLK_OPEN_MUTUAL_AUTH;
+	ro->tls = o->tls || (o->tls_ca && o->tls_ca[0]);
+	if (o->tls_ca && o->tls_ca[0])
+		ro->tls_ca_file = o->tls_ca;
+	if (o->tls_cert && o->tls_cert[0])
+		ro->tls_cert_file = o->tls_cert;
+	if (o->tls_key && o->tls_key[0])
+		ro->tls_key_file = o->tls_key;
 	ro->direct = (int)o->direct_access;
 	if (o->read_mode == READ_MODE_PUSH)
 		ro->flags |= RBLK_OPEN_PUSH_READS;
