@@ -603,8 +603,8 @@ static int make_tls_pair(struct pair *p, struct xp_tls *stls,
 	assert_int_equal(xp_listener_tls(l, stls), 0);
 	a.l = l;
 	assert_int_equal(pthread_create(&th, NULL, srv_main, &a), 0);
-	ret = T->connect("127.0.0.1", p->port, &cattr, "hi", 2, WAIT_MS,
-			 &p->cli.c, NULL, NULL);
+	ret = xp_connect(T, NULL, "127.0.0.1", p->port, &cattr, "hi", 2,
+			 WAIT_MS, &p->cli.c, NULL, NULL);
 	if (ret)
 		pthread_cancel(
 		    th); /* it waits for a CONNECT that never comes */
