@@ -92,6 +92,9 @@ struct worker {
 	int mailbox_fd; /* eventfd: new connections, stop, the checks below */
 	/* connection requests from the main thread, newest first (worker.c) */
 	_Atomic(struct conn_handoff *) inbox;
+	/* taken from the inbox, not joined yet: oldest first (worker.c) */
+	struct conn_handoff *joins, *joins_tail;
+	bool reap_more;	     /* closed connections left for the next turn */
 	struct tconn *conns; /* owned */
 	unsigned int nr_conns;
 	/*
