@@ -537,8 +537,10 @@ static int login_apply(struct rblk *r, struct rblk_queue *q,
  * FLUSH reissued or sent after the reconnect would then claim them
  * durable. The target's durability epoch (RBLK_F_EPOCH) changes exactly
  * then: a path that comes back with another epoch while writes are
- * acknowledged past the last completed FLUSH sets r->flush_lost, and the
- * next FLUSH fails with -EIO (lib_io.c, part_durability()). A restart
+ * acknowledged past the last completed FLUSH sets r->flush_lost, and
+ * FLUSHes fail with -EIO until one issued since then has (lib_io.c,
+ * part_durability()): a FLUSH in flight across the restart covers only
+ * part of what may be lost. A restart
  * that loses nothing (a process restart on the same boot, for files and
  * devices) keeps the epoch and fails nothing.
  */
@@ -566,9 +568,9 @@ static void epoch_check(struct rblk *r, struct rblk_queue *q,
 		    (unsigned int)seen);
 		return;
 	}
-	atomic_store(&r->flush_lost, true);
+	atomic_store(&r->flush_lost, acked);
 	log_err(
-	    "queue %u: %s restarted (durability epoch %08x, was %08x) after acknowledging %llu write(s) no FLUSH has covered yet: they may be lost, so the next FLUSH fails with EIO",
+	    "queue %u: %s restarted (durability epoch %08x, was %08x) after acknowledging %llu write(s) no FLUSH has covered yet: they may be lost, so FLUSHes fail with EIO until one issued from now on has",
 	    q->index, rblk_url_str(lib_path_url(q)), (unsigned int)now,
 	    (unsigned int)seen, (unsigned long long)(acked - fl));
 }

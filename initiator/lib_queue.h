@@ -332,12 +332,14 @@ struct rblk {
 	/*
 	 * Durability across a target's restart (lib_login.c, epoch_check()):
 	 * flushed is the lib_acked_sum() the last completed FLUSH covered;
-	 * flush_lost is set when a path came back with another durability
-	 * epoch while writes were acknowledged past flushed (they may be
-	 * lost): the next FLUSH to complete fails with -EIO and clears it.
+	 * flush_lost is the lib_acked_sum() when a path came back with
+	 * another durability epoch while writes were acknowledged past
+	 * flushed (they may be lost; 0: none): every FLUSH that completes
+	 * fails with -EIO until one that covers them all (issued with a
+	 * flush_mark >= flush_lost) has failed, which clears it.
 	 */
 	_Atomic uint64_t flushed;
-	atomic_bool flush_lost;
+	_Atomic uint64_t flush_lost;
 	/*
 	 * Paths (lib_path.c): paths[0] is the preferred one (the URL given
 	 * to rblk_open). active: the path queues use and move to; any queue
