@@ -36,6 +36,7 @@ static void check_cmd(const uint8_t *data, size_t size,
 	int peek =
 	    rblk_cmd_peek_tag(data, size, rblk_tags(lim->queue_depth, gen));
 	uint64_t end;
+	bool pr_args;
 	/* the tag's index: only once the framing was good (c.tag is set) */
 #define IDX (gen ? rblk_tag_index(c.tag) : c.tag)
 
@@ -65,10 +66,14 @@ static void check_cmd(const uint8_t *data, size_t size,
 	CHECK(size == want);
 	CHECK(c.opcode >= RBLK_OP_READ && c.opcode <= RBLK_OP_MAX_);
 	CHECK(!(c.flags & ~RBLK_CMD_F_ALL));
+	/* reservation commands carry their arguments in addr and rkey */
+	pr_args =
+	    c.opcode >= RBLK_OP_PR_REGISTER && c.opcode <= RBLK_OP_PR_RELEASE;
 	if (!(c.flags & RBLK_CMD_F_PUSH))
-		CHECK(c.addr == 0 && c.rkey == 0);
+		CHECK(pr_args || (c.addr == 0 && c.rkey == 0));
 	else
-		CHECK(c.opcode == RBLK_OP_READ &&
+		CHECK((c.opcode == RBLK_OP_READ ||
+		       c.opcode == RBLK_OP_PR_REPORT) &&
 		      (lim->features & RBLK_F_PUSH));
 	if (c.flags & RBLK_CMD_F_FUA)
 		CHECK(lim->features & RBLK_F_FUA);
@@ -81,6 +86,19 @@ static void check_cmd(const uint8_t *data, size_t size,
 	case RBLK_OP_DISCONNECT:
 	case RBLK_OP_KEEPALIVE:
 		CHECK(c.offset == 0 && c.length == 0);
+		break;
+	case RBLK_OP_PR_REGISTER:
+	case RBLK_OP_PR_ACQUIRE:
+	case RBLK_OP_PR_RELEASE:
+		/* no data; only where offered, never on a read-only login */
+		CHECK(c.length == 0 && (lim->features & RBLK_F_PR));
+		CHECK(!(lim->features & RBLK_F_READ_ONLY));
+		break;
+	case RBLK_OP_PR_REPORT:
+		/* moves as a READ of length bytes, no range of the volume */
+		CHECK(c.offset == 0 && (lim->features & RBLK_F_PR));
+		CHECK(c.length > 0 && c.length <= lim->max_io);
+		CHECK(c.length % lim->block_size == 0);
 		break;
 	case RBLK_OP_WRITE:
 	case RBLK_OP_TRIM:
