@@ -1354,6 +1354,29 @@ int rblk_poll(struct rblk_queue *q, struct rblk_completion *c, int max,
 	}
 }
 
+/*
+ * The one I/O of a synchronous call: wait for its completion into c (1,
+ * or a negative errno). A synchronous caller may not call again for a
+ * long time: give a pull READ's window back now rather than with the
+ * next command, as the target drops a session that holds one past its
+ * window_timeout (docs/PROTOCOL.md, "What a session may hold").
+ */
+static int sync_wait(struct rblk_queue *q, struct rblk_completion *c)
+{
+	int ret;
+
+	do {
+		ret = rblk_poll(q, c, 1, -1);
+	} while (ret == 0);
+	if (ret < 0)
+		return ret;
+	if (q->held_tags && !lib_queue_down(q)) {
+		return_held(q);
+		if (!q->plugged)
+			lib_batch_flush(q);
+	}
+	return ret;
+}
 int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 		  uint64_t offset, uint64_t len, unsigned int flags)
 {
@@ -1366,22 +1389,9 @@ int rblk_queue_io(struct rblk_queue *q, enum rblk_io_op op, void *buf,
 	ret = rblk_submit(q, op, buf, offset, len, flags, NULL);
 	if (ret)
 		return ret;
-	do {
-		ret = rblk_poll(q, &c, 1, -1);
-	} while (ret == 0);
+	ret = sync_wait(q, &c);
 	if (ret < 0)
 		return ret;
-	/*
-	 * A synchronous caller may not call again for a long time: give a
-	 * pull READ's window back now rather than with the next command, as
-	 * the target drops a session that holds one past its window_timeout
-	 * (docs/PROTOCOL.md, "What a session may hold").
-	 */
-	if (q->held_tags && !lib_queue_down(q)) {
-		return_held(q);
-		if (!q->plugged)
-			lib_batch_flush(q);
-	}
 	if (c.result)
 		return set_error(c.result, "%s at %llu+%llu: %s",
 				 rblk_opcode_str(op),
@@ -1417,17 +1427,8 @@ int lib_pr_io(struct rblk_queue *q, const struct lib_pr *pr, void *buf,
 	FIFO_PUSH(q->pend_head, q->pend_tail, io, next);
 	q->inflight++;
 	pump_pending(q);
-	do {
-		ret = rblk_poll(q, &c, 1, -1);
-	} while (ret == 0);
-	if (ret < 0)
-		return ret;
-	if (q->held_tags && !lib_queue_down(q)) {
-		return_held(q);
-		if (!q->plugged)
-			lib_batch_flush(q);
-	}
-	return c.result;
+	ret = sync_wait(q, &c);
+	return ret < 0 ? ret : c.result;
 }
 
 int rblk_pread(struct rblk *r, void *buf, uint64_t len, uint64_t offset)
