@@ -611,39 +611,6 @@ static void gate_note_wait(struct rbd_wq *q, const struct rbd_conn *c)
 	q->waits_logged_ms = q->w->now_ms ? q->w->now_ms : 1;
 }
 
-/*
- * A write-class op failed with EROFS while this target meant to hold the
- * lock: librbd no longer holds it for us (it refuses writes without the
- * lock, and takes none by itself once rbd_lock_acquire() chose the
- * lock's explicit mode). Seen under a thrashed cluster: the image
- * header's watch breaks with an OSD, or a session's first write races
- * the idle release. That alone is no fence: park op for the lock thread,
- * which takes the lock again unless another client holds it now (then
- * the image is fenced). False: nothing to retake (no exclusive-lock
- * feature, or fenced already); the caller fails op.
- */
-static bool lock_lost(struct rbd_op *op)
-{
-	struct rbd_image *img = op->img;
-	int state;
-
-	pthread_mutex_lock(&img->mu);
-	state = atomic_load(&img->lock_state);
-	if (state == LOCK_NONE || state == LOCK_FENCED) {
-		pthread_mutex_unlock(&img->mu);
-		return false;
-	}
-	if (state == LOCK_HELD)
-		atomic_store(&img->lock_state, LOCK_UNLOCKED);
-	img->recheck = true;
-	op->lock_retried = true;
-	op->next = img->parked;
-	img->parked = op;
-	lock_thread_kick(img);
-	pthread_mutex_unlock(&img->mu);
-	return true;
-}
-
 /* Issue what waits at the gate while it lets ops through; worker. */
 static void gate_drain(struct rbd_wq *q)
 {
@@ -769,10 +736,6 @@ int backend_remote_reap(struct worker *w)
 		 * treq_backend_done() wants the length of either */
 		if (res >= 0)
 			res = (int)r->cmd.length;
-		if (res == -EROFS && op->stage == STAGE_IO &&
-		    is_write_class(r->cmd.opcode) && !op->lock_retried &&
-		    lock_lost(op))
-			continue; /* issued again once the lock is back */
 		if (res < 0 && is_write_class(r->cmd.opcode) &&
 		    is_fencing_error(res) && img->lock_state != LOCK_NONE &&
 		    atomic_exchange(&img->lock_state, LOCK_FENCED) !=
