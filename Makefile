@@ -326,7 +326,7 @@ check-unit: all $(UNIT_BINS)
 	tests/run.sh $(UNIT_BINS)
 
 check-e2e: all $(E2E_BINS) test-deps fio-engine-try
-	tests/run.sh tests/e2e/*.sh
+	tests/run.sh -j "$${RBLK_TEST_JOBS:-2}" tests/e2e/*.sh
 
 demo: deps all test-deps
 	tools/demo.sh

@@ -5,6 +5,8 @@
 #
 #   tests/check.sh HOST_TEST...        (the Makefile passes the list)
 #   RBLK_VM_SKIP=1 tests/check.sh ...  host tests only (says so)
+#   RBLK_TEST_JOBS=N                   host tests run N at a time (default
+#                                      2; tests/run.sh -j, "# runs-alone")
 set -u
 cd "$(dirname "$0")/.."
 
@@ -33,7 +35,7 @@ for t in "$@"; do
 	host+=("$t")
 done
 echo "== host tests (unit, e2e over the tcp transport)"
-tests/run.sh "${host[@]}" | tee "$log"
+tests/run.sh -j "${RBLK_TEST_JOBS:-2}" "${host[@]}" | tee "$log"
 add_summary "$log" "host tests"
 
 if [ "${RBLK_VM_SKIP:-0}" = 1 ]; then

@@ -17,6 +17,7 @@
 #   - `ctl set-qos` raises a limit live: fio's per-250 ms log reaches the
 #     new rate within 1 s; `ctl stats` and /metrics show the limits and
 #     the time spent throttled.
+# runs-alone: measures rates against limits and a neighbour against its rate alone
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires python3

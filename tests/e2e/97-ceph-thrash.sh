@@ -18,6 +18,7 @@
 #
 # Short form (make check): 30 s, 3 kills. Long form (RBLK_SOAK=1):
 # soak: 150 s of thrash, an OSD killed and revived every ~10 s (~14 kills), 2 monitor restarts
+# runs-alone: a Ceph cluster thrashed under fio, stalls measured against the reconnect limits
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 source "$RBLK_ROOT/tests/ceph/lib.sh"
