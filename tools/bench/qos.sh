@@ -8,10 +8,18 @@
 #   free  no limit, 4k randread QD16, alone   -> IOPS
 #   free  the same while lim and bw run beside it on the same worker
 #                                             -> IOPS / alone
-# and prints each ratio's median, min and max over the rounds.
+#   free  the same beside two jobs that fio itself holds to the same
+#         rates (--rate_iops, --rate) on unlimited exports of the same
+#         worker: the load the limited jobs add, without the limiter
+#                                             -> beside QoS / beside this
+# and prints each ratio's median, min and max over the rounds. The last
+# ratio tells what the limiter costs the neighbour from what the two
+# extra jobs cost it on this machine (on 2 CPUs every thread competes).
 #
 #   tools/bench/qos.sh [--build DIR] [--rounds 5] [--runtime 4]
 #       [--iops 1000] [--bps 50M] [--scheme tcp|rdma] [--addr IP]
+#       [--poll MODE]   the neighbour's fio engine poll mode (busy, event,
+#                       adaptive; default the engine's own)
 #
 # Over rxe in the test guest: BUILD=build tests/vm/run-vm.sh -- \
 #   tools/bench/qos.sh --scheme rdma --addr 192.0.2.1
@@ -22,6 +30,7 @@ BENCH_NAME=qos.sh
 source tools/bench/lib.sh
 
 build=build rounds=5 runtime=4 iops=1000 bps=50M scheme=tcp addr=127.0.0.1
+npoll=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) build=$2; shift 2 ;;
@@ -31,7 +40,8 @@ while [ $# -gt 0 ]; do
 	--bps) bps=$2; shift 2 ;;
 	--scheme) scheme=$2; shift 2 ;;
 	--addr) addr=$2; shift 2 ;;
-	-h | --help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--poll) npoll=--poll=$2; shift 2 ;;
+	-h | --help) sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "qos.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -43,7 +53,8 @@ port=$((20000 + RANDOM % 20000))
 "$build/rblk-target" --listen "$scheme://$addr:$port" --workers 1 \
 	--ctl-socket none --allow-any-host \
 	--export "lim=ram:64M,iops=$iops" --export "bw=ram:256M,bps=$bps" \
-	--export "free=ram:64M,nodirect" >"$tmp/target.log" 2>&1 &
+	--export "free=ram:64M,nodirect" --export "ctl1=ram:64M" \
+	--export "ctl2=ram:256M" >"$tmp/target.log" 2>&1 &
 tpid=$!
 trap 'kill $tpid 2>/dev/null; wait $tpid 2>/dev/null; rm -rf "$tmp"' EXIT
 wait_for "$tmp/target.log" "listening on" 10 "$tpid"
@@ -63,10 +74,11 @@ run()
 }
 val() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["read"][sys.argv[2]])' "$tmp/$1.json" "$2"; }
 rr=(--rw=randread --bs=4k --iodepth=16 --size=64M)
+nb=("${rr[@]}" ${npoll:+"$npoll"}) # the neighbour's
 
 : >"$tmp/rows"
 for r in $(seq "$rounds"); do
-	run alone free "${rr[@]}"
+	run alone free "${nb[@]}"
 	# the limited jobs wait on events, not a poll loop: a throttled job
 	# spinning 50 us per completion would take CPU from the neighbour's
 	# fio on this 2-core host, which is not what the worker does to it
@@ -76,9 +88,19 @@ for r in $(seq "$rounds"); do
 		--runtime=$((runtime + 2)) --poll=event &
 	p2=$!
 	sleep 1
-	run beside free "${rr[@]}"
+	run beside free "${nb[@]}"
 	wait $p1 $p2
-	echo "$(val lim iops) $(val bw bw_bytes) $(val alone iops) $(val beside iops)" >>"$tmp/rows"
+	# the control: the same rates held by fio, no limiter in the target
+	run ctl1 ctl1 "${rr[@]}" --runtime=$((runtime + 2)) --poll=event \
+		--rate_iops="$iops" &
+	p1=$!
+	run ctl2 ctl2 --rw=read --bs=128k --iodepth=8 --size=256M \
+		--runtime=$((runtime + 2)) --poll=event --rate="$bps_bytes" &
+	p2=$!
+	sleep 1
+	run control free "${nb[@]}"
+	wait $p1 $p2
+	echo "$(val lim iops) $(val bw bw_bytes) $(val alone iops) $(val beside iops) $(val control iops)" >>"$tmp/rows"
 	echo "round $r: $(tail -n1 "$tmp/rows")" >&2
 done
 python3 - "$tmp/rows" "$iops" "$bps_bytes" <<'EOF'
@@ -89,6 +111,8 @@ cols = {
     "limited IOPS / limit": [r[0] / iops for r in rows],
     "limited bytes/s / limit": [r[1] / bps for r in rows],
     "neighbour IOPS, beside / alone": [r[3] / r[2] for r in rows],
+    "neighbour IOPS, beside fio-held jobs / alone": [r[4] / r[2] for r in rows],
+    "neighbour IOPS, beside QoS / beside fio-held jobs": [r[3] / r[4] for r in rows],
 }
 print("| measure | median | min | max |")
 print("|---|---|---|---|")
