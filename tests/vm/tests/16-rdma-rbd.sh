@@ -6,7 +6,12 @@
 # manifest, umount, fsck.ext4 -fn clean, remount and checksums; then the
 # image itself, read with `rbd export`, holds the bytes the device read
 # and passes fsck (the data is in Ceph, not in a cache).
+# soak: the whole scenario (make soak only: the micro cluster alone costs
+# a minute of TCG time; the backend sits below the transport-independent
+# engine, and make check covers RBD over tcp in tests/e2e/47, 48, 52, 97)
+# soak-only
 # vm-timeout: 600
+# soak-timeout: 600
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 need_rdma

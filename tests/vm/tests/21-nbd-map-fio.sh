@@ -2,10 +2,12 @@
 # Kernel NBD over rdma under fio: /dev/nbdN from `rblk map --nbd --queues 2`;
 # fio libaio O_DIRECT at QD32: 4k random writes with crc32c verification
 # (write, then read back and verify), a separate verify-only pass, 1 MiB
-# sequential writes with verification, and 4k random writes and reads for
-# numbers.
+# sequential writes with verification, and (long form only) 4k random
+# writes and reads for numbers.
 # No I/O error may reach the kernel log. Prints IOPS and bandwidth.
+# soak: adds 15 s of 4k random writes and reads for numbers
 # vm-timeout: 600
+# soak-timeout: 600
 set -euo pipefail
 source tests/vm/lib.sh
 need_rdma
@@ -43,8 +45,11 @@ run_fio verify-only --rw=randwrite --bs=4k --size=64M \
 	--verify=crc32c --verify_only
 run_fio seqwrite-1m-verify --rw=write --bs=1M --size=128M --offset=128M \
 	--verify=crc32c --do_verify=1
-run_fio randwrite --rw=randwrite --bs=4k --size=64M --time_based --runtime=15
-run_fio randread --rw=randread --bs=4k --size=64M --time_based --runtime=15
+# numbers (not a check: tools/bench measures): the long form only
+if [ "${RBLK_SOAK:-0}" = 1 ]; then
+	run_fio randwrite --rw=randwrite --bs=4k --size=64M --time_based --runtime=15
+	run_fio randread --rw=randread --bs=4k --size=64M --time_based --runtime=15
+fi
 
 # TRIM and WRITE_ZEROES (BLKZEROOUT): the range reads back as zeroes
 head -c 8M /dev/urandom | tmo 60 dd of="$DEV" bs=1M seek=200 oflag=direct status=none

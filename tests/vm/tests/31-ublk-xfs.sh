@@ -1,7 +1,11 @@
 #!/bin/bash
 # ublk: xfs on /dev/ublkbN over rdma (rxe). mkfs.xfs, mount, a file tree
 # with a sha256 manifest, umount, xfs_repair -n clean, remount, verify.
+# soak: the whole test (make soak only: make check puts ext4 on ublk in
+# guest 30 and 35; xfs adds its own I/O pattern, not another rblk path)
+# soak-only
 # vm-timeout: 400
+# soak-timeout: 400
 # shellcheck source=tests/vm/lib.sh disable=SC2119
 source tests/vm/lib.sh
 ublk_requires mkfs.xfs xfs_repair sha256sum

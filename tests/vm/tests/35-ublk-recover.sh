@@ -4,7 +4,9 @@
 # I/O waits instead of failing, `rblk map --recover ID` re-attaches a new
 # daemon, the writer finishes, synced files keep their checksums, and after
 # umount e2fsck -fn is clean.
+# soak: writes 80 MiB across the crash (make check: 40 MiB)
 # vm-timeout: 400
+# soak-timeout: 400
 # shellcheck source=tests/vm/lib.sh disable=SC2119
 source tests/vm/lib.sh
 ublk_requires mkfs.ext4 e2fsck sha256sum
@@ -30,7 +32,8 @@ echo "daemon of $DEV: pid $pid"
 # a writer in flight while the daemon dies: O_DIRECT, so it cannot finish
 # into the page cache before the kill however fast the guest runs; the
 # kill comes once 2 MiB of its 80 MiB are on the device
-(dd if=/dev/urandom of="$MNT/during" bs=64k count=1280 oflag=direct \
+if [ "${RBLK_SOAK:-0}" = 1 ]; then BLOCKS=1280; else BLOCKS=640; fi
+(dd if=/dev/urandom of="$MNT/during" bs=64k count=$BLOCKS oflag=direct \
 	conv=fsync status=none
 	echo $? >"$TEST_DIR/writer.rc") &
 wpid=$!
@@ -61,7 +64,7 @@ timeout 120 tail --pid="$wpid" -f /dev/null || fail "writer still blocked after 
 timeout 60 sync || fail "sync after recovery"
 check_manifest "$MNT" "$TEST_DIR/manifest"
 during=$(sha256sum "$MNT/during" | cut -d' ' -f1)
-[ "$(stat -c %s "$MNT/during")" = $((1280 * 65536)) ] || fail "file written across the crash has the wrong size"
+[ "$(stat -c %s "$MNT/during")" = $((BLOCKS * 65536)) ] || fail "file written across the crash has the wrong size"
 timeout 60 umount "$MNT" || fail "umount"
 timeout 120 e2fsck -fn "$DEV" || fail "e2fsck -fn after recovery found problems"
 echo "e2fsck -fn after recovery: clean"

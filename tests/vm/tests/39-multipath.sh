@@ -1,14 +1,17 @@
 #!/bin/bash
 # Multipath over rxe: `rblk map --ublk URL_A --path URL_B --failback 1`,
 # two rblk-targets exporting the same file under one uuid (safe only
-# because the initiator uses one path at a time). fio writes 16 MiB at
-# random with crc32c-headed blocks while
+# because the initiator uses one path at a time). fio writes 8 MiB (long
+# form 16) at random with crc32c-headed blocks, at 256 KiB/s so that it
+# outlasts the failover and failback (about 15 s), while
 #   1. target A is kill -9'd: I/O moves to B, `rblk list` shows B active;
 #   2. A is restarted on its port: the daemon fails back between commands,
 #      `rblk list` shows A active again.
 # fio sees no error, a verify-only pass through the device and one on the
 # file find every block: no acknowledged write lost.
+# soak: 16 MiB written across the failover and failback
 # vm-timeout: 400
+# soak-timeout: 400
 # shellcheck source=tests/vm/lib.sh disable=SC2119
 source tests/vm/lib.sh
 ublk_requires fio jq
@@ -51,8 +54,9 @@ wait_active "$url_a"
 	--arg d "$DEV" '.mappings[] | select(.dev == $d) | .paths == [$a, $b]' \
 	>/dev/null || { "$RBLK_BIN" list -o json; fail "rblk list: paths"; }
 
+if [ "${RBLK_SOAK:-0}" = 1 ]; then MIB=16; else MIB=8; fi
 FIO=(fio --filename="$DEV" --ioengine=libaio --direct=1 --iodepth=16
-	--bsrange=4k-64k --rw=randwrite --verify=crc32c --size=16M
+	--bsrange=4k-64k --rw=randwrite --verify=crc32c --size=${MIB}M
 	--randseed=3939 --verify_state_save=0)
 t0=$(t_now)
 "${FIO[@]}" --name=mp --do_verify=0 --rate=256k >"$TEST_DIR/fio-write.log" 2>&1 &
@@ -87,8 +91,8 @@ timeout 300 "${FIO[@]}" --name=mp --verify_only >"$TEST_DIR/fio-verify.log" 2>&1
 	{ cat "$TEST_DIR/fio-verify.log"; fail "verify through $DEV failed"; }
 unmap_ublk
 timeout 300 fio --filename="$img" --ioengine=psync --bsrange=4k-64k \
-	--rw=randwrite --verify=crc32c --size=16M --randseed=3939 \
+	--rw=randwrite --verify=crc32c --size=${MIB}M --randseed=3939 \
 	--verify_state_save=0 --name=mp --verify_only >"$TEST_DIR/fio-file.log" 2>&1 ||
 	{ cat "$TEST_DIR/fio-file.log"; fail "verify of $img failed"; }
-echo "16 MiB verified on $DEV and in $img"
+echo "$MIB MiB verified on $DEV and in $img"
 echo "multipath over rxe: OK"

@@ -7,7 +7,12 @@
 # plaintext and wrong-key clients refused; the keeper against the
 # target's idle_timeout. (What clients are offered and the blocksize
 # filter do not depend on the transport: the host run checks them.)
+# soak: the whole test (make soak only: the plugin is librblk, which make
+# check runs over rdma in guest 11, and the plugin itself over tcp and
+# TLS in tests/e2e/28-nbdkit-plugin.sh)
+# soak-only
 # vm-timeout: 300
+# soak-timeout: 300
 # shellcheck source=tests/vm/lib.sh
 source tests/vm/lib.sh
 need_cmd nbdkit nbdcopy nbdinfo psktool
