@@ -139,9 +139,26 @@ trap _run_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# A failing test's logs outlive its directory: its *.log, *.out and *.err
+# files (under 8 MiB each) go to build/test-logs/NAME.d (RBLK_TEST_LOGS),
+# after its daemons are stopped, before the directory is removed.
+_keep_logs()
+{
+	local dir f
+	[ "${rc:-0}" -ne 0 ] && [ "${rc:-0}" -ne 77 ] || return 0
+	dir=${RBLK_TEST_LOGS:-$RBLK_ROOT/build/test-logs}/${TEST_NAME%.sh}.d
+	rm -rf "$dir" && mkdir -p "$dir" || return 0
+	while IFS= read -r -d '' f; do
+		cp "$f" "$dir/$(echo "${f#"$TEST_DIR"/}" | tr / _)"
+	done < <(find "$TEST_DIR" -type f \( -name '*.log' -o -name '*.out' -o -name '*.err' \) \
+		-size -8M -print0 2>/dev/null)
+	echo "$TEST_NAME: its logs are kept in $dir" >&2
+}
+
 TEST_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rblk-${TEST_NAME%.sh}.XXXXXX")
 cleanup_fn rm -rf "$TEST_DIR"
 cleanup_fn _check_sanitizers
+cleanup_fn _keep_logs
 
 make_tmpfs_dir()
 {
@@ -493,18 +510,25 @@ expect_refusal()
 }
 
 # start_target_on PORT LOG ARGS...: rblk-target on tcp://127.0.0.1:PORT
-# (a restart on the port its initiators know), logging to LOG; sets
-# RBLK_TARGET_PID and stops it on exit. Fails unless it listens in 10 s.
+# (a restart on the port its initiators know), logging to LOG, with the
+# test's own control socket (start_target's for that port: never the
+# default /run/rblk/target.sock, which a test running beside this one
+# may hold; ARGS may name another, or none); sets RBLK_TARGET_PID and
+# RBLK_CTL_SOCKET and stops it on exit. Fails unless it listens in 10 s
+# and is still running once its control socket is up.
 start_target_on()
 {
 	local port=$1 log=$2 i
 	shift 2
+	RBLK_CTL_SOCKET=$TEST_DIR/target.$port.sock
+	export RBLK_CTL_SOCKET
 	"$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$port" --allow-any-host \
-		--log-level info "$@" >"$log" 2>&1 &
+		--log-level info --ctl-socket "$RBLK_CTL_SOCKET" "$@" >"$log" 2>&1 &
 	RBLK_TARGET_PID=$!
 	cleanup_fn stop_pid "$RBLK_TARGET_PID"
 	for ((i = 0; i < 200; i++)); do
-		grep -q "listening on" "$log" && return 0
+		grep -q "listening on" "$log" && kill -0 "$RBLK_TARGET_PID" 2>/dev/null &&
+			return 0
 		kill -0 "$RBLK_TARGET_PID" 2>/dev/null || break
 		sleep 0.05
 	done

@@ -59,7 +59,7 @@ tmo 10 "$RBLK_TARGET_BIN" --listen "tcp://127.0.0.1:$(free_port)" \
 # ---- a verify job on vol0 for the whole test --------------------------------
 fio_rblk vol0 --rw=randwrite --bsrange=4k-64k --iodepth=8 --size=32M \
 	--verify=crc32c --verify_backlog=64 --verify_fatal=1 --time_based \
-	--runtime=10 --verify_state_save=0 --output-format=json \
+	--runtime=30 --verify_state_save=0 --output-format=json \
 	--output="$TEST_DIR/verify.json" &
 verify_pid=$!
 cleanup_fn stop_pid "$verify_pid"
@@ -147,7 +147,7 @@ fi
 grep -q "no export named 'vol1'" "$TEST_DIR/err" || fail "remove twice: $(cat "$TEST_DIR/err")"
 
 rc=0
-wait_pid 40 "$verify_pid" || rc=$?
+wait_pid 60 "$verify_pid" || rc=$?
 [ $rc -eq 0 ] || { cat "$TEST_DIR/verify.json"; fail "the verify job on vol0 failed (rc $rc)"; }
 # verify reads happened (verify_backlog) and nothing failed
 jq -e '.jobs[0] | .error == 0 and .read.total_ios > 0 and .write.total_ios > 0' \
