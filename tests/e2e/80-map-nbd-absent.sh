@@ -19,11 +19,11 @@ truncate -s 16M "$TEST_DIR/export.img"
 start_target --export "vol0=$TEST_DIR/export.img"
 url=tcp://127.0.0.1:$RBLK_PORT/vol0
 
-# no rblk map process may outlive the command
+# no rblk map process of ours (of this target) may outlive the command
 no_daemon()
 {
 	local p
-	p=$(pgrep -f "$RBLK_BIN map" || true)
+	p=$(pgrep -f "$RBLK_BIN map $url" || true)
 	[ -z "$p" ] || fail "$1: rblk map processes left: $p"
 	[ -z "$(ls "$RBLK_RUN_DIR"/map-* 2>/dev/null)" ] ||
 		fail "$1: files left in $RBLK_RUN_DIR: $(ls "$RBLK_RUN_DIR")"
