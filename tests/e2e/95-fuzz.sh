@@ -4,7 +4,6 @@
 # path (fuzz_login), under ASan + UBSan, with the properties the harnesses
 # check. Skips when clang or its libFuzzer runtime is missing. The long run
 # is `make fuzz` (FUZZ_TIME=600 per harness).
-# runs-alone: fuzzes for a fixed time on every CPU it gets
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires python3

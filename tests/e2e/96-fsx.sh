@@ -20,7 +20,6 @@
 # soak: 100M operations with 50 target restarts (RBLK_SOAK=1; about 5 h at
 #   5500 operations/s on the 2-core host under load)
 # soak-timeout: 43200
-# runs-alone: a million operations against a model, CPU bound
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires truncate
