@@ -70,6 +70,10 @@
 #                             (`direct` file exports need tmpfs, hugetlbfs
 #                             or DAX: see rblk-target.conf(5))
 #   stop_pid PID              SIGTERM, wait up to 10 s, then SIGKILL
+#   keep_logs FILE...         copy FILEs (a failing phase's target log) out
+#                             of TEST_DIR before it is removed: into
+#                             $RBLK_VM_TEST_OUT in the guest, else
+#                             $RBLK_BUILD/test-logs, named TEST-FILE
 #   sha FILE                  the sha256 of FILE
 #   make_random FILE MIB      FILE with MIB MiB of random data
 
@@ -230,6 +234,18 @@ tmo()
 		fail "timed out after ${secs}s: $*"
 	fi
 	return $rc
+}
+
+keep_logs()
+{
+	local f d=${RBLK_VM_TEST_OUT:-$RBLK_BUILD/test-logs}
+	mkdir -p "$d" 2>/dev/null || return 0
+	for f in "$@"; do
+		[ -f "$f" ] || continue
+		cp "$f" "$d/${TEST_NAME%.sh}-$(basename "$f")" 2>/dev/null &&
+			echo "kept $f in $d/${TEST_NAME%.sh}-$(basename "$f")"
+	done
+	return 0
 }
 
 stop_pid()

@@ -28,7 +28,9 @@ WT=3 # window_timeout for the holders' part, seconds
 # ---- stale slot bytes ---------------------------------------------------
 truncate -s 64M "$TEST_DIR/victim.img"
 truncate -s 4M "$TEST_DIR/attacker.img"
-start_target --workers 2 --export "victim=$TEST_DIR/victim.img" \
+# debug: a failure's log says what each connection's transport saw
+start_target --workers 2 --log-level debug \
+	--export "victim=$TEST_DIR/victim.img" \
 	--export "attacker=$TEST_DIR/attacker.img"
 start_verifier "$RBLK_TARGET_URL/victim" 16 slot
 # the verifier has written before the attacker starts
@@ -36,8 +38,10 @@ for _ in $(seq 100); do
 	[ -s "$TEST_DIR/verifier/rounds" ] && break
 	sleep 0.2
 done
-out=$(tmo 300 "$RAW" stale "$RBLK_TARGET_URL/attacker" "$ROUNDS") || {
-	echo "$out" | head -20
+out=$(tmo 300 "$RAW" stale "$RBLK_TARGET_URL/attacker" "$ROUNDS" 2>&1) || {
+	echo "$out" | tail -n 40
+	keep_logs "$RBLK_TARGET_LOG" "$TEST_DIR/verifier/log"
+	tail -n 40 "$RBLK_TARGET_LOG"
 	fail "the attacker read bytes it never wrote (another session's)"
 }
 echo "$out" | tail -1

@@ -34,10 +34,15 @@
  *        on 4 connections (so every worker serves some), ROUNDS times
  *        each: a WRITE whose GRANT is answered with WRITE_DATA without
  *        writing the window, or after writing only its first 512 bytes
- *        (0xA5), then a READ of the same block: every byte read back must
- *        be 0 or 0xA5, never a byte another connection left in the slot
- *        (run it while a legitimate client writes another export); and a
- *        512-byte READ of a block it wrote whole must return its bytes
+ *        (0xA5), or (every third round) after writing it whole, the
+ *        WRITE_DATA chained behind the RDMA WRITE, then a READ of the
+ *        same block: every byte read back must be 0 or 0xA5 (all 0xA5
+ *        after a whole write), never a byte another connection left in
+ *        the slot (run it while a legitimate client writes another
+ *        export); and a 512-byte READ of a block it wrote whole must
+ *        return its bytes. A failure names the connection, the round and
+ *        the completion awaited, with the connection's last work
+ *        requests and completions
  *   rblk_rawclient hold URL N SECS
  *        N connections (queue depth 8) each take 3 WRITE windows and 3
  *        pull READ windows of 1 MiB and never use or return them,
@@ -53,6 +58,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,16 +77,26 @@ static int timeout_ms = 10000;
 static bool quiet; /* sweep: no line per refused key */
 #define TIMEOUT_MS timeout_ms
 
+#define TRACE_LEN 16 /* what a connection did last, for a failure message */
+
 struct rc {
 	struct xp_conn *xc;
+	int id; /* stale: the connection's number, for messages */
+	char trace[TRACE_LEN][96];
+	unsigned int ntrace;
 	char *mem; /* NR_RECV receive buffers, a send buffer, two data blocks */
 	struct xp_mr *mr;
 	struct rblk_login login;
 	struct rblk_auth_ctx ctx;
 	uint8_t resp_wire[RBLK_AUTH_RESPONSE_SIZE]; /* our last AUTH_RESPONSE */
+	/* a message that came while wait_rdma() waited: next_wc()'s next */
+	bool held;
+	struct xp_wc held_wc;
+	char held_msg[RBLK_MSG_MAX];
 };
 
 static struct rblk_url url;
+static unsigned int held_msgs;	   /* messages wait_rdma() held, for the log */
 static uint16_t conn_qd = 4;	   /* hold: 8 */
 static uint32_t conn_max_io = BLK; /* hold: 1 MiB */
 static uint32_t io_len = BLK; /* bytes of a data command (stale: 512 too) */
@@ -89,12 +105,113 @@ static const char *host = "";
 static uint8_t secret[RBLK_SECRET_MAX];
 static size_t secret_len;
 
+/*
+ * What the program is doing (set by step()) and the connection it waits
+ * on: a failure names both and the connection's last posts and
+ * completions, so a timeout says which message never came.
+ */
+static char where[160];
+static const char *waiting = ""; /* the completion next_wc() waits for */
+static struct rc *cur;
+static uint64_t t0_ms;
+
+static void step(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void step(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(where, sizeof(where), fmt, ap);
+	va_end(ap);
+}
+
+static void note(struct rc *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(struct rc *c, const char *fmt, ...)
+{
+	char *t = c->trace[c->ntrace++ % TRACE_LEN];
+	int n = snprintf(t, sizeof(c->trace[0]), "%6.3f ",
+			 (double)(now_ms() - t0_ms) / 1000.0);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(t + n, sizeof(c->trace[0]) - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+static void die_context(void)
+{
+	struct rc *c = cur;
+
+	if (where[0])
+		fprintf(stderr, "rawclient: while %s%s%s\n", where,
+			waiting[0] ? ", waiting for " : "", waiting);
+	if (!c || !c->xc)
+		return;
+	fprintf(stderr,
+		"rawclient: connection %d (transport state %s), its last "
+		"work requests and completions:\n",
+		c->id,
+		xp_state(c->xc) == XP_CONN_ERROR ? "error" : "connected");
+	for (unsigned int i = c->ntrace > TRACE_LEN ? c->ntrace - TRACE_LEN : 0;
+	     i < c->ntrace; i++)
+		fprintf(stderr, "rawclient:   %s\n", c->trace[i % TRACE_LEN]);
+}
+
 #define DIE(...)                                                               \
 	do {                                                                   \
 		fprintf(stderr, "rawclient: " __VA_ARGS__);                    \
 		fputc('\n', stderr);                                           \
+		die_context();                                                 \
 		exit(1);                                                       \
 	} while (0)
+
+static const char *wr_name(enum xp_wr_opcode op)
+{
+	switch (op) {
+	case XP_WR_SEND:
+		return "SEND";
+	case XP_WR_SEND_WITH_INV:
+		return "SEND_WITH_INV";
+	case XP_WR_RDMA_WRITE:
+		return "RDMA WRITE";
+	case XP_WR_RDMA_READ:
+		return "RDMA READ";
+	default:
+		return "other";
+	}
+}
+
+static const char *wc_name(enum xp_wc_opcode op)
+{
+	switch (op) {
+	case XP_WC_SEND:
+		return "SEND";
+	case XP_WC_RDMA_WRITE:
+		return "RDMA WRITE";
+	case XP_WC_RDMA_READ:
+		return "RDMA READ";
+	case XP_WC_RECV:
+		return "RECV";
+	default:
+		return "other";
+	}
+}
+
+/* Note a chain about to be posted on c (its messages' types too). */
+static void note_post(struct rc *c, const struct xp_send_wr *wr)
+{
+	for (; wr; wr = wr->next) {
+		bool msg = wr->opcode == XP_WR_SEND ||
+			   wr->opcode == XP_WR_SEND_WITH_INV;
+
+		note(c, "post %s wr_id %llu len %u type %d rkey 0x%x",
+		     wr_name(wr->opcode), (unsigned long long)wr->wr_id,
+		     wr->sge.length,
+		     msg ? rblk_msg_type(wr->sge.addr, wr->sge.length) : 0,
+		     msg ? wr->invalidate_rkey : wr->rkey);
+	}
+}
 
 static char *recv_buf(struct rc *c, unsigned int i)
 {
@@ -184,27 +301,38 @@ static int post(struct rc *c, enum xp_wr_opcode op, const void *msg, size_t len,
 		wr.rkey = rkey;
 	}
 	wr.sge.mr = c->mr;
+	note_post(c, &wr);
 	return xp_post_send(c->xc, &wr, &bad);
 }
 
 /*
- * Next completion that is not a successful SEND. Returns its status; a
- * received message is copied to copy (its length to len) and its buffer
- * reposted at once.
+ * Next completion from the transport that is not a successful SEND.
+ * Returns its status; a received message is copied to copy (its length
+ * to len) and its buffer reposted at once.
  */
-static enum xp_wc_status next_wc(struct rc *c, struct xp_wc *wc, void *copy,
+static enum xp_wc_status poll_wc(struct rc *c, struct xp_wc *wc, void *copy,
 				 uint32_t *len)
 {
 	uint64_t deadline = now_ms() + TIMEOUT_MS;
 	bool armed = false;
 	int n;
 
+	cur = c;
 	for (;;) {
 		n = xp_poll(c->xc, wc, 1);
 		if (n < 0)
 			DIE("poll: %s", strerror(-n));
 		if (n == 1) {
 			armed = false;
+			note(c, "got %s %s wr_id %llu len %u type %d",
+			     wc_name(wc->opcode), xp_wc_status_str(wc->status),
+			     (unsigned long long)wc->wr_id, wc->byte_len,
+			     wc->opcode == XP_WC_RECV &&
+				     wc->status == XP_WC_SUCCESS
+				 ? rblk_msg_type(
+				       recv_buf(c, (unsigned)wc->wr_id - 100),
+				       wc->byte_len)
+				 : 0);
 			if (wc->status == XP_WC_SUCCESS &&
 			    wc->opcode == XP_WC_SEND)
 				continue;
@@ -233,6 +361,19 @@ static enum xp_wc_status next_wc(struct rc *c, struct xp_wc *wc, void *copy,
 			armed = false;
 		}
 	}
+}
+
+/* poll_wc(), but a message wait_rdma() held comes first. */
+static enum xp_wc_status next_wc(struct rc *c, struct xp_wc *wc, void *copy,
+				 uint32_t *len)
+{
+	if (!c->held)
+		return poll_wc(c, wc, copy, len);
+	c->held = false;
+	*wc = c->held_wc;
+	memcpy(copy, c->held_msg, wc->byte_len);
+	*len = wc->byte_len;
+	return wc->status;
 }
 
 /* Wait for one message; returns its type, the bytes in msg. */
@@ -395,7 +536,13 @@ static int next_msg(struct rc *c, char *msg, uint32_t *len)
 	}
 }
 
-/* Wait for the completion of a one-sided op we posted; its status. */
+/*
+ * Wait for the completion of a one-sided op we posted; its status. A
+ * message that comes first is held for next_wc(): completions of the
+ * send and the receive queue come in no set order, so the answer to a
+ * message posted behind an RDMA WRITE (its WRITE_DATA's RESP) may be
+ * reported before the WRITE itself (rxe on a busy host does so).
+ */
 static enum xp_wc_status wait_rdma(struct rc *c)
 {
 	char msg[RBLK_MSG_MAX];
@@ -403,8 +550,19 @@ static enum xp_wc_status wait_rdma(struct rc *c)
 
 	for (;;) {
 		struct xp_wc wc;
-		enum xp_wc_status st = next_wc(c, &wc, msg, &len);
+		enum xp_wc_status st = poll_wc(c, &wc, msg, &len);
 
+		if (st == XP_WC_SUCCESS && wc.opcode == XP_WC_RECV) {
+			if (c->held)
+				DIE("a second message came before an RDMA "
+				    "completion (type %d)",
+				    rblk_msg_type(msg, len));
+			c->held = true;
+			held_msgs++;
+			c->held_wc = wc;
+			memcpy(c->held_msg, msg, len);
+			continue;
+		}
 		if (st != XP_WC_SUCCESS || wc.opcode == XP_WC_RDMA_READ ||
 		    wc.opcode == XP_WC_RDMA_WRITE)
 			return st;
@@ -451,7 +609,10 @@ static struct window command_start_ex(struct rc *c, uint8_t op, uint64_t off,
 	int type;
 
 	send_cmd(c, op, off, flags, inv_rkey);
+	waiting = op == RBLK_OP_WRITE ? "the WRITE's GRANT (or its RESP)"
+				      : "the READ's RESP (its window)";
 	type = next_msg(c, msg, &len);
+	waiting = "";
 	if (type == RBLK_MSG_GRANT) {
 		struct rblk_grant g;
 
@@ -540,15 +701,21 @@ static uint32_t command_finish(struct rc *c, uint8_t op, struct window w)
 	wr[1].invalidate_rkey = w.rkey;
 	wr[1].sge = (struct xp_sge){
 	    send_buf(c), (uint32_t)rblk_done_encode(send_buf(c), &d), c->mr};
+	note_post(c, wr);
 	if (xp_post_send(c->xc, wr, &bad))
 		DIE("posting the data and its done message failed");
+	waiting =
+	    read ? "the RDMA READ's completion" : "the RDMA WRITE's completion";
 	if (wait_rdma(c) != XP_WC_SUCCESS)
 		DIE("our own window access failed");
+	waiting = "";
 	if (read)
 		return RBLK_S_OK;
+	waiting = "the WRITE's RESP";
 	if (next_msg(c, msg, &len) != RBLK_MSG_RESP ||
 	    rblk_resp_decode(msg, len, 4, &resp))
 		DIE("expected the WRITE's RESP");
+	waiting = "";
 	return resp.status;
 }
 
@@ -933,16 +1100,20 @@ static uint32_t write_partial(struct rc *c, struct window w, uint32_t len)
 		struct xp_send_wr *bad;
 
 		wr.sge = (struct xp_sge){data_buf(c, 0), len, c->mr};
+		note_post(c, &wr);
+		waiting = "the partial RDMA WRITE's completion";
 		if (xp_post_send(c->xc, &wr, &bad) ||
 		    wait_rdma(c) != XP_WC_SUCCESS)
 			DIE("writing our own window failed");
 	}
+	waiting = "the WRITE's RESP (after WRITE_DATA)";
 	if (post(c, XP_WR_SEND_WITH_INV, msg, rblk_done_encode(msg, &d), 0, 0,
 		 w.rkey))
 		DIE("sending WRITE_DATA failed");
 	if (next_msg(c, msg, &mlen) != RBLK_MSG_RESP ||
 	    rblk_resp_decode(msg, mlen, conn_qd, &resp))
 		DIE("expected the WRITE's RESP");
+	waiting = "";
 	return resp.status;
 }
 
@@ -985,6 +1156,10 @@ static int small_read_ok(struct rc *c, uint64_t off, unsigned int round)
 	return 0;
 }
 
+/* Rounds cycle through WRITEs of none, 512 bytes, the whole block. */
+static const uint32_t stale_len[3] = {0, 512, BLK};
+static const char *const stale_name[3] = {"no", "partial", "whole"};
+
 static int cmd_stale(unsigned int rounds)
 {
 	struct rc a[STALE_CONNS];
@@ -992,14 +1167,17 @@ static int cmd_stale(unsigned int rounds)
 	const uint64_t known = 1u << 20; /* + i * BLK: each one's own block */
 
 	/*
-	 * Over rxe in a TCG guest a command beside the verifier's may wait
-	 * for a slot for seconds when the host is busy: a stall is only a
-	 * failure past the window timeout's order of magnitude.
+	 * Generous: rxe in a TCG guest on a busy host. (A timeout here once
+	 * was no slow target: wait_rdma() dropped the RESP that came before
+	 * its WRITE's completion.)
 	 */
 	timeout_ms = 30000;
 
 	for (unsigned int i = 0; i < STALE_CONNS; i++) {
+		step("logging in connection %u", i);
 		login(&a[i]);
+		a[i].id = (int)i;
+		step("connection %u: writing its own block", i);
 		memset(data_buf(&a[i], 0), STALE_MINE, BLK);
 		if (command(&a[i], RBLK_OP_WRITE, known + i * BLK))
 			DIE("writing our own block failed");
@@ -1008,19 +1186,32 @@ static int cmd_stale(unsigned int rounds)
 		for (unsigned int i = 0; i < STALE_CONNS; i++) {
 			uint64_t off =
 			    (uint64_t)((r * STALE_CONNS + i) % 256) * BLK;
-			uint32_t len = r % 2 ? 512 : 0;
-			struct window w =
-			    command_start(&a[i], RBLK_OP_WRITE, off);
+			uint32_t len = stale_len[r % 3];
+			struct window w;
 			unsigned int n, at = 0;
 			uint32_t st;
+
+			step("round %u connection %u: WRITE at %llu (tag 0)", r,
+			     i, (unsigned long long)off);
+			w = command_start(&a[i], RBLK_OP_WRITE, off);
 
 			if (!w.rkey)
 				DIE("WRITE not granted: %s",
 				    rblk_status_str((int)w.status));
 			memset(data_buf(&a[i], 0), STALE_MINE, BLK);
-			if (write_partial(&a[i], w, len))
+			step("round %u connection %u: WRITE at %llu (tag 0, "
+			     "rkey 0x%x), %u bytes written, then WRITE_DATA",
+			     r, i, (unsigned long long)off, w.rkey, len);
+			if (len < BLK && write_partial(&a[i], w, len))
 				failed_writes++;
+			/* chained: its RESP may come before the WRITE's
+			 * completion (wait_rdma() holds it) */
+			if (len == BLK &&
+			    command_finish(&a[i], RBLK_OP_WRITE, w))
+				DIE("a WRITE written whole failed");
 			memset(data_buf(&a[i], 0), 0, BLK);
+			step("round %u connection %u: READ at %llu (tag 0)", r,
+			     i, (unsigned long long)off);
 			st = command(&a[i], RBLK_OP_READ, off);
 			if (st)
 				DIE("READ failed: %s",
@@ -1030,20 +1221,30 @@ static int cmd_stale(unsigned int rounds)
 				bad++;
 				printf(
 				    "FAIL: round %u conn %u (%s write): %u bytes we never wrote came back, e.g. 0x%02x at %u\n",
-				    r, i, len ? "partial" : "no", n,
+				    r, i, stale_name[r % 3], n,
 				    (uint8_t)data_buf(&a[i], 0)[at], at);
+			} else if (len == BLK &&
+				   memchr(data_buf(&a[i], 0), 0, BLK)) {
+				bad++;
+				printf(
+				    "FAIL: round %u conn %u: a block written whole read back with zeros\n",
+				    r, i);
 			}
 		}
 		/* after the others' commands: pages pass between connections */
-		for (unsigned int i = STALE_CONNS; i-- > 0;)
+		for (unsigned int i = STALE_CONNS; i-- > 0;) {
+			step("round %u connection %u: 512-byte READ of its own "
+			     "block (tag 0)",
+			     r, i);
 			bad += (unsigned int)small_read_ok(&a[i],
 							   known + i * BLK, r);
+		}
 	}
 	for (unsigned int i = 0; i < STALE_CONNS; i++)
 		rc_close(&a[i]);
 	printf(
-	    "stale: %u rounds x %u connections, %u unwritten or partial WRITEs refused, %u reads wrong (foreign bytes, or ours lost)\n",
-	    rounds, STALE_CONNS, failed_writes, bad);
+	    "stale: %u rounds x %u connections, %u unwritten or partial WRITEs refused, %u reads wrong (foreign bytes, or ours lost); %u RESPs came before their WRITE's completion\n",
+	    rounds, STALE_CONNS, failed_writes, bad, held_msgs);
 	return bad ? 1 : 0;
 }
 
@@ -1165,6 +1366,7 @@ int main(int argc, char **argv)
 {
 	char err[512];
 
+	t0_ms = now_ms();
 	if (argc < 3)
 		goto usage;
 	if (rblk_auth_init())
