@@ -144,13 +144,15 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # A failing test's logs outlive its directory: its *.log, *.out and *.err
-# files (under 8 MiB each) go to build/test-logs/NAME.d (RBLK_TEST_LOGS),
-# after its daemons are stopped, before the directory is removed.
+# files (under 8 MiB each) go to NAME.d in $RBLK_VM_TEST_OUT in the guest,
+# else in build/test-logs (RBLK_TEST_LOGS), after its daemons are
+# stopped, before the directory is removed. (keep_logs FILE... keeps
+# chosen files of a test that goes on.)
 _keep_logs()
 {
 	local dir f
 	[ "${rc:-0}" -ne 0 ] && [ "${rc:-0}" -ne 77 ] || return 0
-	dir=${RBLK_TEST_LOGS:-$RBLK_ROOT/build/test-logs}/${TEST_NAME%.sh}.d
+	dir=${RBLK_VM_TEST_OUT:-${RBLK_TEST_LOGS:-$RBLK_ROOT/build/test-logs}}/${TEST_NAME%.sh}.d
 	rm -rf "$dir" && mkdir -p "$dir" || return 0
 	while IFS= read -r -d '' f; do
 		cp "$f" "$dir/$(echo "${f#"$TEST_DIR"/}" | tr / _)"
