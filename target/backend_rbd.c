@@ -342,11 +342,6 @@ struct rbd_image {
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	struct rbd_op *parked; /* waiting for the lock, newest first */
-	/*
-	 * The lock went from under us (lock_lost()): take it again, but
-	 * never by breaking another client's lock (that one fenced us).
-	 */
-	bool recheck;
 	bool stop;
 };
 
@@ -406,7 +401,6 @@ struct rbd_op {
 	uint64_t start_ms; /* worker clock at submit */
 	/* what it counts against the gate while issued */
 	uint64_t weight_ops, weight_bytes;
-	bool lock_retried; /* parked once already after an EROFS */
 };
 
 static void wq_push(struct rbd_op *op)
@@ -669,6 +663,20 @@ static bool is_fencing_error(int res)
 	return res == -EBLOCKLISTED || res == -EROFS;
 }
 
+/*
+ * The cluster refused this target (res, a fencing error): write-class
+ * commands fail from now on. Said once, whichever thread saw it first: a
+ * write refused in librbd, or the lock thread failing to take the lock
+ * (blocklisted while it had released the lock idle).
+ */
+static void fence(struct rbd_image *img, int res)
+{
+	if (atomic_exchange(&img->lock_state, LOCK_FENCED) != LOCK_FENCED)
+		log_err(
+		    "export %s: rbd %s: the cluster refuses this target's writes (%s): another gateway took the image's lock over; write-class commands fail from now on (remove and re-add the export once this target should serve it again)",
+		    img->e->name, img->spec, strerror(-res));
+}
+
 /* Count a slow op (see RBD_SLOW_MS); say so at most every RBD_SLOW_NOTE_MS. */
 static void slow_note(struct rbd_wq *q, const struct rbd_op *op, uint64_t now,
 		      int res)
@@ -737,12 +745,8 @@ int backend_remote_reap(struct worker *w)
 		if (res >= 0)
 			res = (int)r->cmd.length;
 		if (res < 0 && is_write_class(r->cmd.opcode) &&
-		    is_fencing_error(res) && img->lock_state != LOCK_NONE &&
-		    atomic_exchange(&img->lock_state, LOCK_FENCED) !=
-			LOCK_FENCED)
-			log_err(
-			    "export %s: rbd %s: the cluster refuses this target's writes (%s): another gateway took the image's lock over; write-class commands fail from now on (remove and re-add the export once this target should serve it again)",
-			    img->e->name, img->spec, strerror(-res));
+		    is_fencing_error(res) && img->lock_state != LOCK_NONE)
+			fence(img, res);
 		if (res < 0) {
 			log_debug("export %s: rbd %s at %" PRIu64 ": %s",
 				  img->e->name, rblk_opcode_str(r->cmd.opcode),
@@ -766,7 +770,7 @@ int backend_remote_reap(struct worker *w)
  * first: librbd blocklists it (rbd_blocklist_on_break_lock), so its writes
  * still in flight or sent later are refused by the OSDs.
  */
-static int lock_take(struct rbd_image *img, bool recheck)
+static int lock_take(struct rbd_image *img)
 {
 	rbd_lock_mode_t mode;
 	char *owners[4];
@@ -779,21 +783,7 @@ static int lock_take(struct rbd_image *img, bool recheck)
 	 */
 	if (rbd_is_exclusive_lock_owner(img->image, &mine))
 		mine = 0;
-	if (recheck && !mine) {
-		/* lost under us: whoever holds it now fenced this target */
-		ret = rbd_lock_get_owners(img->image, &mode, owners, &nr);
-		if (ret == 0 && nr > 0) {
-			log_err(
-			    "export %s: rbd %s: the exclusive lock is now %s's: another gateway took the image over; write-class commands fail from now on (remove and re-add the export once this target should serve it again)",
-			    img->e->name, img->spec, owners[0]);
-			rbd_lock_get_owners_cleanup(owners, nr);
-			return -EROFS;
-		}
-		log_warn("export %s: rbd %s: the exclusive lock was lost (a "
-			 "write refused with EROFS) and nobody holds it: "
-			 "taking it again",
-			 img->e->name, img->spec);
-	} else if (ceph_cfg.takeover && !mine) {
+	if (ceph_cfg.takeover && !mine) {
 		ret = rbd_lock_get_owners(img->image, &mode, owners, &nr);
 		if (ret == 0 && nr > 0) {
 			log_warn(
@@ -839,18 +829,16 @@ static void *lock_thread_main(void *arg)
 
 		if (img->parked) {
 			int state = atomic_load(&img->lock_state);
-			bool recheck = img->recheck;
 
-			img->recheck = false;
 			pthread_mutex_unlock(&img->mu);
 			ret = state == LOCK_FENCED ? -EIO
 			      : state == LOCK_HELD ? 0
-						   : lock_take(img, recheck);
+						   : lock_take(img);
 			pthread_mutex_lock(&img->mu);
 			if (!ret && state != LOCK_FENCED)
 				atomic_store(&img->lock_state, LOCK_HELD);
-			else if (ret == -EROFS || ret == -EBLOCKLISTED)
-				atomic_store(&img->lock_state, LOCK_FENCED);
+			else if (is_fencing_error(ret))
+				fence(img, ret);
 			ops = img->parked;
 			img->parked = NULL;
 			pthread_mutex_unlock(&img->mu);
@@ -890,8 +878,11 @@ static void *lock_thread_main(void *arg)
 			/*
 			 * Unlocked before the release: a session's first
 			 * write from now on parks and waits for the lock
-			 * thread to take the lock again. One that saw HELD
-			 * just before meets EROFS and lock_lost() parks it.
+			 * thread to take the lock again. One that read HELD
+			 * just before (a session logging in between the
+			 * check above and this store) still reaches librbd
+			 * and may meet EROFS, which fences this target: an
+			 * EROFS write is taken for a fence, as it must be.
 			 */
 			atomic_store(&img->lock_state, LOCK_UNLOCKED);
 			pthread_mutex_unlock(&img->mu);
@@ -901,6 +892,10 @@ static void *lock_thread_main(void *arg)
 				log_info(
 				    "export %s: rbd %s: exclusive lock released (no session)",
 				    img->e->name, img->spec);
+			else /* blocklisted, or librbd lost it already */
+				log_warn(
+				    "export %s: rbd %s: releasing the exclusive lock (no session): %s (the next write asks for it again)",
+				    img->e->name, img->spec, strerror(-ret));
 			idle = 0;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);

@@ -6,7 +6,9 @@
 # serves writes, verified. A resumes (SIGCONT): its late write is refused
 # (the initiator gets EIO), and so is every later one; the image holds B's
 # data (read with rbd export). Once B's last session ends B releases the
-# lock, so a later takeover need not blocklist it.
+# lock, so a later takeover need not blocklist it. Then a third target, C,
+# fenced while it had no write in flight, must refuse the next write and
+# log that it is fenced (the lock thread's path to the fence).
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 source "$RBLK_ROOT/tests/ceph/lib.sh"
@@ -109,5 +111,52 @@ done
 grep -q "exclusive lock released" "$b_log" ||
 	fail "B kept the lock after its last session ended"
 echo "B released the lock once idle"
-kill -0 "$a_pid" && kill -0 "$b_pid" || fail "a target died"
+
+# A fence met by the lock thread: target C holds the lock with a session
+# open and is stopped; B takes the lock over (blocklisting C); C's session
+# ends while C is stopped, so C, resumed, releases the lock idle (which
+# fails: C is blocklisted) and a new write through C parks for the lock
+# thread, whose rbd_lock_acquire() is refused: C must fail the write and
+# say that it is fenced (it once went FENCED without a word)
+mkdir "$TEST_DIR/c"
+TEST_DIR=$TEST_DIR/c start_target --config "$conf" --export vol0=rbd:rbd/shared
+c_pid=$RBLK_TARGET_PID c_log=$RBLK_TARGET_LOG c_port=$RBLK_PORT
+start_nbd "tcp://127.0.0.1:$c_port/vol0" "$TEST_DIR/c.sock"
+c_uri=$NBD_URI c_nbd=$RBLK_NBD_PID
+tmo 30 nbdsh -u "$c_uri" -c 'h.pwrite(b"c" * 4096, 12 << 20); h.flush()'
+grep -q "exclusive lock held" "$c_log" || fail "C does not hold the lock"
+kill -STOP "$c_pid"
+cleanup_fn kill -CONT "$c_pid"
+start_nbd "tcp://127.0.0.1:$b_port/vol0" "$TEST_DIR/b2.sock"
+tmo 30 nbdsh -u "$NBD_URI" -c 'h.pwrite(b"D" * 4096, 12 << 20); h.flush()'
+grep -c "taking the exclusive lock over" "$b_log" | grep -qx 2 ||
+	fail "B did not break C's lock"
+stop_pid "$c_nbd"
+kill -CONT "$c_pid"
+for ((i = 0; i < 200; i++)); do
+	grep -q "exclusive lock released\|releasing the exclusive lock" "$c_log" && break
+	sleep 0.1
+done
+grep -q "exclusive lock released\|releasing the exclusive lock" "$c_log" ||
+	{ tail -n 20 "$c_log"; fail "C did not release the lock once its session ended"; }
+start_nbd "tcp://127.0.0.1:$c_port/vol0" "$TEST_DIR/c2.sock"
+tmo 30 nbdsh -u "$NBD_URI" -c '
+try:
+    h.pwrite(b"x" * 4096, 12 << 20)
+except nbd.Error as e:
+    print("a write to the idle, blocklisted C refused:", e)
+else:
+    raise SystemExit("a write to the blocklisted C succeeded")
+'
+grep -q "refuses this target's writes" "$c_log" ||
+	{ tail -n 20 "$c_log"; fail "C failed the write without saying it is fenced"; }
+tmo 30 rbd export --no-progress rbd/shared "$TEST_DIR/img2"
+python3 - "$TEST_DIR/img2" <<'EOF'
+import sys
+d = open(sys.argv[1], "rb").read()
+assert d[12 << 20:(12 << 20) + 4096] == b"D" * 4096, "B's write at 12 MiB is not there"
+print("C fenced and said so; the image holds B's write")
+EOF
+
+kill -0 "$a_pid" && kill -0 "$b_pid" && kill -0 "$c_pid" || fail "a target died"
 echo "PASS: $TEST_NAME"
