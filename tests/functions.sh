@@ -250,10 +250,24 @@ keep_logs()
 	return 0
 }
 
+# Every process a test starts inherits RBLK_TEST_TAG. Cleanup signals a
+# pid only while it still carries the tag: pid_max is 32768 here, and
+# with tests running side by side a pid that ended long ago may be
+# another test's by now (a cleanup once sent SIGTERM to the shell of
+# the test beside it).
+RBLK_TEST_TAG=${TEST_NAME%.sh}.$$.$RANDOM
+export RBLK_TEST_TAG
+_ours()
+{
+	{ tr '\0' '\n' <"/proc/$1/environ"; } 2>/dev/null |
+		grep -qx "RBLK_TEST_TAG=$RBLK_TEST_TAG"
+}
+
 stop_pid()
 {
 	local pid=$1 i
 	kill -0 "$pid" 2>/dev/null || return 0
+	_ours "$pid" || return 0
 	kill -TERM "$pid" 2>/dev/null
 	for ((i = 0; i < 100; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
@@ -469,9 +483,17 @@ start_verifier()
 	cleanup_fn _kill_quiet "$_verify_pid"
 }
 
+# _kill_quiet [-SIG] PID...: signal those of PIDs that are still ours
 _kill_quiet()
 {
-	kill "$@" 2>/dev/null || true
+	local a sig=()
+	for a in "$@"; do
+		case $a in
+		-*) sig=("$a") ;;
+		*) _ours "$a" && kill ${sig[@]+"${sig[@]}"} "$a" 2>/dev/null ;;
+		esac
+	done
+	return 0
 }
 
 stop_verifier()

@@ -85,7 +85,6 @@ echo "case 3: --inline-data 0: 4k writes granted and verified"
 
 # ---- 4: inline writes reissued across a target restart -------------------------
 tlog=$TEST_DIR/target.r1.log
-quiet_kill() { kill "$@" 2>/dev/null || true; }
 url=tcp://127.0.0.1:$port/vol0
 start_target_on "$port" "$tlog" --export "vol0=$img"
 tpid=$RBLK_TARGET_PID
@@ -95,7 +94,7 @@ fio --name=w4 "--ioengine=external:$engine" "--uri=$url" "${rlayout[@]}" \
 	--do_verify=0 --rate=3m --reconnect_delay=0.2 --ctrl_loss_tmo=20 \
 	--output="$TEST_DIR/4.w.out" 2>"$TEST_DIR/4.w.err" &
 fio_pid=$!
-cleanup_fn quiet_kill "$fio_pid"
+cleanup_fn _kill_quiet "$fio_pid"
 _wait_for_line "$tlog" "depth 16, max I/O [0-9]*, inline 4096" "$fio_pid" 30 ||
 	fail "no inline session logged in"
 sleep 1.5

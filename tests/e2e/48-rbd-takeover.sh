@@ -44,7 +44,7 @@ echo "A wrote and holds the lock"
 # A stalls with a write of its initiator on the way: issued now, it sits
 # in A's socket until A resumes
 kill -STOP "$a_pid"
-cleanup_fn kill -CONT "$a_pid"
+cleanup_fn _kill_quiet -CONT "$a_pid"
 tmo 60 nbdsh -u "$a_uri" -c '
 import errno
 try:
@@ -126,7 +126,7 @@ c_uri=$NBD_URI c_nbd=$RBLK_NBD_PID
 tmo 30 nbdsh -u "$c_uri" -c 'h.pwrite(b"c" * 4096, 12 << 20); h.flush()'
 grep -q "exclusive lock held" "$c_log" || fail "C does not hold the lock"
 kill -STOP "$c_pid"
-cleanup_fn kill -CONT "$c_pid"
+cleanup_fn _kill_quiet -CONT "$c_pid"
 start_nbd "tcp://127.0.0.1:$b_port/vol0" "$TEST_DIR/b2.sock"
 tmo 30 nbdsh -u "$NBD_URI" -c 'h.pwrite(b"D" * 4096, 12 << 20); h.flush()'
 grep -c "taking the exclusive lock over" "$b_log" | grep -qx 2 ||

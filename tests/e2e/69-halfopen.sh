@@ -44,7 +44,10 @@ wait_held()
 {
 	local i held
 	for ((i = 0; i < 200; i++)); do
-		held=$(tail -1 "$TEST_DIR/flood.$1.out" | sed -n 's/.* held=\([0-9]*\).*/\1/p')
+		# the flood's output may not exist yet (a slow start): under
+		# set -e and pipefail a failed tail here ended the test silently
+		held=$(tail -1 "$TEST_DIR/flood.$1.out" 2>/dev/null |
+			sed -n 's/.* held=\([0-9]*\).*/\1/p' || true)
 		[ "${held:-0}" -ge "$2" ] && return 0
 		sleep 0.1
 	done

@@ -50,7 +50,6 @@ restart_target()
 }
 
 now_ms() { date +%s%3N; }
-quiet_kill() { kill "$@" 2>/dev/null || true; }
 
 # wait_login DEPTH PID: up to 30 s for a session of queue depth DEPTH (a fio
 # job's own; its size probe logs in at depth 1) in the running target's
@@ -81,7 +80,7 @@ fio --name=rc "--ioengine=external:$engine" "--uri=$url" "${layout[@]}" \
 	--do_verify=0 --rate=4m --reconnect_delay=0.2 --ctrl_loss_tmo=20 \
 	--output="$TEST_DIR/w.out" 2>"$TEST_DIR/w.err" &
 fio_pid=$!
-cleanup_fn quiet_kill "$fio_pid"
+cleanup_fn _kill_quiet "$fio_pid"
 wait_login 16 "$fio_pid"
 for round in 1 2 3; do
 	sleep 1.2
@@ -90,6 +89,13 @@ for round in 1 2 3; do
 	wait "$tpid" 2>/dev/null || true
 	sleep 0.3
 	restart_target "$img"
+	# the next kill must meet a live session, not one still backing off
+	# from this one (a slow restart on a loaded host): one reconnect each
+	for ((i = 0; i < 300; i++)); do
+		[ "$(grep -c "reconnected to" "$TEST_DIR/w.err" || true)" -ge "$round" ] && break
+		kill -0 "$fio_pid" 2>/dev/null || break
+		sleep 0.1
+	done
 done
 rc=0
 wait_pid 60 "$fio_pid" || rc=$?
@@ -117,7 +123,7 @@ fio --name=loss "--ioengine=external:$engine" "--uri=$url" --rw=randwrite \
 	--bs=4k --iodepth=8 --size=16M --rate=1m --reconnect_delay=0.2 \
 	--ctrl_loss_tmo=3 --output="$TEST_DIR/l.out" 2>"$TEST_DIR/l.err" &
 fio_pid=$!
-cleanup_fn quiet_kill "$fio_pid"
+cleanup_fn _kill_quiet "$fio_pid"
 wait_login 8 "$fio_pid"
 sleep 1
 kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/l.out" "$TEST_DIR/l.err"; fail "fio (loss) ended early"; }
@@ -144,7 +150,7 @@ fio --name=geo "--ioengine=external:$engine" "--uri=$url" --rw=randwrite \
 	--bs=4k --iodepth=4 --size=16M --rate=1m --reconnect_delay=0.2 \
 	--ctrl_loss_tmo=20 --output="$TEST_DIR/g.out" 2>"$TEST_DIR/g.err" &
 fio_pid=$!
-cleanup_fn quiet_kill "$fio_pid"
+cleanup_fn _kill_quiet "$fio_pid"
 wait_login 4 "$fio_pid"
 sleep 1
 kill -KILL "$tpid"
@@ -164,10 +170,10 @@ wait "$tpid" 2>/dev/null || true
 restart_target "$img"
 "$RBLK_BUILD/tests/rblk_libtest" idle "$url" 500 >"$TEST_DIR/ka.out" 2>"$TEST_DIR/ka.err" &
 ka_pid=$!
-cleanup_fn quiet_kill "$ka_pid"
+cleanup_fn _kill_quiet "$ka_pid"
 wait_line alive "$TEST_DIR/ka.out" "$ka_pid" || { cat "$TEST_DIR/ka.out" "$TEST_DIR/ka.err"; fail "idle session did not stay up for 2 s"; }
 kill -STOP "$tpid"
-cleanup_fn quiet_kill -CONT "$tpid"
+cleanup_fn _kill_quiet -CONT "$tpid"
 t0=$(now_ms)
 rc=0
 wait_pid 10 "$ka_pid" || rc=$?
@@ -191,7 +197,7 @@ nlayout=(--ioengine=nbd "--uri=$NBD_URI" --rw=randwrite --bsrange=4k-64k
 fio --name=nbd "${nlayout[@]}" --do_verify=0 --rate=2m \
 	--output="$TEST_DIR/n.out" 2>"$TEST_DIR/n.err" &
 fio_pid=$!
-cleanup_fn quiet_kill "$fio_pid"
+cleanup_fn _kill_quiet "$fio_pid"
 sleep 1.5
 kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/n.out"; fail "fio (nbd) ended before the kill"; }
 kill -KILL "$tpid"
@@ -219,7 +225,7 @@ fio --name=dr "--ioengine=external:$engine" "--uri=$url" "${dlayout[@]}" \
 	--direct_access=on --do_verify=0 --rate=2m --reconnect_delay=0.2 \
 	--ctrl_loss_tmo=20 --output="$TEST_DIR/d.out" 2>"$TEST_DIR/d.err" &
 fio_pid=$!
-cleanup_fn quiet_kill "$fio_pid"
+cleanup_fn _kill_quiet "$fio_pid"
 wait_login 16 "$fio_pid"
 sleep 1.5
 kill -0 "$fio_pid" 2>/dev/null || { cat "$TEST_DIR/d.out" "$TEST_DIR/d.err"; fail "fio (direct) ended before the kill"; }
@@ -248,7 +254,7 @@ restart_target "$img"
 gate=$TEST_DIR/backlog.gate
 "$RBLK_BUILD/tests/rblk_libtest" backlog "$url" "$gate" >"$TEST_DIR/bl.out" 2>"$TEST_DIR/bl.err" &
 bl_pid=$!
-cleanup_fn quiet_kill "$bl_pid"
+cleanup_fn _kill_quiet "$bl_pid"
 wait_line queued "$TEST_DIR/bl.out" "$bl_pid" || { cat "$TEST_DIR/bl.out" "$TEST_DIR/bl.err"; fail "backlog test did not queue its writes"; }
 kill -KILL "$tpid"
 wait "$tpid" 2>/dev/null || true

@@ -71,8 +71,7 @@ print("logged in", flush=True)
 time.sleep(30)
 PY
 nlpid=$!
-quiet_kill() { kill "$@" 2>/dev/null || true; }
-cleanup_fn quiet_kill "$nlpid"
+cleanup_fn _kill_quiet "$nlpid"
 for ((i = 0; i < 100; i++)); do
 	tmo 10 "${ctl[@]}" list-sessions >"$TEST_DIR/sessions" 2>&1
 	grep -q "nl-host" "$TEST_DIR/sessions" && break
@@ -91,7 +90,7 @@ peers = [s["peer"] for s in json.load(sys.stdin)["sessions"]]
 assert any("\\x0aFAKE-LINE" in p for p in peers), peers
 assert not any("\n" in p for p in peers), peers
 ' || fail "list-sessions -o json carries the raw path"
-quiet_kill "$nlpid"
+_kill_quiet "$nlpid"
 
 # ---- limits count unix peers by uid -------------------------------------------
 python3 - "$sock" "$sd" <<'PY' || fail "unix limits by uid"
