@@ -468,22 +468,75 @@ static const char *xr_wc_opname(enum xp_wc_opcode op)
 	return "?";
 }
 
-/* The first failed completion says why the connection failed. */
+static const char *xr_qp_state_str(enum ibv_qp_state st)
+{
+	switch (st) {
+	case IBV_QPS_RESET:
+		return "RESET";
+	case IBV_QPS_INIT:
+		return "INIT";
+	case IBV_QPS_RTR:
+		return "RTR";
+	case IBV_QPS_RTS:
+		return "RTS";
+	case IBV_QPS_SQD:
+		return "SQD";
+	case IBV_QPS_SQE:
+		return "SQE";
+	case IBV_QPS_ERR:
+		return "ERR";
+	default:
+		return "?";
+	}
+}
+
+/*
+ * A flush that comes first: nothing of ours moved the QP to error (no
+ * xr_shutdown(), no failed completion before it), so the device did:
+ * verbs ends a QP on a responder-side error (the peer's RDMA READ or
+ * WRITE refused, a malformed request) with no completion of its own
+ * here; the peer hears of it in a NAK. Written into c->why.
+ */
+static void xr_flushed_first(struct xr_conn *c, const struct xp_wc *w)
+{
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	const char *st = "unknown";
+
+	if (c->qp && !ibv_query_qp(c->qp, &qa, IBV_QP_STATE, &qia))
+		st = xr_qp_state_str(qa.qp_state);
+	snprintf(c->why, sizeof(c->why),
+		 "the device moved the QP to error by itself (state %s; a %s "
+		 "flushed first): a request of the peer's it refused?",
+		 st, xr_wc_opname(w->opcode));
+}
+
+/*
+ * The first failed completion says why the connection failed, once, at
+ * warning level: a flush too when it comes first (the device's doing).
+ * After a shutdown of ours (c->shut) its flushes are expected: the
+ * reason was given then.
+ */
 static void xr_wc_failed(struct xr_conn *c, const struct ibv_wc *iw,
 			 const struct xp_wc *w)
 {
 	if (!c->err_logged && c->state != XP_CONN_ERROR) {
 		c->err_logged = true;
-		if (iw->status == IBV_WC_WR_FLUSH_ERR)
-			log_debug("%s: %s flushed", c->name,
-				  xr_wc_opname(w->opcode));
-		else
+		if (iw->status == IBV_WC_WR_FLUSH_ERR) {
+			xr_flushed_first(c, w);
+			log_warn("%s: connection failed: %s", c->name, c->why);
+		} else {
 			log_ratelimited(LOG_WARN,
 					"%s: %s failed: %s (vendor error "
 					"0x%x)",
 					c->name, xr_wc_opname(w->opcode),
 					ibv_wc_status_str(iw->status),
 					iw->vendor_err);
+			snprintf(c->why, sizeof(c->why),
+				 "%s failed: %s (vendor error 0x%x)",
+				 xr_wc_opname(w->opcode),
+				 ibv_wc_status_str(iw->status), iw->vendor_err);
+		}
 	}
 	xr_shutdown(c);
 }
