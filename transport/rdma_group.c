@@ -492,23 +492,37 @@ static const char *xr_qp_state_str(enum ibv_qp_state st)
 
 /*
  * A flush that comes first: nothing of ours moved the QP to error (no
- * xr_shutdown(), no failed completion before it), so the device did:
- * verbs ends a QP on a responder-side error (the peer's RDMA READ or
- * WRITE refused, a malformed request) with no completion of its own
- * here; the peer hears of it in a NAK. Written into c->why.
+ * xr_shutdown(), no failed completion before it), so the device did: a
+ * responder-side error (the peer's RDMA READ or WRITE refused, a
+ * malformed request) reports nothing here, only a NAK to the peer; and
+ * rxe ends a QP whose requester failed a request (a local error, a
+ * window bind refused) with flushes only, that request's own status
+ * lost. What was outstanding on the send queue then (oldest first) is
+ * what there is to go on. Written into c->why.
  */
 static void xr_flushed_first(struct xr_conn *c, const struct xp_wc *w)
 {
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr qia;
 	const char *st = "unknown";
+	/* a send's flush retired its own slot already (sq_head moved) */
+	uint64_t from = w->opcode == XP_WC_RECV ? c->sq_head : c->sq_head - 1;
+	uint64_t nr = c->sq_tail - from;
+	char sq[80] = "";
+	size_t n = 0;
 
 	if (c->qp && !ibv_query_qp(c->qp, &qa, IBV_QP_STATE, &qia))
 		st = xr_qp_state_str(qa.qp_state);
+	for (uint64_t i = 0; i < nr && i < 6; i++)
+		n += (size_t)snprintf(
+		    sq + n, sizeof(sq) - n, " %s",
+		    xr_wc_opname(
+			c->sq_slot[(from + i) % c->max_send_wr].opcode));
 	snprintf(c->why, sizeof(c->why),
 		 "the device moved the QP to error by itself (state %s; a %s "
-		 "flushed first): a request of the peer's it refused?",
-		 st, xr_wc_opname(w->opcode));
+		 "flushed first; %llu sends outstanding%s%s)",
+		 st, xr_wc_opname(w->opcode), (unsigned long long)nr,
+		 nr ? ":" : "", nr > 6 ? strcat(sq, " ...") : sq);
 }
 
 /*

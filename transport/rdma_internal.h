@@ -122,7 +122,7 @@
 #define XR_IB_CM_REJ_INVALID_SERVICE_ID 8 /* no listener on the port */
 
 #define XR_NAME_MAX 80
-#define XR_WHY_MAX 160
+#define XR_WHY_MAX 200
 
 struct xr_listener {
 	struct xp_listener base;
