@@ -1077,10 +1077,15 @@ static void handle_wc(struct rblk_queue *q, const struct xp_wc *wc)
 	if (lib_queue_down(q))
 		return;
 	if (wc->status != XP_WC_SUCCESS) {
-		char why[128];
+		/* a flush is a consequence: the transport may know the cause */
+		const char *e = wc->status == XP_WC_FLUSH_ERR && wc->conn
+				    ? xp_conn_error(wc->conn)
+				    : NULL;
+		char why[256];
 
-		snprintf(why, sizeof(why), "connection failed (%s)",
-			 xp_wc_status_str(wc->status));
+		snprintf(why, sizeof(why), "connection failed (%s%s%s)",
+			 xp_wc_status_str(wc->status), e ? ": " : "",
+			 e ? e : "");
 		lib_queue_lost(q, why);
 		return;
 	}

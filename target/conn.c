@@ -68,6 +68,19 @@ static void tconn_free(struct tconn *c)
 	free(c);
 }
 
+static bool recv_is_out(const struct tconn *c, unsigned int i)
+{
+	return c->recv_out[i / 64] & (1ull << (i % 64));
+}
+
+static void recv_mark(struct tconn *c, unsigned int i, bool out)
+{
+	if (out)
+		c->recv_out[i / 64] |= 1ull << (i % 64);
+	else
+		c->recv_out[i / 64] &= ~(1ull << (i % 64));
+}
+
 struct tconn *tconn_new(struct worker *w, struct wgroup *wg, struct xp_conn *xc,
 			uint16_t qd, struct lim_conn *lim)
 {
@@ -110,6 +123,8 @@ struct tconn *tconn_new(struct worker *w, struct wgroup *wg, struct xp_conn *xc,
 	if (qp_init(&c->qp, xc, &attr, RBLK_CMD_SIZE + c->inline_cap,
 		    (size_t)qd * RESP_BUF_SIZE + RBLK_MSG_MAX + AUTH_BUF_SIZE))
 		goto out_reject;
+	for (unsigned int i = 0; i < c->qp.nr_recv; i++) /* qp_init posted */
+		recv_mark(c, i, true);
 	c->auth_buf = (char *)send_buf(c, qd) + RBLK_MSG_MAX;
 	c->state = TCONN_LOGIN;
 	c->accepted_ms = now_ms();
@@ -158,12 +173,17 @@ void tconn_fail(struct tconn *c, const char *why)
 {
 	if (c->state == TCONN_CLOSING)
 		return;
-	if (why)
+	if (why) {
 		log_warn("conn %llu (%s): %s; disconnecting",
 			 (unsigned long long)c->id, c->peer, why);
-	else
-		log_info("conn %llu (%s): disconnected",
-			 (unsigned long long)c->id, c->peer);
+	} else {
+		/* the transport's word on what ended it, where it keeps one */
+		const char *e = xp_conn_error(c->xc);
+
+		log_info("conn %llu (%s): disconnected%s%s%s",
+			 (unsigned long long)c->id, c->peer, e ? " (" : "",
+			 e ? e : "", e ? ")" : "");
+	}
 	if (c->state == TCONN_LIVE)
 		atomic_fetch_sub(&c->exp->sessions, 1);
 	pthread_mutex_lock(&c->worker->conns_lock);
@@ -175,6 +195,52 @@ void tconn_fail(struct tconn *c, const char *why)
 	qos_wait_drop(c->worker, c);
 	/* the QP goes to error: no key of it works any more */
 	xp_disconnect(c->xc);
+}
+
+/*
+ * Give receive buffer i back to the transport (after its message was
+ * handled, or an inline WRITE that held it got its slot). A refusal
+ * fails c, saying why: -ENOTCONN is a connection that failed before
+ * (the transport's reason: it may have been noticed by no one yet, in
+ * the same batch of completions), -ENOMEM one receive too many.
+ */
+void tconn_repost(struct tconn *c, unsigned int i)
+{
+	char why[320];
+	const char *e;
+	int ret;
+
+	if (c->state == TCONN_CLOSING)
+		return;
+	if (recv_is_out(c, i)) {
+		snprintf(why, sizeof(why),
+			 "receive %u reposted while the transport still holds "
+			 "it (an internal error)",
+			 i);
+		tconn_fail(c, why);
+		return;
+	}
+	ret = qp_post_recv(&c->qp, i);
+	if (!ret) {
+		recv_mark(c, i, true);
+		return;
+	}
+	if (ret == -ENOTCONN) {
+		e = xp_conn_error(c->xc);
+		snprintf(why, sizeof(why),
+			 "reposting receive %u failed: connection already "
+			 "failed: %s",
+			 i, e ? e : "(the transport did not say why)");
+	} else if (ret == -ENOMEM) {
+		snprintf(why, sizeof(why),
+			 "reposting receive %u failed: receive queue full (%u "
+			 "outstanding: a receive posted twice?)",
+			 i, c->qp.nr_recv);
+	} else {
+		snprintf(why, sizeof(why), "reposting receive %u failed: %s", i,
+			 strerror(-ret));
+	}
+	tconn_fail(c, why);
 }
 
 /* Drop c's reference to its volume registration; the last deregisters. */
@@ -611,11 +677,13 @@ static void handle_recv(struct worker *w, struct tconn *c,
 			const struct xp_wc *wc)
 {
 	const void *buf = qp_recv_of(&c->qp, wc->wr_id);
+	unsigned int i = qp_wrid_val(wc->wr_id);
 
-	if (!buf) {
+	if (!buf || !recv_is_out(c, i)) {
 		tconn_fail(c, "transport returned a bad receive id");
 		return;
 	}
+	recv_mark(c, i, false);
 	switch (c->state) {
 	case TCONN_LOGIN:
 		/*
@@ -645,9 +713,7 @@ static void handle_recv(struct worker *w, struct tconn *c,
 	case TCONN_CLOSING:
 		return;
 	}
-	if (c->state != TCONN_CLOSING &&
-	    qp_post_recv(&c->qp, qp_wrid_val(wc->wr_id)))
-		tconn_fail(c, "reposting a receive failed");
+	tconn_repost(c, i);
 }
 
 void tconn_handle_wc(struct worker *w, struct tconn *c, const struct xp_wc *wc)

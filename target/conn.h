@@ -127,6 +127,14 @@ struct tconn {
 	 * tconn_flush_sends() at the end of the worker's loop iteration.
 	 */
 	struct qp qp;
+	/*
+	 * Receive buffers the transport holds (posted, not yet completed):
+	 * a buffer is reposted only once its message is done with, by
+	 * whichever path finishes it (tconn_repost()); a second post of
+	 * one still out is refused, naming it, rather than left to fill
+	 * the receive queue or land two messages in one buffer.
+	 */
+	uint64_t recv_out[(2 * RBLK_MAX_QD + 2 + 63) / 64];
 
 	struct wgroup *wg; /* the worker's poll group c is in */
 	/* one type-2 window per tag, bound per command (LIVE only) */

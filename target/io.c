@@ -227,8 +227,7 @@ static void slot_got(struct treq *r)
 		unsigned int i = r->held_recv - 1;
 
 		r->held_recv = 0;
-		if (c->state != TCONN_CLOSING && qp_post_recv(&c->qp, i))
-			tconn_fail(c, "reposting a receive failed");
+		tconn_repost(c, i);
 	}
 }
 

@@ -46,6 +46,8 @@ static inline struct xp_mr **block_mr_of(const struct worker *w,
 
 /* conn.c */
 void tconn_fail(struct tconn *c, const char *why);
+/* Repost receive buffer i; on failure c fails, saying why. */
+void tconn_repost(struct tconn *c, unsigned int i);
 /* Free c (CLOSING, no backend I/O left): windows, connection, slots. */
 void tconn_destroy(struct worker *w, struct tconn *c);
 /*

@@ -29,6 +29,7 @@ const struct xp_ops xp_rdma_ops = {
     .destroy = xr_destroy,
     .disconnect = xr_disconnect,
     .state = xr_state,
+    .conn_error = xr_conn_error,
     .peer_name = xr_peer_name,
     .conn_group = xr_conn_group,
     .reg_mr = xr_reg_mr,

@@ -282,6 +282,30 @@ void xr_shutdown(struct xr_conn *c)
 	}
 }
 
+/*
+ * xr_shutdown() with the reason, kept if it is the first (conn_error()
+ * gives it): the owner learns of the failure later, from a refused post
+ * or a flush that says nothing of its cause.
+ */
+void xr_fail(struct xr_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!c->why[0]) {
+		va_start(ap, fmt);
+		vsnprintf(c->why, sizeof(c->why), fmt, ap);
+		va_end(ap);
+	}
+	xr_shutdown(c);
+}
+
+const char *xr_conn_error(struct xp_conn *xc)
+{
+	struct xr_conn *c = to_conn(xc);
+
+	return c->why[0] ? c->why : NULL;
+}
+
 /* ---- passive side (listener thread until handed over) ----------------- */
 
 /*
@@ -545,7 +569,7 @@ int xr_accept(struct xp_conn *xc, const void *priv, size_t priv_len)
 	if (rdma_accept(c->id, &p)) {
 		ret = neg_errno();
 		log_err("%s: rdma_accept: %s", c->name, strerror(-ret));
-		xr_shutdown(c);
+		xr_fail(c, "rdma_accept: %s", strerror(-ret));
 		return ret;
 	}
 	c->cm_connected = true;
@@ -902,7 +926,7 @@ void xr_destroy(struct xp_conn *xc)
 
 void xr_disconnect(struct xp_conn *xc)
 {
-	xr_shutdown(to_conn(xc));
+	xr_fail(to_conn(xc), "disconnected by its owner");
 }
 
 enum xp_conn_state xr_state(struct xp_conn *xc)
@@ -934,24 +958,31 @@ void xr_cm_event(struct xr_conn *c, enum rdma_cm_event_type type, int status)
 			log_debug("%s: disconnected", c->name);
 		else
 			log_info("%s: disconnected by the peer", c->name);
-		xr_shutdown(c);
+		xr_fail(c, "the peer disconnected");
 		break;
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-		log_debug("%s: timewait exit", c->name);
-		xr_shutdown(c);
+		/* after a disconnect; one before it would end a live QP */
+		if (c->shut)
+			log_debug("%s: timewait exit", c->name);
+		else
+			log_warn(
+			    "%s: the CM left time-wait on a live connection",
+			    c->name);
+		xr_fail(c, "the CM left time-wait (TIMEWAIT_EXIT)");
 		break;
 	case RDMA_CM_EVENT_ADDR_CHANGE:
 		log_info("%s: address change", c->name);
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		log_warn("%s: RDMA device removed", c->name);
-		xr_shutdown(c);
+		xr_fail(c, "RDMA device removed");
 		break;
 	default:
 		/* CONNECT_ERROR, UNREACHABLE, REJECTED (no RTU) */
 		log_warn("%s: %s (status %d)", c->name, rdma_event_str(type),
 			 status);
-		xr_shutdown(c);
+		xr_fail(c, "CM event %s (status %d)", rdma_event_str(type),
+			status);
 		break;
 	}
 }

@@ -468,22 +468,89 @@ static const char *xr_wc_opname(enum xp_wc_opcode op)
 	return "?";
 }
 
-/* The first failed completion says why the connection failed. */
+static const char *xr_qp_state_str(enum ibv_qp_state st)
+{
+	switch (st) {
+	case IBV_QPS_RESET:
+		return "RESET";
+	case IBV_QPS_INIT:
+		return "INIT";
+	case IBV_QPS_RTR:
+		return "RTR";
+	case IBV_QPS_RTS:
+		return "RTS";
+	case IBV_QPS_SQD:
+		return "SQD";
+	case IBV_QPS_SQE:
+		return "SQE";
+	case IBV_QPS_ERR:
+		return "ERR";
+	default:
+		return "?";
+	}
+}
+
+/*
+ * A flush that comes first: nothing of ours moved the QP to error (no
+ * xr_shutdown(), no failed completion before it), so the device did: a
+ * responder-side error (the peer's RDMA READ or WRITE refused, a
+ * malformed request) reports nothing here, only a NAK to the peer; and
+ * rxe ends a QP whose requester failed a request (a local error, a
+ * window bind refused) with flushes only, that request's own status
+ * lost. What was outstanding on the send queue then (oldest first) is
+ * what there is to go on. Written into c->why.
+ */
+static void xr_flushed_first(struct xr_conn *c, const struct xp_wc *w)
+{
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	const char *st = "unknown";
+	/* a send's flush retired its own slot already (sq_head moved) */
+	uint64_t from = w->opcode == XP_WC_RECV ? c->sq_head : c->sq_head - 1;
+	uint64_t nr = c->sq_tail - from;
+	char sq[80] = "";
+	size_t n = 0;
+
+	if (c->qp && !ibv_query_qp(c->qp, &qa, IBV_QP_STATE, &qia))
+		st = xr_qp_state_str(qa.qp_state);
+	for (uint64_t i = 0; i < nr && i < 6; i++)
+		n += (size_t)snprintf(
+		    sq + n, sizeof(sq) - n, " %s",
+		    xr_wc_opname(
+			c->sq_slot[(from + i) % c->max_send_wr].opcode));
+	snprintf(c->why, sizeof(c->why),
+		 "the device moved the QP to error by itself (state %s; a %s "
+		 "flushed first; %llu sends outstanding%s%s)",
+		 st, xr_wc_opname(w->opcode), (unsigned long long)nr,
+		 nr ? ":" : "", nr > 6 ? strcat(sq, " ...") : sq);
+}
+
+/*
+ * The first failed completion says why the connection failed, once, at
+ * warning level: a flush too when it comes first (the device's doing).
+ * After a shutdown of ours (c->shut) its flushes are expected: the
+ * reason was given then.
+ */
 static void xr_wc_failed(struct xr_conn *c, const struct ibv_wc *iw,
 			 const struct xp_wc *w)
 {
 	if (!c->err_logged && c->state != XP_CONN_ERROR) {
 		c->err_logged = true;
-		if (iw->status == IBV_WC_WR_FLUSH_ERR)
-			log_debug("%s: %s flushed", c->name,
-				  xr_wc_opname(w->opcode));
-		else
+		if (iw->status == IBV_WC_WR_FLUSH_ERR) {
+			xr_flushed_first(c, w);
+			log_warn("%s: connection failed: %s", c->name, c->why);
+		} else {
 			log_ratelimited(LOG_WARN,
 					"%s: %s failed: %s (vendor error "
 					"0x%x)",
 					c->name, xr_wc_opname(w->opcode),
 					ibv_wc_status_str(iw->status),
 					iw->vendor_err);
+			snprintf(c->why, sizeof(c->why),
+				 "%s failed: %s (vendor error 0x%x)",
+				 xr_wc_opname(w->opcode),
+				 ibv_wc_status_str(iw->status), iw->vendor_err);
+		}
 	}
 	xr_shutdown(c);
 }

@@ -63,6 +63,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,7 @@
 #define XR_IB_CM_REJ_INVALID_SERVICE_ID 8 /* no listener on the port */
 
 #define XR_NAME_MAX 80
+#define XR_WHY_MAX 200
 
 struct xr_listener {
 	struct xp_listener base;
@@ -201,6 +203,12 @@ struct xr_conn {
 	bool cm_connected; /* accepted or established: rdma_disconnect owed */
 	bool shut;	   /* xr_shutdown() ran */
 	bool err_logged;   /* the one warning about a failed completion */
+	/*
+	 * Why it went to XP_CONN_ERROR, its first failure in words (empty
+	 * while it has not): what conn_error() tells the owner, who may
+	 * only see a post refused or a flush.
+	 */
+	char why[XR_WHY_MAX];
 
 	struct rdma_cm_id *id;
 	struct ibv_qp *qp;
@@ -265,6 +273,9 @@ int xr_set_nonblock(int fd);
 struct rdma_event_channel *xr_channel_create(void);
 int xr_check_devices(void);
 void xr_shutdown(struct xr_conn *c);
+void xr_fail(struct xr_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+const char *xr_conn_error(struct xp_conn *xc);
 void xr_cm_event(struct xr_conn *c, enum rdma_cm_event_type type, int status);
 int xr_listen(const char *host, uint16_t port, struct xp_listener **out);
 void xr_listener_destroy(struct xp_listener *xl);

@@ -18,6 +18,7 @@ const struct xp_ops xp_tcp_ops = {
     .destroy = tcp_destroy,
     .disconnect = tcp_disconnect,
     .state = tcp_state,
+    .conn_error = tcp_conn_error,
     .peer_name = tcp_peer_name,
     .conn_group = tcp_conn_group,
     .group_create = tcp_group_create,

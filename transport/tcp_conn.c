@@ -312,6 +312,7 @@ void tcp_disconnect(struct xp_conn *xc)
 
 	if (c->state != XP_CONN_ERROR)
 		log_debug("%s: disconnect", c->peer);
+	tcp_why(c, "disconnected by its owner");
 	tcp_fail(c, 0, 0);
 }
 

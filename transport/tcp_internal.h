@@ -390,6 +390,7 @@ struct tcp_conn {
 	bool in_epoll; /* the socket is in the epoll set */
 	bool tls_user; /* records in user space: I/O through c->tls */
 	char peer[96];
+	char why[160]; /* its first failure in words (conn_error()); or "" */
 	struct tcp_mw *mws; /* windows bound on this connection */
 
 	struct tcp_swr *sq;
@@ -601,6 +602,10 @@ void *tcp_copy_alloc(size_t len);
 int tcp_flush(struct tcp_conn *c);
 int tcp_send_frames(struct tcp_conn *c, struct tcp_frame *f, int nf);
 void tcp_fail(struct tcp_conn *c, uint8_t peer_status, uint64_t peer_id);
+/* Record why c fails (the first reason only), before tcp_fail(). */
+void tcp_why(struct tcp_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+const char *tcp_conn_error(struct xp_conn *xc);
 void tcp_epoll_del(struct tcp_conn *c);
 void tcp_fail_io(struct tcp_conn *c, int err);
 /* The socket's sendmsg()/readv(), through TLS where records are ours. */

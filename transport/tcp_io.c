@@ -5,6 +5,8 @@
  */
 #include "tcp_internal.h"
 
+#include <stdarg.h>
+
 /* ---- frame header ------------------------------------------------------ */
 
 static void put16(uint8_t *p, uint16_t v)
@@ -450,6 +452,24 @@ static void tcp_send_error(struct tcp_conn *c, uint8_t status, uint64_t id)
 		log_debug("%s: send(ERROR) incomplete", c->peer);
 }
 
+void tcp_why(struct tcp_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->why[0] || c->state == XP_CONN_ERROR)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(c->why, sizeof(c->why), fmt, ap);
+	va_end(ap);
+}
+
+const char *tcp_conn_error(struct xp_conn *xc)
+{
+	struct tcp_conn *c = to_tcp(xc);
+
+	return c->why[0] ? c->why : NULL;
+}
+
 /*
  * Move to XP_CONN_ERROR: statuses pinned on WRs stay, everything else
  * outstanding flushes. peer_status != 0: we found the peer's request
@@ -459,6 +479,11 @@ void tcp_fail(struct tcp_conn *c, uint8_t peer_status, uint64_t peer_id)
 {
 	if (c->state == XP_CONN_ERROR)
 		return;
+	if (peer_status)
+		tcp_why(c, "refused a request of the peer's (%s)",
+			xp_wc_status_str((enum xp_wc_status)peer_status));
+	else
+		tcp_why(c, "failed (a local error; see the log)");
 	if (peer_status && c->state == XP_CONN_CONNECTED)
 		tcp_send_error(c, peer_status, peer_id);
 	c->state = XP_CONN_ERROR;
@@ -530,6 +555,13 @@ void tcp_fail_io(struct tcp_conn *c, int err)
 				strerror(-err));
 	else
 		log_debug("%s: peer closed the connection", c->peer);
+	if (err)
+		tcp_why(c, "connection failed: %s",
+			err == -EBADMSG && c->tls ? "a TLS record failed its "
+						    "integrity check"
+						  : strerror(-err));
+	else
+		tcp_why(c, "the peer closed the connection");
 	if (c->rx.in_payload && c->rx.hdr.type == TCP_F_READ_RESP)
 		tcp_swr(c, c->rx.hdr.id)->status = XP_WC_FATAL;
 	tcp_fail(c, 0, 0);
@@ -544,6 +576,7 @@ static void tcp_fail_proto(struct tcp_conn *c, const struct tcp_hdr *h,
 			"id %llu)",
 			c->peer, why, h->type, h->len,
 			(unsigned long long)h->id);
+	tcp_why(c, "protocol error: %s", why);
 	tcp_fail(c, 0, 0); /* no ERROR: its id could not be trusted */
 }
 
@@ -762,6 +795,9 @@ static void tcp_rx_header(struct tcp_conn *c, const uint8_t *p)
 		log_warn("%s: peer failed request %llu: %s", c->peer,
 			 (unsigned long long)h->id,
 			 xp_wc_status_str((enum xp_wc_status)h->aux));
+		tcp_why(c, "the peer failed request %llu: %s",
+			(unsigned long long)h->id,
+			xp_wc_status_str((enum xp_wc_status)h->aux));
 		/* pin the error unless that WR already completed */
 		if (h->id >= c->sq_emit && h->id < c->sq_start)
 			tcp_swr(c, h->id)->status = (uint8_t)h->aux;

@@ -365,6 +365,14 @@ struct xp_ops {
 	/* Move to XP_CONN_ERROR: outstanding work flushes. Idempotent. */
 	void (*disconnect)(struct xp_conn *c);
 	enum xp_conn_state (*state)(struct xp_conn *c);
+	/*
+	 * Optional (NULL: the transport does not keep it): why c went to
+	 * XP_CONN_ERROR, its first failure in words, or NULL while it has
+	 * not. The owner often learns of a failure late and indirectly (a
+	 * post refused with -ENOTCONN, a flush), so its own message can
+	 * name the cause.
+	 */
+	const char *(*conn_error)(struct xp_conn *c);
 	/* "tcp 127.0.0.1:41234" style peer description for logs. */
 	const char *(*peer_name)(struct xp_conn *c);
 	struct xp_group *(*conn_group)(struct xp_conn *c);
@@ -567,6 +575,11 @@ static inline int xp_post_send(struct xp_conn *c, struct xp_send_wr *wr,
 			       struct xp_send_wr **bad)
 {
 	return c->ops->post_send(c, wr, bad);
+}
+
+static inline const char *xp_conn_error(struct xp_conn *c)
+{
+	return c->ops->conn_error ? c->ops->conn_error(c) : NULL;
 }
 
 static inline int xp_post_recv(struct xp_conn *c, uint64_t wr_id,

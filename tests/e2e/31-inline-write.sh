@@ -13,6 +13,12 @@
 #   4. 4k writes only (all inline) while the target is killed and
 #      restarted: every unacknowledged inline write is resent on the new
 #      connection, and the file holds every block.
+#   5. inline writes that keep their receive buffer while they wait: a
+#      QoS limit holds them (TREQ_THROTTLE) and a 1 MiB slot pool that
+#      large reads beside them keep full makes them wait for a slot
+#      (TREQ_SLOT); each buffer goes back once, by whichever path
+#      finishes it. Verified, no session lost (the target fails one
+#      whose receive is posted twice, or refused: "reposting receive").
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 requires fio truncate
@@ -112,4 +118,37 @@ grep -q "reconnected to" "$TEST_DIR/4.w.err" ||
 grep -q "inline 4096" "$tlog" || fail "the new session was not granted inline data"
 file_verify w4 "${rlayout[@]/--iodepth=16/--iodepth=1}"
 echo "case 4: 12 MiB of inline 4k writes across a target kill verified"
+stop_pid "$RBLK_TARGET_PID"
+
+# ---- 5: inline writes held for QoS and for slots ------------------------------
+start_target --workers 1 --slot-pool 1M --export "vol0=$img"
+url=tcp://127.0.0.1:$RBLK_PORT/vol0
+"$RBLK_TARGET_BIN" ctl -s "$RBLK_CTL_SOCKET" set-qos vol0 iops=1500 >/dev/null ||
+	fail "set-qos failed"
+hlayout=(--rw=randwrite --bs=4k --verify=crc32c --size=3M --iodepth=16
+	--numjobs=2 --offset_increment=3M --randseed=3105 --verify_state_save=0
+	--group_reporting)
+# the large reads keep the pool full (16 x 512k-1M at depth 8 each)
+fio --name=hog "--ioengine=external:$engine" "--uri=$url" --rw=randread \
+	--bsrange=512k-1m --iodepth=8 --numjobs=2 --offset=32M --size=32M \
+	--time_based --runtime=60 --output="$TEST_DIR/5.hog.out" \
+	2>"$TEST_DIR/5.hog.err" &
+hog_pid=$!
+cleanup_fn quiet_kill "$hog_pid"
+_wait_for_line "$RBLK_TARGET_LOG" "depth 8, max I/O" "$hog_pid" 30 ||
+	fail "the reading sessions did not log in"
+run w5 "$TEST_DIR/5.w.out" "${hlayout[@]}" 2>"$TEST_DIR/5.w.err"
+quiet_kill "$hog_pid"
+wait "$hog_pid" 2>/dev/null || true
+if grep -E "disconnecting|reposting receive|reposted" "$RBLK_TARGET_LOG"; then
+	fail "the target failed a session holding receives"
+fi
+if grep -q "reconnecting" "$TEST_DIR/5.w.err"; then
+	cat "$TEST_DIR/5.w.err"; fail "a writing session was lost"
+fi
+held=$("$RBLK_TARGET_BIN" ctl -s "$RBLK_CTL_SOCKET" stats vol0 |
+	sed -n 's/.*throttled \([0-9]*\) commands.*/\1/p')
+[ "${held:-0}" -gt 0 ] || fail "QoS held no command (throttled ${held:-none})"
+file_verify w5 "${hlayout[@]/--iodepth=16/--iodepth=1}"
+echo "case 5: 6 MiB of inline 4k writes held by QoS ($held commands) and by a full slot pool verified"
 echo "PASS: $TEST_NAME"

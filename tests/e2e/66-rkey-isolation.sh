@@ -116,7 +116,7 @@ echo "verifying client: $(cat "$TEST_DIR/rounds") rounds of 8 MiB written and ve
 lines=$(grep -cE "remote (read|write) refused: rkey" "$RBLK_TARGET_LOG" || true)
 folded=$(sed -n 's/.*(\([0-9]*\) similar lines suppressed).*/\1/p' "$RBLK_TARGET_LOG" |
 	awk '{ s += $1 } END { print s + 0 }')
-closed=$(grep -cE "conn [0-9]+ \(tcp [^)]*\): (remote access refused.*; disconnecting|disconnected)$" "$RBLK_TARGET_LOG" || true)
+closed=$(grep -cE "conn [0-9]+ \(tcp [^)]*\): (remote access refused.*; disconnecting|disconnected( \(.*\))?)$" "$RBLK_TARGET_LOG" || true)
 echo "target: $lines refusals logged, $folded more folded by the rate limit; $closed connections closed"
 [ "$lines" -ge 10 ] || fail "the transport logged $lines refusals"
 [ "$closed" -ge "$SWEEP" ] ||

@@ -467,6 +467,23 @@ static struct xp_wc one_sided(unsigned int i, enum xp_wr_opcode op,
 }
 
 /* The refusal: REM_ACCESS_ERR at the client, both ends fail. */
+/*
+ * c failed and its transport says why (conn_error), in words holding
+ * want where given. rdma's refusing side says either that the device
+ * ended its QP (the flush came first) or that the peer disconnected
+ * (its DREQ came first): the peer's failure disconnects it at once.
+ */
+static void expect_why(struct xp_conn *c, const char *want)
+{
+	const char *why = xp_conn_error(c);
+
+	if (!why)
+		fail_msg(
+		    "a failed connection whose transport does not say why");
+	if (want && !strstr(why, want))
+		fail_msg("conn_error() says '%s', expected '%s'", why, want);
+}
+
 static void expect_refused(unsigned int i, enum xp_wr_opcode op, uint64_t raddr,
 			   uint32_t rkey, uint32_t len)
 {
@@ -484,6 +501,8 @@ static void expect_refused(unsigned int i, enum xp_wr_opcode op, uint64_t raddr,
 	assert_int_equal(xp_state(cli.ep[i].c), XP_CONN_ERROR);
 	drain_flushes(&cli.ep[i]);
 	drain_flushes(&srv.ep[i]);
+	expect_why(srv.ep[i].c, X == &xp_tcp_ops ? "refused a request" : NULL);
+	expect_why(cli.ep[i].c, NULL);
 }
 
 /*
