@@ -55,12 +55,35 @@ void qos_limits(const struct qos *q, struct cfg_qos *out)
 	out->burst_ms = atomic_load(&q->burst_ms);
 }
 
-/* Add the tokens earned since stamp_ns, up to the burst. */
-static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now)
+/*
+ * The most b may hold after a refill: its burst, or while commands wait
+ * and it is empty (it is what holds them back) a second's worth more,
+ * since the time it was empty for them is time they were owed tokens
+ * for, however late the worker came to look.
+ */
+static int64_t refill_cap(const struct qos_bucket *b, uint64_t rate,
+			  int64_t burst, bool waiting)
+{
+	if (!waiting || atomic_load(&b->tokens) > 0)
+		return burst;
+	return burst + burst_of(rate, QOS_CATCHUP_MS);
+}
+
+/*
+ * Add the tokens earned since stamp_ns, up to the cap (refill_cap());
+ * one over the burst is brought back to it once nobody waits.
+ */
+static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now,
+		   bool waiting)
 {
 	uint64_t last = atomic_load(&b->stamp_ns), used_ns;
-	int64_t burst = atomic_load(&b->burst), t, add;
+	int64_t burst = atomic_load(&b->burst), cap, t, add;
 	unsigned __int128 earned;
+
+	t = atomic_load(&b->tokens);
+	while (!waiting && t > burst &&
+	       !atomic_compare_exchange_weak(&b->tokens, &t, burst))
+		;
 
 	if (last && now <= last)
 		return; /* another worker's clock ran ahead: nothing earned */
@@ -74,6 +97,7 @@ static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now)
 	earned = (unsigned __int128)(now - last) * rate / NSEC;
 	if (earned == 0)
 		return; /* keep the fraction for the next look */
+	cap = refill_cap(b, rate, burst, waiting);
 	add = (int64_t)earned;
 	used_ns = (uint64_t)((unsigned __int128)earned * NSEC / rate);
 	if (!atomic_compare_exchange_strong(&b->stamp_ns, &last,
@@ -81,7 +105,7 @@ static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now)
 		return; /* another worker refilled it */
 	t = atomic_load(&b->tokens);
 	while (!atomic_compare_exchange_weak(&b->tokens, &t,
-					     t + add > burst ? burst : t + add))
+					     t + add > cap ? cap : t + add))
 		;
 }
 
@@ -116,8 +140,11 @@ uint64_t qos_admit(struct qos *const *qs, int n, int opcode, uint32_t length,
 	if (!costs(opcode, length, cost))
 		return 0;
 	for (int i = 0; i < n; i++) {
+		bool waiting;
+
 		if (!qs[i] || !atomic_load(&qs[i]->on))
 			continue;
+		waiting = atomic_load(&qs[i]->waiting) > 0;
 		for (int k = 0; k < CFG_QOS_NR; k++) {
 			struct qos_bucket *b = &qs[i]->b[k];
 			uint64_t rate = atomic_load(&b->rate), w, stamp;
@@ -125,7 +152,7 @@ uint64_t qos_admit(struct qos *const *qs, int n, int opcode, uint32_t length,
 
 			if (!cost[k] || !rate)
 				continue;
-			refill(b, rate, now_ns);
+			refill(b, rate, now_ns, waiting);
 			t = atomic_load(&b->tokens);
 			if (t > 0)
 				continue;
