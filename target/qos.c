@@ -61,30 +61,42 @@ void qos_limits(const struct qos *q, struct cfg_qos *out)
  * since the time it was empty for them is time they were owed tokens
  * for, however late the worker came to look.
  */
-static int64_t refill_cap(const struct qos_bucket *b, uint64_t rate,
-			  int64_t burst, bool waiting)
+static int64_t refill_cap(uint64_t rate, int64_t burst, int64_t t, bool waiting)
 {
-	if (!waiting || atomic_load(&b->tokens) > 0)
-		return burst;
-	return burst + burst_of(rate, QOS_CATCHUP_MS);
+	if (waiting && t <= 0)
+		return burst + burst_of(rate, QOS_CATCHUP_MS);
+	return burst;
+}
+
+/* Back to the burst after away_ns without a look (refill()). */
+static void cut_surplus(struct qos_bucket *b, uint64_t rate, int64_t burst,
+			uint64_t away_ns)
+{
+	int64_t t = atomic_load(&b->tokens);
+
+	if (away_ns < (uint64_t)((unsigned __int128)burst * NSEC / rate))
+		return;
+	while (t > burst &&
+	       !atomic_compare_exchange_weak(&b->tokens, &t, burst))
+		;
 }
 
 /*
- * Add the tokens earned since stamp_ns, up to the cap (refill_cap());
- * one over the burst is brought back to it once nobody waits.
+ * Add the tokens earned since stamp_ns, up to the cap (refill_cap()). A
+ * surplus over the burst is what waiting commands are still owed: it is
+ * kept while the client keeps coming (a QD16 client takes it 16 commands
+ * a round trip, its queue empty in between), and cut back to the burst
+ * once nobody waits and nobody came for a burst's time.
  */
 static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now,
 		   bool waiting)
 {
 	uint64_t last = atomic_load(&b->stamp_ns), used_ns;
-	int64_t burst = atomic_load(&b->burst), cap, t, add;
+	int64_t burst = atomic_load(&b->burst), cap, t, nt, add;
 	unsigned __int128 earned;
 
-	t = atomic_load(&b->tokens);
-	while (!waiting && t > burst &&
-	       !atomic_compare_exchange_weak(&b->tokens, &t, burst))
-		;
-
+	if (!waiting && last && now > last)
+		cut_surplus(b, rate, burst, now - last);
 	if (last && now <= last)
 		return; /* another worker's clock ran ahead: nothing earned */
 	if (last == 0 || now - last > 10 * NSEC) {
@@ -97,16 +109,17 @@ static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now,
 	earned = (unsigned __int128)(now - last) * rate / NSEC;
 	if (earned == 0)
 		return; /* keep the fraction for the next look */
-	cap = refill_cap(b, rate, burst, waiting);
 	add = (int64_t)earned;
 	used_ns = (uint64_t)((unsigned __int128)earned * NSEC / rate);
 	if (!atomic_compare_exchange_strong(&b->stamp_ns, &last,
 					    last + used_ns))
 		return; /* another worker refilled it */
 	t = atomic_load(&b->tokens);
-	while (!atomic_compare_exchange_weak(&b->tokens, &t,
-					     t + add > cap ? cap : t + add))
-		;
+	do {
+		cap = refill_cap(rate, burst, t, waiting);
+		/* a surplus neither grows nor is cut here */
+		nt = t + add <= cap ? t + add : cap > t ? cap : t;
+	} while (!atomic_compare_exchange_weak(&b->tokens, &t, nt));
 }
 
 /* The buckets a command draws from, and its cost in each. */

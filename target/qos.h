@@ -63,7 +63,8 @@ void qos_limits(const struct qos *q, struct cfg_qos *out);
  * save up more, unless the bucket is empty and commands wait on it
  * (q->waiting): then the worker, not the client, was late (a busy CPU),
  * and what it earned meanwhile is owed to them, up to QOS_CATCHUP_MS
- * worth beyond the burst.
+ * worth beyond the burst. That surplus stays while the client keeps
+ * coming and goes back to the burst once it stayed away a burst's time.
  */
 uint64_t qos_admit(struct qos *const *qs, int n, int opcode, uint32_t length,
 		   uint64_t now_ns);
