@@ -92,8 +92,9 @@ run wfree free "${rr[@]}" --runtime=1 --ramp_time=0
 run wctl1 ctl1 "${lr[@]}" --runtime=1 --ramp_time=0
 run wctl2 ctl2 "${sq[@]}" --runtime=1 --ramp_time=0
 run wlim lim "${lr[@]}" --runtime=5 --ramp_time=0 --poll=event &
+p1=$!
 run wbw bw "${sq[@]}" --runtime=5 --ramp_time=0 --poll=event
-wait
+wait $p1
 
 : >"$tmp/rows"
 for r in $(seq "$rounds"); do
