@@ -30,6 +30,14 @@ void qos_bind(struct tconn *c)
 			c->qos[1] = &t->host_qos[i];
 }
 
+/* c starts or stops waiting: its limits' refills look at it (qos.h) */
+static void count_waiting(struct tconn *c, int delta)
+{
+	for (int i = 0; i < 2; i++)
+		if (c->qos[i])
+			atomic_fetch_add(&c->qos[i]->waiting, delta);
+}
+
 static bool limited(const struct tconn *c)
 {
 	return (c->qos[0] && atomic_load(&c->qos[0]->on)) ||
@@ -71,6 +79,7 @@ bool qos_hold(struct tconn *c, struct treq *r)
 		c->qos_listed = true;
 		c->next_qos_conn = w->qos_conns;
 		w->qos_conns = c;
+		count_waiting(c, 1);
 	}
 	return true;
 }
@@ -121,6 +130,7 @@ void qos_serve(struct worker *w)
 			}
 			*pp = c->next_qos_conn;
 			c->qos_listed = false;
+			count_waiting(c, -1);
 		}
 	}
 }
@@ -151,4 +161,5 @@ void qos_wait_drop(struct worker *w, struct tconn *c)
 		;
 	*pp = c->next_qos_conn;
 	c->qos_listed = false;
+	count_waiting(c, -1);
 }

@@ -55,13 +55,48 @@ void qos_limits(const struct qos *q, struct cfg_qos *out)
 	out->burst_ms = atomic_load(&q->burst_ms);
 }
 
-/* Add the tokens earned since stamp_ns, up to the burst. */
-static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now)
+/*
+ * The most b may hold after a refill: its burst, or while commands wait
+ * and it is empty (it is what holds them back) a second's worth more,
+ * since the time it was empty for them is time they were owed tokens
+ * for, however late the worker came to look.
+ */
+static int64_t refill_cap(uint64_t rate, int64_t burst, int64_t t, bool waiting)
+{
+	if (waiting && t <= 0)
+		return burst + burst_of(rate, QOS_CATCHUP_MS);
+	return burst;
+}
+
+/* Back to the burst after away_ns without a look (refill()). */
+static void cut_surplus(struct qos_bucket *b, uint64_t rate, int64_t burst,
+			uint64_t away_ns)
+{
+	int64_t t = atomic_load(&b->tokens);
+
+	if (away_ns < (uint64_t)((unsigned __int128)burst * NSEC / rate))
+		return;
+	while (t > burst &&
+	       !atomic_compare_exchange_weak(&b->tokens, &t, burst))
+		;
+}
+
+/*
+ * Add the tokens earned since stamp_ns, up to the cap (refill_cap()). A
+ * surplus over the burst is what waiting commands are still owed: it is
+ * kept while the client keeps coming (a QD16 client takes it 16 commands
+ * a round trip, its queue empty in between), and cut back to the burst
+ * once nobody waits and nobody came for a burst's time.
+ */
+static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now,
+		   bool waiting)
 {
 	uint64_t last = atomic_load(&b->stamp_ns), used_ns;
-	int64_t burst = atomic_load(&b->burst), t, add;
+	int64_t burst = atomic_load(&b->burst), cap, t, nt, add;
 	unsigned __int128 earned;
 
+	if (!waiting && last && now > last)
+		cut_surplus(b, rate, burst, now - last);
 	if (last && now <= last)
 		return; /* another worker's clock ran ahead: nothing earned */
 	if (last == 0 || now - last > 10 * NSEC) {
@@ -80,9 +115,11 @@ static void refill(struct qos_bucket *b, uint64_t rate, uint64_t now)
 					    last + used_ns))
 		return; /* another worker refilled it */
 	t = atomic_load(&b->tokens);
-	while (!atomic_compare_exchange_weak(&b->tokens, &t,
-					     t + add > burst ? burst : t + add))
-		;
+	do {
+		cap = refill_cap(rate, burst, t, waiting);
+		/* a surplus neither grows nor is cut here */
+		nt = t + add <= cap ? t + add : cap > t ? cap : t;
+	} while (!atomic_compare_exchange_weak(&b->tokens, &t, nt));
 }
 
 /* The buckets a command draws from, and its cost in each. */
@@ -116,8 +153,11 @@ uint64_t qos_admit(struct qos *const *qs, int n, int opcode, uint32_t length,
 	if (!costs(opcode, length, cost))
 		return 0;
 	for (int i = 0; i < n; i++) {
+		bool waiting;
+
 		if (!qs[i] || !atomic_load(&qs[i]->on))
 			continue;
+		waiting = atomic_load(&qs[i]->waiting) > 0;
 		for (int k = 0; k < CFG_QOS_NR; k++) {
 			struct qos_bucket *b = &qs[i]->b[k];
 			uint64_t rate = atomic_load(&b->rate), w, stamp;
@@ -125,7 +165,7 @@ uint64_t qos_admit(struct qos *const *qs, int n, int opcode, uint32_t length,
 
 			if (!cost[k] || !rate)
 				continue;
-			refill(b, rate, now_ns);
+			refill(b, rate, now_ns, waiting);
 			t = atomic_load(&b->tokens);
 			if (t > 0)
 				continue;

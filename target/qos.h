@@ -16,6 +16,9 @@
 
 #include "../config/config.h"
 
+/* how far a bucket with waiters may catch up on a late worker */
+#define QOS_CATCHUP_MS 1000u
+
 /*
  * One limit. tokens may go below zero: a command takes its whole cost
  * once the bucket is not empty, and later ones wait out the debt, so an
@@ -32,6 +35,12 @@ struct qos {
 	struct qos_bucket b[CFG_QOS_NR];
 	_Atomic uint32_t burst_ms;
 	atomic_bool on; /* some limit set: commands look at the buckets */
+	/*
+	 * connections with commands waiting on these limits: while there
+	 * are any, an empty bucket's refill is not capped at the burst
+	 * (qos_admit())
+	 */
+	_Atomic int32_t waiting;
 	/* commands that waited, and how long in all (ctl stats, /metrics) */
 	_Atomic uint64_t throttled_cmds, throttled_ns;
 };
@@ -49,6 +58,13 @@ void qos_limits(const struct qos *q, struct cfg_qos *out);
  * qs[0..n) (NULL entries skipped)? If yes its cost is taken from each and
  * 0 is returned; else the nanoseconds until the emptiest bucket holds a
  * token again (at least 1).
+ *
+ * A refill caps a bucket at its burst, so that an idle client does not
+ * save up more, unless the bucket is empty and commands wait on it
+ * (q->waiting): then the worker, not the client, was late (a busy CPU),
+ * and what it earned meanwhile is owed to them, up to QOS_CATCHUP_MS
+ * worth beyond the burst. That surplus stays while the client keeps
+ * coming and goes back to the burst once it stayed away a burst's time.
  */
 uint64_t qos_admit(struct qos *const *qs, int n, int opcode, uint32_t length,
 		   uint64_t now_ns);
