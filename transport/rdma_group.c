@@ -447,27 +447,6 @@ static enum xp_wc_status xr_wc_status(enum ibv_wc_status st)
 	}
 }
 
-static const char *xr_wc_opname(enum xp_wc_opcode op)
-{
-	switch (op) {
-	case XP_WC_SEND:
-		return "SEND";
-	case XP_WC_RDMA_WRITE:
-		return "RDMA WRITE";
-	case XP_WC_RDMA_READ:
-		return "RDMA READ";
-	case XP_WC_RECV:
-		return "RECV";
-	case XP_WC_BIND_MW:
-		return "BIND_MW";
-	case XP_WC_LOCAL_INV:
-		return "LOCAL_INV";
-	case XP_WC_FD_READY:
-		break;
-	}
-	return "?";
-}
-
 static const char *xr_qp_state_str(enum ibv_qp_state st)
 {
 	switch (st) {
@@ -516,12 +495,12 @@ static void xr_flushed_first(struct xr_conn *c, const struct xp_wc *w)
 	for (uint64_t i = 0; i < nr && i < 6; i++)
 		n += (size_t)snprintf(
 		    sq + n, sizeof(sq) - n, " %s",
-		    xr_wc_opname(
+		    xp_wc_opcode_str(
 			c->sq_slot[(from + i) % c->max_send_wr].opcode));
 	snprintf(c->why, sizeof(c->why),
 		 "the device moved the QP to error by itself (state %s; a %s "
 		 "flushed first; %llu sends outstanding%s%s)",
-		 st, xr_wc_opname(w->opcode), (unsigned long long)nr,
+		 st, xp_wc_opcode_str(w->opcode), (unsigned long long)nr,
 		 nr ? ":" : "", nr > 6 ? strcat(sq, " ...") : sq);
 }
 
@@ -543,12 +522,12 @@ static void xr_wc_failed(struct xr_conn *c, const struct ibv_wc *iw,
 			log_ratelimited(LOG_WARN,
 					"%s: %s failed: %s (vendor error "
 					"0x%x)",
-					c->name, xr_wc_opname(w->opcode),
+					c->name, xp_wc_opcode_str(w->opcode),
 					ibv_wc_status_str(iw->status),
 					iw->vendor_err);
 			snprintf(c->why, sizeof(c->why),
 				 "%s failed: %s (vendor error 0x%x)",
-				 xr_wc_opname(w->opcode),
+				 xp_wc_opcode_str(w->opcode),
 				 ibv_wc_status_str(iw->status), iw->vendor_err);
 		}
 	}

@@ -45,6 +45,27 @@ const char *xp_wc_status_str(enum xp_wc_status st)
 	return "unknown";
 }
 
+const char *xp_wc_opcode_str(enum xp_wc_opcode op)
+{
+	switch (op) {
+	case XP_WC_SEND:
+		return "SEND";
+	case XP_WC_RDMA_WRITE:
+		return "RDMA WRITE";
+	case XP_WC_RDMA_READ:
+		return "RDMA READ";
+	case XP_WC_RECV:
+		return "RECV";
+	case XP_WC_BIND_MW:
+		return "BIND_MW";
+	case XP_WC_LOCAL_INV:
+		return "LOCAL_INV";
+	case XP_WC_FD_READY:
+		return "FD_READY";
+	}
+	return "?";
+}
+
 int xp_group_watch(struct xp_group *g, int fd, uint64_t cookie)
 {
 	struct epoll_event ev = {.events = EPOLLIN};

@@ -675,6 +675,8 @@ static inline const char *xp_peer_name(struct xp_conn *c)
 }
 
 const char *xp_wc_status_str(enum xp_wc_status st);
+/* "SEND", "RDMA READ", ...: a completion's kind, for logs */
+const char *xp_wc_opcode_str(enum xp_wc_opcode op);
 
 /*
  * ---- TLS on tcp (transport/tcp_tls.c, GnuTLS) ----------------------------

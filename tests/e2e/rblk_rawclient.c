@@ -182,22 +182,6 @@ static const char *wr_name(enum xp_wr_opcode op)
 	}
 }
 
-static const char *wc_name(enum xp_wc_opcode op)
-{
-	switch (op) {
-	case XP_WC_SEND:
-		return "SEND";
-	case XP_WC_RDMA_WRITE:
-		return "RDMA WRITE";
-	case XP_WC_RDMA_READ:
-		return "RDMA READ";
-	case XP_WC_RECV:
-		return "RECV";
-	default:
-		return "other";
-	}
-}
-
 /* Note a chain about to be posted on c (its messages' types too). */
 static void note_post(struct rc *c, const struct xp_send_wr *wr)
 {
@@ -325,7 +309,8 @@ static enum xp_wc_status poll_wc(struct rc *c, struct xp_wc *wc, void *copy,
 		if (n == 1) {
 			armed = false;
 			note(c, "got %s %s wr_id %llu len %u type %d",
-			     wc_name(wc->opcode), xp_wc_status_str(wc->status),
+			     xp_wc_opcode_str(wc->opcode),
+			     xp_wc_status_str(wc->status),
 			     (unsigned long long)wc->wr_id, wc->byte_len,
 			     wc->opcode == XP_WC_RECV &&
 				     wc->status == XP_WC_SUCCESS
