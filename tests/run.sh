@@ -11,8 +11,9 @@
 # compute. A script with a line "# runs-alone: WHY" (it measures rates or
 # times against a budget, or loads the whole machine) runs after the
 # others, with nothing beside it. (A test that only takes CPU, such as
-# the time-boxed fuzzers or fsx, shares: it slows its neighbour, which
-# then has no budget to miss.) Lines print as tests finish.
+# the time-boxed fuzzers, fsx or the power cuts' guests, shares: it slows
+# its neighbour, which then has no budget to miss.) Lines print as tests
+# finish.
 #
 # Exit codes of a test: 0 pass, 77 skip, anything else fail (124: timeout).
 # RBLK_TEST_TIMEOUT (seconds, default 300) bounds each test. A failing

@@ -134,11 +134,11 @@ fio --name=hog "--ioengine=external:$engine" "--uri=$url" --rw=randread \
 	--time_based --runtime=60 --output="$TEST_DIR/5.hog.out" \
 	2>"$TEST_DIR/5.hog.err" &
 hog_pid=$!
-cleanup_fn quiet_kill "$hog_pid"
+cleanup_fn _kill_quiet "$hog_pid"
 _wait_for_line "$RBLK_TARGET_LOG" "depth 8, max I/O" "$hog_pid" 30 ||
 	fail "the reading sessions did not log in"
 run w5 "$TEST_DIR/5.w.out" "${hlayout[@]}" 2>"$TEST_DIR/5.w.err"
-quiet_kill "$hog_pid"
+_kill_quiet "$hog_pid"
 wait "$hog_pid" 2>/dev/null || true
 if grep -E "disconnecting|reposting receive|reposted" "$RBLK_TARGET_LOG"; then
 	fail "the target failed a session holding receives"

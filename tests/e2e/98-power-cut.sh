@@ -35,7 +35,6 @@
 # honest case; RBLK_PC_CASES picks cases (bdev ext4 ext4-buffered
 # unsafe-fua unsafe-flush ublk-ext4).
 # soak: 8 cuts each of /dev/vda, ext4 (O_DIRECT), ext4 cache=buffered (e2fsck -fn clean after each) and ext4 on the initiator's /dev/ublkbN, and the dishonest targets (flush, fua) caught
-# runs-alone: boots QEMU guests (TCG) on every CPU there is
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
 [ "${RBLK_VM_SKIP:-0}" = 1 ] && skip "guest tests skipped (RBLK_VM_SKIP=1)"
