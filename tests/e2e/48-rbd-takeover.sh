@@ -11,6 +11,19 @@
 # log that it is fenced (the lock thread's path to the fence).
 set -euo pipefail
 source "$(dirname "$0")/../functions.sh"
+
+# write_refused URI OFFSET WHAT: a 4 KiB write at OFFSET through URI fails
+write_refused()
+{
+	tmo 30 nbdsh -u "$1" -c "
+try:
+    h.pwrite(b'x' * 4096, $2)
+except nbd.Error as e:
+    print('$3 refused:', e)
+else:
+    raise SystemExit('$3 succeeded')
+"
+}
 source "$RBLK_ROOT/tests/ceph/lib.sh"
 requires_ceph
 requires_nbdsh
@@ -75,14 +88,7 @@ grep -q "taking the exclusive lock over" "$b_log" || fail "B did not break A's l
 kill -CONT "$a_pid"
 wait_pid 60 "$late" || { cat "$TEST_DIR/late.out"; fail "A's late write was not refused"; }
 cat "$TEST_DIR/late.out"
-tmo 30 nbdsh -u "$a_uri" -c '
-try:
-    h.pwrite(b"x" * 4096, 8 << 20)
-except nbd.Error as e:
-    print("a new write to A refused:", e)
-else:
-    raise SystemExit("a new write to A succeeded")
-'
+write_refused "$a_uri" $((8 << 20)) "a new write to A"
 grep -q "refuses this target's writes" "$a_log" ||
 	fail "A did not log that it was fenced"
 # the late write reached A and the cluster refused it (not the initiator
@@ -140,14 +146,7 @@ done
 grep -q "exclusive lock released\|releasing the exclusive lock" "$c_log" ||
 	{ tail -n 20 "$c_log"; fail "C did not release the lock once its session ended"; }
 start_nbd "tcp://127.0.0.1:$c_port/vol0" "$TEST_DIR/c2.sock"
-tmo 30 nbdsh -u "$NBD_URI" -c '
-try:
-    h.pwrite(b"x" * 4096, 12 << 20)
-except nbd.Error as e:
-    print("a write to the idle, blocklisted C refused:", e)
-else:
-    raise SystemExit("a write to the blocklisted C succeeded")
-'
+write_refused "$NBD_URI" $((12 << 20)) "a write to the idle, blocklisted C"
 grep -q "refuses this target's writes" "$c_log" ||
 	{ tail -n 20 "$c_log"; fail "C failed the write without saying it is fenced"; }
 tmo 30 rbd export --no-progress rbd/shared "$TEST_DIR/img2"
